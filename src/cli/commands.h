@@ -1,0 +1,15 @@
+// One function per subcommand, each in its own file (src/cli/<command>.cpp). Each adds its
+// subcommand to the app and sets the callback that runs it. Callbacks throw herd::Error on
+// bad input; main() turns that into "herd: error: ..." and exit code 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace herd::cli {
+
+void add_tokenize(CLI::App& app);
+void add_chat_template(CLI::App& app);
+void add_synth(CLI::App& app);
+void add_inspect(CLI::App& app);
+
+}  // namespace herd::cli

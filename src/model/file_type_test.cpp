@@ -1,0 +1,51 @@
+#include "model/file_type.h"
+
+#include <gtest/gtest.h>
+
+#include "gguf/reader.h"
+
+namespace herd {
+namespace {
+
+TEST(FileType, ParsesNames) {
+  EXPECT_EQ(find_file_type("Q4_K_M")->gguf_id, 15u);
+  EXPECT_EQ(find_file_type("q8_0")->base, TensorType::Q8_0);
+  EXPECT_FALSE(find_file_type("q9_9").has_value());
+}
+
+TEST(FileType, RowsThatBreakBlocksFallBack) {
+  HParams hp;
+  hp.n_layer = 2;
+  FileType q4km = *find_file_type("q4_k_m");
+  TensorSpec t{"blk.0.attn_q.weight", {128, 128}, TensorRole::kAttention, 0};
+  EXPECT_EQ(tensor_type_for(q4km, t, hp), TensorType::Q5_0);  // 128 % 256 != 0
+  t.shape = {48, 48};
+  EXPECT_EQ(tensor_type_for(*find_file_type("q4_0"), t, hp), TensorType::F16);
+  TensorSpec norm{"blk.0.attn_norm.weight", {256}, TensorRole::kNorm, 0};
+  EXPECT_EQ(tensor_type_for(q4km, norm, hp), TensorType::F32);
+}
+
+// The shared Q4_K_M file was made by llama.cpp's quantizer: our rule must pick the same
+// type for every tensor of the same model.
+TEST(FileType, MatchesReferenceQ4KMFile) {
+  gguf::File f = gguf::File::open("../shared/models/llama-q4_k_m.gguf");
+  HParams hp;
+  hp.n_layer = f.get_u32("llama.block_count");
+  hp.tied_output = f.find_tensor("output.weight") == nullptr;
+  hp.n_embd = f.get_u32("llama.embedding_length");
+  hp.n_ff = f.get_u32("llama.feed_forward_length");
+  hp.n_head = f.get_u32("llama.attention.head_count");
+  hp.n_head_kv = f.get_u32("llama.attention.head_count_kv");
+  hp.head_dim = hp.n_embd / hp.n_head;
+  hp.n_vocab = static_cast<int64_t>(f.get_string_array("tokenizer.ggml.tokens").size());
+  FileType q4km = *find_file_type("q4_k_m");
+  for (const TensorSpec& t : model_tensors(*find_arch("llama"), hp)) {
+    const gguf::TensorInfo& info = f.tensor(t.name);
+    EXPECT_EQ(info.shape, t.shape) << t.name;
+    EXPECT_EQ(type_traits(tensor_type_for(q4km, t, hp)).name, type_traits(info.type).name)
+        << t.name;
+  }
+}
+
+}  // namespace
+}  // namespace herd
