@@ -451,6 +451,7 @@ std::vector<Out> numeric_array(const File& f, std::string_view key) {
   size_t size = scalar_size(v.elem_type);
   for (uint64_t i = 0; i < v.count; ++i) {
     Value e;
+    e.type = v.elem_type;
     decode_scalar(v.elem_type, v.raw + i * size, e);
     if (e.is_float()) {
       out[i] = static_cast<Out>(e.f);
