@@ -1,0 +1,34 @@
+#include "engine/runner.h"
+
+#include <algorithm>
+
+namespace herd::engine {
+
+LocalRunner::LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threads,
+                         kernels::Isa isa)
+    : file_(std::move(file)),
+      info_(std::move(info)),
+      shard_(std::move(shard)),
+      pool_(threads),
+      isa_(isa) {}
+
+std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
+                                               const LocalOptions& options) {
+  gguf::File file = gguf::File::open(path);
+  ModelInfo info = read_model_info(file);
+  ShardOptions shard_options;
+  shard_options.n_ctx = options.n_ctx > 0 ? std::min(options.n_ctx, info.hp.n_ctx)
+                                          : std::min(info.hp.n_ctx, kDefaultMaxCtx);
+  shard_options.n_seq = options.n_seq;
+  shard_options.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
+  // The shard points into the file's mapping, which moves with the File object unchanged.
+  Shard shard = Shard::load(file, info, ShardSpec{}, shard_options);
+  return std::unique_ptr<LocalRunner>(new LocalRunner(
+      std::move(file), std::move(info), std::move(shard), options.threads, shard_options.isa));
+}
+
+void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
+  shard_.forward(batch, nullptr, logits, pool_);
+}
+
+}  // namespace herd::engine

@@ -1,0 +1,63 @@
+// ModelRunner: what generation and serving talk to. It runs a Batch through the whole
+// model and returns logits, however the model is laid out: the local one-stage plan
+// (LocalRunner, one shard holding everything) or, later, a plan across nodes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/batch.h"
+#include "engine/shard.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "util/thread_pool.h"
+
+namespace herd::engine {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const HParams& hparams() const = 0;
+  virtual int64_t n_ctx() const = 0;
+  virtual int64_t n_seq() const = 0;
+  // logits: [batch.n_logits()][n_vocab], rows in batch order.
+  virtual void forward(const Batch& batch, std::vector<float>& logits) = 0;
+};
+
+struct LocalOptions {
+  int threads = 0;    // 0: all cores
+  int64_t n_ctx = 0;  // 0: the model's context length, capped at kDefaultMaxCtx
+  int64_t n_seq = 1;
+  kernels::Isa isa_limit = kernels::Isa::kAvx512;
+};
+constexpr int64_t kDefaultMaxCtx = 4096;
+
+// The one-stage plan: this process holds the whole model.
+class LocalRunner : public ModelRunner {
+ public:
+  // Maps the file, checks the model and loads it. Throws herd::Error naming the problem.
+  static std::unique_ptr<LocalRunner> open(const std::string& path, const LocalOptions& options);
+
+  const HParams& hparams() const override { return shard_.hparams(); }
+  int64_t n_ctx() const override { return shard_.n_ctx(); }
+  int64_t n_seq() const override { return shard_.n_seq(); }
+  void forward(const Batch& batch, std::vector<float>& logits) override;
+
+  const gguf::File& file() const { return file_; }
+  const ModelInfo& info() const { return info_; }
+  ThreadPool& pool() { return pool_; }
+  kernels::Isa isa() const { return isa_; }
+  const Shard& shard() const { return shard_; }
+
+ private:
+  LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threads, kernels::Isa isa);
+
+  gguf::File file_;
+  ModelInfo info_;
+  Shard shard_;
+  ThreadPool pool_;
+  kernels::Isa isa_;
+};
+
+}  // namespace herd::engine

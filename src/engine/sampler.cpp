@@ -1,0 +1,100 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace herd::engine {
+
+int32_t greedy(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+
+void Sampler::reset() {
+  rng_.seed(params_.seed);
+  recent_.clear();
+}
+
+void Sampler::accept(int32_t token) {
+  if (params_.penalty_last_n <= 0) return;
+  recent_.push_back(token);
+  if (static_cast<int32_t>(recent_.size()) > params_.penalty_last_n) recent_.erase(recent_.begin());
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  const SamplerParams& p = params_;
+  const bool penalize =
+      !recent_.empty() &&
+      (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+  if (p.temperature <= 0.0f && !penalize) return greedy(logits);
+
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
+
+  if (penalize) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : recent_) ++counts[t];
+    for (const auto& [token, count] : counts) {
+      if (token < 0 || static_cast<size_t>(token) >= candidates_.size()) continue;
+      float& l = candidates_[static_cast<size_t>(token)].logit;
+      // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
+      l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+      l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+    }
+  }
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  if (p.temperature <= 0.0f)
+    return std::min_element(candidates_.begin(), candidates_.end(), by_logit)->id;
+
+  size_t n = candidates_.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) n = static_cast<size_t>(p.top_k);
+  std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<long>(n),
+                    candidates_.end(), by_logit);
+  candidates_.resize(n);
+
+  // Probabilities at temperature 1 for top-p and min-p (llama.cpp applies them before
+  // the temperature), then the temperature reshapes what is left.
+  std::vector<float> probs(n);
+  const float max = candidates_[0].logit;
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(candidates_[i].logit - max);
+  for (float& pr : probs) pr /= sum;
+  if (p.top_p < 1.0f) {
+    float cumulative = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cumulative += probs[i];
+      if (cumulative >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (p.min_p > 0.0f) {
+    const float threshold = probs[0] * p.min_p;
+    size_t keep = 1;
+    while (keep < n && probs[keep] >= threshold) ++keep;
+    n = keep;
+  }
+  // The draw is written out (not std::discrete_distribution) so that a seed gives the same
+  // tokens with every standard library.
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total += probs[i] = static_cast<float>(
+        std::exp(static_cast<double>(candidates_[i].logit - max) / p.temperature));
+  }
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  double cumulative = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cumulative += probs[i];
+    if (u < cumulative) return candidates_[i].id;
+  }
+  return candidates_[n - 1].id;
+}
+
+}  // namespace herd::engine

@@ -1,0 +1,51 @@
+// Sampler: picks the next token from logits. The chain runs in llama.cpp's order:
+// penalties (repetition / presence / frequency over the recent tokens), top-k, top-p,
+// min-p, temperature, then a draw from the seeded generator. Temperature <= 0 is greedy.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace herd::engine {
+
+struct SamplerParams {
+  float temperature = 0.8f;
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off; > 1 discourages tokens seen in the last penalty_last_n
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t penalty_last_n = 64;
+  uint64_t seed = 0xC0FFEE;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& params);
+
+  // Chooses a token from logits [n_vocab]. Does not remember it: call accept() with the
+  // token that was actually used (the prompt's tokens too, for the penalties).
+  int32_t sample(std::span<const float> logits);
+  void accept(int32_t token);
+  void reset();
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+  SamplerParams params_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> recent_;  // the last penalty_last_n accepted tokens
+  std::vector<Candidate> candidates_;
+};
+
+// argmax with the lowest id winning ties.
+int32_t greedy(std::span<const float> logits);
+
+}  // namespace herd::engine

@@ -1,0 +1,82 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+namespace herd::engine {
+namespace {
+
+TEST(Sampler, GreedyAtZeroTemperature) {
+  SamplerParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  std::vector<float> logits = {0.1f, 3.0f, 3.0f, -1.0f};
+  EXPECT_EQ(s.sample(logits), 1);  // ties go to the lower id
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  SamplerParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  std::vector<float> logits = {1, 2, 3, 4, 5, 0, -1};
+  Sampler a(p), b(p);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
+}
+
+TEST(Sampler, TopKAndMinPRestrictChoices) {
+  SamplerParams p;
+  p.temperature = 5.0f;  // flat, so restrictions matter
+  p.top_k = 2;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  Sampler s(p);
+  std::vector<float> logits = {0, 10, 9.5f, 1, 2};
+  for (int i = 0; i < 200; ++i) {
+    int32_t t = s.sample(logits);
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+  p.top_k = 0;
+  p.min_p = 0.5f;  // keeps tokens with prob >= half the top one's
+  Sampler m(p);
+  std::vector<float> peaked = {0, 10, 0, 0};
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(m.sample(peaked), 1);
+}
+
+TEST(Sampler, TemperatureFollowsTheDistribution) {
+  SamplerParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  Sampler s(p);
+  std::vector<float> logits = {0.0f, std::log(3.0f)};  // probabilities 1/4, 3/4
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) ones += s.sample(logits);
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
+TEST(Sampler, PenaltiesDiscourageRepeats) {
+  SamplerParams p;
+  p.temperature = 0;
+  p.repeat_penalty = 2.0f;
+  Sampler s(p);
+  std::vector<float> logits = {3.0f, 2.0f};
+  EXPECT_EQ(s.sample(logits), 0);
+  s.accept(0);
+  EXPECT_EQ(s.sample(logits), 1);  // 3 / 2 < 2
+  SamplerParams q;
+  q.temperature = 0;
+  q.presence_penalty = 0.5f;
+  q.frequency_penalty = 0.3f;
+  Sampler f(q);
+  f.accept(0);
+  f.accept(0);
+  EXPECT_EQ(f.sample(logits), 1);  // 3 - 0.5 - 0.6 < 2
+}
+
+}  // namespace
+}  // namespace herd::engine
