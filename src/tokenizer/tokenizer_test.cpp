@@ -1,0 +1,174 @@
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "gguf/reader.h"
+#include "util/error.h"
+
+namespace herd::tokenizer {
+namespace {
+
+// The small models' tokenizers (see ../shared/models/README.md): SPM with byte
+// fallback, and Qwen2 byte-level BPE with <|endoftext|> 381, <|im_start|> 382,
+// <|im_end|> 383.
+Tokenizer load(const char* path) {
+  return Tokenizer::from_gguf(gguf::File::open(path));
+}
+
+const Tokenizer& spm() {
+  static const Tokenizer t = load("../shared/models/llama-f16.gguf");
+  return t;
+}
+const Tokenizer& bpe() {
+  static const Tokenizer t = load("../shared/models/qwen2-f32.gguf");
+  return t;
+}
+
+using Ids = std::vector<int32_t>;
+
+TEST(Tokenizer, SpmFollowsTheReadmeExample) {
+  EXPECT_EQ(spm().encode("Hello world", false, false),
+            (Ids{259, 75, 260, 329, 262, 367, 324, 268, 269}));
+  EXPECT_EQ(spm().decode(Ids{259, 75, 260, 329, 262, 367, 324, 268, 269}), "Hello world");
+}
+
+TEST(Tokenizer, AddSpecialFollowsTheFile) {
+  // SPM: BOS (the file's add_bos_token), nothing at the end.
+  const Ids spm_ids = spm().encode("Hello", true, true);
+  ASSERT_FALSE(spm_ids.empty());
+  EXPECT_EQ(spm_ids.front(), 1);
+  EXPECT_NE(spm_ids.back(), 2);
+  EXPECT_EQ(spm().encode("", true, true), Ids{1});
+  EXPECT_TRUE(spm().encode("", false, false).empty());
+  // Qwen2: add_bos_token is false, so nothing is added.
+  EXPECT_EQ(bpe().encode("Hello", true, true), bpe().encode("Hello", false, false));
+  // Llama 3: BOS 128000.
+  const Tokenizer llama3 = load("../shared/vocab/ggml-vocab-llama-bpe.gguf");
+  EXPECT_EQ(llama3.encode("Hello", true, true).front(), 128000);
+  // BERT: [CLS] ... [SEP].
+  const Tokenizer bert = load("../shared/vocab/ggml-vocab-bert-bge.gguf");
+  EXPECT_EQ(bert.encode("Hello", true, true), (Ids{101, 7592, 102}));
+  // No clean-up of spaces before punctuation (Hugging Face's clean_up_tokenization_spaces).
+  EXPECT_EQ(bert.decode(Ids{101, 7592, 1010, 2088, 102}), "hello , world");
+}
+
+TEST(Tokenizer, ParsesSpecialTokensOnlyWhenAsked) {
+  const std::string text = "<|im_start|>user\nhi<|im_end|>";
+  const Ids parsed = bpe().encode(text, false, true);
+  ASSERT_GE(parsed.size(), 3u);
+  EXPECT_EQ(parsed.front(), 382);
+  EXPECT_EQ(parsed.back(), 383);
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 382), 1);
+
+  const Ids plain = bpe().encode(text, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 382), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 383), 0);
+  EXPECT_EQ(bpe().decode(plain), text) << "as plain text it round-trips";
+
+  // Control tokens vanish from decoded text unless asked for.
+  EXPECT_EQ(bpe().decode(parsed), "user\nhi");
+  EXPECT_EQ(bpe().decode(parsed, /*render_special=*/true), text);
+}
+
+TEST(Tokenizer, SpmPutsTheSpacePrefixAfterSpecialTokens) {
+  const Ids ids = spm().encode("<s>Hello</s>", false, true);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ(Ids(ids.begin() + 1, ids.end() - 1), spm().encode("Hello", false, false));
+}
+
+TEST(Tokenizer, UserDefinedTokensAreAlwaysMatched) {
+  // DeepSeek Coder has user-defined tokens such as 'ü' (32009): matched even when
+  // special tokens are not parsed, as the reference does.
+  const Tokenizer ds = load("../shared/vocab/ggml-vocab-deepseek-coder.gguf");
+  const Ids ids = ds.encode("F\xC3\xBChrer", false, false);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 32009), 1);
+  EXPECT_EQ(ds.decode(ids), "F\xC3\xBChrer");
+}
+
+TEST(Tokenizer, EndOfGenerationAndControlQueries) {
+  EXPECT_TRUE(bpe().is_eog(383));  // <|im_end|>, the EOS
+  EXPECT_TRUE(bpe().is_eog(381));  // <|endoftext|>
+  EXPECT_FALSE(bpe().is_eog(382));
+  EXPECT_FALSE(bpe().is_eog(100));
+  EXPECT_TRUE(bpe().is_control(382));
+  EXPECT_FALSE(bpe().is_control(100));
+  EXPECT_EQ(bpe().eos(), 383);
+  EXPECT_EQ(bpe().token_text(382), "<|im_start|>");
+  EXPECT_EQ(spm().bos(), 1);
+  EXPECT_EQ(spm().n_vocab(), 384);
+}
+
+TEST(Tokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
+  EXPECT_THROW(bpe().decode(Ids{5, 384}), Error);
+  EXPECT_THROW(bpe().decode(Ids{-1}), Error);
+}
+
+TEST(Tokenizer, ArbitraryBytesRoundTrip) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::string text(rng() % 40, '\0');
+    for (char& c : text) c = static_cast<char>(rng());
+    EXPECT_EQ(bpe().decode(bpe().encode(text, false, false)), text);
+    // SPM turns nothing into '▁' but the space it adds; byte fallback covers the rest.
+    if (!text.empty() && text[0] != ' ') {
+      EXPECT_EQ(spm().decode(spm().encode(text, false, false)), text);
+    }
+  }
+}
+
+TEST(Tokenizer, LongInputsEncodeInRoughlyLinearTime) {
+  std::string text;
+  while (text.size() < 400000)
+    text += "The quick brown fox, 12345 jumps: caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD!\n";
+  const std::string word(50000, 'a');  // one long word: many merges in one heap
+  for (const Tokenizer* t : {&spm(), &bpe()}) {
+    const auto start = std::chrono::steady_clock::now();
+    const Ids ids = t->encode(text, false, false);
+    const Ids long_word = t->encode(word, false, false);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(t->decode(ids), text);
+    EXPECT_EQ(t->decode(long_word), word);
+    EXPECT_LT(seconds, 10.0) << "400 kB should take well under a second";
+  }
+}
+
+TEST(Tokenizer, LoadsLlama3QuicklyAndEncodesFromManyThreads) {
+  const auto start = std::chrono::steady_clock::now();
+  const Tokenizer t = load("../shared/vocab/ggml-vocab-llama-bpe.gguf");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("load_seconds", std::to_string(seconds));
+  EXPECT_LT(seconds, 5.0) << "128k tokens + 280k merges should load in well under a second";
+  EXPECT_EQ(t.vocab().n_merges(), 280147u);
+
+  const std::string text = "Hello, world! I'm testing 12345 threads.";
+  const Ids expected = t.encode(text, true, true);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < 200; ++n) ok[i] += t.encode(text, true, true) == expected;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(ok[i], 200);
+}
+
+TEST(Tokenizer, TheFileCanBeClosedAfterLoading) {
+  std::optional<Tokenizer> t;
+  {
+    const gguf::File file = gguf::File::open("../shared/models/qwen2-f32.gguf");
+    t.emplace(Tokenizer::from_gguf(file));
+  }
+  EXPECT_EQ(t->decode(t->encode("still works", false, false)), "still works");
+  EXPECT_EQ(t->token_text(382), "<|im_start|>");
+}
+
+}  // namespace
+}  // namespace herd::tokenizer
