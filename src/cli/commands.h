@@ -11,5 +11,8 @@ void add_tokenize(CLI::App& app);
 void add_chat_template(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_inspect(CLI::App& app);
+void add_eval(CLI::App& app);
+void add_run(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace herd::cli

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   herd::cli::add_chat_template(app);
   herd::cli::add_synth(app);
   herd::cli::add_inspect(app);
+  herd::cli::add_run(app);
+  herd::cli::add_eval(app);
+  herd::cli::add_bench(app);
 
   try {
     app.parse(argc, argv);

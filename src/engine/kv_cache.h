@@ -3,6 +3,7 @@
 // cells are indexed by position, so a sequence's cache is the prefix [0, length).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

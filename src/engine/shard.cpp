@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/ops.h"
+#include "quant/float16.h"
 #include "util/error.h"
 
 namespace herd::engine {
