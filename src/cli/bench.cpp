@@ -69,7 +69,7 @@ void add_bench(CLI::App& app) {
         batch.add(ids[static_cast<size_t>(i)], 0, static_cast<int32_t>(i), i + 1 == o->n_prompt);
       runner->forward(batch, logits);
     };
-    auto decode = [&] {
+    auto run_decode = [&] {
       for (int64_t i = 0; i < o->n_gen; ++i) {
         batch.clear();
         batch.add(ids[static_cast<size_t>(i) % ids.size()], 0,
@@ -78,13 +78,13 @@ void add_bench(CLI::App& app) {
       }
     };
     prefill();  // warm-up: page in the weights, grow the scratch buffers
-    decode();
+    run_decode();
     std::vector<double> prefill_tps, decode_tps;
     for (int r = 0; r < o->reps; ++r) {
       double t0 = now_seconds();
       prefill();
       double t1 = now_seconds();
-      decode();
+      run_decode();
       double t2 = now_seconds();
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
