@@ -1,6 +1,9 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <string>
+
+#include "util/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -16,9 +19,15 @@
 namespace herd {
 namespace {
 
-// How long a worker spins for the next job before it sleeps: long enough to cover the gap
-// between two loops of one forward pass, short enough that an idle pool goes quiet at once.
-constexpr int kSpinIterations = 20000;
+// How long an idle worker spins for the next job before it sleeps: long enough to cover
+// the gap between two loops of one forward pass, short enough that an idle pool goes
+// quiet at once. After kSpinPauses it yields the core (other processes may need it).
+constexpr int kSpinPauses = 4000;
+constexpr int kSpinYields = 200;
+
+constexpr uint64_t ticket_of(uint32_t gen, uint64_t task) {
+  return static_cast<uint64_t>(gen) << 32 | task;
+}
 
 }  // namespace
 
@@ -39,26 +48,34 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::work(int thread) {
+void ThreadPool::work(int thread, uint32_t gen) {
   for (;;) {
-    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
+    uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    do {
+      if (static_cast<uint32_t>(ticket >> 32) != gen) return;  // a newer job has started
+      if (static_cast<int64_t>(ticket & 0xFFFFFFFFu) >= n_tasks_) return;
+    } while (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel));
+    const int64_t task = static_cast<int64_t>(ticket & 0xFFFFFFFFu);
     try {
       (*job_)(task, thread);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin briefly for the next generation, then sleep.
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      HERD_CPU_RELAX();
+    uint32_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinPauses + kSpinYields; ++spin) {
+      if (spin < kSpinPauses) {
+        HERD_CPU_RELAX();
+      } else {
+        std::this_thread::yield();
+      }
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -68,8 +85,7 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = gen;
     if (stop_.load()) return;
-    work(index);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    work(index, gen);
   }
 }
 
@@ -79,19 +95,29 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& f
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
+  HERD_CHECK_MSG(n_tasks < (int64_t{1} << 32), "too many tasks: " + std::to_string(n_tasks));
   job_ = &fn;
   n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
-  active_.store(n_threads_ - 1, std::memory_order_release);
+  uint32_t gen;
   {
     // Publishing under the mutex pairs with the sleepers' wait predicate.
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    gen = generation_.load(std::memory_order_relaxed) + 1;
+    ticket_.store(ticket_of(gen, 0), std::memory_order_release);
+    generation_.store(gen, std::memory_order_release);
   }
   wake_.notify_all();
-  work(0);
-  while (active_.load(std::memory_order_acquire) != 0) HERD_CPU_RELAX();
+  work(0, gen);
+  // Every task is claimed; wait for the ones other threads are still running.
+  for (int spin = 0; done_.load(std::memory_order_acquire) != n_tasks; ++spin) {
+    if (spin < kSpinPauses) {
+      HERD_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

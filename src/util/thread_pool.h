@@ -1,9 +1,10 @@
 // ThreadPool: a fixed set of workers for data-parallel loops (matmul rows, heads, tokens).
 // run(n, fn) calls fn(task, worker) for task in [0, n) across the workers and the calling
-// thread, and returns when all are done. Between calls the workers spin for a short while
-// (a forward pass issues hundreds of loops back to back, and a wake-up through the kernel
-// costs more than a small loop), then sleep on a condition variable, so an idle pool uses
-// no CPU between requests.
+// thread, and returns when all are done. Tasks are claimed dynamically, so a worker the OS
+// has not scheduled (other processes share the cores) delays nothing: the caller takes its
+// tasks. Between calls the workers spin for a short while (a forward pass issues hundreds
+// of loops back to back, and a wake-up through the kernel costs more than a small loop),
+// then sleep on a condition variable, so an idle pool uses no CPU between requests.
 // Thread-safety: run() must not be called concurrently from several threads.
 #pragma once
 
@@ -39,19 +40,21 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
-  void work(int thread);
+  // Runs tasks of generation `gen` until none is left; returns at once for a stale one.
+  void work(int thread, uint32_t gen);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
-  // The current job; valid while pending_ > 0.
+  // The current job. Tasks are claimed from ticket_ = (generation << 32) | next task, so a
+  // worker that wakes late for an old generation can never claim a task of a newer one.
   const std::function<void(int64_t, int)>* job_ = nullptr;
   int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_{0};  // threads still working on the current job
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current generation that have finished
   std::exception_ptr error_;
   std::mutex error_mutex_;
 };
