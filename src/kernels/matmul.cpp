@@ -1,0 +1,221 @@
+// matmul: picks a kernel-table entry per weight matrix, quantizes the activations once per
+// call, and splits the rows (and, for small matrices, the tokens) across the pool.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/kernel_table.h"
+#include "util/error.h"
+
+namespace herd::kernels {
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kNeon:
+      return "neon";
+  }
+  return "unknown";
+}
+
+const MatmulKernel* find_matmul_kernel(TensorType type, Isa isa) {
+  bool reached = false;  // compiled_isas() is best first: skip those above `isa`
+  for (Isa candidate : compiled_isas()) {
+    if (candidate == isa) reached = true;
+    if (!reached) continue;
+    for (const MatmulKernel& k : isa_kernels(candidate)) {
+      if (k.type == type) return &k;
+    }
+  }
+  if (!reached && isa != Isa::kScalar) return find_matmul_kernel(type, Isa::kScalar);
+  return nullptr;
+}
+
+// ---- PackedMatrix ------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kAlignment = 64;  // a cache line and an AVX-512 vector
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+}  // namespace
+
+struct PackedMatrix::Impl {
+  const MatmulKernel* kernel = nullptr;
+  TensorType type = TensorType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;  // the bytes the kernel reads: `owned` or the caller's
+  std::unique_ptr<uint8_t, AlignedFree> owned;
+  size_t owned_bytes = 0;
+};
+
+PackedMatrix::PackedMatrix() : impl_(std::make_unique<Impl>()) {}
+PackedMatrix::~PackedMatrix() = default;
+PackedMatrix::PackedMatrix(PackedMatrix&&) noexcept = default;
+PackedMatrix& PackedMatrix::operator=(PackedMatrix&&) noexcept = default;
+
+TensorType PackedMatrix::type() const {
+  return impl_->type;
+}
+int64_t PackedMatrix::rows() const {
+  return impl_->rows;
+}
+int64_t PackedMatrix::cols() const {
+  return impl_->cols;
+}
+size_t PackedMatrix::owned_bytes() const {
+  return impl_->owned_bytes;
+}
+
+PackedMatrix pack_matrix(const MatrixView& w, Isa isa) {
+  const TypeTraits* traits = find_type_traits(static_cast<uint32_t>(w.type));
+  const std::string type_name =
+      traits ? std::string(traits->name) : "id " + std::to_string(uint32_t(w.type));
+  const MatmulKernel* kernel = find_matmul_kernel(w.type, isa);
+  if (kernel == nullptr) {
+    throw Error("kernels", "no matmul kernel for weights of type " + type_name);
+  }
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % traits->block_size != 0) {
+    throw Error("kernels", "a " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
+                               " matrix cannot be stored as " + type_name);
+  }
+  if (w.data == nullptr) throw Error("kernels", "matrix of type " + type_name + " has no data");
+
+  PackedMatrix packed;
+  PackedMatrix::Impl& impl = *packed.impl_;
+  impl.kernel = kernel;
+  impl.type = w.type;
+  impl.rows = w.rows;
+  impl.cols = w.cols;
+  impl.data = w.data;
+  if (kernel->packed_bytes != nullptr) {
+    const size_t bytes = round_up(kernel->packed_bytes(w.rows, w.cols), kAlignment);
+    impl.owned.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlignment, bytes)));
+    if (!impl.owned) {
+      throw Error("kernels", "out of memory repacking a " + std::to_string(bytes) + "-byte " +
+                                 type_name + " matrix");
+    }
+    kernel->pack(w, impl.owned.get());
+    impl.data = impl.owned.get();
+    impl.owned_bytes = bytes;
+  }
+  return packed;
+}
+
+// ---- Workspace ---------------------------------------------------------------------------
+
+uint8_t* Workspace::get(size_t bytes) {
+  const size_t needed = bytes + kAlignment;  // room to align the start
+  if (buffer_.size() < needed) buffer_.resize(needed);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(buffer_.data());
+  return buffer_.data() + (round_up(start, kAlignment) - start);
+}
+
+// ---- matmul ------------------------------------------------------------------------------
+
+namespace {
+
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs
+// more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+// How the (row group x token) work is cut into tasks.
+struct Split {
+  int64_t row_groups;    // rows / row_align, rounded up
+  int64_t row_chunks;    // tasks along rows
+  int64_t token_chunks;  // tasks along tokens
+};
+
+Split split_work(int64_t row_groups, int64_t n_tokens, int n_threads, bool parallel) {
+  Split s{row_groups, 1, 1};
+  if (!parallel || n_threads <= 1) return s;
+  if (n_tokens == 1) {
+    // Decode: one contiguous, equal slice of rows per thread streams the weights once.
+    s.row_chunks = std::min<int64_t>(row_groups, n_threads);
+  } else {
+    // Prefill: a few tasks per thread even out uneven progress.
+    s.row_chunks = std::min<int64_t>(row_groups, int64_t(n_threads) * 4);
+    if (s.row_chunks < 2 * n_threads) {
+      s.token_chunks =
+          std::min<int64_t>(n_tokens, (2 * n_threads + s.row_chunks - 1) / s.row_chunks);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            Workspace& workspace) {
+  const PackedMatrix::Impl& m = w.impl();
+  HERD_CHECK(m.kernel != nullptr);
+  HERD_CHECK(n_tokens >= 0);
+  if (n_tokens == 0) return;
+  const MatmulKernel& k = *m.kernel;
+
+  const int n_threads = pool.size();
+  const size_t act_stride = round_up(k.activation_row_bytes(m.cols), kAlignment);
+  const size_t scratch_stride = k.scratch_bytes ? round_up(k.scratch_bytes(m.cols), kAlignment) : 0;
+  // workspace: [n_tokens][act_stride] activations, then [n_threads][scratch_stride]
+  uint8_t* base = workspace.get(act_stride * size_t(n_tokens) + scratch_stride * size_t(n_threads));
+  uint8_t* activations = base;
+  uint8_t* scratch = base + act_stride * size_t(n_tokens);
+
+  const bool parallel = m.rows * m.cols * n_tokens >= kMinParallelWork;
+  if (parallel && n_tokens >= 2 * n_threads) {
+    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        k.quantize_activations(x + t * m.cols, m.cols, activations + size_t(t) * act_stride);
+      }
+    });
+  } else {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      k.quantize_activations(x + t * m.cols, m.cols, activations + size_t(t) * act_stride);
+    }
+  }
+
+  const int64_t row_groups = (m.rows + k.row_align - 1) / k.row_align;
+  const Split s = split_work(row_groups, n_tokens, n_threads, parallel);
+  auto run_task = [&](int64_t task, int thread) {
+    const int64_t rc = task % s.row_chunks, tc = task / s.row_chunks;
+    const int64_t g0 = row_groups * rc / s.row_chunks, g1 = row_groups * (rc + 1) / s.row_chunks;
+    const int64_t t0 = n_tokens * tc / s.token_chunks, t1 = n_tokens * (tc + 1) / s.token_chunks;
+    if (g0 == g1 || t0 == t1) return;
+    GemmArgs a;
+    a.weights = m.data;
+    a.rows = m.rows;
+    a.cols = m.cols;
+    a.row_begin = g0 * k.row_align;
+    a.row_end = std::min(m.rows, g1 * k.row_align);
+    a.activations = activations + size_t(t0) * act_stride;
+    a.activation_stride = act_stride;
+    a.n_tokens = t1 - t0;
+    a.y = y + t0 * m.rows;
+    a.y_stride = m.rows;
+    a.scratch = scratch + size_t(thread) * scratch_stride;
+    k.gemm(a);
+  };
+  const int64_t n_tasks = s.row_chunks * s.token_chunks;
+  if (n_tasks == 1) {
+    run_task(0, 0);
+  } else {
+    pool.run(n_tasks, run_task);
+  }
+}
+
+}  // namespace herd::kernels
