@@ -13,6 +13,7 @@
 #include "cli/model_options.h"
 #include "util/bandwidth.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace herd::cli {
 namespace {
@@ -89,6 +90,10 @@ void add_bench(CLI::App& app) {
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
     }
+    // Peak memory before the bandwidth probe allocates its buffer.
+    const double peak_rss = static_cast<double>(peak_rss_bytes());
+    const double model_bytes = static_cast<double>(runner->info().weight_bytes) +
+                               static_cast<double>(runner->shard().kv_cache_bytes());
     const double bandwidth = measure_read_bandwidth(runner->pool());
     // Bytes one decoded token reads: every weight the forward pass uses once (the
     // embedding contributes one row only).
@@ -110,7 +115,9 @@ void add_bench(CLI::App& app) {
                                   {"decode_tok_s", decode},
                                   {"bandwidth_gbs", bandwidth / 1e9},
                                   {"roofline_pct", roofline_pct},
-                                  {"weight_bytes_per_token", bytes_per_token}};
+                                  {"weight_bytes_per_token", bytes_per_token},
+                                  {"peak_rss_mb", peak_rss / 1e6},
+                                  {"weights_plus_kv_mb", model_bytes / 1e6}};
       std::printf("%s\n", j.dump().c_str());
       return;
     }
@@ -122,6 +129,8 @@ void add_bench(CLI::App& app) {
     std::printf("decode       %8.1f tok/s  (%lld tokens, median of %d)\n", decode,
                 static_cast<long long>(o->n_gen), o->reps);
     std::printf("bandwidth    %8.1f GB/s (read, measured now)\n", bandwidth / 1e9);
+    std::printf("memory       %8.1f MB peak RSS (weights + KV cache: %.1f MB)\n", peak_rss / 1e6,
+                model_bytes / 1e6);
     std::printf("roofline     %8.1f tok/s  (%.1f MB of weights per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
   });

@@ -120,8 +120,16 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                               std::to_string(hp.n_layer) + " layers");
   }
   const kernels::Isa isa = options.isa;
+  // A repacked copy makes the mapped pages of its tensor dead weight: release them, so that
+  // the process holds each weight once. (The embedding stays: rows are looked up from it.)
+  auto release_if_copied = [&](const gguf::TensorInfo& t, size_t owned) {
+    if (owned > 0 && !(spec.embedding && t.name == "token_embd.weight")) file.release(t);
+  };
   auto pack = [&](const std::string& name) {
-    return kernels::pack_matrix(view_of(file.tensor(name)), isa);
+    const gguf::TensorInfo& t = file.tensor(name);
+    PackedMatrix m = kernels::pack_matrix(view_of(t), isa);
+    release_if_copied(t, m.owned_bytes());
+    return m;
   };
 
   if (spec.embedding || (spec.output && hp.tied_output))
@@ -161,6 +169,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
         l.up_exps.push_back(kernels::pack_matrix(expert_view(up, e), isa));
         l.down_exps.push_back(kernels::pack_matrix(expert_view(down, e), isa));
       }
+      release_if_copied(gate, l.gate_exps.back().owned_bytes());
+      release_if_copied(up, l.up_exps.back().owned_bytes());
+      release_if_copied(down, l.down_exps.back().owned_bytes());
     } else {
       l.ffn_gate = pack(p + "ffn_gate.weight");
       l.ffn_up = pack(p + "ffn_up.weight");

@@ -479,6 +479,10 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void File::release(const TensorInfo& t) const {
+  if (mapping_) mapping_->release(t.data, t.n_bytes);
+}
+
 const TensorInfo& File::tensor(std::string_view name) const {
   const TensorInfo* t = find_tensor(name);
   if (t == nullptr) fail(origin_, "missing tensor '" + std::string(name) + "'");

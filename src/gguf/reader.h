@@ -122,6 +122,9 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;  // nullptr when absent
   const TensorInfo& tensor(std::string_view name) const;       // throws when absent
+  // Drops the tensor's pages from the process's memory (they are re-read from the file if
+  // touched again): for tensors whose data has been copied, e.g. repacked for the kernels.
+  void release(const TensorInfo& t) const;
 
  private:
   File() = default;

@@ -25,6 +25,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Tells the OS this process no longer needs the pages wholly inside [p, p + n) (after
+  // their content was copied elsewhere, e.g. repacked weights): they leave the process's
+  // resident set and are read again from the file if touched. A hint; never fails.
+  void release(const uint8_t* p, size_t n) const;
+
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
