@@ -23,6 +23,7 @@ struct BenchOptions {
   int64_t n_prompt = 64;
   int64_t n_gen = 32;
   int reps = 3;
+  int64_t seqs = 1;
   bool json = false;
 };
 
@@ -48,11 +49,18 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-r,--reps", o->reps, "Repetitions (the median is reported)")
       ->capture_default_str();
+  cmd->add_option("-s,--seqs", o->seqs,
+                  "Also decode this many sequences together, one batch per step")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     if (o->n_prompt < 1 || o->n_gen < 1 || o->reps < 1)
       throw Error("cli", "-p, -n and -r must be positive");
-    auto runner = o->model.open();
+    if (o->seqs < 1) throw Error("cli", "--seqs must be positive");
+    // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
+    ModelOptions model = o->model;
+    if (model.n_ctx == 0) model.n_ctx = o->n_prompt + o->n_gen;
+    auto runner = model.open(o->seqs);
     const HParams& hp = runner->hparams();
     if (o->n_prompt + o->n_gen > runner->n_ctx()) {
       throw Error("cli", "-p + -n = " + std::to_string(o->n_prompt + o->n_gen) +
@@ -90,6 +98,33 @@ void add_bench(CLI::App& app) {
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
     }
+    // Batched decode: every step one token of each of `seqs` sequences (slots 0..seqs-1),
+    // each after its own copy of the prompt.
+    double batch_tps = 0;
+    if (o->seqs > 1) {
+      for (int64_t s = 1; s < o->seqs; ++s) {
+        batch.clear();
+        for (int64_t i = 0; i < o->n_prompt; ++i) {
+          batch.add(ids[static_cast<size_t>(i)], static_cast<int32_t>(s), static_cast<int32_t>(i),
+                    i + 1 == o->n_prompt);
+        }
+        runner->forward(batch, logits);
+      }
+      std::vector<double> tps;
+      for (int r = 0; r < o->reps; ++r) {
+        double t0 = now_seconds();
+        for (int64_t i = 0; i < o->n_gen; ++i) {
+          batch.clear();
+          for (int64_t s = 0; s < o->seqs; ++s) {
+            batch.add(ids[static_cast<size_t>(i + s) % ids.size()], static_cast<int32_t>(s),
+                      static_cast<int32_t>(o->n_prompt + i), true);
+          }
+          runner->forward(batch, logits);
+        }
+        tps.push_back(static_cast<double>(o->n_gen * o->seqs) / (now_seconds() - t0));
+      }
+      batch_tps = median(tps);
+    }
     // Peak memory before the bandwidth probe allocates its buffer.
     const double peak_rss = static_cast<double>(peak_rss_bytes());
     const double model_bytes = static_cast<double>(runner->info().weight_bytes) +
@@ -117,6 +152,8 @@ void add_bench(CLI::App& app) {
                                   {"roofline_pct", roofline_pct},
                                   {"weight_bytes_per_token", bytes_per_token},
                                   {"peak_rss_mb", peak_rss / 1e6},
+                                  {"seqs", o->seqs},
+                                  {"batch_decode_tok_s", batch_tps},
                                   {"weights_plus_kv_mb", model_bytes / 1e6}};
       std::printf("%s\n", j.dump().c_str());
       return;
@@ -128,6 +165,10 @@ void add_bench(CLI::App& app) {
                 static_cast<long long>(o->n_prompt), o->reps);
     std::printf("decode       %8.1f tok/s  (%lld tokens, median of %d)\n", decode,
                 static_cast<long long>(o->n_gen), o->reps);
+    if (o->seqs > 1) {
+      std::printf("batch decode %8.1f tok/s  (%lld sequences together: %.2fx one sequence)\n",
+                  batch_tps, static_cast<long long>(o->seqs), batch_tps / decode);
+    }
     std::printf("bandwidth    %8.1f GB/s (read, measured now)\n", bandwidth / 1e9);
     std::printf("memory       %8.1f MB peak RSS (weights + KV cache: %.1f MB)\n", peak_rss / 1e6,
                 model_bytes / 1e6);
