@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/float16.h"
-
 namespace herd::engine {
 
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
@@ -14,22 +12,26 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void rope(float* x, int64_t head_dim, int64_t pos, float base, RopeStyle style,
-          const float* freq_factors) {
-  const int64_t half = head_dim / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    // theta_i = pos * base^(-2i / head_dim) / factor_i
+void rope_angles(int64_t pos, int64_t head_dim, float base, const float* freq_factors, float* cos,
+                 float* sin) {
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
     double theta = static_cast<double>(pos) *
                    std::pow(static_cast<double>(base),
                             -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     if (freq_factors != nullptr) theta /= freq_factors[i];
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    cos[i] = static_cast<float>(std::cos(theta));
+    sin[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void rope_apply(float* x, int64_t head_dim, RopeStyle style, const float* cos, const float* sin) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
     const int64_t a = style == RopeStyle::kAdjacentPairs ? 2 * i : i;
     const int64_t b = style == RopeStyle::kAdjacentPairs ? 2 * i + 1 : i + half;
     const float x0 = x[a], x1 = x[b];
-    x[a] = x0 * c - x1 * s;
-    x[b] = x0 * s + x1 * c;
+    x[a] = x0 * cos[i] - x1 * sin[i];
+    x[b] = x0 * sin[i] + x1 * cos[i];
   }
 }
 
@@ -46,23 +48,6 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = 1.0f / sum;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* k = keys + j * stride;
-    float dot = 0;
-    for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * fp16_to_fp32(k[d]);
-    scores[j] = dot * scale;
-  }
-  softmax(scores, n_pos);
-  std::fill(out, out + head_dim, 0.0f);
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* v = values + j * stride;
-    const float p = scores[j];
-    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * fp16_to_fp32(v[d]);
-  }
 }
 
 }  // namespace herd::engine

@@ -12,21 +12,20 @@ namespace herd::engine {
 // out[i] = x[i] / rms(x) * weight[i]; x, weight, out: [n]. out may alias x.
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
-// Rotates one head in place: x [head_dim] at position pos. freq_factors [head_dim / 2]
-// divides each pair's frequency (Llama 3 rope scaling) or is null.
-void rope(float* x, int64_t head_dim, int64_t pos, float base, RopeStyle style,
-          const float* freq_factors);
+// The rotation of each pair of a head at position pos: cos[i], sin[i] of
+// theta_i = pos * base^(-2i / head_dim) / freq_factors[i], for i < head_dim / 2.
+// freq_factors (Llama 3 rope scaling) may be null. Computed once per token, applied to
+// every head of it.
+void rope_angles(int64_t pos, int64_t head_dim, float base, const float* freq_factors, float* cos,
+                 float* sin);
+
+// Rotates one head x [head_dim] in place by the angles of rope_angles().
+void rope_apply(float* x, int64_t head_dim, RopeStyle style, const float* cos, const float* sin);
 
 // x[i] = silu(x[i]) * up[i]; x, up: [n].
 void silu_mul(float* x, const float* up, int64_t n);
 
 // In-place softmax of x [n].
 void softmax(float* x, int64_t n);
-
-// One query head against the cached keys and values of positions [0, n_pos):
-// out [head_dim] = sum_j softmax_j(q . k_j * scale) v_j, with k_j = keys + j * stride,
-// v_j = values + j * stride, both F16. scores: scratch of n_pos floats.
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
 
 }  // namespace herd::engine

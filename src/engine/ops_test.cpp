@@ -5,8 +5,6 @@
 #include <cmath>
 #include <vector>
 
-#include "quant/float16.h"
-
 namespace herd::engine {
 namespace {
 
@@ -18,6 +16,13 @@ TEST(Ops, RmsNormScalesToUnitRms) {
   const float rms = std::sqrt((1 + 4 + 9 + 16) / 4.0f);
   EXPECT_NEAR(out[0], 1 / rms, 1e-6);
   EXPECT_NEAR(out[3], -8 / rms, 1e-6);
+}
+
+void rope(float* x, int64_t head_dim, int64_t pos, float base, RopeStyle style,
+          const float* factors) {
+  float cos[64], sin[64];
+  rope_angles(pos, head_dim, base, factors, cos, sin);
+  rope_apply(x, head_dim, style, cos, sin);
 }
 
 TEST(Ops, RopeRotatesPairsByStyle) {
@@ -40,17 +45,6 @@ TEST(Ops, RopeRotatesPairsByStyle) {
   const float factors[2] = {2.0f, 1.0f};
   rope(scaled.data(), 4, 1, 100.0f, RopeStyle::kAdjacentPairs, factors);
   EXPECT_NEAR(scaled[1], std::sin(0.5f), 1e-6);
-}
-
-TEST(Ops, AttendWeighsValuesBySoftmax) {
-  // Two positions, head_dim 2: q . k = {0, log 3} -> weights {1/4, 3/4}.
-  const float q[2] = {1, 0};
-  const uint16_t keys[4] = {fp32_to_fp16(0), 0, fp32_to_fp16(std::log(3.0f)), 0};
-  const uint16_t values[4] = {fp32_to_fp16(4), fp32_to_fp16(0), fp32_to_fp16(0), fp32_to_fp16(8)};
-  float scores[2], out[2];
-  attend(q, keys, values, 2, 2, 2, 1.0f, scores, out);
-  EXPECT_NEAR(out[0], 1.0f, 1e-3);
-  EXPECT_NEAR(out[1], 6.0f, 1e-2);
 }
 
 TEST(Ops, SiluMul) {

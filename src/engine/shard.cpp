@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/ops.h"
+#include "kernels/attention.h"
 #include "quant/float16.h"
 #include "util/error.h"
 
@@ -12,6 +13,9 @@ namespace herd::engine {
 namespace {
 
 using kernels::MatrixView;
+
+// Largest head size the forward pass supports (rope angles live on the stack).
+constexpr int64_t kMaxHeadDim = 512;
 using kernels::PackedMatrix;
 
 // A 1-D weight (norm, bias, rope factors) as floats, whatever its stored type.
@@ -55,6 +59,7 @@ struct Shard::State {
   std::vector<Layer> layers;      // layers [spec.layer_begin, spec.layer_end)
   KvCache kv;
   kernels::Workspace workspace;
+  kernels::AttendFn attend = nullptr;
 
   // Scratch, grown to the largest batch seen (no allocation once warm).
   std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
@@ -119,6 +124,11 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                               std::to_string(spec.layer_end) + ") is outside the model's " +
                               std::to_string(hp.n_layer) + " layers");
   }
+  if (hp.head_dim > kMaxHeadDim || hp.head_dim % 2 != 0) {
+    throw Error("engine", "head size " + std::to_string(hp.head_dim) +
+                              " is not supported (even, at most " + std::to_string(kMaxHeadDim) +
+                              ")");
+  }
   const kernels::Isa isa = options.isa;
   // A repacked copy makes the mapped pages of its tensor dead weight: release them, so that
   // the process holds each weight once. (The embedding stays: rows are looked up from it.)
@@ -180,6 +190,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     s->layers.push_back(std::move(l));
   }
 
+  s->attend = kernels::attend_kernel(isa, hp.head_dim);
   const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
   if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
   s->kv =
@@ -198,6 +209,8 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
 
   // Per token: biases, q/k norm, rope, then the new keys and values go into the cache.
   pool.run(n, [&](int64_t t, int) {
+    float cos[kMaxHeadDim / 2], sin[kMaxHeadDim / 2];
+    rope_angles(batch.pos[t], hd, hp.rope_base, freqs, cos, sin);
     float* qt = q.data() + t * q_dim;
     float* kt = k.data() + t * kv_dim;
     float* vt = v.data() + t * kv_dim;
@@ -208,11 +221,11 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
     }
     for (int64_t h = 0; h < hp.n_head; ++h) {
       if (!l.q_norm.empty()) rms_norm(qt + h * hd, l.q_norm.data(), hd, hp.rms_eps, qt + h * hd);
-      rope(qt + h * hd, hd, batch.pos[t], hp.rope_base, arch->rope_style, freqs);
+      rope_apply(qt + h * hd, hd, arch->rope_style, cos, sin);
     }
     for (int64_t h = 0; h < hp.n_head_kv; ++h) {
       if (!l.k_norm.empty()) rms_norm(kt + h * hd, l.k_norm.data(), hd, hp.rms_eps, kt + h * hd);
-      rope(kt + h * hd, hd, batch.pos[t], hp.rope_base, arch->rope_style, freqs);
+      rope_apply(kt + h * hd, hd, arch->rope_style, cos, sin);
     }
     uint16_t* kc = kv.k(layer, batch.seq[t], batch.pos[t]);
     uint16_t* vc = kv.v(layer, batch.seq[t], batch.pos[t]);

@@ -1,0 +1,47 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "quant/float16.h"
+
+namespace herd::kernels {
+
+namespace scalar {
+
+void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const uint16_t* k = keys + j * stride;
+    float dot = 0;
+    for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * fp16_to_fp32(k[d]);
+    scores[j] = dot * scale;
+    max = std::max(max, scores[j]);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n_pos; ++j) sum += scores[j] = std::exp(scores[j] - max);
+  std::fill(out, out + head_dim, 0.0f);
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const uint16_t* v = values + j * stride;
+    const float p = scores[j];
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * fp16_to_fp32(v[d]);
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace scalar
+
+AttendFn attend_kernel(Isa isa, int64_t head_dim) {
+  const bool fits = head_dim <= 256;
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::kAvx512 && fits && head_dim % 16 == 0) return &avx512::attend;
+  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && fits && head_dim % 8 == 0) return &avx2::attend;
+#else
+  static_cast<void>(fits);
+#endif
+  return &scalar::attend;
+}
+
+}  // namespace herd::kernels

@@ -1,0 +1,38 @@
+// Attention of one query head over cached keys and values (F16), the inner loop of the
+// forward pass's attention: out = sum_j softmax_j(q . k_j * scale) v_j. One kernel per
+// ISA, chosen once (attend_kernel); the scalar one is the reference the others are tested
+// against.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace herd::kernels {
+
+// q: [head_dim] floats; keys, values: n_pos rows of head_dim F16 values, row j at
+// keys + j * stride (stride in elements); scores: scratch of n_pos floats; out: [head_dim].
+// REQUIRES: n_pos >= 1.
+using AttendFn = void (*)(const float* q, const uint16_t* keys, const uint16_t* values,
+                          int64_t stride, int64_t n_pos, int64_t head_dim, float scale,
+                          float* scores, float* out);
+
+// The best attention kernel of `isa` (or below it) for heads of head_dim values.
+AttendFn attend_kernel(Isa isa, int64_t head_dim);
+
+namespace scalar {
+void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+}
+namespace avx2 {
+// REQUIRES: head_dim % 8 == 0 and head_dim <= 256.
+void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+}  // namespace avx2
+namespace avx512 {
+// REQUIRES: head_dim % 16 == 0 and head_dim <= 256.
+void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+}  // namespace avx512
+
+}  // namespace herd::kernels

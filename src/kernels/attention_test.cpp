@@ -1,0 +1,66 @@
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "quant/float16.h"
+
+namespace herd::kernels {
+namespace {
+
+TEST(Attention, ScalarWeighsValuesBySoftmax) {
+  // Two positions, head_dim 2: q . k = {0, log 3} -> weights {1/4, 3/4}.
+  const float q[2] = {1, 0};
+  const uint16_t keys[4] = {fp32_to_fp16(0), 0, fp32_to_fp16(std::log(3.0f)), 0};
+  const uint16_t values[4] = {fp32_to_fp16(4), fp32_to_fp16(0), fp32_to_fp16(0), fp32_to_fp16(8)};
+  float scores[2], out[2];
+  scalar::attend(q, keys, values, 2, 2, 2, 1.0f, scores, out);
+  EXPECT_NEAR(out[0], 1.0f, 1e-3);
+  EXPECT_NEAR(out[1], 6.0f, 1e-2);
+}
+
+// Every SIMD attention kernel against the scalar reference on random heads.
+TEST(Attention, SimdMatchesScalar) {
+  const CpuFeatures cpu = detect_cpu();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (best_isa(cpu, isa) != isa) {
+      std::printf("attention: %s not available here\n", std::string(isa_name(isa)).c_str());
+      continue;
+    }
+    for (int64_t head_dim : {32, 64, 128, 256}) {
+      for (int64_t n_pos : {1, 3, 4, 17, 100, 1000}) {
+        const int64_t stride = head_dim * 3;  // other heads sit between rows, as in the cache
+        std::vector<float> q(static_cast<size_t>(head_dim));
+        std::vector<uint16_t> k(static_cast<size_t>(n_pos * stride)), v(k.size());
+        for (float& x : q) x = normal(rng);
+        for (uint16_t& x : k) x = fp32_to_fp16(normal(rng));
+        for (uint16_t& x : v) x = fp32_to_fp16(normal(rng));
+        std::vector<float> scores(static_cast<size_t>(n_pos)), want(q.size()), got(q.size());
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        scalar::attend(q.data(), k.data(), v.data(), stride, n_pos, head_dim, scale, scores.data(),
+                       want.data());
+        AttendFn fn = attend_kernel(isa, head_dim);
+        ASSERT_NE(fn, &scalar::attend);
+        fn(q.data(), k.data(), v.data(), stride, n_pos, head_dim, scale, scores.data(), got.data());
+        for (int64_t d = 0; d < head_dim; ++d) {
+          EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
+              << isa_name(isa) << " head_dim " << head_dim << " n_pos " << n_pos << " d " << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, OddHeadSizesFallBackToScalar) {
+  EXPECT_EQ(attend_kernel(Isa::kAvx512, 40), attend_kernel(Isa::kAvx2, 40));
+  EXPECT_EQ(attend_kernel(Isa::kScalar, 64), &scalar::attend);
+  EXPECT_EQ(attend_kernel(Isa::kAvx512, 20), &scalar::attend);
+}
+
+}  // namespace
+}  // namespace herd::kernels
