@@ -35,7 +35,11 @@ Value same_markup(const Value& like, std::string s) {
 
 int64_t int_param(const Value& v, const char* what) {
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return static_cast<int64_t>(v.as_float());
+  if (v.is_float()) {
+    const double d = v.as_float();
+    if (!(std::fabs(d) < 9.2e18)) fail(std::string(what) + " out of range");  // also NaN
+    return static_cast<int64_t>(d);
+  }
   fail(std::string(what) + " must be an integer, not " + type_name(v));
 }
 
@@ -191,7 +195,8 @@ Value f_replace(Renderer& r, const Value& in, CallArgs& a) {
   Args p = bind_args(a, "replace", {"old", "new", "count"});
   if (!p[0] || !p[1]) fail("replace() missing required arguments 'old' and 'new'");
   const int64_t count = (p[2] && !p[2]->is_none()) ? int_param(*p[2], "count") : -1;
-  std::string out = py_replace(to_str(in), to_str(*p[0]), to_str(*p[1]), count);
+  std::string out =
+      py_replace(to_str(in), to_str(*p[0]), to_str(*p[1]), count, r.options().max_output_bytes);
   r.check_size(out.size());
   return Value(std::move(out));
 }
@@ -219,6 +224,7 @@ Value f_tojson(Renderer& r, const Value& in, CallArgs& a) {
     o.key_separator = seps->items[1].as_string();
   }
   o.sort_keys = p[3] && truthy(*p[3]);
+  o.max_bytes = r.options().max_output_bytes;
   std::string out = json_dumps(in, o);
   r.check_size(out.size());
   r.step(out.size() / 64);
@@ -276,7 +282,7 @@ std::optional<double> parse_float(std::string_view s) {
 Value f_int(Renderer&, const Value& in, CallArgs& a) {
   Args p = bind_args(a, "int", {"default", "base"});
   const Value fallback = arg_or(p[0], Value(int64_t{0}));
-  const int base = p[1] ? static_cast<int>(int_param(*p[1], "base")) : 10;
+  const int64_t base = p[1] ? int_param(*p[1], "base") : 10;
   if (in.is_undefined()) undefined_error(in);
   if (in.is_int() || in.is_bool()) return Value(in.as_int());
   if (in.is_float()) {
@@ -287,7 +293,7 @@ Value f_int(Renderer&, const Value& in, CallArgs& a) {
   }
   if (in.is_string()) {
     if (base >= 2 && base <= 36)
-      if (auto v = parse_int(in.as_string(), base)) return Value(*v);
+      if (auto v = parse_int(in.as_string(), static_cast<int>(base))) return Value(*v);
     if (auto d = parse_float(in.as_string())) {
       if (std::isnan(*d) || std::isinf(*d) || std::fabs(*d) >= 9.2e18)
         fail("cannot convert float to integer");
@@ -606,6 +612,7 @@ Value f_batch(Renderer& r, const Value& in, CallArgs& a) {
   if (!p[0]) fail("batch() missing required argument 'linecount'");
   const int64_t n = int_param(*p[0], "linecount");
   if (n <= 0) fail("batch linecount must be positive");
+  if (n > 10'000'000) fail("batch linecount too large");
   std::vector<Value> out, row;
   for (const auto& item : items_of(r, in)) {
     if (static_cast<int64_t>(row.size()) == n) {
@@ -658,7 +665,7 @@ Value f_format(Renderer& r, const Value& in, CallArgs& a) {
   } else {
     args = Value::tuple(a.positional);
   }
-  std::string out = py_percent_format(to_str(in), args);
+  std::string out = py_percent_format(to_str(in), args, r.options().max_output_bytes);
   r.check_size(out.size());
   return Value(std::move(out));
 }

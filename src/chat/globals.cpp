@@ -95,7 +95,7 @@ std::string strftime_text(const std::tm& tm, const std::string& format) {
   }
   f.push_back('\x01');  // so that an empty result is distinguishable from an error
   std::vector<char> buf(f.size() * 8 + 64);
-  for (int attempt = 0; attempt < 6; ++attempt) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     const size_t n = std::strftime(buf.data(), buf.size(), f.c_str(), &tm);
     if (n > 0) return std::string(buf.data(), n - 1);
     buf.resize(buf.size() * 4);

@@ -17,8 +17,13 @@ class Dumper {
     item_sep_ = options.item_separator.value_or(options.indent ? "," : ", ");
   }
 
+  [[noreturn]] void too_long() const {
+    fail("tojson result exceeds " + std::to_string(opt_.max_bytes) + " bytes");
+  }
+
   void dump(const Value& v, int level, std::string& out) {
     if (level > kMaxDepth) fail("value nested too deeply for tojson");
+    if (out.size() > opt_.max_bytes) too_long();
     switch (v.kind()) {
       case Kind::None:
         out += "null";
@@ -54,6 +59,7 @@ class Dumper {
   }
 
   void newline(int level, std::string& out) {
+    if (out.size() > opt_.max_bytes) too_long();
     out.push_back('\n');
     for (int i = 0; i < level; ++i) out += *opt_.indent;
   }
@@ -186,6 +192,8 @@ class Dumper {
 std::string json_dumps(const Value& value, const JsonDumpOptions& options) {
   std::string out;
   Dumper(options).dump(value, 0, out);
+  if (out.size() > options.max_bytes)
+    fail("tojson result exceeds " + std::to_string(options.max_bytes) + " bytes");
   return out;
 }
 

@@ -16,6 +16,7 @@ struct JsonDumpOptions {
   std::optional<std::string> item_separator;  // default ", " (or "," when indenting)
   std::string key_separator = ": ";
   bool sort_keys = false;
+  size_t max_bytes = size_t{64} << 20;  // a longer result is a RenderError
 };
 
 // Throws RenderError ("Object of type Undefined is not JSON serializable") for values JSON

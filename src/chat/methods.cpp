@@ -140,6 +140,7 @@ std::string str_format(Renderer& r, std::string_view fmt, const CallArgs& args) 
       v = args.positional[auto_index++];
     } else if (std::all_of(field.begin(), field.end(),
                            [](char d) { return d >= '0' && d <= '9'; })) {
+      if (field.size() > 9) fail("Replacement index out of range");
       const size_t k = std::stoul(field);
       if (k >= args.positional.size()) fail("Replacement index out of range");
       v = args.positional[k];
@@ -170,7 +171,7 @@ std::string str_format(Renderer& r, std::string_view fmt, const CallArgs& args) 
         align = '>';
       }
       const std::string width = spec.substr(k);
-      if (width.empty() ||
+      if (width.empty() || width.size() > 9 ||
           !std::all_of(width.begin(), width.end(), [](char d) { return d >= '0' && d <= '9'; }))
         fail("unsupported format specification '" + spec + "'");
       text =
@@ -213,7 +214,8 @@ Value str_method(Renderer& r, const std::string& s, std::string_view name, CallA
     auto p = a({"old", "new", "count"});
     if (!p[0] || !p[1]) fail("replace() takes at least 2 arguments");
     const int64_t count = p[2] ? want_int(*p[2], name) : -1;
-    std::string out = py_replace(s, want_str(*p[0], name), want_str(*p[1], name, 2), count);
+    std::string out = py_replace(s, want_str(*p[0], name), want_str(*p[1], name, 2), count,
+                                 r.options().max_output_bytes);
     r.check_size(out.size());
     return Value(std::move(out));
   }

@@ -147,7 +147,7 @@ Value binary_op(Renderer& r, BinOp op, const Value& a, const Value& b) {
       }
     case BinOp::Mod:
       if (a.is_string()) {
-        std::string out = py_percent_format(a.as_string(), b);
+        std::string out = py_percent_format(a.as_string(), b, r.options().max_output_bytes);
         r.check_size(out.size());
         return Value(std::move(out));
       }

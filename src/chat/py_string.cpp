@@ -1,6 +1,7 @@
 #include "chat/py_string.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "chat/unicode.h"
@@ -199,7 +200,24 @@ std::vector<std::string> py_splitlines(std::string_view s, bool keepends) {
 }
 
 std::string py_replace(std::string_view s, std::string_view old, std::string_view replacement,
-                       int64_t count) {
+                       int64_t count, size_t max_bytes) {
+  // Size the result first: an empty `old` or a long replacement can multiply the text.
+  uint64_t n = 0;
+  if (old.empty()) {
+    n = code_point_count(s) + 1;
+  } else {
+    for (size_t at = s.find(old);
+         at != std::string_view::npos && (count < 0 || static_cast<int64_t>(n) < count);
+         at = s.find(old, at + old.size()))
+      ++n;
+  }
+  if (count >= 0) n = std::min<uint64_t>(n, static_cast<uint64_t>(count));
+  const __int128 size = static_cast<__int128>(s.size()) +
+                        static_cast<__int128>(n) * replacement.size() -
+                        static_cast<__int128>(old.empty() ? 0 : n * old.size());
+  if (size > static_cast<__int128>(max_bytes))
+    fail("replace() result exceeds " + std::to_string(max_bytes) + " bytes");
+
   std::string out;
   if (old.empty()) {
     // Inserts the replacement before every character and at the end.
@@ -279,7 +297,7 @@ std::vector<Value> py_slice_items(const std::vector<Value>& items, std::optional
   return out;
 }
 
-std::string py_percent_format(std::string_view fmt, const Value& args) {
+std::string py_percent_format(std::string_view fmt, const Value& args, size_t max_bytes) {
   std::vector<Value> positional;
   const Dict* mapping = nullptr;
   if (args.is_tuple()) {
@@ -354,6 +372,8 @@ std::string py_percent_format(std::string_view fmt, const Value& args) {
         if (!v.is_number())
           fail("%" + std::string(1, conv) + " format: a real number is required, not " +
                type_name(v));
+        if (v.is_float() && !(std::fabs(v.as_float()) < 9.2e18))
+          fail("cannot convert float to integer");
         const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : v.as_int();
         const char c = conv == 'i' || conv == 'u' ? 'd' : conv;
         std::snprintf(buf, sizeof(buf), (spec + "ll" + c).c_str(), n);
@@ -378,6 +398,8 @@ std::string py_percent_format(std::string_view fmt, const Value& args) {
         fail(std::string("unsupported format character '") + conv + "'");
     }
     out += text;
+    if (out.size() > max_bytes)
+      fail("formatted string exceeds " + std::to_string(max_bytes) + " bytes");
   }
   if (!mapping && next < positional.size())
     fail("not all arguments converted during string formatting");

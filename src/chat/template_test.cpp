@@ -442,7 +442,8 @@ TEST(ChatTemplate, HostileTemplatesFailCleanly) {
   EXPECT_TRUE(contains(error_of("{{ range(1000000)|length }}"), "Range too big"));
   EXPECT_TRUE(contains(error_of("{{ 9223372036854775807 + 1 }}"), "too large"));
   // Regression (fuzzing): arguments iterated from a temporary list.
-  EXPECT_TRUE(contains(error_of("{{ namespace(undefined_thing, a=1) }}"), "'undefined_thing' is undefined"));
+  EXPECT_TRUE(contains(error_of("{{ namespace(undefined_thing, a=1) }}"),
+                       "'undefined_thing' is undefined"));
   EXPECT_EQ(render("{{ dict([('a', 1)]) }}{{ namespace('xy'|list|batch(2)).x }}"), "{'a': 1}y");
   // A namespace containing itself prints like Python's recursive repr.
   EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"),

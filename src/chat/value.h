@@ -1,9 +1,9 @@
 // Value: the data a chat template computes with, modelled on the Python objects Jinja2
 // sees (None, bool, int, float, str, list, tuple, dict, Jinja2's Undefined, Markup strings,
-// and a few objects such as namespace() and loop). Lists and dicts are immutable once built
-// (the sandbox forbids mutating them), so they are shared by pointer. Objects that refer
-// back into a rendering (namespaces, macros, loop contexts) are owned by that rendering;
-// Values never outlive it.
+// and a few objects such as namespace() and loop). Lists and dicts are shared by pointer
+// like Python objects; the sandbox forbids mutating them except list.pop() and
+// list.clear(), which act in place. Objects that refer back into a rendering (namespaces,
+// loop contexts, scopes) are owned by that rendering; Values never outlive it.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ class Value {
   Value() = default;  // Undefined
   static Value undefined(std::string hint) {
     Value v;
-    v.str_ = std::move(hint);
+    if (!hint.empty()) v.ptr_ = std::make_shared<std::string>(std::move(hint));
     return v;
   }
   static Value none() {
@@ -66,7 +66,9 @@ class Value {
   Value(int i) : Value(static_cast<int64_t>(i)) {}
   Value(size_t i) : Value(static_cast<int64_t>(i)) {}
   Value(double f) : kind_(Kind::Float) { scalar_.f = f; }
-  Value(std::string s) : kind_(Kind::String), str_(std::move(s)) {}
+  // Strings are shared, not copied, when Values are copied (as Python shares str objects):
+  // a template holding many references to one large string must not multiply its size.
+  Value(std::string s) : kind_(Kind::String), ptr_(std::make_shared<std::string>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}
   Value(std::string_view s) : Value(std::string(s)) {}
   Value(std::shared_ptr<const List> list);
@@ -94,10 +96,13 @@ class Value {
   double as_float() const {
     return kind_ == Kind::Float ? scalar_.f : static_cast<double>(as_int());
   }
-  const std::string& as_string() const { return str_; }
-  std::string& mutable_string() { return str_; }
-  // For Undefined: the message of the error raised when it is misused.
-  const std::string& undefined_hint() const { return str_; }
+  // REQUIRES: is_string().
+  const std::string& as_string() const { return *static_cast<const std::string*>(ptr_.get()); }
+  // For Undefined: the message of the error raised when it is misused ("" if none).
+  const std::string& undefined_hint() const {
+    static const std::string kNoHint;
+    return ptr_ ? *static_cast<const std::string*>(ptr_.get()) : kNoHint;
+  }
   const List& as_list() const { return *static_cast<const List*>(ptr_.get()); }
   std::shared_ptr<const List> list_ptr() const {
     return std::static_pointer_cast<const List>(ptr_);
@@ -114,8 +119,7 @@ class Value {
     int64_t i;
     double f;
   } scalar_{};
-  std::string str_;
-  std::shared_ptr<void> ptr_;
+  std::shared_ptr<void> ptr_;  // the string, list, dict, object or undefined hint
 };
 
 // Lists and dicts may nest at most this deep: deeper values would make destruction,
@@ -197,7 +201,8 @@ bool is_hashable(const Value& v);
 // Python len(); throws RenderError when the value has no length.
 size_t py_len(const Value& v);
 // Python iter(): the items iteration yields (dict keys, string characters, ...). Undefined
-// iterates as empty; throws RenderError for non-iterables.
+// iterates as empty; throws RenderError for non-iterables. The result may be a fresh list:
+// keep the pointer alive while iterating (not `for (x : py_iterate(v)->items)`).
 std::shared_ptr<const List> py_iterate(const Value& v);
 bool py_iterable(const Value& v);
 
