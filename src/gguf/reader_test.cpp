@@ -5,14 +5,21 @@
 #include <cstring>
 #include <random>
 
+#include <unistd.h>
+
 #include "gguf/test_file.h"
 #include "util/error.h"
 
 namespace herd::gguf {
 namespace {
 
+// ctest runs the tests of this file as parallel processes: each writes its own copy.
 std::vector<uint8_t> small_file() {
-  return testing::write_small_file(::testing::TempDir() + "/reader_small.gguf");
+  const std::string path =
+      ::testing::TempDir() + "/reader_small_" + std::to_string(getpid()) + ".gguf";
+  std::vector<uint8_t> bytes = testing::write_small_file(path);
+  std::remove(path.c_str());
+  return bytes;
 }
 
 // Expects parsing to fail with a herd::Error whose message contains `needle`.
