@@ -25,6 +25,8 @@ namespace {
 constexpr int kSpinPauses = 4000;
 constexpr int kSpinYields = 200;
 
+constexpr uint64_t kClosed = 0xFFFFFFFFu;  // a task index no job reaches
+
 constexpr uint64_t ticket_of(uint32_t gen, uint64_t task) {
   return static_cast<uint64_t>(gen) << 32 | task;
 }
@@ -50,14 +52,15 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::work(int thread, uint32_t gen) {
   for (;;) {
-    uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    uint64_t ticket = ticket_.load();
     do {
       if (static_cast<uint32_t>(ticket >> 32) != gen) return;  // a newer job has started
-      if (static_cast<int64_t>(ticket & 0xFFFFFFFFu) >= n_tasks_) return;
-    } while (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel));
+      if (static_cast<int64_t>(ticket & 0xFFFFFFFFu) >= n_tasks_.load()) return;
+    } while (!ticket_.compare_exchange_weak(ticket, ticket + 1));
+    // The claim succeeded on a ticket of the current generation, so the job is its job.
     const int64_t task = static_cast<int64_t>(ticket & 0xFFFFFFFFu);
     try {
-      (*job_)(task, thread);
+      (*job_.load())(task, thread);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
@@ -96,17 +99,19 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& f
     return;
   }
   HERD_CHECK_MSG(n_tasks < (int64_t{1} << 32), "too many tasks: " + std::to_string(n_tasks));
-  job_ = &fn;
-  n_tasks_ = n_tasks;
-  done_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = generation_.load() + 1;
+  // Close the ticket first: from here on no worker can claim a task of the old job, so
+  // none can run the new job under the old ticket (see the header).
+  ticket_.store(ticket_of(gen, kClosed));
+  job_.store(&fn);
+  n_tasks_.store(n_tasks);
+  done_.store(0);
   error_ = nullptr;
-  uint32_t gen;
   {
     // Publishing under the mutex pairs with the sleepers' wait predicate.
     std::lock_guard<std::mutex> lock(mutex_);
-    gen = generation_.load(std::memory_order_relaxed) + 1;
-    ticket_.store(ticket_of(gen, 0), std::memory_order_release);
-    generation_.store(gen, std::memory_order_release);
+    ticket_.store(ticket_of(gen, 0));
+    generation_.store(gen);
   }
   wake_.notify_all();
   work(0, gen);
@@ -118,7 +123,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& f
       std::this_thread::yield();
     }
   }
-  job_ = nullptr;
+  job_.store(nullptr);
   if (error_) std::rethrow_exception(error_);
 }
 

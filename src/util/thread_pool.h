@@ -50,9 +50,11 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
   // The current job. Tasks are claimed from ticket_ = (generation << 32) | next task, so a
-  // worker that wakes late for an old generation can never claim a task of a newer one.
-  const std::function<void(int64_t, int)>* job_ = nullptr;
-  int64_t n_tasks_ = 0;
+  // worker still in an old generation can never claim a task of a newer one: run() first
+  // closes the ticket under the new generation, then publishes the job (all sequentially
+  // consistent, so a worker that sees the new job's size also sees the closed ticket).
+  std::atomic<const std::function<void(int64_t, int)>*> job_{nullptr};
+  std::atomic<int64_t> n_tasks_{0};
   std::atomic<uint64_t> ticket_{0};
   std::atomic<int64_t> done_{0};  // tasks of the current generation that have finished
   std::exception_ptr error_;

@@ -50,6 +50,22 @@ TEST(ThreadPool, RethrowsTheFirstError) {
   EXPECT_EQ(again.load(), 10);
 }
 
+// Many tiny loops back to back on more threads than cores: the pattern of a decode step,
+// under the preemption a shared machine brings. Must neither lose a task nor hang.
+TEST(ThreadPool, StressManyShortRunsOversubscribed) {
+  for (int threads : {2, 3, 8}) {
+    ThreadPool pool(threads);
+    std::atomic<int64_t> total{0};
+    int64_t expect = 0;
+    for (int round = 0; round < 5000; ++round) {
+      const int64_t n = 1 + round % 7;
+      pool.run(n, [&](int64_t task, int) { total.fetch_add(task + 1, std::memory_order_relaxed); });
+      expect += n * (n + 1) / 2;
+    }
+    EXPECT_EQ(total.load(), expect) << threads << " threads";
+  }
+}
+
 TEST(ThreadPool, SingleThreadRunsInline) {
   ThreadPool pool(1);
   int64_t sum = 0;  // no atomics needed: everything runs on this thread
