@@ -67,9 +67,15 @@ void bm_matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const size_t matrix_bytes = gguf.size();
   // Decode cycles through copies so that weights come from memory, not cache.
   const size_t copies = n_tokens == 1 ? (kRotationBytes + matrix_bytes - 1) / matrix_bytes : 1;
+  // A packed matrix may be a view of its source (f16, f32): then the sources rotate too.
+  const bool is_view = pack_matrix({type, rows, cols, gguf.data()}, isa).owned_bytes() == 0;
+  const std::vector<std::vector<uint8_t>> sources(is_view ? copies : 1, gguf);
   std::vector<PackedMatrix> packed;
-  for (size_t i = 0; i < copies; ++i) packed.push_back(pack_matrix({type, rows, cols, gguf.data()}, isa));
-  std::vector<float> x(size_t(n_tokens * cols)), y(size_t(n_tokens * rows));
+  for (size_t i = 0; i < copies; ++i) {
+    packed.push_back(pack_matrix({type, rows, cols, sources[is_view ? i : 0].data()}, isa));
+  }
+  std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (float& v : x) v = uniform(rng);
@@ -82,11 +88,11 @@ void bm_matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
     benchmark::DoNotOptimize(y.data());
   }
   const double iterations = double(state.iterations());
-  state.counters["GB/s"] = benchmark::Counter(double(matrix_bytes) * iterations / 1e9,
-                                              benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * double(rows) * double(cols) * double(n_tokens) * iterations / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(matrix_bytes) * iterations / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(rows) * double(cols) * double(n_tokens) * iterations / 1e9,
+                         benchmark::Counter::kIsRate);
   state.SetLabel(std::string(isa_name(isa)));
 }
 
@@ -99,17 +105,21 @@ uint64_t sum_range(const uint64_t* buffer, int64_t begin, int64_t end) {
 }
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) uint64_t sum_range_avx2(const uint64_t* buffer, int64_t begin,
-                                                       int64_t end) {
+                                                        int64_t end) {
   uint64_t sum = 0;
   for (int64_t i = begin; i < end; ++i) sum += buffer[i];
   return sum;
 }
-bool has_avx2() { return __builtin_cpu_supports("avx2"); }
+bool has_avx2() {
+  return __builtin_cpu_supports("avx2");
+}
 #else
 uint64_t sum_range_avx2(const uint64_t* buffer, int64_t begin, int64_t end) {
   return sum_range(buffer, begin, end);
 }
-bool has_avx2() { return false; }
+bool has_avx2() {
+  return false;
+}
 #endif
 
 // Reads a 1 GiB buffer (split across the pool's threads): the bandwidth decode aims at.
@@ -123,14 +133,14 @@ void bm_memory_read(benchmark::State& state) {
   std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);
   for (auto _ : state) {
     pool.parallel_for(int64_t(buffer.size()), [&](int64_t begin, int64_t end, int thread) {
-      const uint64_t sum = avx2 ? sum_range_avx2(buffer.data(), begin, end)
-                                : sum_range(buffer.data(), begin, end);
+      const uint64_t sum =
+          avx2 ? sum_range_avx2(buffer.data(), begin, end) : sum_range(buffer.data(), begin, end);
       sums[size_t(thread) * 8] = sum;  // one cache line per thread
     });
     benchmark::DoNotOptimize(sums.data());
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(double(kBytes) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(double(kBytes) * double(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 void register_all() {
@@ -139,8 +149,8 @@ void register_all() {
   };
   // A 1.1B llama: attn_q/attn_output 2048x2048, ffn_gate/ffn_up 8192x2048, ffn_down 2048x8192.
   const Shape shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
-                          TensorType::F16}) {
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
     for (const Shape& s : shapes) {
       const std::string name = "matmul/" + std::string(herd::type_traits(type).name) + "/" +
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);

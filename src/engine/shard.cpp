@@ -249,8 +249,8 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
 }
 
 void Shard::State::dense_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
-  kernels::matmul(l.ffn_gate, h.data(), n, ffn_a.data(), pool, workspace);
-  kernels::matmul(l.ffn_up, h.data(), n, ffn_b.data(), pool, workspace);
+  const kernels::MatmulJob gate_up[] = {{&l.ffn_gate, ffn_a.data()}, {&l.ffn_up, ffn_b.data()}};
+  kernels::matmul_batch(gate_up, h.data(), n, pool, workspace);
   const int64_t n_ff = hp.n_ff;
   pool.run(
       n, [&](int64_t t, int) { silu_mul(ffn_a.data() + t * n_ff, ffn_b.data() + t * n_ff, n_ff); });
@@ -296,8 +296,9 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     for (int64_t i = 0; i < m; ++i) {
       std::copy_n(h.data() + rows[i] * n_embd, n_embd, moe_in.data() + i * n_embd);
     }
-    kernels::matmul(l.gate_exps[e], moe_in.data(), m, moe_a.data(), pool, workspace);
-    kernels::matmul(l.up_exps[e], moe_in.data(), m, moe_b.data(), pool, workspace);
+    const kernels::MatmulJob gate_up[] = {{&l.gate_exps[e], moe_a.data()},
+                                          {&l.up_exps[e], moe_b.data()}};
+    kernels::matmul_batch(gate_up, moe_in.data(), m, pool, workspace);
     for (int64_t i = 0; i < m; ++i)
       silu_mul(moe_a.data() + i * n_ff, moe_b.data() + i * n_ff, n_ff);
     kernels::matmul(l.down_exps[e], moe_a.data(), m, moe_out.data(), pool, workspace);
@@ -382,9 +383,9 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    kernels::matmul(l.wq, h, n, s.q.data(), pool, s.workspace);
-    kernels::matmul(l.wk, h, n, s.k.data(), pool, s.workspace);
-    kernels::matmul(l.wv, h, n, s.v.data(), pool, s.workspace);
+    const kernels::MatmulJob qkv[] = {
+        {&l.wq, s.q.data()}, {&l.wk, s.k.data()}, {&l.wv, s.v.data()}};
+    kernels::matmul_batch(qkv, h, n, pool, s.workspace);
     s.attention(il, batch, pool);
     kernels::matmul(l.wo, s.attn.data(), n, s.ffn_out.data(), pool, s.workspace);
     for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.ffn_out[i];

@@ -15,8 +15,12 @@ using quant::BlockQ8_K;
 using quant::kQK;
 using quant::kQK_K;
 
-size_t act_offset_row_bytes(int64_t cols) { return size_t(cols / kQK) * sizeof(ActQ8Offset); }
-size_t act_k_row_bytes(int64_t cols) { return size_t(cols / kQK_K) * sizeof(ActQ8K); }
+size_t act_offset_row_bytes(int64_t cols) {
+  return size_t(cols / kQK) * sizeof(ActQ8Offset);
+}
+size_t act_k_row_bytes(int64_t cols) {
+  return size_t(cols / kQK_K) * sizeof(ActQ8K);
+}
 
 namespace {
 
@@ -80,14 +84,16 @@ void quantize_act_k(const float* x, int64_t cols, uint8_t* dst) {
     quant::quantize_row_q8_k(x + b * kQK_K, &block, kQK_K);
     std::memcpy(out[b].qs, block.qs, kQK_K);
     for (int j = 0; j < 16; ++j) out[b].bsum16[j] = block.bsums[j];
-    for (int j = 0; j < 8; ++j) out[b].bsum32[j] = int16_t(block.bsums[2 * j] + block.bsums[2 * j + 1]);
+    for (int j = 0; j < 8; ++j)
+      out[b].bsum32[j] = int16_t(block.bsums[2 * j] + block.bsums[2 * j + 1]);
     out[b].d = block.d;
     out[b].pad[0] = out[b].pad[1] = out[b].pad[2] = 0;
   }
 }
 
-
-size_t act_float_row_bytes(int64_t cols) { return size_t(cols) * sizeof(float); }
+size_t act_float_row_bytes(int64_t cols) {
+  return size_t(cols) * sizeof(float);
+}
 
 void copy_act_f32(const float* x, int64_t cols, uint8_t* dst) {
   std::memcpy(dst, x, size_t(cols) * sizeof(float));

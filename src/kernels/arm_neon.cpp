@@ -50,15 +50,23 @@ struct Ops {
     const int32x4_t v = vdupq_n_s32(x);
     return {{v, v, v, v}};
   }
-  static I and_(I a, I b) { return each(a, b, [](int32x4_t x, int32x4_t y) { return vandq_s32(x, y); }); }
-  static I or_(I a, I b) { return each(a, b, [](int32x4_t x, int32x4_t y) { return vorrq_s32(x, y); }); }
+  static I and_(I a, I b) {
+    return each(a, b, [](int32x4_t x, int32x4_t y) { return vandq_s32(x, y); });
+  }
+  static I or_(I a, I b) {
+    return each(a, b, [](int32x4_t x, int32x4_t y) { return vorrq_s32(x, y); });
+  }
   template <int n>
   static I srl16(I a) {
-    return each(a, [](int32x4_t x) { return vreinterpretq_s32_u16(vshrq_n_u16(vreinterpretq_u16_s32(x), n)); });
+    return each(a, [](int32x4_t x) {
+      return vreinterpretq_s32_u16(vshrq_n_u16(vreinterpretq_u16_s32(x), n));
+    });
   }
   template <int n>
   static I sll16(I a) {
-    return each(a, [](int32x4_t x) { return vreinterpretq_s32_u16(vshlq_n_u16(vreinterpretq_u16_s32(x), n)); });
+    return each(a, [](int32x4_t x) {
+      return vreinterpretq_s32_u16(vshlq_n_u16(vreinterpretq_u16_s32(x), n));
+    });
   }
   template <int n>
   static I sll32(I a) {
@@ -68,9 +76,15 @@ struct Ops {
   static I sra32(I a) {
     return each(a, [](int32x4_t x) { return vshrq_n_s32(x, n); });
   }
-  static I add32(I a, I b) { return each(a, b, [](int32x4_t x, int32x4_t y) { return vaddq_s32(x, y); }); }
-  static I sub32(I a, I b) { return each(a, b, [](int32x4_t x, int32x4_t y) { return vsubq_s32(x, y); }); }
-  static I mul32(I a, I b) { return each(a, b, [](int32x4_t x, int32x4_t y) { return vmulq_s32(x, y); }); }
+  static I add32(I a, I b) {
+    return each(a, b, [](int32x4_t x, int32x4_t y) { return vaddq_s32(x, y); });
+  }
+  static I sub32(I a, I b) {
+    return each(a, b, [](int32x4_t x, int32x4_t y) { return vsubq_s32(x, y); });
+  }
+  static I mul32(I a, I b) {
+    return each(a, b, [](int32x4_t x, int32x4_t y) { return vmulq_s32(x, y); });
+  }
   static I widen_u8(const uint8_t* p) {
     I r;
     for (int i = 0; i < 4; ++i) r.v[i] = vreinterpretq_s32_u16(vmovl_u8(vld1_u8(p + 8 * i)));
@@ -180,26 +194,28 @@ constexpr MatmulKernel kKernels[] = {
     {TensorType::Q8_0, Isa::kNeon, kPanelRows, act_offset_row_bytes,
      quantize_act_offset<Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
      legacy_gemm<UnpackQ8_0>},
-    {TensorType::Q2_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
-     q2_k_panel_bytes, pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
-    {TensorType::Q3_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
-     q3_k_panel_bytes, pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
-    {TensorType::Q4_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
-     q4_k_panel_bytes, pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
-    {TensorType::Q5_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
-     q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
-    {TensorType::Q6_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
-     q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
-    {TensorType::F32, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, float, 4, 4>::gemm},
-    {TensorType::F16, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, HalfBits, 4, 4>::gemm},
+    {TensorType::Q2_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q2_k_panel_bytes,
+     pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
+    {TensorType::Q3_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q3_k_panel_bytes,
+     pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
+    {TensorType::Q4_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q4_k_panel_bytes,
+     pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
+    {TensorType::Q5_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q5_k_panel_bytes,
+     pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
+    {TensorType::Q6_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q6_k_panel_bytes,
+     pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::F32, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, float, 4, 4>::gemm},
+    {TensorType::F16, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, HalfBits, 4, 4>::gemm},
     {TensorType::BF16, Isa::kNeon, 1, act_float_row_bytes, round_act_bf16, nullptr, nullptr,
      nullptr, FloatGemm<FloatOps, BrainBits, 4, 4>::gemm},
 };
 
 }  // namespace
 
-std::span<const MatmulKernel> matmul_kernels() { return kKernels; }
+std::span<const MatmulKernel> matmul_kernels() {
+  return kKernels;
+}
 
 }  // namespace herd::kernels::neon

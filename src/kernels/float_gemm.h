@@ -59,6 +59,7 @@ void float_tile(const Elem* w, int64_t cols, const float* x, int64_t x_stride, f
 
 template <class FOps, typename Elem, int kRM, int kRN>
 struct FloatGemm {
+  static constexpr int kDecodeRows = 8;
   using TileFn = void (*)(const Elem*, int64_t, const float*, int64_t, float*, int64_t);
 
   template <int M>
@@ -66,7 +67,8 @@ struct FloatGemm {
     TileFn fn = nullptr;
     [&]<int... N>(std::integer_sequence<int, N...>) {
       ((rn == N + 1 ? (void)(fn = &float_tile<FOps, Elem, M, N + 1>) : void()), ...);
-    }(std::make_integer_sequence<int, kRN>{});
+    }
+    (std::make_integer_sequence<int, kRN>{});
     return fn;
   }
   // The tile for an edge of rm rows x rn tokens (1 <= rm <= kRM, 1 <= rn <= kRN).
@@ -74,7 +76,8 @@ struct FloatGemm {
     TileFn fn = nullptr;
     [&]<int... M>(std::integer_sequence<int, M...>) {
       ((rm == M + 1 ? (void)(fn = pick_tokens<M + 1>(rn)) : void()), ...);
-    }(std::make_integer_sequence<int, kRM>{});
+    }
+    (std::make_integer_sequence<int, kRM>{});
     return fn;
   }
 
@@ -82,7 +85,16 @@ struct FloatGemm {
     const Elem* w = reinterpret_cast<const Elem*>(a.weights);
     const float* x = reinterpret_cast<const float*>(a.activations);
     const int64_t x_stride = int64_t(a.activation_stride / sizeof(float));
-    for (int64_t r = a.row_begin; r < a.row_end; r += kRM) {
+    int64_t r = a.row_begin;
+    if (a.n_tokens == 1) {
+      // Decode streams the weights from memory: more rows at once keep more loads and FMA
+      // chains in flight (measured +10-20% for f16 over kRM = 4, docs/kernels.md).
+      for (; r + kDecodeRows <= a.row_end; r += kDecodeRows) {
+        float_tile<FOps, Elem, kDecodeRows, 1>(w + r * a.cols, a.cols, x, x_stride, a.y + r,
+                                               a.y_stride);
+      }
+    }
+    for (; r < a.row_end; r += kRM) {
       const int rm = int(a.row_end - r < kRM ? a.row_end - r : kRM);
       for (int64_t t = 0; t < a.n_tokens; t += kRN) {
         const int rn = int(a.n_tokens - t < kRN ? a.n_tokens - t : kRN);

@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 
@@ -134,6 +135,9 @@ namespace {
 // more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
+// Row slices per thread (see split_work).
+constexpr int64_t kChunksPerThread = 4;
+
 // How the (row group x token) work is cut into tasks.
 struct Split {
   int64_t row_groups;    // rows / row_align, rounded up
@@ -144,16 +148,13 @@ struct Split {
 Split split_work(int64_t row_groups, int64_t n_tokens, int n_threads, bool parallel) {
   Split s{row_groups, 1, 1};
   if (!parallel || n_threads <= 1) return s;
-  if (n_tokens == 1) {
-    // Decode: one contiguous, equal slice of rows per thread streams the weights once.
-    s.row_chunks = std::min<int64_t>(row_groups, n_threads);
-  } else {
-    // Prefill: a few tasks per thread even out uneven progress.
-    s.row_chunks = std::min<int64_t>(row_groups, int64_t(n_threads) * 4);
-    if (s.row_chunks < 2 * n_threads) {
-      s.token_chunks =
-          std::min<int64_t>(n_tokens, (2 * n_threads + s.row_chunks - 1) / s.row_chunks);
-    }
+  // A few contiguous slices of rows per thread, handed out dynamically: each slice still
+  // streams its weights in one long run (decode), and a thread that the OS preempts or
+  // that runs slower holds up only its current slice, not the whole product.
+  s.row_chunks = std::min<int64_t>(row_groups, int64_t(n_threads) * kChunksPerThread);
+  if (n_tokens > 1 && s.row_chunks < 2 * n_threads) {
+    // Few rows, many tokens (e.g. attn_k): split the tokens too.
+    s.token_chunks = std::min<int64_t>(n_tokens, (2 * n_threads + s.row_chunks - 1) / s.row_chunks);
   }
   return s;
 }
@@ -162,38 +163,91 @@ Split split_work(int64_t row_groups, int64_t n_tokens, int n_threads, bool paral
 
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Workspace& workspace) {
-  const PackedMatrix::Impl& m = w.impl();
-  HERD_CHECK(m.kernel != nullptr);
+  const MatmulJob job{&w, y};
+  matmul_batch({&job, 1}, x, n_tokens, pool, workspace);
+}
+
+void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens,
+                  ThreadPool& pool, Workspace& workspace) {
   HERD_CHECK(n_tokens >= 0);
-  if (n_tokens == 0) return;
-  const MatmulKernel& k = *m.kernel;
-
+  HERD_CHECK_MSG(jobs.size() <= kMaxBatch, "jobs " + std::to_string(jobs.size()));
+  if (n_tokens == 0 || jobs.empty()) return;
+  const int64_t cols = jobs[0].w->cols();
   const int n_threads = pool.size();
-  const size_t act_stride = round_up(k.activation_row_bytes(m.cols), kAlignment);
-  const size_t scratch_stride = k.scratch_bytes ? round_up(k.scratch_bytes(m.cols), kAlignment) : 0;
-  // workspace: [n_tokens][act_stride] activations, then [n_threads][scratch_stride]
-  uint8_t* base = workspace.get(act_stride * size_t(n_tokens) + scratch_stride * size_t(n_threads));
-  uint8_t* activations = base;
-  uint8_t* scratch = base + act_stride * size_t(n_tokens);
 
-  const bool parallel = m.rows * m.cols * n_tokens >= kMinParallelWork;
-  if (parallel && n_tokens >= 2 * n_threads) {
-    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t) {
-        k.quantize_activations(x + t * m.cols, m.cols, activations + size_t(t) * act_stride);
-      }
-    });
-  } else {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      k.quantize_activations(x + t * m.cols, m.cols, activations + size_t(t) * act_stride);
-    }
+  // Jobs whose kernels read the same activation blocks share one quantized copy (e.g. a
+  // q4_K attn_q and a q6_K attn_v both read Q8_K blocks).
+  struct Format {
+    const MatmulKernel* kernel;  // whose quantizer fills it
+    size_t stride;               // bytes per token, 64-aligned
+    uint8_t* data;               // [n_tokens][stride]
+  };
+  std::array<Format, kMaxBatch> formats;
+  std::array<int, kMaxBatch> format_of;
+  size_t n_formats = 0, scratch_stride = 0;
+  int64_t work = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const PackedMatrix::Impl& m = jobs[j].w->impl();
+    HERD_CHECK(m.kernel != nullptr);
+    HERD_CHECK_MSG(m.cols == cols,
+                   "cols " + std::to_string(m.cols) + " vs " + std::to_string(cols));
+    const MatmulKernel& k = *m.kernel;
+    size_t f = 0;
+    while (f < n_formats && formats[f].kernel->quantize_activations != k.quantize_activations) ++f;
+    if (f == n_formats)
+      formats[n_formats++] = {&k, round_up(k.activation_row_bytes(cols), kAlignment), nullptr};
+    format_of[j] = int(f);
+    if (k.scratch_bytes)
+      scratch_stride = std::max(scratch_stride, round_up(k.scratch_bytes(cols), kAlignment));
+    work += m.rows * cols * n_tokens;
   }
 
-  const int64_t row_groups = (m.rows + k.row_align - 1) / k.row_align;
-  const Split s = split_work(row_groups, n_tokens, n_threads, parallel);
+  // workspace: per format [n_tokens][stride] activations, then [n_threads][scratch_stride]
+  size_t bytes = scratch_stride * size_t(n_threads);
+  for (size_t f = 0; f < n_formats; ++f) bytes += formats[f].stride * size_t(n_tokens);
+  uint8_t* next = workspace.get(bytes);
+  for (size_t f = 0; f < n_formats; ++f) {
+    formats[f].data = next;
+    next += formats[f].stride * size_t(n_tokens);
+  }
+  uint8_t* scratch = next;
+
+  const bool parallel = work >= kMinParallelWork;
+  auto quantize = [&](int64_t task) {  // task = format * n_tokens + token
+    const Format& f = formats[size_t(task / n_tokens)];
+    const int64_t t = task % n_tokens;
+    f.kernel->quantize_activations(x + t * cols, cols, f.data + size_t(t) * f.stride);
+  };
+  const int64_t n_quantize = int64_t(n_formats) * n_tokens;
+  if (parallel && n_quantize >= 2 * n_threads) {
+    pool.parallel_for(n_quantize, [&](int64_t begin, int64_t end, int) {
+      for (int64_t task = begin; task < end; ++task) quantize(task);
+    });
+  } else {
+    for (int64_t task = 0; task < n_quantize; ++task) quantize(task);
+  }
+
+  // Every job's (row slice x token slice) tasks, numbered job after job.
+  std::array<Split, kMaxBatch> splits;
+  std::array<int64_t, kMaxBatch + 1> first_task;
+  first_task[0] = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const PackedMatrix::Impl& m = jobs[j].w->impl();
+    const int64_t row_groups = (m.rows + m.kernel->row_align - 1) / m.kernel->row_align;
+    splits[j] = split_work(row_groups, n_tokens, n_threads, parallel);
+    first_task[j + 1] = first_task[j] + splits[j].row_chunks * splits[j].token_chunks;
+  }
   auto run_task = [&](int64_t task, int thread) {
-    const int64_t rc = task % s.row_chunks, tc = task / s.row_chunks;
-    const int64_t g0 = row_groups * rc / s.row_chunks, g1 = row_groups * (rc + 1) / s.row_chunks;
+    size_t j = 0;
+    while (task >= first_task[j + 1]) ++j;
+    const PackedMatrix::Impl& m = jobs[j].w->impl();
+    const MatmulKernel& k = *m.kernel;
+    const Split& s = splits[j];
+    const Format& f = formats[size_t(format_of[j])];
+    const int64_t local = task - first_task[j];
+    const int64_t rc = local % s.row_chunks, tc = local / s.row_chunks;
+    const int64_t g0 = s.row_groups * rc / s.row_chunks,
+                  g1 = s.row_groups * (rc + 1) / s.row_chunks;
     const int64_t t0 = n_tokens * tc / s.token_chunks, t1 = n_tokens * (tc + 1) / s.token_chunks;
     if (g0 == g1 || t0 == t1) return;
     GemmArgs a;
@@ -202,15 +256,15 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
     a.cols = m.cols;
     a.row_begin = g0 * k.row_align;
     a.row_end = std::min(m.rows, g1 * k.row_align);
-    a.activations = activations + size_t(t0) * act_stride;
-    a.activation_stride = act_stride;
+    a.activations = f.data + size_t(t0) * f.stride;
+    a.activation_stride = f.stride;
     a.n_tokens = t1 - t0;
-    a.y = y + t0 * m.rows;
+    a.y = jobs[j].y + t0 * m.rows;
     a.y_stride = m.rows;
     a.scratch = scratch + size_t(thread) * scratch_stride;
     k.gemm(a);
   };
-  const int64_t n_tasks = s.row_chunks * s.token_chunks;
+  const int64_t n_tasks = first_task[jobs.size()];
   if (n_tasks == 1) {
     run_task(0, 0);
   } else {

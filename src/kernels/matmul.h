@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -84,5 +85,18 @@ class Workspace {
 // blocks for quantized weights, F16 / BF16 for half-precision weights), as ggml does.
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Workspace& workspace);
+
+// Several products of the same activations (attn_q, attn_k, attn_v; ffn_gate, ffn_up) in
+// one pass over the pool: x is quantized once per activation format the kernels need, and
+// one barrier ends them all, which matters in decode, where a product takes microseconds.
+// jobs[i].y = jobs[i].w * x, each [n_tokens][jobs[i].w->rows()].
+// REQUIRES: every w has the same cols; at most kMaxBatch jobs; no y overlaps another.
+struct MatmulJob {
+  const PackedMatrix* w = nullptr;
+  float* y = nullptr;
+};
+inline constexpr size_t kMaxBatch = 8;
+void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens,
+                  ThreadPool& pool, Workspace& workspace);
 
 }  // namespace herd::kernels

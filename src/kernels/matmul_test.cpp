@@ -34,12 +34,10 @@ struct TypeCase {
 // q4_1/q5_1: ggml's Q8_1 rounds the block sum s to f16, the SIMD blocks keep it exact
 // (measured 1.4e-3).
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6, 1e-6},  {TensorType::F16, 1e-6, 1e-6},
-    {TensorType::BF16, 3e-3, 1e-6}, {TensorType::Q4_0, 6e-3, 1e-6},
-    {TensorType::Q4_1, 6e-3, 3e-3}, {TensorType::Q5_0, 6e-3, 1e-6},
-    {TensorType::Q5_1, 6e-3, 3e-3}, {TensorType::Q8_0, 6e-3, 1e-6},
-    {TensorType::Q2_K, 3e-3, 1e-6}, {TensorType::Q3_K, 3e-3, 1e-6},
-    {TensorType::Q4_K, 3e-3, 1e-6}, {TensorType::Q5_K, 3e-3, 1e-6},
+    {TensorType::F32, 1e-6, 1e-6},  {TensorType::F16, 1e-6, 1e-6},  {TensorType::BF16, 3e-3, 1e-6},
+    {TensorType::Q4_0, 6e-3, 1e-6}, {TensorType::Q4_1, 6e-3, 3e-3}, {TensorType::Q5_0, 6e-3, 1e-6},
+    {TensorType::Q5_1, 6e-3, 3e-3}, {TensorType::Q8_0, 6e-3, 1e-6}, {TensorType::Q2_K, 3e-3, 1e-6},
+    {TensorType::Q3_K, 3e-3, 1e-6}, {TensorType::Q4_K, 3e-3, 1e-6}, {TensorType::Q5_K, 3e-3, 1e-6},
     {TensorType::Q6_K, 3e-3, 1e-6},
 };
 
@@ -190,6 +188,35 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
               run_matmul(p, type, isa, n_tokens, rows, cols, three))
         << type_traits(type).name;
   }
+}
+
+// matmul_batch must give what separate matmul calls give, bit for bit, whether the jobs
+// share an activation format (q4_K and q6_K read Q8_K blocks) or not (q4_0, f16).
+TEST(Matmul, BatchEqualsSeparateProducts) {
+  const Isa isa = best_isa(detect_cpu());
+  const int64_t cols = 512, n_tokens = 5;
+  const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_0,
+                              TensorType::F16};
+  const int64_t rows[] = {64, 35, 128, 17};
+  std::vector<Problem> problems;
+  std::vector<PackedMatrix> packed;
+  for (size_t i = 0; i < 4; ++i) {
+    problems.push_back(make_problem(types[i], n_tokens, rows[i], cols, uint32_t(100 + i)));
+    packed.push_back(pack_matrix({types[i], rows[i], cols, problems[i].weights.data()}, isa));
+  }
+  const std::vector<float>& x = problems[0].x;  // every job multiplies the same activations
+  ThreadPool pool(2);
+  Workspace workspace;
+  std::vector<std::vector<float>> batched(4), separate(4);
+  std::vector<MatmulJob> jobs;
+  for (size_t i = 0; i < 4; ++i) {
+    batched[i].assign(size_t(n_tokens * rows[i]), NAN);
+    separate[i].assign(size_t(n_tokens * rows[i]), NAN);
+    jobs.push_back({&packed[i], batched[i].data()});
+    matmul(packed[i], x.data(), n_tokens, separate[i].data(), pool, workspace);
+  }
+  matmul_batch(jobs, x.data(), n_tokens, pool, workspace);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(batched[i], separate[i]) << type_traits(types[i]).name;
 }
 
 TEST(Matmul, UnsupportedTypesAreErrors) {

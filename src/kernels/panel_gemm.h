@@ -55,7 +55,9 @@ struct UnpackQ4_0 {
       w[j + 4] = Ops::and_(Ops::template srl16<4>(v), mask);
     }
   }
-  static typename Ops::I dot(typename Ops::I acc, W w, int32_t x4) { return Ops::dot_u8(acc, w, x4); }
+  static typename Ops::I dot(typename Ops::I acc, W w, int32_t x4) {
+    return Ops::dot_u8(acc, w, x4);
+  }
 };
 
 template <class Ops>
@@ -122,7 +124,9 @@ struct UnpackQ8_0 {
   static void weights(const Panel& p, W* w) {
     for (int g = 0; g < 8; ++g) w[g] = Ops::prep_q8(Ops::load(p.qs[g]));
   }
-  static typename Ops::I dot(typename Ops::I acc, W w, int32_t x4) { return Ops::dot_q8(acc, w, x4); }
+  static typename Ops::I dot(typename Ops::I acc, W w, int32_t x4) {
+    return Ops::dot_q8(acc, w, x4);
+  }
 };
 
 // ---- legacy tile: 16 rows x T tokens, over all blocks of the panel ---------------------
@@ -230,7 +234,8 @@ typename Ops::I two_bits(typename Ops::I h) {
 // Signed int8 scale pairs of q6_K / q3_K.
 template <class Ops, typename Panel>
 typename Ops::I signed_scale(const Panel& p, int c, int e) {
-  return UnpackQ4_K<Ops>::pair_half(Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[c])), e);
+  return UnpackQ4_K<Ops>::pair_half(Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[c])),
+                                    e);
 }
 
 template <class Ops>
@@ -332,14 +337,15 @@ void k_sub_block(const typename U::Panel& p, int c, const uint8_t* act, size_t a
     const ActQ8K& a = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[b];
     const int8_t* x = a.qs + (2 * c + e) * U::kSubValues;
     auto sum = Ops::zero();
-    for (int g = 0; g < U::kGroups; ++g) sum = Ops::dot_u8(sum, w[g], load_unaligned<int32_t>(x + 4 * g));
+    for (int g = 0; g < U::kGroups; ++g)
+      sum = Ops::dot_u8(sum, w[g], load_unaligned<int32_t>(x + 4 * g));
     isum[t] = Ops::add32(isum[t], Ops::mul32(sum, sc));
   }
 }
 
 template <class Ops, class U, int T>
-void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act,
-            size_t act_stride, float* y, int64_t y_stride, int valid_rows) {
+void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act, size_t act_stride,
+            float* y, int64_t y_stride, int valid_rows) {
   typename Ops::F acc[T];
   for (int t = 0; t < T; ++t) acc[t] = Ops::zerof();
   constexpr int kPairs = U::kPairsOf32 ? 4 : 8;
@@ -386,7 +392,7 @@ struct PanelGemm {
                          a.activation_stride, a.y + t0 * a.y_stride + row0, a.y_stride, valid_rows);
   }
   static void gemm(const GemmArgs& a) {
-    const int64_t n_blocks = a.cols / (U::kBlockValues);
+    const int64_t n_blocks = a.cols / U::kBlockValues;
     const Panel* panels = reinterpret_cast<const Panel*>(a.weights);
     for (int64_t row0 = a.row_begin; row0 < a.row_end; row0 += kPanelRows) {
       const Panel* panel = panels + (row0 / kPanelRows) * n_blocks;
@@ -399,7 +405,8 @@ struct PanelGemm {
       // The remainder in one call of the right width (1 .. kMaxTokens - 1 tokens).
       [&]<int... N>(std::integer_sequence<int, N...>) {
         ((rest == N + 1 ? tiles<N + 1>(panel, n_blocks, a, row0, valid_rows, t0) : void()), ...);
-      }(std::make_integer_sequence<int, kMaxTokens - 1>{});
+      }
+      (std::make_integer_sequence<int, kMaxTokens - 1>{});
     }
   }
 };

@@ -25,7 +25,8 @@ void pack_panels(const MatrixView& w, int64_t block_size, uint8_t* dst, Fill fil
   std::memset(out, 0, size_t(n_panels * n_blocks) * sizeof(Panel));
   for (int64_t p = 0; p < n_panels; ++p) {
     for (int r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
-      const Block* row = reinterpret_cast<const Block*>(w.data + size_t(p * kPanelRows + r) * row_stride);
+      const Block* row =
+          reinterpret_cast<const Block*>(w.data + size_t(p * kPanelRows + r) * row_stride);
       for (int64_t b = 0; b < n_blocks; ++b) fill(out[p * n_blocks + b], r, row[b]);
     }
   }
@@ -37,7 +38,9 @@ size_t bytes_of_panels(int64_t rows, int64_t cols, int64_t block_size) {
 }
 
 // Lane r of a lane vector: the 4 bytes of row r.
-uint8_t* lane(uint8_t* vector, int r) { return vector + 4 * r; }
+uint8_t* lane(uint8_t* vector, int r) {
+  return vector + 4 * r;
+}
 
 // q5_0 / q5_1 fifth bits: GGUF bit k of qh is value k; the panel wants bit g of byte i to
 // be value 4g + i.
@@ -68,7 +71,8 @@ void values_of(const BlockQ3_K& b, uint8_t* q) {
     for (int j = 0; j < 4; ++j)
       for (int l = 0; l < 32; ++l) {
         const int i = 128 * h + 32 * j + l;
-        q[i] = uint8_t(((b.qs[32 * h + l] >> (2 * j)) & 3) | ((b.hmask[i % 32] >> (i / 32)) & 1) << 2);
+        q[i] =
+            uint8_t(((b.qs[32 * h + l] >> (2 * j)) & 3) | ((b.hmask[i % 32] >> (i / 32)) & 1) << 2);
       }
 }
 
@@ -109,7 +113,9 @@ void pack_k_scale_pairs(const uint8_t* scales, int r, uint8_t (*sc)[32], uint8_t
 
 // ---- legacy types ---------------------------------------------------------------------------
 
-size_t q4_0_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ4_0>(rows, cols, kQK); }
+size_t q4_0_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ4_0>(rows, cols, kQK);
+}
 void pack_q4_0(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ4_0, BlockQ4_0>(w, kQK, dst, [](PanelQ4_0& p, int r, const BlockQ4_0& b) {
     p.d[r] = b.d;
@@ -117,7 +123,9 @@ void pack_q4_0(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q4_1_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ4_1>(rows, cols, kQK); }
+size_t q4_1_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ4_1>(rows, cols, kQK);
+}
 void pack_q4_1(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ4_1, BlockQ4_1>(w, kQK, dst, [](PanelQ4_1& p, int r, const BlockQ4_1& b) {
     p.d[r] = b.d;
@@ -126,7 +134,9 @@ void pack_q4_1(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q5_0_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ5_0>(rows, cols, kQK); }
+size_t q5_0_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ5_0>(rows, cols, kQK);
+}
 void pack_q5_0(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ5_0, BlockQ5_0>(w, kQK, dst, [](PanelQ5_0& p, int r, const BlockQ5_0& b) {
     p.d[r] = b.d;
@@ -135,7 +145,9 @@ void pack_q5_0(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q5_1_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ5_1>(rows, cols, kQK); }
+size_t q5_1_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ5_1>(rows, cols, kQK);
+}
 void pack_q5_1(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ5_1, BlockQ5_1>(w, kQK, dst, [](PanelQ5_1& p, int r, const BlockQ5_1& b) {
     p.d[r] = b.d;
@@ -145,17 +157,22 @@ void pack_q5_1(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q8_0_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ8_0>(rows, cols, kQK); }
+size_t q8_0_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ8_0>(rows, cols, kQK);
+}
 void pack_q8_0(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ8_0, BlockQ8_0>(w, kQK, dst, [](PanelQ8_0& p, int r, const BlockQ8_0& b) {
     p.d[r] = b.d;
-    for (int g = 0; g < 8; ++g) std::memcpy(lane(reinterpret_cast<uint8_t*>(p.qs[g]), r), b.qs + 4 * g, 4);
+    for (int g = 0; g < 8; ++g)
+      std::memcpy(lane(reinterpret_cast<uint8_t*>(p.qs[g]), r), b.qs + 4 * g, 4);
   });
 }
 
 // ---- K-quants -------------------------------------------------------------------------------
 
-size_t q2_k_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ2_K>(rows, cols, kQK_K); }
+size_t q2_k_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ2_K>(rows, cols, kQK_K);
+}
 void pack_q2_k(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ2_K, BlockQ2_K>(w, kQK_K, dst, [](PanelQ2_K& p, int r, const BlockQ2_K& b) {
     p.d[r] = b.d;
@@ -170,7 +187,9 @@ void pack_q2_k(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q3_k_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ3_K>(rows, cols, kQK_K); }
+size_t q3_k_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ3_K>(rows, cols, kQK_K);
+}
 void pack_q3_k(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ3_K, BlockQ3_K>(w, kQK_K, dst, [](PanelQ3_K& p, int r, const BlockQ3_K& b) {
     p.d[r] = b.d;
@@ -189,7 +208,9 @@ void pack_q3_k(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q4_k_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ4_K>(rows, cols, kQK_K); }
+size_t q4_k_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ4_K>(rows, cols, kQK_K);
+}
 void pack_q4_k(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ4_K, BlockQ4_K>(w, kQK_K, dst, [](PanelQ4_K& p, int r, const BlockQ4_K& b) {
     p.d[r] = b.d;
@@ -200,7 +221,9 @@ void pack_q4_k(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q5_k_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ5_K>(rows, cols, kQK_K); }
+size_t q5_k_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ5_K>(rows, cols, kQK_K);
+}
 void pack_q5_k(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ5_K, BlockQ5_K>(w, kQK_K, dst, [](PanelQ5_K& p, int r, const BlockQ5_K& b) {
     p.d[r] = b.d;
@@ -219,7 +242,9 @@ void pack_q5_k(const MatrixView& w, uint8_t* dst) {
   });
 }
 
-size_t q6_k_panel_bytes(int64_t rows, int64_t cols) { return bytes_of_panels<PanelQ6_K>(rows, cols, kQK_K); }
+size_t q6_k_panel_bytes(int64_t rows, int64_t cols) {
+  return bytes_of_panels<PanelQ6_K>(rows, cols, kQK_K);
+}
 void pack_q6_k(const MatrixView& w, uint8_t* dst) {
   pack_panels<PanelQ6_K, BlockQ6_K>(w, kQK_K, dst, [](PanelQ6_K& p, int r, const BlockQ6_K& b) {
     p.d[r] = b.d;
@@ -231,7 +256,8 @@ void pack_q6_k(const MatrixView& w, uint8_t* dst) {
       const uint8_t* v = q + 32 * c;  // group g, element i: v[4g + i]
       for (int i = 0; i < 4; ++i) {
         for (int j = 0; j < 4; ++j) {
-          lane(p.chunks[c].ql[j], r)[i] = uint8_t((v[4 * j + i] & 15) | (v[4 * (j + 4) + i] & 15) << 4);
+          lane(p.chunks[c].ql[j], r)[i] =
+              uint8_t((v[4 * j + i] & 15) | (v[4 * (j + 4) + i] & 15) << 4);
         }
         for (int e = 0; e < 2; ++e) {
           uint8_t byte = 0;

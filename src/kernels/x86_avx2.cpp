@@ -44,8 +44,12 @@ struct Ops {
   static I zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
   static I set1_8(uint8_t b) { return {_mm256_set1_epi8(char(b)), _mm256_set1_epi8(char(b))}; }
   static I set1_32(int32_t v) { return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
-  static I and_(I a, I b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_and_si256(x, y); }); }
-  static I or_(I a, I b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_or_si256(x, y); }); }
+  static I and_(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_and_si256(x, y); });
+  }
+  static I or_(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_or_si256(x, y); });
+  }
   template <int n>
   static I srl16(I v) {
     return {_mm256_srli_epi16(v.lo, n), _mm256_srli_epi16(v.hi, n)};
@@ -62,9 +66,15 @@ struct Ops {
   static I sra32(I v) {
     return {_mm256_srai_epi32(v.lo, n), _mm256_srai_epi32(v.hi, n)};
   }
-  static I add32(I a, I b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_add_epi32(x, y); }); }
-  static I sub32(I a, I b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_sub_epi32(x, y); }); }
-  static I mul32(I a, I b) { return each(a, b, [](__m256i x, __m256i y) { return _mm256_mullo_epi32(x, y); }); }
+  static I add32(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_add_epi32(x, y); });
+  }
+  static I sub32(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_sub_epi32(x, y); });
+  }
+  static I mul32(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_mullo_epi32(x, y); });
+  }
   static I widen_u8(const uint8_t* p) {
     const __m128i* v = reinterpret_cast<const __m128i*>(p);
     return {_mm256_cvtepu8_epi16(_mm_loadu_si128(v)), _mm256_cvtepu8_epi16(_mm_loadu_si128(v + 1))};
@@ -74,7 +84,8 @@ struct Ops {
     return {_mm256_cvtepi8_epi16(_mm_loadu_si128(v)), _mm256_cvtepi8_epi16(_mm_loadu_si128(v + 1))};
   }
   static __m256i dot4(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
   static I dot_u8(I acc, I w, int32_t x4) {
     const __m256i x = _mm256_set1_epi32(x4);
@@ -94,7 +105,9 @@ struct Ops {
 
   static F zerof() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static F set1(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
-  static F fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  static F fma(F a, F b, F c) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+  }
   static F mul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
   static F cvt(I v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
   static F load_f16(const uint16_t* p) {
@@ -138,7 +151,8 @@ struct FloatOps {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static V load(const BrainBits* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
 };
@@ -151,11 +165,14 @@ __m256i round_half_away(__m256 v) {
   const __m256 fraction = _mm256_sub_ps(v, t);
   // Comparison masks are all ones (-1) where true.
   const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(fraction, _mm256_set1_ps(0.5f), _CMP_GE_OQ));
-  const __m256i down = _mm256_castps_si256(_mm256_cmp_ps(fraction, _mm256_set1_ps(-0.5f), _CMP_LE_OQ));
+  const __m256i down =
+      _mm256_castps_si256(_mm256_cmp_ps(fraction, _mm256_set1_ps(-0.5f), _CMP_LE_OQ));
   return _mm256_add_epi32(_mm256_sub_epi32(_mm256_cvttps_epi32(t), up), down);
 }
 
-__m256 magnitude(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+__m256 magnitude(__m256 v) {
+  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
 
 float max_of(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -268,35 +285,37 @@ constexpr void (*k_gemm)(const GemmArgs&) = &PanelGemm<Ops, KTile, U<Ops>, kKTok
 constexpr MatmulKernel kKernels[] = {
     {TensorType::Q4_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<8>,
      q4_0_panel_bytes, pack_q4_0, nullptr, legacy_gemm<UnpackQ4_0>},
-    {TensorType::Q4_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min,
-     q4_1_panel_bytes, pack_q4_1, nullptr, legacy_gemm<UnpackQ4_1>},
+    {TensorType::Q4_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min, q4_1_panel_bytes,
+     pack_q4_1, nullptr, legacy_gemm<UnpackQ4_1>},
     {TensorType::Q5_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<16>,
      q5_0_panel_bytes, pack_q5_0, nullptr, legacy_gemm<UnpackQ5_0>},
-    {TensorType::Q5_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min,
-     q5_1_panel_bytes, pack_q5_1, nullptr, legacy_gemm<UnpackQ5_1>},
+    {TensorType::Q5_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min, q5_1_panel_bytes,
+     pack_q5_1, nullptr, legacy_gemm<UnpackQ5_1>},
     {TensorType::Q8_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes,
      quantize_offset<Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
      legacy_gemm<UnpackQ8_0>},
-    {TensorType::Q2_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k,
-     q2_k_panel_bytes, pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
-    {TensorType::Q3_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k,
-     q3_k_panel_bytes, pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
-    {TensorType::Q4_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k,
-     q4_k_panel_bytes, pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
-    {TensorType::Q5_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k,
-     q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
-    {TensorType::Q6_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k,
-     q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
-    {TensorType::F32, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, float, 4, 2>::gemm},
-    {TensorType::F16, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, HalfBits, 4, 2>::gemm},
+    {TensorType::Q2_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q2_k_panel_bytes,
+     pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
+    {TensorType::Q3_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q3_k_panel_bytes,
+     pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
+    {TensorType::Q4_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q4_k_panel_bytes,
+     pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
+    {TensorType::Q5_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q5_k_panel_bytes,
+     pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
+    {TensorType::Q6_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q6_k_panel_bytes,
+     pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::F32, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, float, 4, 2>::gemm},
+    {TensorType::F16, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, HalfBits, 4, 2>::gemm},
     {TensorType::BF16, Isa::kAvx2, 1, act_float_row_bytes, round_act_bf16, nullptr, nullptr,
      nullptr, FloatGemm<FloatOps, BrainBits, 4, 2>::gemm},
 };
 
 }  // namespace
 
-std::span<const MatmulKernel> matmul_kernels() { return kKernels; }
+std::span<const MatmulKernel> matmul_kernels() {
+  return kKernels;
+}
 
 }  // namespace herd::kernels::avx2

@@ -118,8 +118,10 @@ __m512i round_half_away(__m512 v) {
   const __m512 fraction = _mm512_sub_ps(v, t);
   const __m512i one = _mm512_set1_epi32(1);
   __m512i r = _mm512_cvttps_epi32(t);
-  r = _mm512_mask_add_epi32(r, _mm512_cmp_ps_mask(fraction, _mm512_set1_ps(0.5f), _CMP_GE_OQ), r, one);
-  r = _mm512_mask_sub_epi32(r, _mm512_cmp_ps_mask(fraction, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), r, one);
+  r = _mm512_mask_add_epi32(r, _mm512_cmp_ps_mask(fraction, _mm512_set1_ps(0.5f), _CMP_GE_OQ), r,
+                            one);
+  r = _mm512_mask_sub_epi32(r, _mm512_cmp_ps_mask(fraction, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), r,
+                            one);
   return r;
 }
 
@@ -163,7 +165,8 @@ void quantize_k(const float* x, int64_t cols, uint8_t* dst) {
   for (int64_t b = 0; b < cols / 256; ++b, x += 256) {
     ActQ8K& a = out[b];
     __m512 magnitude = _mm512_setzero_ps();
-    for (int i = 0; i < 16; ++i) magnitude = _mm512_max_ps(magnitude, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * i)));
+    for (int i = 0; i < 16; ++i)
+      magnitude = _mm512_max_ps(magnitude, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * i)));
     const float amax = _mm512_reduce_max_ps(magnitude);
     if (amax == 0) {
       std::memset(&a, 0, sizeof(a));
@@ -214,26 +217,28 @@ constexpr MatmulKernel kKernels[] = {
     {TensorType::Q8_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes,
      quantize_offset<Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
      legacy_gemm<UnpackQ8_0>},
-    {TensorType::Q2_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k,
-     q2_k_panel_bytes, pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
-    {TensorType::Q3_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k,
-     q3_k_panel_bytes, pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
-    {TensorType::Q4_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k,
-     q4_k_panel_bytes, pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
-    {TensorType::Q5_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k,
-     q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
-    {TensorType::Q6_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k,
-     q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
-    {TensorType::F32, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, float, 4, 4>::gemm},
-    {TensorType::F16, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr,
-     nullptr, FloatGemm<FloatOps, HalfBits, 4, 4>::gemm},
+    {TensorType::Q2_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q2_k_panel_bytes,
+     pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
+    {TensorType::Q3_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q3_k_panel_bytes,
+     pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
+    {TensorType::Q4_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q4_k_panel_bytes,
+     pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
+    {TensorType::Q5_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q5_k_panel_bytes,
+     pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
+    {TensorType::Q6_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q6_k_panel_bytes,
+     pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::F32, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, float, 4, 4>::gemm},
+    {TensorType::F16, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
+     FloatGemm<FloatOps, HalfBits, 4, 4>::gemm},
     {TensorType::BF16, Isa::kAvx512, 1, act_float_row_bytes, round_act_bf16, nullptr, nullptr,
      nullptr, FloatGemm<FloatOps, BrainBits, 4, 4>::gemm},
 };
 
 }  // namespace
 
-std::span<const MatmulKernel> matmul_kernels() { return kKernels; }
+std::span<const MatmulKernel> matmul_kernels() {
+  return kKernels;
+}
 
 }  // namespace herd::kernels::avx512
