@@ -14,5 +14,6 @@ void add_inspect(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_run(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_plan(CLI::App& app);
 
 }  // namespace herd::cli

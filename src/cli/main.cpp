@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   herd::cli::add_run(app);
   herd::cli::add_eval(app);
   herd::cli::add_bench(app);
+  herd::cli::add_plan(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,28 @@
+// The profile of the machine this process runs on. Not part of the pure planner: it reads
+// /proc/meminfo (Linux) or the VM statistics (macOS) and measures memory bandwidth. Used by
+// `herd plan` now and by the node daemon when it answers a PROFILE request.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "plan/node_profile.h"
+#include "util/thread_pool.h"
+
+namespace herd {
+
+struct LocalProfileOptions {
+  std::string name;  // empty: the host name
+  std::string address = "local";
+  double bandwidth_gbs = 0;                // 0: measure it with the pool's threads
+  size_t probe_bytes = size_t{256} << 20;  // buffer the bandwidth probe streams
+};
+
+NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options);
+
+// Memory the OS could give a new process without swapping: MemAvailable on Linux; free,
+// inactive and purgeable pages on macOS; free pages elsewhere. 0 when unknown.
+uint64_t available_memory_bytes();
+
+}  // namespace herd

@@ -1,0 +1,34 @@
+// NodeProfile: what one machine offers the planner: cores, free memory and measured speed.
+// Nodes report it over the wire (PROFILE), `herd plan --node-profile FILE.json` reads it
+// from files, and measure_local_profile() (local_profile.h) measures this machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace herd {
+
+struct NodeProfile {
+  std::string name;
+  std::string address;  // "host:port", or "local" for the machine the coordinator runs on
+  int cores = 1;
+  uint64_t free_memory_bytes = 0;  // what the node can give a model (before the headroom)
+  double bandwidth_gbs = 0;        // measured memory read bandwidth, 1e9 bytes per second
+  double matmul_gflops = 0;        // measured; 0 when unknown (the planner does not use it yet)
+
+  bool operator==(const NodeProfile&) const = default;
+};
+
+nlohmann::json to_json(const NodeProfile& node);
+// Throws herd::Error("[plan] <where>: field '...' ...") naming a missing, mistyped or
+// out-of-range field (cores >= 1, bandwidth_gbs > 0, matmul_gflops >= 0).
+NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& where);
+// A JSON text holding one profile object or an array of them. `origin` names the text in
+// errors (a file name). Throws herd::Error on bad JSON or a bad profile.
+std::vector<NodeProfile> node_profiles_from_text(std::string_view text, const std::string& origin);
+
+}  // namespace herd

@@ -1,0 +1,120 @@
+#include "plan/plan_model.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "util/error.h"
+
+namespace herd {
+namespace {
+
+// The PlanModel fields of the hyper-parameters, with no bytes yet.
+PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
+  PlanModel m;
+  m.arch = std::string(arch.name);
+  m.n_vocab = hp.n_vocab;
+  m.n_embd = hp.n_embd;
+  m.n_layer = hp.n_layer;
+  m.n_head = hp.n_head;
+  m.n_head_kv = hp.n_head_kv;
+  m.head_dim = hp.head_dim;
+  m.n_ctx_train = hp.n_ctx;
+  m.n_ff = arch.moe ? hp.n_ff_expert : hp.n_ff;
+  m.n_expert = arch.moe ? hp.n_expert : 0;
+  m.n_expert_used = arch.moe ? hp.n_expert_used : 0;
+  m.tied_output = hp.tied_output;
+  m.layers.assign(static_cast<size_t>(std::max<int64_t>(hp.n_layer, 0)), PlanLayer{});
+  return m;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Adds one tensor's bytes to the group that tensor parallelism splits it with.
+// block_size: elements per block of the tensor's type.
+void add_tensor(PlanModel& m, const TensorSpec& t, uint64_t bytes, int64_t block_size) {
+  if (t.layer < 0) {
+    if (t.role == TensorRole::kEmbedding) {
+      m.embedding_bytes += bytes;
+      if (m.tied_output) m.output_bytes += bytes;
+    } else if (t.role == TensorRole::kOutput) {
+      m.output_bytes += bytes;
+    } else if (t.name == "output_norm.weight") {
+      m.output_norm_bytes += bytes;
+    } else {
+      m.global_bytes += bytes;
+    }
+    return;
+  }
+  HERD_CHECK(t.layer < m.n_layer);
+  PlanLayer& layer = m.layers[static_cast<size_t>(t.layer)];
+  // The name after "blk.N." says which part of attention a tensor belongs to; the
+  // roles alone do not tell attn_q from attn_k.
+  const std::string_view local = std::string_view(t.name).substr(t.name.find('.', 4) + 1);
+  switch (t.role) {
+    case TensorRole::kAttention:
+    case TensorRole::kAttentionValue:
+    case TensorRole::kBias:
+      if (starts_with(local, "attn_q.") || starts_with(local, "attn_output.")) {
+        layer.attn_q_bytes += bytes;
+        if (starts_with(local, "attn_output.")) {
+          m.attn_output_block = std::max(m.attn_output_block, block_size);
+        }
+      } else if (starts_with(local, "attn_k.") || starts_with(local, "attn_v.")) {
+        layer.attn_kv_bytes += bytes;
+      } else {
+        layer.replicated_bytes += bytes;
+      }
+      return;
+    case TensorRole::kFfn:
+    case TensorRole::kExperts:
+      layer.ffn_bytes += bytes;
+      return;
+    case TensorRole::kFfnDown:
+    case TensorRole::kExpertsDown:
+      layer.ffn_bytes += bytes;
+      m.ffn_down_block = std::max(m.ffn_down_block, block_size);
+      return;
+    default:  // norms, router: small, and every rank needs them whole
+      layer.replicated_bytes += bytes;
+      return;
+  }
+}
+
+}  // namespace
+
+uint64_t PlanModel::weight_bytes() const {
+  uint64_t total = embedding_bytes + output_norm_bytes + global_bytes;
+  if (!tied_output) total += output_bytes;
+  for (const PlanLayer& l : layers) total += l.total();
+  return total;
+}
+
+PlanModel plan_model_from(const ModelInfo& info, const gguf::File& file) {
+  HERD_CHECK(info.arch != nullptr);
+  PlanModel m = shape_of(*info.arch, info.hp);
+  for (const TensorSpec& spec : info.tensors) {
+    const gguf::TensorInfo& t = file.tensor(spec.name);
+    add_tensor(m, spec, t.n_bytes, type_traits(t.type).block_size);
+  }
+  if (info.has_rope_freqs) m.global_bytes += file.tensor("rope_freqs.weight").n_bytes;
+  return m;
+}
+
+PlanModel synthetic_plan_model(const ArchSpec& arch, const HParams& hp, TensorType type) {
+  PlanModel m = shape_of(arch, hp);
+  for (const TensorSpec& spec : model_tensors(arch, hp)) {
+    TensorType t = TensorType::F32;
+    if (spec.shape.size() >= 2) {
+      t = spec.shape[0] % type_traits(type).block_size == 0 ? type : TensorType::F16;
+    }
+    int64_t rows = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) rows *= spec.shape[i];
+    add_tensor(m, spec, row_bytes(t, spec.shape[0]) * static_cast<uint64_t>(rows),
+               type_traits(t).block_size);
+  }
+  return m;
+}
+
+}  // namespace herd

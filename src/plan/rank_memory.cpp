@@ -1,0 +1,119 @@
+#include "plan/rank_memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+
+#include "util/error.h"
+
+namespace herd {
+namespace {
+
+// Threads whose attention scores Shard::forward keeps ([threads][n_ctx] floats); a bound
+// on the cores of the machines herd meets, so that the estimate need not know them.
+constexpr uint64_t kScoreThreads = 64;
+
+// Shard::forward's float buffers for n_batch tokens (engine/shard.cpp), computed with the
+// full model widths even for a tensor slice: an upper bound that does not depend on the
+// slice, and the slices' buffers are not smaller by much.
+uint64_t scratch_bytes(const PlanModel& m, const PlanOptions& o, bool output) {
+  const uint64_t n = static_cast<uint64_t>(o.n_batch);
+  const uint64_t q_dim = static_cast<uint64_t>(m.n_head * m.head_dim);
+  const uint64_t kv_dim = static_cast<uint64_t>(m.n_head_kv * m.head_dim);
+  const uint64_t embd = static_cast<uint64_t>(m.n_embd), ff = static_cast<uint64_t>(m.n_ff);
+  // x, h, ffn_out, q, k, v, attn, ffn_a, ffn_b, plus MoE's router logits, moe_in/out, moe_a/b
+  uint64_t floats = n * (3 * embd + 2 * q_dim + 2 * kv_dim + 2 * ff);
+  if (m.moe()) floats += n * (static_cast<uint64_t>(m.n_expert) + 2 * embd + 2 * ff);
+  floats += kScoreThreads * static_cast<uint64_t>(o.n_ctx);
+  if (output) floats += n * static_cast<uint64_t>(m.n_vocab);  // logits
+  // The matmul workspace holds the activations quantized to 8 bits: a byte per float input.
+  const uint64_t workspace = n * std::max({embd, q_dim, ff});
+  return 4 * floats + workspace;
+}
+
+// The product, or kMaxBytes when it is larger: absurd contexts stay comparable without
+// overflowing (sums of a few such values still fit in 64 bits).
+constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
+uint64_t capped_product(std::initializer_list<uint64_t> factors) {
+  uint64_t product = 1;
+  for (uint64_t f : factors) {
+    if (f != 0 && product > kMaxBytes / f) return kMaxBytes;
+    product *= f;
+  }
+  return product;
+}
+
+}  // namespace
+
+uint64_t slice_bytes(uint64_t total, int64_t part, int64_t whole) {
+  HERD_CHECK(whole > 0 && part >= 0 && part <= whole);
+  const uint64_t p = static_cast<uint64_t>(part), w = static_cast<uint64_t>(whole);
+  // total = q * w + r: total * p / w = q * p + r * p / w, and r * p < w * w <= 2^62.
+  const uint64_t q = total / w, r = total % w;
+  return q * p + (r * p + w - 1) / w;
+}
+
+MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const RankLoad& load) {
+  MemoryEstimate e;
+  const int64_t cells = m.n_ff * std::max<int64_t>(1, m.n_expert);
+  e.weights = load.layers.replicated_bytes + m.global_bytes +
+              slice_bytes(load.layers.attn_q_bytes, load.heads, m.n_head) +
+              slice_bytes(load.layers.attn_kv_bytes, load.kv_heads, m.n_head_kv) +
+              slice_bytes(load.layers.ffn_bytes, load.ffn_cells, cells);
+  if (load.embedding) e.weights += m.embedding_bytes;
+  if (load.output) {
+    e.weights += m.output_norm_bytes;
+    // A tied head is token_embd itself: a rank that embeds already holds all of it.
+    if (!(m.tied_output && load.embedding)) {
+      e.weights += slice_bytes(m.output_bytes, load.vocab_rows, m.n_vocab);
+    }
+  }
+  e.kv_cache =
+      capped_product({static_cast<uint64_t>(load.n_layers), static_cast<uint64_t>(load.kv_heads),
+                      m.kv_bytes_per_head_per_token(), static_cast<uint64_t>(o.n_ctx),
+                      static_cast<uint64_t>(o.n_seq)});
+  e.scratch = scratch_bytes(m, o, load.output);
+  return e;
+}
+
+RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
+  HERD_CHECK(stage.layer_begin >= 0 && stage.layer_begin <= stage.layer_end &&
+             stage.layer_end <= static_cast<int64_t>(m.layers.size()));
+  RankLoad load;
+  load.n_layers = stage.layer_end - stage.layer_begin;
+  for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) {
+    const PlanLayer& l = m.layers[static_cast<size_t>(il)];
+    load.layers.replicated_bytes += l.replicated_bytes;
+    load.layers.attn_q_bytes += l.attn_q_bytes;
+    load.layers.attn_kv_bytes += l.attn_kv_bytes;
+    load.layers.ffn_bytes += l.ffn_bytes;
+  }
+  load.heads = rank.head_end - rank.head_begin;
+  load.kv_heads = rank.kv_head_end - rank.kv_head_begin;
+  const int64_t rows = rank.ff_end - rank.ff_begin;
+  load.ffn_cells = m.moe() ? rows * static_cast<int64_t>(rank.experts.size()) : rows;
+  load.vocab_rows = stage.output ? rank.vocab_end - rank.vocab_begin : 0;
+  load.embedding = rank.embedding;
+  load.output = stage.output;
+  return load;
+}
+
+uint64_t usable_memory(const NodeProfile& node, const PlanOptions& options) {
+  const double usable = std::floor(static_cast<double>(node.free_memory_bytes) *
+                                   std::clamp(options.memory_headroom, 0.0, 1.0));
+  return usable >= 18446744073709549568.0 ? UINT64_MAX : static_cast<uint64_t>(usable);
+}
+
+std::string memory_text(uint64_t bytes) {
+  char text[32];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (uint64_t{1} << 30)) {
+    std::snprintf(text, sizeof text, "%.2f GiB", b / (uint64_t{1} << 30));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", b / (1 << 20));
+  }
+  return text;
+}
+
+}  // namespace herd
