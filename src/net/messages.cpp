@@ -1,0 +1,441 @@
+#include "net/messages.h"
+
+#include <xxhash.h>
+
+#include "net/wire_io.h"
+#include "util/error.h"
+
+namespace herd::net {
+
+uint64_t chunk_hash(ConstBytes data) {
+  return XXH3_64bits(data.data(), data.size());
+}
+
+size_t wire_dtype_size(WireDType dtype) {
+  return dtype == WireDType::F16 ? 2 : 4;
+}
+
+std::string_view wire_dtype_name(WireDType dtype) {
+  return dtype == WireDType::F16 ? "f16" : "f32";
+}
+
+std::string error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::PROTOCOL:
+      return "protocol error";
+    case ErrorCode::AUTH_FAILED:
+      return "authentication failed";
+    case ErrorCode::AUTH_REQUIRED:
+      return "authentication required";
+    case ErrorCode::VERSION:
+      return "version mismatch";
+    case ErrorCode::BUSY:
+      return "busy";
+    case ErrorCode::LOAD_FAILED:
+      return "load failed";
+    case ErrorCode::FORWARD_FAILED:
+      return "forward failed";
+    case ErrorCode::INTERNAL:
+      return "internal error";
+  }
+  return "error " + std::to_string(static_cast<uint32_t>(code));
+}
+
+std::string printable(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c != '\n' && (c < 0x20 || c > 0x7e)) c = '?';
+  }
+  return out;
+}
+
+namespace {
+
+bool is_printable_name(std::string_view s, size_t max_bytes) {
+  if (s.empty() || s.size() > max_bytes) return false;
+  for (char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+Payload fields_only(WireWriter& w) {
+  return Payload{w.take(), {}};
+}
+
+// ---- activations: u8 dtype | u32 rows | u32 cols | u64 n_bytes | data ----
+
+void write_activations_fields(WireWriter& w, const Activations& a) {
+  HERD_CHECK(a.rows <= kMaxActivationRows && a.cols <= kMaxActivationCols);
+  HERD_CHECK_MSG(a.data.size() == uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype),
+                 "rows=" + std::to_string(a.rows) + " cols=" + std::to_string(a.cols) +
+                     " bytes=" + std::to_string(a.data.size()));
+  w.u8(static_cast<uint8_t>(a.dtype));
+  w.u32(a.rows);
+  w.u32(a.cols);
+  w.u64(a.data.size());
+}
+
+Activations read_activations(WireReader& r) {
+  Activations a;
+  uint8_t dtype = r.u8("dtype");
+  if (dtype > static_cast<uint8_t>(WireDType::F16)) {
+    r.fail("dtype", "unknown activation type " + std::to_string(dtype));
+  }
+  a.dtype = static_cast<WireDType>(dtype);
+  a.rows = r.u32("rows");
+  if (a.rows > kMaxActivationRows) r.fail("rows", std::to_string(a.rows) + " rows is too many");
+  a.cols = r.u32("cols");
+  if (a.cols > kMaxActivationCols) r.fail("cols", std::to_string(a.cols) + " columns is too many");
+  uint64_t n_bytes = r.u64("n_bytes");
+  // rows <= 2^20 and cols <= 2^24, so the product fits easily in 64 bits.
+  uint64_t expected = uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype);
+  if (n_bytes != expected) {
+    r.fail("n_bytes", std::to_string(n_bytes) + " bytes do not match " + std::to_string(a.rows) +
+                          " x " + std::to_string(a.cols) + " " +
+                          std::string(wire_dtype_name(a.dtype)));
+  }
+  a.data = r.bytes(n_bytes, "data");
+  return a;
+}
+
+}  // namespace
+
+// ---- HELLO: u16 version | u8 auth | u8 has_proof | nonce[32] | proof[32]? | string name ----
+
+Payload encode(const Hello& m) {
+  HERD_CHECK(is_printable_name(m.node_name, kMaxNodeNameBytes));
+  WireWriter w;
+  w.u16(m.protocol_version);
+  w.u8(static_cast<uint8_t>(m.auth));
+  w.u8(m.proof ? 1 : 0);
+  w.bytes(m.nonce);
+  if (m.proof) w.bytes(*m.proof);
+  w.string(m.node_name);
+  return fields_only(w);
+}
+
+Hello decode_hello(ConstBytes payload) {
+  WireReader r(payload, "HELLO");
+  Hello m;
+  m.protocol_version = r.u16("protocol_version");
+  uint8_t auth = r.u8("auth");
+  if (auth > static_cast<uint8_t>(AuthMode::HMAC_SHA256)) {
+    r.fail("auth", "unknown authentication mode " + std::to_string(auth));
+  }
+  m.auth = static_cast<AuthMode>(auth);
+  bool has_proof = r.boolean("has_proof");
+  ConstBytes nonce = r.bytes(kNonceBytes, "nonce");
+  std::copy(nonce.begin(), nonce.end(), m.nonce.begin());
+  if (has_proof) {
+    ConstBytes proof = r.bytes(kProofBytes, "proof");
+    m.proof.emplace();
+    std::copy(proof.begin(), proof.end(), m.proof->begin());
+  }
+  m.node_name = r.name(kMaxNodeNameBytes, "node_name");
+  r.expect_end();
+  return m;
+}
+
+// ---- PROFILE: string name | u32 cores | u64 total | u64 free | f64 bw | f64 gflops | string json
+
+Payload encode(const Profile& m) {
+  HERD_CHECK(is_printable_name(m.node_name, kMaxNodeNameBytes));
+  HERD_CHECK(m.details_json.size() <= kMaxDetailsJsonBytes);
+  WireWriter w;
+  w.string(m.node_name);
+  w.u32(m.cores);
+  w.u64(m.total_memory);
+  w.u64(m.free_memory);
+  w.f64(m.memory_bandwidth);
+  w.f64(m.matmul_gflops);
+  w.string(m.details_json);
+  return fields_only(w);
+}
+
+Profile decode_profile(ConstBytes payload) {
+  WireReader r(payload, "PROFILE");
+  Profile m;
+  m.node_name = r.name(kMaxNodeNameBytes, "node_name");
+  m.cores = r.u32("cores");
+  m.total_memory = r.u64("total_memory");
+  m.free_memory = r.u64("free_memory");
+  m.memory_bandwidth = r.f64_measure("memory_bandwidth");
+  m.matmul_gflops = r.f64_measure("matmul_gflops");
+  m.details_json = r.string(kMaxDetailsJsonBytes, "details_json");
+  r.expect_end();
+  return m;
+}
+
+// ---- LOAD: u64 hash_low | u64 hash_high | string model_path_hint | string plan_json ----
+
+Payload encode(const Load& m) {
+  HERD_CHECK(m.plan_json.size() <= kMaxPlanJsonBytes && m.model_path_hint.size() <= kMaxPathBytes);
+  WireWriter w(32 + m.model_path_hint.size() + m.plan_json.size());
+  w.u64(m.model_hash.low);
+  w.u64(m.model_hash.high);
+  w.string(m.model_path_hint);
+  w.string(m.plan_json);
+  return fields_only(w);
+}
+
+Load decode_load(ConstBytes payload) {
+  WireReader r(payload, "LOAD");
+  Load m;
+  m.model_hash.low = r.u64("model_hash");
+  m.model_hash.high = r.u64("model_hash");
+  m.model_path_hint = r.string(kMaxPathBytes, "model_path_hint");
+  m.plan_json = r.string(kMaxPlanJsonBytes, "plan_json");
+  r.expect_end();
+  return m;
+}
+
+// ---- WEIGHTS: string name | u64 offset | u64 total_size | u64 hash | u64 n_bytes | data ----
+
+Payload encode(const Weights& m) {
+  HERD_CHECK(is_printable_name(m.tensor_name, kMaxTensorNameBytes));
+  HERD_CHECK(m.data.size() <= kMaxWeightsChunkBytes);
+  HERD_CHECK(m.offset <= m.total_size && m.data.size() <= m.total_size - m.offset);
+  WireWriter w;
+  w.string(m.tensor_name);
+  w.u64(m.offset);
+  w.u64(m.total_size);
+  w.u64(m.chunk_hash);
+  w.u64(m.data.size());
+  return Payload{w.take(), m.data};
+}
+
+Weights decode_weights(ConstBytes payload) {
+  WireReader r(payload, "WEIGHTS");
+  Weights m;
+  m.tensor_name = r.name(kMaxTensorNameBytes, "tensor_name");
+  m.offset = r.u64("offset");
+  m.total_size = r.u64("total_size");
+  m.chunk_hash = r.u64("chunk_hash");
+  uint64_t n_bytes = r.u64("n_bytes");
+  if (n_bytes > kMaxWeightsChunkBytes) {
+    r.fail("n_bytes", "chunk of " + std::to_string(n_bytes) + " bytes exceeds the maximum " +
+                          std::to_string(kMaxWeightsChunkBytes));
+  }
+  if (m.offset > m.total_size || n_bytes > m.total_size - m.offset) {
+    r.fail("offset", "chunk [" + std::to_string(m.offset) + ", +" + std::to_string(n_bytes) +
+                         ") lies outside the tensor's " + std::to_string(m.total_size) + " bytes");
+  }
+  m.data = r.bytes(n_bytes, "data");
+  r.expect_end();
+  if (chunk_hash(m.data) != m.chunk_hash) {
+    r.fail("chunk_hash", "tensor '" + m.tensor_name + "' chunk at offset " +
+                             std::to_string(m.offset) + " does not match its hash (corrupted)");
+  }
+  return m;
+}
+
+// ---- READY, BYE: empty ----
+
+Payload encode(const Ready&) {
+  return {};
+}
+Payload encode(const Bye&) {
+  return {};
+}
+
+Ready decode_ready(ConstBytes payload) {
+  WireReader(payload, "READY").expect_end();
+  return {};
+}
+
+Bye decode_bye(ConstBytes payload) {
+  WireReader(payload, "BYE").expect_end();
+  return {};
+}
+
+// ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations ----
+
+namespace {
+constexpr uint64_t kForwardTokenBytes = 4 + 4 + 4 + 1;
+}
+
+Payload encode(const Forward& m) {
+  const engine::Batch& b = m.batch;
+  size_t n = b.tokens.size();
+  HERD_CHECK(n <= kMaxBatchTokens);
+  HERD_CHECK(b.seq.size() == n && b.pos.size() == n && b.want_logits.size() == n);
+  HERD_CHECK(m.activations.rows == 0 || m.activations.rows == n);
+  WireWriter w(4 + n * kForwardTokenBytes + 32);
+  w.u32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    w.i32(b.tokens[i]);
+    w.i32(b.seq[i]);
+    w.i32(b.pos[i]);
+    w.u8(b.want_logits[i] ? 1 : 0);
+  }
+  write_activations_fields(w, m.activations);
+  return Payload{w.take(), m.activations.data};
+}
+
+Forward decode_forward(ConstBytes payload) {
+  WireReader r(payload, "FORWARD");
+  Forward m;
+  uint32_t n = r.count(kMaxBatchTokens, kForwardTokenBytes, "n_tokens");
+  engine::Batch& b = m.batch;
+  b.tokens.reserve(n);
+  b.seq.reserve(n);
+  b.pos.reserve(n);
+  b.want_logits.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    int32_t token = r.i32("token");
+    int32_t seq = r.i32("seq");
+    int32_t pos = r.i32("pos");
+    bool want = r.boolean("want_logits");
+    if (token < 0 || seq < 0 || pos < 0) {
+      r.fail("token", "token " + std::to_string(i) + " has a negative id, sequence or position");
+    }
+    b.add(token, seq, pos, want);
+  }
+  m.activations = read_activations(r);
+  if (m.activations.rows != 0 && m.activations.rows != n) {
+    r.fail("rows", std::to_string(m.activations.rows) + " activation rows for " +
+                       std::to_string(n) + " tokens");
+  }
+  r.expect_end();
+  return m;
+}
+
+// ---- RESULT: u8 kind | activations ----
+
+Payload encode(const Result& m) {
+  WireWriter w;
+  w.u8(static_cast<uint8_t>(m.kind));
+  write_activations_fields(w, m.output);
+  return Payload{w.take(), m.output.data};
+}
+
+Result decode_result(ConstBytes payload) {
+  WireReader r(payload, "RESULT");
+  Result m;
+  uint8_t kind = r.u8("kind");
+  if (kind > static_cast<uint8_t>(ResultKind::LOGITS)) {
+    r.fail("kind", "unknown result kind " + std::to_string(kind));
+  }
+  m.kind = static_cast<ResultKind>(kind);
+  m.output = read_activations(r);
+  r.expect_end();
+  return m;
+}
+
+// ---- COLLECTIVE: u64 op_id | u32 step | u64 offset | u64 n_bytes | data (f32) ----
+
+Payload encode(const Collective& m) {
+  HERD_CHECK(m.data.size() % sizeof(float) == 0);
+  WireWriter w;
+  w.u64(m.op_id);
+  w.u32(m.step);
+  w.u64(m.offset);
+  w.u64(m.data.size());
+  return Payload{w.take(), m.data};
+}
+
+Collective decode_collective(ConstBytes payload) {
+  WireReader r(payload, "COLLECTIVE");
+  Collective m;
+  m.op_id = r.u64("op_id");
+  m.step = r.u32("step");
+  m.offset = r.u64("offset");
+  uint64_t n_bytes = r.u64("n_bytes");
+  if (n_bytes % sizeof(float) != 0) {
+    r.fail("n_bytes", std::to_string(n_bytes) + " bytes is not a whole number of f32 values");
+  }
+  m.data = r.bytes(n_bytes, "data");
+  r.expect_end();
+  return m;
+}
+
+// ---- PING, PONG: u64 timestamp_ns ----
+
+Payload encode(const Ping& m) {
+  WireWriter w;
+  w.u64(m.timestamp_ns);
+  return fields_only(w);
+}
+
+Payload encode(const Pong& m) {
+  WireWriter w;
+  w.u64(m.timestamp_ns);
+  return fields_only(w);
+}
+
+Ping decode_ping(ConstBytes payload) {
+  WireReader r(payload, "PING");
+  Ping m{.timestamp_ns = r.u64("timestamp_ns")};
+  r.expect_end();
+  return m;
+}
+
+Pong decode_pong(ConstBytes payload) {
+  WireReader r(payload, "PONG");
+  Pong m{.timestamp_ns = r.u64("timestamp_ns")};
+  r.expect_end();
+  return m;
+}
+
+// ---- ERROR: u32 code | string message ----
+
+Payload encode(const ErrorReply& m) {
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(m.code));
+  // A long message is cut rather than refused: the error must reach the peer.
+  w.string(std::string_view(m.message).substr(0, kMaxErrorTextBytes));
+  return fields_only(w);
+}
+
+ErrorReply decode_error(ConstBytes payload) {
+  WireReader r(payload, "ERROR");
+  ErrorReply m;
+  m.code = static_cast<ErrorCode>(r.u32("code"));  // unknown codes are kept: newer peers
+  m.message = r.string(kMaxErrorTextBytes, "message");
+  r.expect_end();
+  return m;
+}
+
+Message decode_message(MessageType type, ConstBytes payload) {
+  switch (type) {
+    case MessageType::HELLO:
+      return decode_hello(payload);
+    case MessageType::PROFILE:
+      return decode_profile(payload);
+    case MessageType::LOAD:
+      return decode_load(payload);
+    case MessageType::WEIGHTS:
+      return decode_weights(payload);
+    case MessageType::READY:
+      return decode_ready(payload);
+    case MessageType::FORWARD:
+      return decode_forward(payload);
+    case MessageType::RESULT:
+      return decode_result(payload);
+    case MessageType::COLLECTIVE:
+      return decode_collective(payload);
+    case MessageType::PING:
+      return decode_ping(payload);
+    case MessageType::PONG:
+      return decode_pong(payload);
+    case MessageType::ERROR:
+      return decode_error(payload);
+    case MessageType::BYE:
+      return decode_bye(payload);
+  }
+  throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
+}
+
+Message decode_frame(ConstBytes frame, const FrameLimits& limits) {
+  FrameHeader header = decode_header(frame, limits);
+  uint64_t payload_bytes = frame.size() - kFrameHeaderSize;
+  if (header.length != payload_bytes) {
+    throw Error("net", "frame: " + std::string(message_type_name(header.type)) + " declares " +
+                           std::to_string(header.length) + " payload bytes but " +
+                           std::to_string(payload_bytes) + " follow");
+  }
+  return decode_message(header.type, frame.subspan(kFrameHeaderSize));
+}
+
+}  // namespace herd::net

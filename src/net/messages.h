@@ -1,0 +1,240 @@
+// Payloads of the frame types (byte diagrams in docs/protocol.md) and their encoders and
+// bounded decoders. Decoders check every length, count and string against what remains
+// and against the maxima below before allocating, and fail with
+// herd::Error("[net] <TYPE>: field '<name>': <problem>").
+//
+// Bulk data (weights, activations, collective chunks) is never copied by the codecs: an
+// encoded Payload carries it as a separate `tail` span, sent after the fields with a
+// gather write, and a decoded message's `data` views the received frame's payload.
+// Lifetime: a decoded message that has a `data` span is valid while its Frame lives.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "engine/batch.h"
+#include "net/frame.h"
+
+namespace herd::net {
+
+inline constexpr uint32_t kMaxNodeNameBytes = 128;
+inline constexpr uint32_t kMaxTensorNameBytes = 256;
+inline constexpr uint32_t kMaxPathBytes = 4096;
+inline constexpr uint32_t kMaxErrorTextBytes = 4096;
+inline constexpr uint32_t kMaxDetailsJsonBytes = 32 << 10;
+inline constexpr uint32_t kMaxPlanJsonBytes = 16 << 20;
+inline constexpr uint32_t kMaxBatchTokens = 1 << 16;
+inline constexpr uint32_t kMaxActivationRows = 1 << 20;
+inline constexpr uint32_t kMaxActivationCols = 1 << 24;
+
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;
+
+// One encoded payload: `head` holds the fields, `tail` the bulk data that follows them
+// unchanged (a view of the caller's buffer: keep it alive until the frame is sent).
+struct Payload {
+  std::vector<uint8_t> head;
+  ConstBytes tail;
+  uint64_t size() const { return head.size() + tail.size(); }
+};
+
+// ---------------------------------------------------------------------------------------
+// HELLO: the handshake (see auth.h for the sequence).
+enum class AuthMode : uint8_t { NONE = 0, HMAC_SHA256 = 1 };
+
+struct Hello {
+  static constexpr MessageType kType = MessageType::HELLO;
+  uint16_t protocol_version = kProtocolVersion;
+  AuthMode auth = AuthMode::NONE;  // what the sender requires of its peer
+  std::string node_name;           // 1..kMaxNodeNameBytes printable ASCII
+  Nonce nonce{};
+  std::optional<Proof> proof;
+};
+
+// PROFILE: what a node offers, measured at start-up.
+struct Profile {
+  static constexpr MessageType kType = MessageType::PROFILE;
+  std::string node_name;
+  uint32_t cores = 0;
+  uint64_t total_memory = 0;    // bytes
+  uint64_t free_memory = 0;     // bytes
+  double memory_bandwidth = 0;  // GB/s
+  double matmul_gflops = 0;
+  std::string details_json;  // further fields as a JSON object; may be empty
+};
+
+// 128-bit content hash (XXH3-128) of a model, so a node can tell whether its cached copy
+// is the same model without reading it twice.
+struct ContentHash {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  bool operator==(const ContentHash&) const = default;
+};
+
+// LOAD: the node's part of the Plan.
+struct Load {
+  static constexpr MessageType kType = MessageType::LOAD;
+  std::string plan_json;  // the node's shard of the Plan, as JSON
+  ContentHash model_hash;
+  std::string model_path_hint;  // where the node may find the file locally; may be empty
+};
+
+// WEIGHTS: one chunk of one tensor's bytes, [offset, offset + data.size()) of total_size.
+struct Weights {
+  static constexpr MessageType kType = MessageType::WEIGHTS;
+  std::string tensor_name;  // GGUF name, e.g. "blk.3.attn_q.weight"
+  uint64_t offset = 0;
+  uint64_t total_size = 0;
+  uint64_t chunk_hash = 0;  // chunk_hash(data); the decoder verifies it
+  ConstBytes data;          // at most kMaxWeightsChunkBytes
+};
+
+// XXH3-64 of a WEIGHTS chunk.
+uint64_t chunk_hash(ConstBytes data);
+
+struct Ready {
+  static constexpr MessageType kType = MessageType::READY;
+};
+
+// Activations or logits between stages: [rows, cols] row-major, F32 or F16 (IEEE half).
+enum class WireDType : uint8_t { F32 = 0, F16 = 1 };
+size_t wire_dtype_size(WireDType dtype);
+std::string_view wire_dtype_name(WireDType dtype);
+
+struct Activations {
+  WireDType dtype = WireDType::F32;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  ConstBytes data;  // rows * cols * wire_dtype_size(dtype) bytes
+};
+
+// FORWARD: one batch for a stage. `activations` are the previous stage's output, one row
+// per token ([n_tokens, n_embd]); a first stage (which embeds the tokens) gets rows = 0.
+struct Forward {
+  static constexpr MessageType kType = MessageType::FORWARD;
+  engine::Batch batch;
+  Activations activations;
+};
+
+enum class ResultKind : uint8_t { HIDDEN = 0, LOGITS = 1 };
+
+// RESULT: a stage's output for the FORWARD with the same frame id: hidden states
+// [n_tokens, n_embd] from a middle stage, or logits [n_logits, n_vocab] from the last.
+struct Result {
+  static constexpr MessageType kType = MessageType::RESULT;
+  ResultKind kind = ResultKind::HIDDEN;
+  Activations output;
+};
+
+// COLLECTIVE: one chunk of one step of a collective (ring all-reduce): f32 values for
+// elements [offset, offset + data.size() / 4) of the reduced vector.
+struct Collective {
+  static constexpr MessageType kType = MessageType::COLLECTIVE;
+  uint64_t op_id = 0;
+  uint32_t step = 0;
+  uint64_t offset = 0;  // in elements
+  ConstBytes data;      // f32 values
+};
+
+struct Ping {
+  static constexpr MessageType kType = MessageType::PING;
+  uint64_t timestamp_ns = 0;  // sender's steady clock
+};
+
+struct Pong {
+  static constexpr MessageType kType = MessageType::PONG;
+  uint64_t timestamp_ns = 0;  // copied from the PING
+};
+
+enum class ErrorCode : uint32_t {
+  PROTOCOL = 1,       // malformed or unexpected frame
+  AUTH_FAILED = 2,    // wrong or missing HMAC proof
+  AUTH_REQUIRED = 3,  // this node requires a cluster key
+  VERSION = 4,        // protocol version mismatch
+  BUSY = 5,
+  LOAD_FAILED = 6,
+  FORWARD_FAILED = 7,
+  INTERNAL = 8,
+};
+// "auth failed", ...; "error N" for codes this build does not know.
+std::string error_code_name(ErrorCode code);
+
+// ERROR: the peer could not do what a frame asked; `message` is for humans.
+struct ErrorReply {
+  static constexpr MessageType kType = MessageType::ERROR;
+  ErrorCode code = ErrorCode::INTERNAL;
+  std::string message;  // at most kMaxErrorTextBytes; may contain any bytes
+};
+
+struct Bye {
+  static constexpr MessageType kType = MessageType::BYE;
+};
+
+using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
+                             Ping, Pong, ErrorReply, Bye>;
+
+// ---------------------------------------------------------------------------------------
+// Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
+// maxima, data sizes matching shapes); a violation is a bug and fails HERD_CHECK.
+Payload encode(const Hello& m);
+Payload encode(const Profile& m);
+Payload encode(const Load& m);
+Payload encode(const Weights& m);
+Payload encode(const Ready& m);
+Payload encode(const Forward& m);
+Payload encode(const Result& m);
+Payload encode(const Collective& m);
+Payload encode(const Ping& m);
+Payload encode(const Pong& m);
+Payload encode(const ErrorReply& m);
+Payload encode(const Bye& m);
+
+// Decoders: throw herd::Error naming the message and field on any malformed payload,
+// including trailing bytes.
+Hello decode_hello(ConstBytes payload);
+Profile decode_profile(ConstBytes payload);
+Load decode_load(ConstBytes payload);
+Weights decode_weights(ConstBytes payload);
+Ready decode_ready(ConstBytes payload);
+Forward decode_forward(ConstBytes payload);
+Result decode_result(ConstBytes payload);
+Collective decode_collective(ConstBytes payload);
+Ping decode_ping(ConstBytes payload);
+Pong decode_pong(ConstBytes payload);
+ErrorReply decode_error(ConstBytes payload);
+Bye decode_bye(ConstBytes payload);
+
+Message decode_message(MessageType type, ConstBytes payload);
+
+// A whole frame held in one buffer (header then exactly `length` payload bytes), as the
+// fuzz target and tests see it: decode_header with `limits`, then decode_message.
+Message decode_frame(ConstBytes frame, const FrameLimits& limits);
+
+// The decoder for a message type as a template: decode_as<Weights>(payload).
+template <typename M>
+M decode_as(ConstBytes payload) {
+  if constexpr (std::is_same_v<M, Hello>) return decode_hello(payload);
+  if constexpr (std::is_same_v<M, Profile>) return decode_profile(payload);
+  if constexpr (std::is_same_v<M, Load>) return decode_load(payload);
+  if constexpr (std::is_same_v<M, Weights>) return decode_weights(payload);
+  if constexpr (std::is_same_v<M, Ready>) return decode_ready(payload);
+  if constexpr (std::is_same_v<M, Forward>) return decode_forward(payload);
+  if constexpr (std::is_same_v<M, Result>) return decode_result(payload);
+  if constexpr (std::is_same_v<M, Collective>) return decode_collective(payload);
+  if constexpr (std::is_same_v<M, Ping>) return decode_ping(payload);
+  if constexpr (std::is_same_v<M, Pong>) return decode_pong(payload);
+  if constexpr (std::is_same_v<M, ErrorReply>) return decode_error(payload);
+  if constexpr (std::is_same_v<M, Bye>) return decode_bye(payload);
+}
+
+// Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.
+std::string printable(std::string_view text);
+
+}  // namespace herd::net

@@ -1,0 +1,249 @@
+#include "net/messages.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "net/activations.h"
+#include "net/test_frames.h"
+#include "net/wire_io.h"
+#include "util/error.h"
+
+namespace herd::net {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::joined;
+
+template <typename M>
+M round_trip(const M& message) {
+  std::vector<uint8_t> bytes = joined(encode(message));
+  static std::vector<std::vector<uint8_t>> keep;  // decoded spans view these bytes
+  keep.push_back(std::move(bytes));
+  return decode_as<M>(keep.back());
+}
+
+template <typename M>
+std::string decode_error_text(std::span<const uint8_t> payload) {
+  try {
+    decode_as<M>(payload);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(MessagesTest, HelloRoundTrips) {
+  Hello in{kProtocolVersion, AuthMode::HMAC_SHA256, "gpu-box.local:7000", {}, std::nullopt};
+  for (size_t i = 0; i < in.nonce.size(); ++i) in.nonce[i] = static_cast<uint8_t>(i);
+  Hello out = round_trip(in);
+  EXPECT_EQ(out.node_name, in.node_name);
+  EXPECT_EQ(out.nonce, in.nonce);
+  EXPECT_EQ(out.auth, AuthMode::HMAC_SHA256);
+  EXPECT_FALSE(out.proof);
+  in.proof = Proof{};
+  (*in.proof)[5] = 77;
+  out = round_trip(in);
+  ASSERT_TRUE(out.proof);
+  EXPECT_EQ(*out.proof, *in.proof);
+}
+
+TEST(MessagesTest, ProfileLoadPingErrorRoundTrip) {
+  Profile p = round_trip(Profile{"mini-1", 10, 32ull << 30, 20ull << 30, 100.0, 900.5, "{}"});
+  EXPECT_EQ(p.node_name, "mini-1");
+  EXPECT_EQ(p.cores, 10u);
+  EXPECT_EQ(p.free_memory, 20ull << 30);
+  EXPECT_EQ(p.matmul_gflops, 900.5);
+  Load l = round_trip(Load{"{\"stage\":1}", ContentHash{3, 4}, "/m.gguf"});
+  EXPECT_EQ(l.plan_json, "{\"stage\":1}");
+  EXPECT_EQ(l.model_hash, (ContentHash{3, 4}));
+  EXPECT_EQ(l.model_path_hint, "/m.gguf");
+  EXPECT_EQ(round_trip(Ping{99}).timestamp_ns, 99u);
+  EXPECT_EQ(round_trip(Pong{98}).timestamp_ns, 98u);
+  ErrorReply e = round_trip(ErrorReply{ErrorCode::FORWARD_FAILED, "out of memory"});
+  EXPECT_EQ(e.code, ErrorCode::FORWARD_FAILED);
+  EXPECT_EQ(e.message, "out of memory");
+  EXPECT_EQ(error_code_name(static_cast<ErrorCode>(77)), "error 77");
+}
+
+TEST(MessagesTest, WeightsCarryDataAsTailAndVerifyTheHash) {
+  std::vector<uint8_t> data(1000, 3);
+  Weights in{"token_embd.weight", 1000, 5000, chunk_hash(data), data};
+  Payload payload = encode(in);
+  EXPECT_EQ(payload.tail.data(), data.data());  // no copy of the chunk
+  Weights out = round_trip(in);
+  EXPECT_EQ(out.tensor_name, "token_embd.weight");
+  EXPECT_EQ(out.offset, 1000u);
+  EXPECT_EQ(out.total_size, 5000u);
+  EXPECT_TRUE(std::equal(out.data.begin(), out.data.end(), data.begin(), data.end()));
+
+  std::vector<uint8_t> bytes = joined(payload);
+  bytes.back() ^= 1;
+  EXPECT_THAT(decode_error_text<Weights>(bytes),
+              HasSubstr("'token_embd.weight' chunk at offset 1000 does not match its hash"));
+}
+
+TEST(MessagesTest, WeightsChunkOutsideTheTensorIsRejected) {
+  std::vector<uint8_t> data(16, 1);
+  Weights in{"t", 0, 16, chunk_hash(data), data};
+  std::vector<uint8_t> bytes = joined(encode(in));
+  // total_size sits after u32 length + "t" + u64 offset.
+  store_le<uint64_t>(bytes.data() + 4 + 1 + 8, 15);
+  EXPECT_THAT(decode_error_text<Weights>(bytes),
+              HasSubstr("WEIGHTS: field 'offset': chunk [0, +16) lies outside"));
+  store_le<uint64_t>(bytes.data() + 4 + 1, ~uint64_t{0});  // offset near 2^64: no overflow
+  store_le<uint64_t>(bytes.data() + 4 + 1 + 8, ~uint64_t{0});
+  EXPECT_THAT(decode_error_text<Weights>(bytes), HasSubstr("lies outside"));
+}
+
+TEST(MessagesTest, ForwardAndResultRoundTrip) {
+  std::vector<float> hidden = {1, 2, 3, 4, 5, 6};
+  std::vector<uint8_t> storage;
+  Forward in;
+  in.batch.add(100, 0, 0, false);
+  in.batch.add(101, 0, 1, true);
+  in.activations = encode_activations(hidden, 2, 3, WireDType::F16, storage);
+  Forward out = round_trip(in);
+  EXPECT_EQ(out.batch.tokens, in.batch.tokens);
+  EXPECT_EQ(out.batch.pos, in.batch.pos);
+  EXPECT_EQ(out.batch.want_logits, in.batch.want_logits);
+  EXPECT_EQ(out.activations.dtype, WireDType::F16);
+  std::vector<float> back(6);
+  decode_activations(out.activations, back);
+  EXPECT_EQ(back, hidden);  // small integers are exact in f16
+
+  Result r = round_trip(
+      Result{ResultKind::HIDDEN, encode_activations(hidden, 3, 2, WireDType::F32, storage)});
+  EXPECT_EQ(r.kind, ResultKind::HIDDEN);
+  EXPECT_EQ(r.output.rows, 3u);
+  decode_activations(r.output, back);
+  EXPECT_EQ(back, hidden);
+}
+
+TEST(MessagesTest, F16HalvesTheBytesPerToken) {
+  EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F32), 16384u);
+  EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F16), 8192u);
+  EXPECT_EQ(parse_wire_dtype("f16"), WireDType::F16);
+  EXPECT_THROW(parse_wire_dtype("bf16"), Error);
+  std::vector<uint8_t> storage;
+  std::vector<float> values = {0.1f, -3.14159f, 65504.f, 1e-8f};
+  Activations a = encode_activations(values, 1, 4, WireDType::F16, storage);
+  std::vector<float> back(4);
+  decode_activations(a, back);
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_NEAR(back[i], values[i], std::abs(values[i]) * 1e-3 + 1e-7);
+  }
+}
+
+TEST(MessagesTest, ForwardRowsMustMatchTokens) {
+  std::vector<float> hidden(6, 1.f);
+  Forward in;
+  in.batch.add(1, 0, 0, true);
+  in.batch.add(2, 0, 1, true);
+  std::vector<uint8_t> storage;
+  in.activations = encode_activations(hidden, 2, 3, WireDType::F32, storage);
+  std::vector<uint8_t> bytes = joined(encode(in));
+  // Rewrite the row count (after u32 n + 2 tokens x 13 bytes + u8 dtype) to 3 and cols to 2.
+  size_t at = 4 + 2 * 13 + 1;
+  store_le<uint32_t>(bytes.data() + at, 3);
+  store_le<uint32_t>(bytes.data() + at + 4, 2);
+  EXPECT_THAT(decode_error_text<Forward>(bytes), HasSubstr("3 activation rows for 2 tokens"));
+}
+
+TEST(MessagesTest, ForwardCountsThatCannotFitAreRejectedBeforeAllocating) {
+  std::vector<uint8_t> bytes(4 + 13);
+  store_le<uint32_t>(bytes.data(), 60000);  // 60000 tokens announced, one present
+  EXPECT_THAT(decode_error_text<Forward>(bytes),
+              HasSubstr("FORWARD: field 'n_tokens': count 60000 needs 780000 bytes, 13 left"));
+  store_le<uint32_t>(bytes.data(), 0xffffffff);
+  EXPECT_THAT(decode_error_text<Forward>(bytes), HasSubstr("exceeds the maximum"));
+}
+
+TEST(MessagesTest, ActivationShapeOverflowIsRejected) {
+  WireWriter w;
+  w.u8(static_cast<uint8_t>(ResultKind::LOGITS));
+  w.u8(0);            // f32
+  w.u32(0x00100000);  // rows = 2^20: allowed
+  w.u32(0x01000000);  // cols = 2^24: allowed; rows*cols*4 = 2^46 bytes
+  w.u64(uint64_t{1} << 46);
+  std::vector<uint8_t> bytes = w.take();
+  EXPECT_THAT(decode_error_text<Result>(bytes), HasSubstr("RESULT: field 'data': truncated"));
+  bytes[1] = 7;
+  EXPECT_THAT(decode_error_text<Result>(bytes), HasSubstr("unknown activation type 7"));
+}
+
+TEST(MessagesTest, StringsPastTheEndAreRejected) {
+  Hello in{kProtocolVersion, AuthMode::NONE, "abc", {}, std::nullopt};
+  std::vector<uint8_t> bytes = joined(encode(in));
+  size_t name_length_at = 2 + 1 + 1 + kNonceBytes;
+  store_le<uint32_t>(bytes.data() + name_length_at, 100);
+  EXPECT_THAT(decode_error_text<Hello>(bytes),
+              HasSubstr("HELLO: field 'node_name': truncated (needs 100 bytes, 3 left)"));
+  store_le<uint32_t>(bytes.data() + name_length_at, 0xfffffff0);
+  EXPECT_THAT(decode_error_text<Hello>(bytes), HasSubstr("exceeds the maximum 128"));
+}
+
+TEST(MessagesTest, NamesMustBePrintable) {
+  Hello in{kProtocolVersion, AuthMode::NONE, "abc", {}, std::nullopt};
+  std::vector<uint8_t> bytes = joined(encode(in));
+  bytes.back() = '\n';
+  EXPECT_THAT(decode_error_text<Hello>(bytes), HasSubstr("not printable ASCII"));
+  EXPECT_EQ(printable("a\x1b[31mb\xff"), "a?[31mb?");
+}
+
+TEST(MessagesTest, BooleansEnumsAndMeasuresAreChecked) {
+  Hello in{kProtocolVersion, AuthMode::NONE, "abc", {}, std::nullopt};
+  std::vector<uint8_t> bytes = joined(encode(in));
+  bytes[3] = 2;  // has_proof
+  EXPECT_THAT(decode_error_text<Hello>(bytes), HasSubstr("'has_proof': boolean is 2"));
+  bytes[3] = 0;
+  bytes[2] = 9;  // auth
+  EXPECT_THAT(decode_error_text<Hello>(bytes), HasSubstr("unknown authentication mode 9"));
+
+  std::vector<uint8_t> profile = joined(encode(Profile{"n", 1, 2, 3, 4, 5, ""}));
+  double nan = std::nan("");
+  std::memcpy(profile.data() + 4 + 1 + 4 + 8 + 8, &nan, 8);
+  EXPECT_THAT(decode_error_text<Profile>(profile), HasSubstr("not a finite non-negative number"));
+}
+
+TEST(MessagesTest, TrailingBytesAreRejected) {
+  std::vector<uint8_t> ready = {0};
+  EXPECT_THAT(decode_error_text<Ready>(ready), HasSubstr("READY: 1 trailing bytes"));
+  std::vector<uint8_t> ping = joined(encode(Ping{1}));
+  ping.push_back(0);
+  EXPECT_THAT(decode_error_text<Ping>(ping), HasSubstr("PING: 1 trailing bytes"));
+}
+
+TEST(MessagesTest, CollectiveDataMustBeWholeFloats) {
+  std::vector<uint8_t> data(12, 0);
+  std::vector<uint8_t> bytes = joined(encode(Collective{1, 0, 0, data}));
+  store_le<uint64_t>(bytes.data() + 8 + 4 + 8, 11);
+  bytes.pop_back();
+  EXPECT_THAT(decode_error_text<Collective>(bytes), HasSubstr("not a whole number of f32"));
+}
+
+TEST(MessagesTest, EveryTruncationOfEveryFrameIsAnError) {
+  for (const std::vector<uint8_t>& frame : testing::sample_frames()) {
+    EXPECT_NO_THROW(decode_frame(frame, FrameLimits{}));
+    for (size_t n = 0; n < frame.size(); ++n) {
+      EXPECT_THROW(decode_frame(ConstBytes(frame.data(), n), FrameLimits{}), Error) << n;
+    }
+    // Truncated payloads given straight to the payload decoder fail too.
+    ConstBytes payload = ConstBytes(frame).subspan(kFrameHeaderSize);
+    auto type = static_cast<MessageType>(load_le<uint16_t>(frame.data() + kFrameOffsetType));
+    for (size_t n = 0; n < payload.size(); ++n) {
+      EXPECT_THROW(decode_message(type, payload.first(n)), Error)
+          << message_type_name(type) << " " << n;
+    }
+  }
+}
+
+TEST(MessagesTest, FrameLengthMustMatchThePayload) {
+  std::vector<uint8_t> frame = testing::frame_bytes(Ping{5});
+  frame.push_back(0);
+  EXPECT_THROW(decode_frame(frame, FrameLimits{}), Error);
+}
+
+}  // namespace
+}  // namespace herd::net
