@@ -23,8 +23,7 @@ std::string_view isa_name(Isa isa);
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false,
-       avx512bf16 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool neon = false, dotprod = false;
 };
 // What this CPU and OS support (cpuid + xgetbv on x86; compile-time facts on arm64).

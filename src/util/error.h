@@ -23,9 +23,9 @@ class Error : public std::runtime_error {
 
 }  // namespace herd
 
-#define HERD_CHECK(cond)                                                 \
-  do {                                                                   \
-    if (!(cond)) ::herd::check_failed(__FILE__, __LINE__, #cond, "");    \
+#define HERD_CHECK(cond)                                              \
+  do {                                                                \
+    if (!(cond)) ::herd::check_failed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
 
 // HERD_CHECK_MSG(n < cap, "n=" + std::to_string(n)): the message says which values broke it.
