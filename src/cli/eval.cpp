@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/generate.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -52,16 +53,7 @@ void add_eval(CLI::App& app) {
   cmd->callback([model, tokens, out, batch] {
     std::vector<int32_t> ids = parse_ids(*tokens);
     auto runner = model->open();
-    std::vector<float> all, logits;
-    const int64_t chunk = std::max<int64_t>(1, *batch);
-    for (size_t begin = 0; begin < ids.size(); begin += static_cast<size_t>(chunk)) {
-      engine::Batch b;
-      for (size_t i = begin; i < std::min(ids.size(), begin + static_cast<size_t>(chunk)); ++i) {
-        b.add(ids[i], 0, static_cast<int32_t>(i), true);
-      }
-      runner->forward(b, logits);
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
+    const std::vector<float> all = engine::forward_sequence(*runner, ids, 0, *batch, true);
     FILE* f = std::fopen(out->c_str(), "wb");
     if (f == nullptr) throw Error("cli", "cannot create '" + *out + "'");
     const size_t written = std::fwrite(all.data(), sizeof(float), all.size(), f);

@@ -68,6 +68,23 @@ std::string StopMatcher::flush() {
   return out;
 }
 
+std::vector<float> forward_sequence(ModelRunner& model, std::span<const int32_t> ids, int32_t seq,
+                                    int64_t n_batch, bool all_logits) {
+  n_batch = std::max<int64_t>(1, n_batch);
+  std::vector<float> all, logits;
+  Batch batch;
+  for (size_t begin = 0; begin < ids.size(); begin += static_cast<size_t>(n_batch)) {
+    const size_t end = std::min(ids.size(), begin + static_cast<size_t>(n_batch));
+    batch.clear();
+    for (size_t i = begin; i < end; ++i) {
+      batch.add(ids[i], seq, static_cast<int32_t>(i), all_logits || i + 1 == ids.size());
+    }
+    model.forward(batch, logits);
+    if (all_logits) all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all_logits ? all : logits;
+}
+
 GenerateResult generate(ModelRunner& model, const tokenizer::Tokenizer& tokenizer,
                         const std::vector<int32_t>& prompt, const GenerateOptions& options,
                         const TextCallback& on_text) {
@@ -91,19 +108,10 @@ GenerateResult generate(ModelRunner& model, const tokenizer::Tokenizer& tokenize
   };
 
   // Prefill in chunks; only the last prompt token needs logits.
-  Batch batch;
-  std::vector<float> logits;
-  const int64_t n_batch = std::max<int64_t>(1, options.n_batch);
   auto start = std::chrono::steady_clock::now();
-  for (size_t begin = 0; begin < prompt.size(); begin += static_cast<size_t>(n_batch)) {
-    const size_t end = std::min(prompt.size(), begin + static_cast<size_t>(n_batch));
-    batch.clear();
-    for (size_t i = begin; i < end; ++i) {
-      batch.add(prompt[i], options.seq, static_cast<int32_t>(i), i + 1 == prompt.size());
-    }
-    model.forward(batch, logits);
-  }
+  std::vector<float> logits = forward_sequence(model, prompt, options.seq, options.n_batch, false);
   result.prefill_seconds = seconds_since(start);
+  Batch batch;
 
   start = std::chrono::steady_clock::now();
   int64_t pos = static_cast<int64_t>(prompt.size());

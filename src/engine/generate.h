@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,12 @@ struct GenerateResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;  // from the first to the last generated token
 };
+
+// Runs ids as positions [0, n) of slot `seq`, n_batch tokens per forward pass (chunked
+// prefill). Returns the logits of every position, [n][n_vocab], when all_logits, else
+// those of the last position only, [n_vocab].
+std::vector<float> forward_sequence(ModelRunner& model, std::span<const int32_t> ids, int32_t seq,
+                                    int64_t n_batch, bool all_logits);
 
 // on_text(piece) receives text as it completes; returning false stops generation.
 using TextCallback = std::function<bool(std::string_view)>;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/generate.h"
 #include "engine/runner.h"
 #include "util/mapped_file.h"
 
@@ -75,16 +76,7 @@ void check_model(const std::string& model, const Case& c) {
     auto runner = LocalRunner::open("../shared/models/" + model + ".gguf", options);
     const int64_t n_vocab = runner->hparams().n_vocab;
     ASSERT_EQ(ref.size(), tokens.size() * static_cast<size_t>(n_vocab));
-    std::vector<float> logits, all;
-    for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(c.chunk)) {
-      Batch batch;
-      for (size_t i = begin; i < std::min(tokens.size(), begin + static_cast<size_t>(c.chunk));
-           ++i) {
-        batch.add(tokens[i], 0, static_cast<int32_t>(i), true);
-      }
-      runner->forward(batch, logits);
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
+    const std::vector<float> all = forward_sequence(*runner, tokens, 0, c.chunk, true);
     ASSERT_EQ(all.size(), ref.size());
     for (size_t p = 0; p < tokens.size(); ++p) {
       const float* x = all.data() + p * n_vocab;
