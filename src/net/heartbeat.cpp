@@ -62,8 +62,10 @@ void Heartbeat::tick() {
                            " ms (heartbeat timeout " + std::to_string(options_.timeout.count()) +
                            " ms); the node may have crashed or lost its network";
       std::string peer = connection->peer_name();
-      connection->fail(reason);
+      // Report first, then wake the waiters: whoever sees the failure can rely on the
+      // report having been made.
       if (on_silent_) on_silent_(peer, reason);
+      connection->fail(reason);
       continue;
     }
     try {
