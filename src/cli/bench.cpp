@@ -11,9 +11,11 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cluster/cluster_runner.h"
 #include "util/bandwidth.h"
 #include "util/error.h"
 #include "util/memory.h"
+#include "util/thread_pool.h"
 
 namespace herd::cli {
 namespace {
@@ -34,6 +36,35 @@ double now_seconds() {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Share of the stages' time spent idle while forward() ran: 1 - sum(compute) / (S * wall).
+double bubble(const std::vector<cluster::StageStats>& stages, double wall) {
+  if (stages.empty() || wall <= 0) return 0;
+  double compute = 0;
+  for (const cluster::StageStats& s : stages) compute += s.compute_seconds;
+  return std::max(0.0, 1.0 - compute / (static_cast<double>(stages.size()) * wall));
+}
+
+nlohmann::json stage_json(const std::vector<cluster::StageStats>& prefill,
+                          const std::vector<cluster::StageStats>& decode, int64_t n_prompt,
+                          int64_t n_gen) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const cluster::StageStats& p = prefill[i];
+    const cluster::StageStats& d = decode[i];
+    const double n_p = static_cast<double>(n_prompt), n_d = static_cast<double>(n_gen);
+    out.push_back(
+        {{"node", d.node},
+         {"layers", {d.layer_begin, d.layer_end}},
+         {"prefill_compute_ms_per_token", 1e3 * p.compute_seconds / n_p},
+         {"prefill_wire_ms_per_token", 1e3 * (p.busy_seconds - p.compute_seconds) / n_p},
+         {"decode_compute_ms_per_token", 1e3 * d.compute_seconds / n_d},
+         {"decode_wire_ms_per_token", 1e3 * (d.busy_seconds - d.compute_seconds) / n_d},
+         {"decode_bytes_sent_per_token", static_cast<double>(d.bytes_sent) / n_d},
+         {"decode_bytes_received_per_token", static_cast<double>(d.bytes_received) / n_d}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -88,13 +119,28 @@ void add_bench(CLI::App& app) {
     };
     prefill();  // warm-up: page in the weights, grow the scratch buffers
     run_decode();
+    // Across nodes: per-stage figures of the last repetition, prefill and decode apart.
+    auto* cluster = dynamic_cast<cluster::ClusterRunner*>(runner.get());
+    std::vector<cluster::StageStats> prefill_stages, decode_stages;
+    double prefill_wall = 0, decode_wall = 0;
     std::vector<double> prefill_tps, decode_tps;
     for (int r = 0; r < o->reps; ++r) {
+      const bool last = r + 1 == o->reps;
+      if (cluster && last) cluster->reset_stats();
       double t0 = now_seconds();
       prefill();
       double t1 = now_seconds();
+      if (cluster && last) {
+        prefill_stages = cluster->stage_stats();
+        prefill_wall = cluster->forward_seconds();
+        cluster->reset_stats();
+      }
       run_decode();
       double t2 = now_seconds();
+      if (cluster && last) {
+        decode_stages = cluster->stage_stats();
+        decode_wall = cluster->forward_seconds();
+      }
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
     }
@@ -127,9 +173,11 @@ void add_bench(CLI::App& app) {
     }
     // Peak memory before the bandwidth probe allocates its buffer.
     const double peak_rss = static_cast<double>(peak_rss_bytes());
-    const double model_bytes = static_cast<double>(runner->info().weight_bytes) +
-                               static_cast<double>(runner->shard().kv_cache_bytes());
-    const double bandwidth = measure_read_bandwidth(runner->pool());
+    auto* local = dynamic_cast<engine::LocalRunner*>(runner.get());
+    const double kv_bytes = local ? static_cast<double>(local->shard().kv_cache_bytes()) : 0;
+    const double model_bytes = static_cast<double>(runner->info().weight_bytes) + kv_bytes;
+    ThreadPool probe_pool(o->model.threads);
+    const double bandwidth = measure_read_bandwidth(probe_pool);
     // Bytes one decoded token reads: every weight the forward pass uses once (the
     // embedding contributes one row only).
     const auto& embd = runner->file().tensor("token_embd.weight");
@@ -142,8 +190,8 @@ void add_bench(CLI::App& app) {
     const double roofline_pct = 100.0 * decode / roofline_tps;
     if (o->json) {
       nlohmann::ordered_json j = {{"model", o->model.model},
-                                  {"threads", runner->pool().size()},
-                                  {"isa", std::string(kernels::isa_name(runner->isa()))},
+                                  {"threads", probe_pool.size()},
+                                  {"runner", runner->describe()},
                                   {"n_prompt", o->n_prompt},
                                   {"n_gen", o->n_gen},
                                   {"prefill_tok_s", prefill_speed},
@@ -155,12 +203,16 @@ void add_bench(CLI::App& app) {
                                   {"seqs", o->seqs},
                                   {"batch_decode_tok_s", batch_tps},
                                   {"weights_plus_kv_mb", model_bytes / 1e6}};
+      if (cluster) {
+        j["stages"] = stage_json(prefill_stages, decode_stages, o->n_prompt, o->n_gen);
+        j["pipeline_bubble_prefill"] = bubble(prefill_stages, prefill_wall);
+        j["pipeline_bubble_decode"] = bubble(decode_stages, decode_wall);
+      }
       std::printf("%s\n", j.dump().c_str());
       return;
     }
     std::printf("model        %s\n", o->model.model.c_str());
-    std::printf("threads      %d (%s kernels)\n", runner->pool().size(),
-                std::string(kernels::isa_name(runner->isa())).c_str());
+    std::printf("runner       %s\n", runner->describe().c_str());
     std::printf("prefill      %8.1f tok/s  (%lld tokens, median of %d)\n", prefill_speed,
                 static_cast<long long>(o->n_prompt), o->reps);
     std::printf("decode       %8.1f tok/s  (%lld tokens, median of %d)\n", decode,
@@ -174,6 +226,25 @@ void add_bench(CLI::App& app) {
                 model_bytes / 1e6);
     std::printf("roofline     %8.1f tok/s  (%.1f MB of weights per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
+    if (cluster) {
+      std::printf("stages       (last repetition; per token)\n");
+      for (size_t i = 0; i < decode_stages.size(); ++i) {
+        const cluster::StageStats& p = prefill_stages[i];
+        const cluster::StageStats& d = decode_stages[i];
+        const double n_p = static_cast<double>(o->n_prompt), n_d = static_cast<double>(o->n_gen);
+        std::printf(
+            "  %-20s layers [%lld, %lld)  prefill %.2f ms compute %.2f ms wire  decode %.2f ms "
+            "compute %.2f ms wire  sent %.0f B/token\n",
+            d.node.c_str(), static_cast<long long>(d.layer_begin),
+            static_cast<long long>(d.layer_end), 1e3 * p.compute_seconds / n_p,
+            1e3 * (p.busy_seconds - p.compute_seconds) / n_p, 1e3 * d.compute_seconds / n_d,
+            1e3 * (d.busy_seconds - d.compute_seconds) / n_d,
+            static_cast<double>(d.bytes_sent) / n_d);
+      }
+      std::printf("bubble       prefill %.0f%%, decode %.0f%% (share of stage-time idle)\n",
+                  100 * bubble(prefill_stages, prefill_wall),
+                  100 * bubble(decode_stages, decode_wall));
+    }
   });
 }
 

@@ -1,8 +1,31 @@
 #include "cli/model_options.h"
 
+#include <cstdlib>
+
+#include "cluster/cluster_runner.h"
+#include "net/activations.h"
+#include "plan/plan.h"
 #include "util/error.h"
 
 namespace herd::cli {
+
+void ClusterFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("--peers", peers, "Nodes to use besides this process (HOST:PORT,...)")
+      ->delimiter(',');
+  cmd.add_flag("--no-local", no_local, "This process coordinates only and holds no layers");
+  cmd.add_option("--parallel", parallel,
+                 "How to split the model: auto, pipeline, tensor, pipeline:P,tensor:T")
+      ->capture_default_str();
+  cmd.add_option("--moe", moe, "MoE experts: auto, expert-parallel, split-experts")
+      ->capture_default_str();
+  cmd.add_option("--key", key_file, "Cluster key file (default: $HERD_KEY; none: insecure mode)");
+}
+
+std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
+  std::optional<net::ClusterKey> key = net::resolve_cluster_key(key_file, std::getenv("HERD_KEY"));
+  if (!key) return nullptr;
+  return std::make_shared<const net::ClusterKey>(std::move(*key));
+}
 
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "GGUF model file")->required();
@@ -12,9 +35,13 @@ void ModelOptions::add_to(CLI::App& cmd) {
                      std::to_string(engine::kDefaultMaxCtx) + ")");
   cmd.add_option("--isa", isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
+  cmd.add_option("--wire-dtype", wire_dtype,
+                 "Activations between pipeline stages: f32 (exact) or f16 (half the bytes)")
+      ->capture_default_str();
+  cluster.add_to(cmd);
 }
 
-std::unique_ptr<engine::LocalRunner> ModelOptions::open(int64_t n_seq) const {
+engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
   engine::LocalOptions options;
   options.threads = threads;
   options.n_ctx = n_ctx;
@@ -28,7 +55,23 @@ std::unique_ptr<engine::LocalRunner> ModelOptions::open(int64_t n_seq) const {
   } else {
     throw Error("cli", "unknown --isa '" + isa + "' (auto, scalar, avx2, avx512)");
   }
-  return engine::LocalRunner::open(model, options);
+  return options;
+}
+
+std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
+  const engine::LocalOptions local = local_options(n_seq);
+  const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
+  if (!cluster.distributed()) return engine::LocalRunner::open(model, local);
+  cluster::ClusterOptions o;
+  o.peers = cluster.peers;
+  parse_parallel(cluster.parallel, o.plan);
+  o.plan.moe = parse_moe_mode(cluster.moe);
+  o.plan.use_local = !cluster.no_local;
+  o.local = local;
+  o.wire_dtype = wire;
+  o.key = cluster.key();
+  o.progress = stderr;
+  return cluster::ClusterRunner::open(model, o);
 }
 
 }  // namespace herd::cli

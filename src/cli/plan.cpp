@@ -2,10 +2,10 @@
 //           [--node-profile FILE.json ...]
 // How a model would be split across nodes, without loading it: the plan as a table, or as
 // JSON ({"nodes": [...], "plan": {...}}) with --json. Node 0 is this machine (profiled now:
-// cores, available memory, measured read bandwidth). Until the network layer lands, peers
-// cannot be asked for their profiles: --node-profile files (one profile object or an array
-// of them, as `herd plan --json` prints under "nodes") stand for them; with --peers as
-// well, the profiles are the peers' in order and take their addresses.
+// cores, available memory, measured read bandwidth). Peers are asked for their profiles
+// over the network; --node-profile files (one profile object or an array of them, as
+// `herd plan --json` prints under "nodes") can stand for them instead, for what-if plans;
+// with --peers as well, the profiles are the peers' in order and take their addresses.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -14,9 +14,12 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cluster/peers.h"
 #include "engine/runner.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
+#include "net/tcp_transport.h"
 #include "plan/local_profile.h"
 #include "plan/plan_model.h"
 #include "plan/plan_table.h"
@@ -40,6 +43,7 @@ struct PlanArgs {
   double bandwidth_gbs = 0;
   std::string name;
   bool json = false;
+  ClusterFlags key;  // only --key is used
 };
 
 std::string read_text(const std::string& path) {
@@ -58,8 +62,16 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
   }
   if (args.peers.empty()) return peers;
   if (peers.empty()) {
-    throw Error("plan",
-                "asking peers for their profiles needs the network layer; give --node-profile");
+    // Ask the nodes themselves: connect, read their PROFILE, say goodbye.
+    net::TcpTransportOptions t;
+    t.auth.node_name = "herd-plan";
+    t.auth.key = args.key.key();
+    net::TcpTransport transport(t);
+    for (cluster::Peer& peer : cluster::connect_peers(transport, args.peers, net::Millis(5000))) {
+      peer.connection->close();
+      peers.push_back(std::move(peer.profile));
+    }
+    return peers;
   }
   if (peers.size() != args.peers.size()) {
     throw Error("plan", std::to_string(args.peers.size()) + " peers but " +
@@ -111,12 +123,14 @@ void add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
   cmd->add_option("--peers", args->peers,
-                  "Other nodes, HOST:PORT,... (their profiles come from --node-profile until the "
-                  "network layer can ask them)")
+                  "Other nodes, HOST:PORT,... (asked for their profiles, unless --node-profile "
+                  "files stand for them)")
       ->delimiter(',');
   cmd->add_option("--node-profile", args->profile_files,
                   "JSON file with a node profile or an array of them, standing for peers "
                   "(repeatable)");
+  cmd->add_option("--key", args->key.key_file,
+                  "Cluster key file for asking --peers (default: $HERD_KEY)");
   cmd->add_flag("--no-local", args->no_local, "This machine coordinates but holds no layers");
   cmd->add_option("--parallel", args->parallel, "auto, pipeline, tensor or pipeline:P,tensor:T")
       ->capture_default_str();

@@ -93,13 +93,12 @@ void add_run(CLI::App& app) {
     const double n_gen = static_cast<double>(r.tokens.size());
     std::fprintf(stderr,
                  "\nrun: prompt %lld tokens in %.3f s (%.1f tok/s); generated %zu tokens in "
-                 "%.3f s (%.1f tok/s); stop: %s; %d threads, %s kernels\n",
+                 "%.3f s (%.1f tok/s); stop: %s; %s\n",
                  static_cast<long long>(r.n_prompt), r.prefill_seconds,
                  r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0,
                  r.tokens.size(), r.decode_seconds,
                  r.decode_seconds > 0 ? n_gen / r.decode_seconds : 0.0,
-                 std::string(engine::stop_reason_name(r.stop)).c_str(), runner->pool().size(),
-                 std::string(kernels::isa_name(runner->isa())).c_str());
+                 std::string(engine::stop_reason_name(r.stop)).c_str(), runner->describe().c_str());
   });
 }
 

@@ -27,6 +27,11 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
       std::move(file), std::move(info), std::move(shard), options.threads, shard_options.isa));
 }
 
+std::string LocalRunner::describe() const {
+  return std::to_string(pool_.size()) + " threads, " + std::string(kernels::isa_name(isa_)) +
+         " kernels";
+}
+
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
   shard_.forward(batch, nullptr, logits, pool_);
 }

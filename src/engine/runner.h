@@ -23,6 +23,11 @@ class ModelRunner {
   virtual int64_t n_seq() const = 0;
   // logits: [batch.n_logits()][n_vocab], rows in batch order.
   virtual void forward(const Batch& batch, std::vector<float>& logits) = 0;
+  // The model file this process holds (for the tokenizer and chat template).
+  virtual const gguf::File& file() const = 0;
+  virtual const ModelInfo& info() const = 0;
+  // How the model runs, for timing summaries: "2 threads, avx512 kernels", ...
+  virtual std::string describe() const = 0;
 };
 
 struct LocalOptions {
@@ -44,8 +49,9 @@ class LocalRunner : public ModelRunner {
   int64_t n_seq() const override { return shard_.n_seq(); }
   void forward(const Batch& batch, std::vector<float>& logits) override;
 
-  const gguf::File& file() const { return file_; }
-  const ModelInfo& info() const { return info_; }
+  const gguf::File& file() const override { return file_; }
+  const ModelInfo& info() const override { return info_; }
+  std::string describe() const override;
   ThreadPool& pool() { return pool_; }
   kernels::Isa isa() const { return isa_; }
   const Shard& shard() const { return shard_; }

@@ -215,7 +215,7 @@ uint64_t Writer::total_tensor_bytes() const {
   return data_size_;
 }
 
-void Writer::write(const std::string& path, const FillTensor& fill) const {
+std::vector<uint8_t> Writer::header() const {
   std::vector<uint8_t> header;
   put<uint32_t>(header, kMagic);
   put<uint32_t>(header, kVersion);
@@ -234,6 +234,11 @@ void Writer::write(const std::string& path, const FillTensor& fill) const {
   }
   header.resize((header.size() + alignment_ - 1) / alignment_ * alignment_, 0);
 
+  return header;
+}
+
+void Writer::write(const std::string& path, const FillTensor& fill) const {
+  const std::vector<uint8_t> header = this->header();
   std::string tmp = path + ".tmp";
   std::unique_ptr<FILE, FileCloser> out(std::fopen(tmp.c_str(), "wb"));
   if (!out) throw Error("gguf", "cannot create '" + tmp + "': " + std::strerror(errno));

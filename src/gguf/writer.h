@@ -46,6 +46,9 @@ class Writer {
   // requested in declaration order, one at a time.
   using FillTensor = std::function<void(size_t index, std::span<uint8_t> out)>;
   void write(const std::string& path, const FillTensor& fill) const;
+  // The bytes before the tensor data: header, metadata, tensor table, padding. With no
+  // tensors declared this is a complete metadata-only GGUF file.
+  std::vector<uint8_t> header() const;
 
  private:
   struct Entry {

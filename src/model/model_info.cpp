@@ -17,7 +17,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-ModelInfo read_model_info(const gguf::File& f) {
+ModelInfo read_model_info(const gguf::File& f, bool partial) {
   ModelInfo info;
   const std::string arch_name(f.get_string("general.architecture"));
   info.arch = find_arch(arch_name);
@@ -64,7 +64,12 @@ ModelInfo read_model_info(const gguf::File& f) {
     hp.n_expert = positive(a + "expert_count");
     hp.n_expert_used = positive(a + "expert_used_count");
     if (hp.n_expert_used > hp.n_expert) fail(f, "expert_used_count exceeds expert_count");
-    const gguf::TensorInfo* gate = f.find_tensor("blk.0.ffn_gate_exps.weight");
+    // The first layer the file holds (a partial file may start anywhere).
+    const gguf::TensorInfo* gate = nullptr;
+    for (int64_t il = 0; il < hp.n_layer && gate == nullptr; ++il) {
+      gate = f.find_tensor("blk." + std::to_string(il) + ".ffn_gate_exps.weight");
+      if (!partial) break;
+    }
     hp.n_ff_expert = f.has(a + "expert_feed_forward_length")
                          ? positive(a + "expert_feed_forward_length")
                      : gate != nullptr && gate->shape.size() == 3 ? gate->shape[1]
@@ -73,20 +78,26 @@ ModelInfo read_model_info(const gguf::File& f) {
   } else {
     hp.n_ff = positive(a + "feed_forward_length");
   }
-  const gguf::TensorInfo& embd = f.tensor("token_embd.weight");
-  if (embd.shape.size() != 2) fail(f, "token_embd.weight must be 2-D");
-  hp.n_vocab = embd.shape[1];
-  hp.tied_output = f.find_tensor("output.weight") == nullptr;
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  const gguf::TensorInfo* head = f.find_tensor("output.weight");
+  const gguf::TensorInfo* vocab_rows = embd != nullptr ? embd : partial ? head : nullptr;
+  if (vocab_rows == nullptr && !partial) fail(f, "missing tensor 'token_embd.weight'");
+  if (vocab_rows != nullptr) {
+    if (vocab_rows->shape.size() != 2) fail(f, std::string(vocab_rows->name) + " must be 2-D");
+    hp.n_vocab = vocab_rows->shape[1];
+  }
+  hp.tied_output = head == nullptr;
 
-  info.tensors = model_tensors(arch, hp);
-  for (const TensorSpec& spec : info.tensors) {
+  for (const TensorSpec& spec : model_tensors(arch, hp)) {
     const gguf::TensorInfo* t = f.find_tensor(spec.name);
+    if (t == nullptr && partial) continue;
     if (t == nullptr) fail(f, "missing tensor '" + spec.name + "'");
     if (t->shape != spec.shape) {
       fail(f, "tensor '" + spec.name + "' has shape " + shape_text(t->shape) + ", expected " +
                   shape_text(spec.shape));
     }
     info.weight_bytes += t->n_bytes;
+    info.tensors.push_back(spec);
   }
   if (const gguf::TensorInfo* freqs = f.find_tensor("rope_freqs.weight")) {
     if (freqs->shape != std::vector<int64_t>{hp.head_dim / 2} || freqs->type != TensorType::F32) {

@@ -22,6 +22,10 @@ struct ModelInfo {
 // ("[model] ...") naming the key or tensor when the file is not a model herd can run:
 // unknown architecture, a missing or inconsistent hyper-parameter, a missing tensor or
 // one whose shape disagrees with the hyper-parameters.
-ModelInfo read_model_info(const gguf::File& file);
+//
+// partial: the file holds only some of the model's tensors (a node's cached shard): those
+// present are checked, missing ones are left out of `tensors`, and n_vocab is 0 unless
+// token_embd or output is present (only a shard with the embedding or head needs it).
+ModelInfo read_model_info(const gguf::File& file, bool partial = false);
 
 }  // namespace herd

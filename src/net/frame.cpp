@@ -34,6 +34,8 @@ std::string_view message_type_name(MessageType type) {
       return "ERROR";
     case MessageType::BYE:
       return "BYE";
+    case MessageType::WANT:
+      return "WANT";
   }
   return "UNKNOWN";
 }

@@ -42,8 +42,9 @@ enum class MessageType : uint16_t {
   PONG = 10,
   ERROR = 11,
   BYE = 12,
+  WANT = 13,
 };
-inline constexpr uint16_t kMaxMessageType = 12;
+inline constexpr uint16_t kMaxMessageType = 13;
 
 // "HELLO", ...; "UNKNOWN" for a value outside the enum.
 std::string_view message_type_name(MessageType type);

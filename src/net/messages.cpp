@@ -230,7 +230,7 @@ Weights decode_weights(ConstBytes payload) {
   return m;
 }
 
-// ---- READY, BYE: empty ----
+// ---- READY, BYE, WANT: empty ----
 
 Payload encode(const Ready&) {
   return {};
@@ -246,6 +246,15 @@ Ready decode_ready(ConstBytes payload) {
 
 Bye decode_bye(ConstBytes payload) {
   WireReader(payload, "BYE").expect_end();
+  return {};
+}
+
+Payload encode(const Want&) {
+  return {};
+}
+
+Want decode_want(ConstBytes payload) {
+  WireReader(payload, "WANT").expect_end();
   return {};
 }
 
@@ -306,6 +315,7 @@ Forward decode_forward(ConstBytes payload) {
 Payload encode(const Result& m) {
   WireWriter w;
   w.u8(static_cast<uint8_t>(m.kind));
+  w.u64(m.compute_ns);
   write_activations_fields(w, m.output);
   return Payload{w.take(), m.output.data};
 }
@@ -318,6 +328,7 @@ Result decode_result(ConstBytes payload) {
     r.fail("kind", "unknown result kind " + std::to_string(kind));
   }
   m.kind = static_cast<ResultKind>(kind);
+  m.compute_ns = r.u64("compute_ns");
   m.output = read_activations(r);
   r.expect_end();
   return m;
@@ -423,6 +434,8 @@ Message decode_message(MessageType type, ConstBytes payload) {
       return decode_error(payload);
     case MessageType::BYE:
       return decode_bye(payload);
+    case MessageType::WANT:
+      return decode_want(payload);
   }
   throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
 }

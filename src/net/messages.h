@@ -131,6 +131,7 @@ struct Result {
   static constexpr MessageType kType = MessageType::RESULT;
   ResultKind kind = ResultKind::HIDDEN;
   Activations output;
+  uint64_t compute_ns = 0;  // the stage's time in the forward pass (for per-stage figures)
 };
 
 // COLLECTIVE: one chunk of one step of a collective (ring all-reduce): f32 values for
@@ -177,8 +178,14 @@ struct Bye {
   static constexpr MessageType kType = MessageType::BYE;
 };
 
+// WANT: the node's answer to a LOAD when it has neither the model file nor a cached copy
+// of its tensors: the coordinator then ships them (WEIGHTS), and the node answers READY.
+struct Want {
+  static constexpr MessageType kType = MessageType::WANT;
+};
+
 using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
-                             Ping, Pong, ErrorReply, Bye>;
+                             Ping, Pong, ErrorReply, Bye, Want>;
 
 // ---------------------------------------------------------------------------------------
 // Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
@@ -195,6 +202,7 @@ Payload encode(const Ping& m);
 Payload encode(const Pong& m);
 Payload encode(const ErrorReply& m);
 Payload encode(const Bye& m);
+Payload encode(const Want& m);
 
 // Decoders: throw herd::Error naming the message and field on any malformed payload,
 // including trailing bytes.
@@ -210,6 +218,7 @@ Ping decode_ping(ConstBytes payload);
 Pong decode_pong(ConstBytes payload);
 ErrorReply decode_error(ConstBytes payload);
 Bye decode_bye(ConstBytes payload);
+Want decode_want(ConstBytes payload);
 
 Message decode_message(MessageType type, ConstBytes payload);
 
@@ -232,6 +241,7 @@ M decode_as(ConstBytes payload) {
   if constexpr (std::is_same_v<M, Pong>) return decode_pong(payload);
   if constexpr (std::is_same_v<M, ErrorReply>) return decode_error(payload);
   if constexpr (std::is_same_v<M, Bye>) return decode_bye(payload);
+  if constexpr (std::is_same_v<M, Want>) return decode_want(payload);
 }
 
 // Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.

@@ -163,13 +163,14 @@ TEST(MessagesTest, ForwardCountsThatCannotFitAreRejectedBeforeAllocating) {
 TEST(MessagesTest, ActivationShapeOverflowIsRejected) {
   WireWriter w;
   w.u8(static_cast<uint8_t>(ResultKind::LOGITS));
+  w.u64(0);           // compute_ns
   w.u8(0);            // f32
   w.u32(0x00100000);  // rows = 2^20: allowed
   w.u32(0x01000000);  // cols = 2^24: allowed; rows*cols*4 = 2^46 bytes
   w.u64(uint64_t{1} << 46);
   std::vector<uint8_t> bytes = w.take();
   EXPECT_THAT(decode_error_text<Result>(bytes), HasSubstr("RESULT: field 'data': truncated"));
-  bytes[1] = 7;
+  bytes[9] = 7;
   EXPECT_THAT(decode_error_text<Result>(bytes), HasSubstr("unknown activation type 7"));
 }
 

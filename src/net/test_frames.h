@@ -66,7 +66,8 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(Ping{123}),
           frame_bytes(Pong{456}),
           frame_bytes(ErrorReply{ErrorCode::LOAD_FAILED, "disk full"}),
-          frame_bytes(Bye{})};
+          frame_bytes(Bye{}),
+          frame_bytes(Want{})};
 }
 
 }  // namespace herd::net::testing

@@ -1,0 +1,177 @@
+#include "cluster/assignment.h"
+
+#include <string_view>
+
+#include "util/error.h"
+
+namespace herd::cluster {
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& problem) {
+  throw Error("cluster", "assignment: field '" + field + "': " + problem);
+}
+
+// "<what> of tensor 'name'" (built by appending: g++ 12 warns falsely on "x" + string).
+std::string of_tensor(const char* what, const std::string& name) {
+  std::string text(what);
+  text.append(" of tensor '").append(name).append("'");
+  return text;
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) bad(name, "missing");
+  return *it;
+}
+
+int64_t int_field(const nlohmann::json& j, const char* name, int64_t lo, int64_t hi) {
+  const nlohmann::json& v = field(j, name);
+  if (!v.is_number_integer()) bad(name, "not an integer");
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) {
+    bad(name,
+        std::to_string(x) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return x;
+}
+
+bool bool_field(const nlohmann::json& j, const char* name) {
+  const nlohmann::json& v = field(j, name);
+  if (!v.is_boolean()) bad(name, "not a boolean");
+  return v.get<bool>();
+}
+
+bool in_layers(std::string_view name, int64_t begin, int64_t end) {
+  if (name.substr(0, 4) != "blk.") return false;
+  name.remove_prefix(4);
+  int64_t layer = 0;
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') {
+    layer = layer * 10 + (name[digits] - '0');
+    ++digits;
+  }
+  return digits > 0 && digits < name.size() && name[digits] == '.' && layer >= begin && layer < end;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Assignment& a) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const TensorDesc& t : a.tensors) {
+    tensors.push_back(
+        {{"name", t.name}, {"type", static_cast<uint32_t>(t.type)}, {"shape", t.shape}});
+  }
+  return {{"stage", a.stage},
+          {"n_stages", a.n_stages},
+          {"layer_begin", a.shard.layer_begin},
+          {"layer_end", a.shard.layer_end},
+          {"embedding", a.shard.embedding},
+          {"output", a.shard.output},
+          {"n_ctx", a.n_ctx},
+          {"n_seq", a.n_seq},
+          {"wire_dtype", std::string(net::wire_dtype_name(a.wire_dtype))},
+          {"tensors", tensors}};
+}
+
+Assignment assignment_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("cluster", "assignment: not a JSON object");
+  constexpr int64_t kMaxLayers = 1 << 20;
+  Assignment a;
+  a.n_stages = static_cast<int>(int_field(j, "n_stages", 1, 4096));
+  a.stage = static_cast<int>(int_field(j, "stage", 0, a.n_stages - 1));
+  a.shard.layer_begin = int_field(j, "layer_begin", 0, kMaxLayers);
+  a.shard.layer_end = int_field(j, "layer_end", a.shard.layer_begin, kMaxLayers);
+  a.shard.embedding = bool_field(j, "embedding");
+  a.shard.output = bool_field(j, "output");
+  a.n_ctx = int_field(j, "n_ctx", 1, int64_t{1} << 24);
+  a.n_seq = int_field(j, "n_seq", 1, 4096);
+  const nlohmann::json& dtype = field(j, "wire_dtype");
+  if (!dtype.is_string()) bad("wire_dtype", "not a string");
+  const std::string dtype_text = dtype.get<std::string>();
+  if (dtype_text == "f32") {
+    a.wire_dtype = net::WireDType::F32;
+  } else if (dtype_text == "f16") {
+    a.wire_dtype = net::WireDType::F16;
+  } else {
+    bad("wire_dtype",
+        std::string("'").append(net::printable(dtype_text)).append("' is not f32 or f16"));
+  }
+  const nlohmann::json& tensors = field(j, "tensors");
+  if (!tensors.is_array()) bad("tensors", "not an array");
+  if (tensors.size() > (size_t{1} << 20)) bad("tensors", "too many");
+  for (const nlohmann::json& t : tensors) {
+    if (!t.is_object()) bad("tensors", "an entry is not an object");
+    TensorDesc d;
+    const nlohmann::json& name = field(t, "name");
+    if (!name.is_string()) bad("tensors.name", "not a string");
+    d.name = name.get<std::string>();
+    if (d.name.empty() || d.name.size() > net::kMaxTensorNameBytes) {
+      bad("tensors.name", "empty or longer than " + std::to_string(net::kMaxTensorNameBytes));
+    }
+    for (char c : d.name) {
+      if (c < 0x20 || c > 0x7e) bad("tensors.name", "not printable ASCII");
+    }
+    const int64_t type = int_field(t, "type", 0, 1 << 16);
+    if (find_type_traits(static_cast<uint32_t>(type)) == nullptr) {
+      bad("tensors.type", of_tensor("unknown type", d.name));
+    }
+    d.type = static_cast<TensorType>(type);
+    const nlohmann::json& shape = field(t, "shape");
+    if (!shape.is_array() || shape.empty() || shape.size() > 4) {
+      bad("tensors.shape", of_tensor("not 1 to 4 dimensions", d.name));
+    }
+    uint64_t elements = 1;
+    for (const nlohmann::json& dim : shape) {
+      if (!dim.is_number_integer() || dim.get<int64_t>() < 1 ||
+          dim.get<int64_t>() > (int64_t{1} << 40)) {
+        bad("tensors.shape", of_tensor("a dimension outside [1, 2^40]", d.name));
+      }
+      elements *= static_cast<uint64_t>(dim.get<int64_t>());
+      if (elements > (uint64_t{1} << 44)) bad("tensors.shape", of_tensor("too large", d.name));
+      d.shape.push_back(dim.get<int64_t>());
+    }
+    a.tensors.push_back(std::move(d));
+  }
+  return a;
+}
+
+std::vector<std::string> tensor_names(const Assignment& a) {
+  std::vector<std::string> names;
+  for (const TensorDesc& t : a.tensors) names.push_back(t.name);
+  return names;
+}
+
+std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
+                                      const engine::ShardSpec& spec) {
+  const int64_t end = spec.layer_end < 0 ? info.hp.n_layer : spec.layer_end;
+  const bool needs_embd = spec.embedding || (spec.output && info.hp.tied_output);
+  std::vector<TensorDesc> tensors;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const std::string_view name = t.name;
+    bool take = in_layers(name, spec.layer_begin, end);
+    take = take || (needs_embd && name == "token_embd.weight");
+    take = take || (spec.output && (name == "output_norm.weight" || name == "output.weight"));
+    take = take || name == "rope_freqs.weight";
+    if (take) tensors.push_back({std::string(t.name), t.type, t.shape});
+  }
+  return tensors;
+}
+
+Assignment assignment_for(const Plan& plan, int stage, const gguf::File& file,
+                          const ModelInfo& info, net::WireDType wire_dtype) {
+  const Stage& s = plan.stages.at(static_cast<size_t>(stage));
+  Assignment a;
+  a.stage = stage;
+  a.n_stages = static_cast<int>(plan.stages.size());
+  a.shard.layer_begin = s.layer_begin;
+  a.shard.layer_end = s.layer_end;
+  a.shard.embedding = s.embedding;
+  a.shard.output = s.output;
+  a.n_ctx = plan.n_ctx;
+  a.n_seq = plan.n_seq;
+  a.wire_dtype = wire_dtype;
+  a.tensors = shard_tensors(file, info, a.shard);
+  return a;
+}
+
+}  // namespace herd::cluster

@@ -1,0 +1,58 @@
+// Assignment: one node's part of a Plan, as the LOAD message carries it (LOAD.plan_json):
+// which layers it runs, whether it embeds tokens or computes logits, its KV cache size,
+// the tensors it needs (so a node without the file can be sent exactly those), and the
+// wire format of activations. Every field from the network is checked before use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/shard.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "net/messages.h"
+#include "plan/plan.h"
+#include "quant/types.h"
+
+namespace herd::cluster {
+
+// A weight the node needs: enough to declare it in the file the node writes when the
+// weights are shipped to it.
+struct TensorDesc {
+  std::string name;
+  TensorType type = TensorType::F32;
+  std::vector<int64_t> shape;  // GGUF order: shape[0] is the innermost dimension
+};
+
+struct Assignment {
+  int stage = 0;     // index in the plan's pipeline
+  int n_stages = 1;  // stages in the plan
+  engine::ShardSpec shard;
+  int64_t n_ctx = 0;
+  int64_t n_seq = 1;
+  net::WireDType wire_dtype = net::WireDType::F32;  // of the hidden states it returns
+  std::vector<TensorDesc> tensors;                  // the weights it reads, in file order
+};
+
+nlohmann::json to_json(const Assignment& a);
+std::vector<std::string> tensor_names(const Assignment& a);
+
+// Throws herd::Error("cluster", "assignment: field '...' ...") on anything missing,
+// mistyped or out of range (a hostile coordinator gets an error, never a crash).
+Assignment assignment_from_json(const nlohmann::json& j);
+
+// The tensors a shard of `file` reads: every blk.N.* of its layers, token_embd when it
+// embeds (or computes logits with a tied head), output_norm and output when it computes
+// logits, and the tensors every layer uses (rope_freqs). In file order.
+std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
+                                      const engine::ShardSpec& spec);
+
+// The assignment of stage `stage` of `plan` (its first rank: tensor-parallel ranks are
+// not run across nodes yet).
+Assignment assignment_for(const Plan& plan, int stage, const gguf::File& file,
+                          const ModelInfo& info, net::WireDType wire_dtype);
+
+}  // namespace herd::cluster

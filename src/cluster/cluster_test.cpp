@@ -1,0 +1,266 @@
+// The coordinator and node daemons in one process, over real TCP on 127.0.0.1: a model
+// split into pipeline stages gives the same logits, bit for bit, as one process; weights
+// are shipped to nodes without the file and cached; failures are reported, not hung on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <unistd.h>
+
+#include "cluster/cluster_runner.h"
+#include "cluster/node.h"
+#include "cluster/weight_cache.h"
+#include "engine/generate.h"
+#include "net/tcp_transport.h"
+#include "util/error.h"
+
+namespace herd::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A fresh directory under $TMPDIR, removed again when the test ends.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(fs::temp_directory_path() /
+              ("herd-cluster-test-" + std::to_string(getpid()) + "-" + name)) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  operator const fs::path&() const { return path_; }
+  fs::path operator/(const char* child) const { return path_ / child; }
+
+ private:
+  fs::path path_;
+};
+
+// A node daemon serving on a free port of 127.0.0.1 in a thread of this process.
+class TestNode {
+ public:
+  explicit TestNode(const std::string& name, fs::path cache, bool use_model_files = true) {
+    NodeOptions o;
+    o.name = name;
+    o.threads = 1;
+    o.cache_dir = std::move(cache);
+    o.bandwidth_gbs = 10;  // skip the measurement
+    o.use_model_files = use_model_files;
+    o.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      log_ += std::string(line) + "\n";
+    };
+    server_ = std::make_unique<NodeServer>(std::move(o));
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  ~TestNode() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    server_->stop();
+    thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  std::string log() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return log_;
+  }
+
+ private:
+  std::unique_ptr<NodeServer> server_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::string log_;
+};
+
+ClusterOptions pipeline_options(std::vector<std::string> peers) {
+  ClusterOptions o;
+  o.peers = std::move(peers);
+  o.plan.mode = PlanOptions::Mode::kPipeline;
+  o.local.threads = 1;
+  o.local.n_ctx = 64;
+  o.local_bandwidth_gbs = 10;  // as fast as the test nodes: every node gets a stage
+  return o;
+}
+
+std::vector<int32_t> prompt_ids() {
+  return {1, 15, 27, 3, 99, 42, 7, 64, 12, 5, 33, 80};
+}
+
+// Logits of every position, prefill in chunks of 5 then one token at a time.
+std::vector<float> run_all(engine::ModelRunner& runner, const std::vector<int32_t>& ids) {
+  std::vector<float> out = engine::forward_sequence(runner, std::span(ids).first(8), 0, 5, true);
+  for (size_t p = 8; p < ids.size(); ++p) {
+    engine::Batch b;
+    b.add(ids[p], 0, static_cast<int32_t>(p), true);
+    std::vector<float> logits;
+    runner.forward(b, logits);
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+  return out;
+}
+
+class PipelineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
+  const std::string model = "../shared/models/" + GetParam() + ".gguf";
+  const TempDir cache("pipeline-" + GetParam());
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+
+  TestNode a("node-a", cache), b("node-b", cache);
+  auto cluster = ClusterRunner::open(model, pipeline_options({a.address(), b.address()}));
+  ASSERT_GE(cluster->plan().stages.size(), 2u) << cluster->describe();
+  std::vector<float> got = run_all(*cluster, prompt_ids());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+      << cluster->describe();
+  int64_t tokens = 0;
+  for (const StageStats& s : cluster->stage_stats()) tokens += s.tokens;
+  EXPECT_EQ(tokens, static_cast<int64_t>(prompt_ids().size() * cluster->plan().stages.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PipelineTest,
+                         ::testing::Values("llama-q4_0", "llama-q4_k_m", "qwen2-f16", "qwen3-f16",
+                                           "qwen3moe-f16", "llama3r-f16"));
+
+TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
+  const std::string model = "../shared/models/llama-q8_0.gguf";
+  const TempDir cache("nolocal");
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+  TestNode a("node-a", cache), b("node-b", cache);
+  ClusterOptions o = pipeline_options({a.address(), b.address()});
+  o.plan.use_local = false;
+  auto cluster = ClusterRunner::open(model, o);
+  for (const Stage& s : cluster->plan().stages) EXPECT_NE(s.ranks[0].node, 0);
+  std::vector<float> got = run_all(*cluster, prompt_ids());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+}
+
+TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("ship");
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+  TestNode node("node-a", cache, /*use_model_files=*/false);
+  ClusterOptions o = pipeline_options({node.address()});
+  {
+    auto cluster = ClusterRunner::open(model, o);
+    std::vector<float> got = run_all(*cluster, prompt_ids());
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  }
+  EXPECT_THAT(node.log(), HasSubstr("from the coordinator"));
+  size_t cached = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache / "models")) {
+    cached += e.path().extension() == ".gguf";
+  }
+  EXPECT_EQ(cached, 1u);
+  {
+    auto cluster = ClusterRunner::open(model, o);
+    std::vector<float> got = run_all(*cluster, prompt_ids());
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  }
+  EXPECT_THAT(node.log(), HasSubstr("from the cache"));
+}
+
+TEST(ClusterTest, ASecondCoordinatorIsToldTheNodeIsBusy) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("busy");
+  TestNode node("node-a", cache);
+  auto first = ClusterRunner::open(model, pipeline_options({node.address()}));
+  try {
+    ClusterRunner::open(model, pipeline_options({node.address()}));
+    FAIL() << "a busy node was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("busy"));
+  }
+  // The first coordinator is unaffected.
+  std::vector<float> logits;
+  engine::Batch b;
+  b.add(1, 0, 0, true);
+  first->forward(b, logits);
+  EXPECT_EQ(logits.size(), static_cast<size_t>(first->hparams().n_vocab));
+}
+
+TEST(ClusterTest, ANodeThatGoesAwayFailsTheRequestNamingIt) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("gone");
+  auto node = std::make_unique<TestNode>("node-gone", cache);
+  auto cluster = ClusterRunner::open(model, pipeline_options({node->address()}));
+  node.reset();  // the node stops: its connection closes
+  engine::Batch b;
+  b.add(1, 0, 0, true);
+  std::vector<float> logits;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    cluster->forward(b, logits);
+    FAIL() << "forward succeeded without its node";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node-gone"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Later requests get the same clear error, at once.
+  EXPECT_THROW(cluster->forward(b, logits), Error);
+}
+
+TEST(ClusterTest, AFailedBatchIsReportedAndTheSessionGoesOn) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("badbatch");
+  TestNode node("node-a", cache);
+  ClusterOptions o = pipeline_options({node.address()});
+  o.plan.use_local = false;
+  auto cluster = ClusterRunner::open(model, o);
+  engine::Batch b;
+  b.add(1, 0, 1000, true);  // beyond the context of 64
+  std::vector<float> logits;
+  try {
+    cluster->forward(b, logits);
+    FAIL() << "a position beyond the context was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("context full"));
+    EXPECT_THAT(e.what(), HasSubstr("node-a"));
+  }
+}
+
+TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
+  const TempDir cache("hostile");
+  TestNode node("node-a", cache);
+  {
+    net::TcpTransportOptions t;
+    t.auth.node_name = "mallory";
+    net::TcpTransport transport(t);
+    auto c = transport.connect(node.address(), net::Millis(3000));
+    net::Frame frame;
+    net::recv_message<net::Profile>(*c, net::Millis(3000), frame);
+    for (const char* json : {"{", "[]", R"({"stage":0})",
+                             R"({"stage":5,"n_stages":2,"layer_begin":0,"layer_end":1,)"
+                             R"("embedding":true,"output":true,"n_ctx":8,"n_seq":1,)"
+                             R"("wire_dtype":"f32","tensors":[]})"}) {
+      net::send_message(*c, 0, net::Load{json, {}, ""});
+      net::ErrorReply e = net::recv_message<net::ErrorReply>(*c, net::Millis(3000), frame);
+      EXPECT_EQ(e.code, net::ErrorCode::LOAD_FAILED) << json;
+    }
+    net::send_message(*c, 0, net::Forward{});
+    net::ErrorReply e = net::recv_message<net::ErrorReply>(*c, net::Millis(3000), frame);
+    EXPECT_THAT(e.message, HasSubstr("before LOAD"));
+  }
+  auto cluster =
+      ClusterRunner::open("../shared/models/llama-q4_0.gguf", pipeline_options({node.address()}));
+  EXPECT_EQ(cluster->plan().stages.size(), 2u);
+}
+
+}  // namespace
+}  // namespace herd::cluster

@@ -1,0 +1,290 @@
+#include "cluster/node.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "cluster/assignment.h"
+#include "cluster/shipping.h"
+#include "cluster/weight_cache.h"
+#include "engine/shard.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "net/activations.h"
+#include "net/tcp_transport.h"
+#include "plan/local_profile.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace herd::cluster {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string host_name() {
+  char host[256] = {};
+  return gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "node";
+}
+
+// What a session has loaded: the file (mapped model or cached shard) and its shard.
+struct Loaded {
+  Assignment assignment;
+  gguf::File file;
+  ModelInfo info;
+  engine::Shard shard;
+};
+
+}  // namespace
+
+struct NodeServer::Impl {
+  NodeOptions options;
+  std::unique_ptr<net::TcpTransport> transport;
+  std::unique_ptr<ThreadPool> pool;
+  NodeProfile profile;
+  std::atomic<bool> stopping{false};
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+  void session(const std::shared_ptr<net::Connection>& c);
+  std::optional<Loaded> load(net::Connection& c, const net::Load& request);
+  void forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
+               std::vector<float>& input, std::vector<float>& output, std::vector<uint8_t>& wire);
+};
+
+NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = std::move(options);
+  if (s.options.cache_dir.empty()) s.options.cache_dir = default_cache_dir();
+  s.pool = std::make_unique<ThreadPool>(s.options.threads);
+
+  if (s.options.name.empty()) {
+    s.options.name = host_name();
+    if (s.options.port != 0) s.options.name += ":" + std::to_string(s.options.port);
+  }
+  net::TcpTransportOptions t;
+  t.auth.key = s.options.key;
+  t.auth.node_name = s.options.name;
+  t.log = s.options.log;
+  s.transport = std::make_unique<net::TcpTransport>(t);
+  net::ListenOptions listen;
+  listen.host = s.options.host;
+  listen.port = s.options.port;
+  listen.insecure_listen = s.options.insecure_listen;
+  s.transport->listen(listen);
+
+  LocalProfileOptions p;
+  p.name = s.options.name;
+  p.address = s.options.host + ":" + std::to_string(s.transport->port());
+  p.bandwidth_gbs = s.options.bandwidth_gbs;
+  s.profile = measure_local_profile(*s.pool, p);
+  s.log("node '" + s.options.name + "' listening on " + p.address + " (" +
+        std::to_string(s.pool->size()) + " threads, " +
+        std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available, " +
+        std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s)");
+}
+
+NodeServer::~NodeServer() = default;
+
+uint16_t NodeServer::port() const {
+  return impl_->transport->port();
+}
+
+const NodeProfile& NodeServer::profile() const {
+  return impl_->profile;
+}
+
+void NodeServer::stop() {
+  impl_->stopping = true;
+}
+
+void NodeServer::run() {
+  Impl& s = *impl_;
+  std::shared_ptr<net::Connection> active;
+  std::thread session;
+  std::atomic<bool> session_done{true};
+  while (!s.stopping) {
+    std::shared_ptr<net::Connection> c = s.transport->accept(net::Millis(200));
+    if (session.joinable() && session_done) {
+      session.join();
+      active.reset();
+    }
+    if (!c) continue;
+    if (active) {
+      s.log("refused '" + c->peer_name() + "': busy serving '" + active->peer_name() + "'");
+      try {
+        net::send_message(
+            *c, 0,
+            net::ErrorReply{net::ErrorCode::BUSY, "node '" + s.options.name + "' is serving '" +
+                                                      active->peer_name() + "'"});
+      } catch (const Error&) {
+      }
+      c->close();
+      continue;
+    }
+    active = c;
+    session_done = false;
+    session = std::thread([&s, c, &session_done] {
+      s.session(c);
+      session_done = true;
+    });
+  }
+  if (active) active->fail("node '" + s.options.name + "' is stopping");
+  if (session.joinable()) session.join();
+}
+
+void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
+  log("coordinator '" + c->peer_name() + "' connected");
+  std::optional<Loaded> loaded;
+  std::vector<float> input, output;
+  std::vector<uint8_t> wire;
+  try {
+    net::Profile p;
+    p.node_name = options.name;
+    p.cores = static_cast<uint32_t>(profile.cores);
+    p.total_memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    p.free_memory = profile.free_memory_bytes;
+    p.memory_bandwidth = profile.bandwidth_gbs;
+    p.matmul_gflops = profile.matmul_gflops;
+    p.details_json = nlohmann::json{{"threads", pool->size()}}.dump();
+    net::send_message(*c, 0, p);
+    auto idle_since = Clock::now();
+    while (!stopping) {
+      std::optional<net::Frame> frame = c->try_recv_frame(net::Millis(200));
+      if (!frame) {
+        if (Clock::now() - idle_since > options.recv_timeout) {
+          throw Error("cluster",
+                      "no request within " + std::to_string(options.recv_timeout.count()) + " ms");
+        }
+        continue;
+      }
+      idle_since = Clock::now();
+      switch (frame->header.type) {
+        case net::MessageType::LOAD:
+          loaded.reset();  // a new plan replaces the old shard
+          loaded = load(*c, net::decode_load(frame->payload()));
+          break;
+        case net::MessageType::FORWARD:
+          if (!loaded) {
+            net::send_message(*c, frame->header.id,
+                              net::ErrorReply{net::ErrorCode::PROTOCOL, "FORWARD before LOAD"});
+            break;
+          }
+          forward(*c, *frame, *loaded, input, output, wire);
+          break;
+        case net::MessageType::BYE:
+          log("coordinator '" + c->peer_name() + "' said goodbye");
+          c->close();
+          return;
+        default:
+          throw Error("cluster", "unexpected " +
+                                     std::string(net::message_type_name(frame->header.type)) +
+                                     " from the coordinator");
+      }
+    }
+  } catch (const std::exception& e) {
+    log("session with '" + c->peer_name() + "' ended: " + e.what());
+    try {
+      if (c->is_open()) {
+        net::send_message(*c, 0, net::ErrorReply{net::ErrorCode::PROTOCOL, e.what()});
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  c->close();
+}
+
+std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load& request) {
+  try {
+    Assignment a = assignment_from_json(nlohmann::json::parse(request.plan_json));
+    const auto start = Clock::now();
+    // Where the weights come from: the same model file, else a cached shard, else the wire.
+    std::string source;
+    fs::path path;
+    if (options.use_model_files && !request.model_path_hint.empty()) {
+      std::error_code ec;
+      const fs::path hint(request.model_path_hint);
+      if (fs::is_regular_file(hint, ec) &&
+          file_content_hash(hint, options.cache_dir) == request.model_hash) {
+        path = hint;
+        source = "the model file";
+      }
+    }
+    if (path.empty()) {
+      path = shard_cache_path(options.cache_dir, request.model_hash, tensor_names(a));
+      std::error_code ec;
+      if (fs::is_regular_file(path, ec)) {
+        source = "the cache";
+      } else {
+        net::send_message(c, 0, net::Want{});
+        receive_weights(c, a, path, net::Millis(60000));
+        source = "the coordinator";
+      }
+    }
+    gguf::File file = gguf::File::open(path.string());
+    ModelInfo info = read_model_info(file, /*partial=*/source != "the model file");
+    engine::ShardOptions so;
+    so.n_ctx = a.n_ctx;
+    so.n_seq = a.n_seq;
+    so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
+    engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    log("loaded layers [" + std::to_string(a.shard.layer_begin) + ", " +
+        std::to_string(a.shard.layer_end) + ")" + (a.shard.embedding ? " + embedding" : "") +
+        (a.shard.output ? " + output" : "") + " from " + source + " in " +
+        std::to_string(seconds).substr(0, 5) + " s");
+    net::send_message(c, 0, net::Ready{});
+    return Loaded{std::move(a), std::move(file), std::move(info), std::move(shard)};
+  } catch (const std::exception& e) {
+    log(std::string("load failed: ") + e.what());
+    net::send_message(c, 0, net::ErrorReply{net::ErrorCode::LOAD_FAILED, e.what()});
+    return std::nullopt;
+  }
+}
+
+void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
+                               std::vector<float>& input, std::vector<float>& output,
+                               std::vector<uint8_t>& wire) {
+  const net::Forward f = net::decode_forward(frame.payload());
+  const HParams& hp = loaded.info.hp;
+  const uint32_t n = static_cast<uint32_t>(f.batch.size());
+  try {
+    const float* in = nullptr;
+    if (!loaded.assignment.shard.embedding) {
+      if (f.activations.rows != n || f.activations.cols != static_cast<uint32_t>(hp.n_embd)) {
+        throw Error("cluster", "FORWARD: activations are [" + std::to_string(f.activations.rows) +
+                                   ", " + std::to_string(f.activations.cols) + "], expected [" +
+                                   std::to_string(n) + ", " + std::to_string(hp.n_embd) + "]");
+      }
+      input.resize(static_cast<size_t>(n) * hp.n_embd);
+      net::decode_activations(f.activations, input);
+      in = input.data();
+    }
+    const auto start = Clock::now();
+    loaded.shard.forward(f.batch, in, output, *pool);
+    net::Result r;
+    r.compute_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    if (loaded.assignment.shard.output) {
+      r.kind = net::ResultKind::LOGITS;
+      const auto rows = static_cast<uint32_t>(f.batch.n_logits());
+      r.output = net::encode_activations(output, rows, static_cast<uint32_t>(hp.n_vocab),
+                                         net::WireDType::F32, wire);
+    } else {
+      r.kind = net::ResultKind::HIDDEN;
+      r.output = net::encode_activations(output, n, static_cast<uint32_t>(hp.n_embd),
+                                         loaded.assignment.wire_dtype, wire);
+    }
+    net::send_message(c, frame.header.id, r);
+  } catch (const Error& e) {
+    // A bad batch (full context, unknown slot) fails this request, not the session.
+    net::send_message(c, frame.header.id,
+                      net::ErrorReply{net::ErrorCode::FORWARD_FAILED, e.what()});
+  }
+}
+
+}  // namespace herd::cluster

@@ -1,0 +1,59 @@
+// The node daemon (`herd node`): listens for a coordinator, tells it what this machine
+// offers (PROFILE), loads the shard it is given (LOAD: from the model file when it has the
+// same one, else from its cache, else by asking for the weights: WANT, WEIGHTS...), says
+// READY, then runs FORWARD batches until the coordinator says BYE or goes away. One
+// coordinator at a time: others are told BUSY. A broken or hostile peer ends its own
+// session with a logged reason; the node keeps listening.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "net/auth.h"
+#include "net/transport.h"
+#include "plan/node_profile.h"
+
+namespace herd::cluster {
+
+struct NodeOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;                           // 0: any free port (see NodeServer::port)
+  std::string name;                            // empty: "<host name>:<port>"
+  int threads = 0;                             // 0: all cores
+  std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode (loopback only)
+  bool insecure_listen = false;
+  std::filesystem::path cache_dir;  // empty: default_cache_dir()
+  kernels::Isa isa_limit = kernels::Isa::kAvx512;
+  double bandwidth_gbs = 0;  // 0: measured at start-up
+  // Map the model file when the coordinator names one this machine has (same content
+  // hash). false: always receive the weights (and use the cache).
+  bool use_model_files = true;
+  net::Millis recv_timeout{600000};  // longest wait for a coordinator's next frame
+  net::LogFn log;                    // what the node did and why it dropped peers
+};
+
+class NodeServer {
+ public:
+  // Binds the port and measures this machine. Throws herd::Error naming the problem.
+  explicit NodeServer(NodeOptions options);
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  uint16_t port() const;
+  const NodeProfile& profile() const;
+
+  // Serves coordinators until stop(). Returns after the current session has ended.
+  void run();
+  // Safe from any thread (and from a signal handler's flag-watching thread).
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace herd::cluster

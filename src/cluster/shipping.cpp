@@ -1,0 +1,116 @@
+#include "cluster/shipping.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "gguf/writer.h"
+#include "util/error.h"
+
+namespace herd::cluster {
+namespace fs = std::filesystem;
+namespace {
+
+// The model's metadata as a GGUF file with no tensors.
+std::vector<uint8_t> metadata_bytes(const gguf::File& file) {
+  gguf::Writer writer(file.alignment());
+  for (const auto& [key, value] : file.metadata()) writer.set_value(key, value);
+  return writer.header();
+}
+
+// Sends `bytes` as the WEIGHTS chunks of tensor `name`.
+void send_tensor(net::Connection& connection, const std::string& name,
+                 std::span<const uint8_t> bytes, uint64_t& frame_id, uint64_t& done, uint64_t total,
+                 const ShipProgress& progress) {
+  uint64_t offset = 0;
+  while (offset < bytes.size()) {
+    const uint64_t n = std::min<uint64_t>(net::kWeightsChunkBytes, bytes.size() - offset);
+    net::Weights w;
+    w.tensor_name = name;
+    w.offset = offset;
+    w.total_size = bytes.size();
+    w.data = bytes.subspan(offset, n);
+    w.chunk_hash = net::chunk_hash(w.data);
+    net::send_message(connection, ++frame_id, w);
+    offset += n;
+    done += n;
+    if (progress) progress(done, total);
+  }
+}
+
+// Receives the chunks of tensor `name` into `out` (exactly out.size() bytes).
+// `received` bytes of it have arrived already.
+void receive_tensor(net::Connection& connection, const std::string& name, std::span<uint8_t> out,
+                    uint64_t received, net::Millis timeout) {
+  while (received < out.size()) {
+    net::Frame frame;
+    net::Weights w = net::recv_message<net::Weights>(connection, timeout, frame);
+    if (w.tensor_name != name) {
+      throw Error("cluster", "weights: expected tensor '" + name + "', got '" +
+                                 net::printable(w.tensor_name) + "'");
+    }
+    if (w.total_size != out.size() || w.offset != received) {
+      throw Error("cluster", "weights: tensor '" + name + "': chunk at offset " +
+                                 std::to_string(w.offset) + " of " + std::to_string(w.total_size) +
+                                 " bytes, expected offset " + std::to_string(received) + " of " +
+                                 std::to_string(out.size()));
+    }
+    if (!w.data.empty()) std::memcpy(out.data() + received, w.data.data(), w.data.size());
+    received += w.data.size();
+  }
+}
+
+}  // namespace
+
+ShipStats ship_weights(net::Connection& connection, const gguf::File& file, const Assignment& a,
+                       const ShipProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<uint8_t> metadata = metadata_bytes(file);
+  uint64_t total = metadata.size();
+  for (const TensorDesc& t : a.tensors) total += file.tensor(t.name).n_bytes;
+  uint64_t frame_id = 0, done = 0;
+  send_tensor(connection, kMetadataName, metadata, frame_id, done, total, progress);
+  for (const TensorDesc& t : a.tensors) {
+    const gguf::TensorInfo& info = file.tensor(t.name);
+    send_tensor(connection, t.name, info.bytes(), frame_id, done, total, progress);
+    // Sent pages are not needed again by this process unless it runs them itself.
+  }
+  ShipStats stats;
+  stats.bytes = done;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+void receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
+                     net::Millis timeout) {
+  // The metadata first: a GGUF file with no tensors, parsed like any other.
+  net::Frame first;
+  net::Weights head = net::recv_message<net::Weights>(connection, timeout, first);
+  if (head.tensor_name != kMetadataName) {
+    throw Error("cluster", "weights: expected the metadata first, got '" +
+                               net::printable(head.tensor_name) + "'");
+  }
+  if (head.total_size > net::kMaxPlanJsonBytes * 16) {
+    throw Error("cluster",
+                "weights: metadata of " + std::to_string(head.total_size) + " bytes is too large");
+  }
+  if (head.offset != 0 || head.data.size() > head.total_size) {
+    throw Error("cluster", "weights: metadata chunk out of order");
+  }
+  std::vector<uint8_t> metadata(head.total_size);
+  std::memcpy(metadata.data(), head.data.data(), head.data.size());
+  receive_tensor(connection, kMetadataName, metadata, head.data.size(), timeout);
+  const gguf::File meta = gguf::File::parse(metadata, "metadata from the coordinator");
+  if (!meta.tensors().empty()) throw Error("cluster", "weights: the metadata declares tensors");
+
+  gguf::Writer writer(meta.alignment());
+  for (const auto& [key, value] : meta.metadata()) writer.set_value(key, value);
+  for (const TensorDesc& t : a.tensors) writer.add_tensor(t.name, t.type, t.shape);
+
+  fs::create_directories(path.parent_path());
+  writer.write(path.string(), [&](size_t index, std::span<uint8_t> out) {
+    receive_tensor(connection, a.tensors[index].name, out, 0, timeout);
+  });
+}
+
+}  // namespace herd::cluster

@@ -1,0 +1,37 @@
+// Where a node keeps model weights it was sent, and how models are recognised: by the
+// XXH3-128 content hash of the whole GGUF file, so a node that has the same file under any
+// name maps it instead of receiving it, and a second start finds what the first received.
+//
+// Layout under the cache directory ($XDG_CACHE_HOME/herd, else ~/.cache/herd):
+//   hashes/<xxh64 of the absolute path>   "size mtime_ns hash" memo of a file's hash
+//   models/<model hash>/<shard key>.gguf  a shard's tensors with the model's metadata
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "net/messages.h"
+
+namespace herd::cluster {
+
+// $XDG_CACHE_HOME/herd, else $HOME/.cache/herd. Throws herd::Error when neither is set.
+std::filesystem::path default_cache_dir();
+
+// 32 hex digits, high half first.
+std::string to_hex(const net::ContentHash& hash);
+
+// The content hash of a file, read in blocks (the file is not mapped, so hashing a model
+// does not make it resident). When cache_dir is not empty the result is remembered there,
+// keyed by the file's absolute path, size and modification time, so a second call costs a
+// stat. Throws herd::Error naming the file when it cannot be read.
+net::ContentHash file_content_hash(const std::filesystem::path& path,
+                                   const std::filesystem::path& cache_dir);
+
+// The cached file holding exactly `tensor_names` of the model `model_hash`.
+std::filesystem::path shard_cache_path(const std::filesystem::path& cache_dir,
+                                       const net::ContentHash& model_hash,
+                                       const std::vector<std::string>& tensor_names);
+
+}  // namespace herd::cluster
