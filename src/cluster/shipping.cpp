@@ -38,24 +38,25 @@ void send_tensor(net::Connection& connection, const std::string& name,
   }
 }
 
-// Receives the chunks of tensor `name` into `out` (exactly out.size() bytes).
-// `received` bytes of it have arrived already.
-void receive_tensor(net::Connection& connection, const std::string& name, std::span<uint8_t> out,
-                    uint64_t received, net::Millis timeout) {
-  while (received < out.size()) {
+// Receives the chunks of tensor `name`, `total` bytes of which `received` have arrived
+// already, passing each chunk's bytes to `take` in order.
+void receive_tensor(net::Connection& connection, const std::string& name, uint64_t total,
+                    uint64_t received, net::Millis timeout,
+                    const std::function<void(std::span<const uint8_t>)>& take) {
+  while (received < total) {
     net::Frame frame;
     net::Weights w = net::recv_message<net::Weights>(connection, timeout, frame);
     if (w.tensor_name != name) {
       throw Error("cluster", "weights: expected tensor '" + name + "', got '" +
                                  net::printable(w.tensor_name) + "'");
     }
-    if (w.total_size != out.size() || w.offset != received) {
+    if (w.total_size != total || w.offset != received || w.data.size() > total - received) {
       throw Error("cluster", "weights: tensor '" + name + "': chunk at offset " +
                                  std::to_string(w.offset) + " of " + std::to_string(w.total_size) +
                                  " bytes, expected offset " + std::to_string(received) + " of " +
-                                 std::to_string(out.size()));
+                                 std::to_string(total));
     }
-    if (!w.data.empty()) std::memcpy(out.data() + received, w.data.data(), w.data.size());
+    take(w.data);
     received += w.data.size();
   }
 }
@@ -73,7 +74,9 @@ ShipStats ship_weights(net::Connection& connection, const gguf::File& file, cons
   for (const TensorDesc& t : a.tensors) {
     const gguf::TensorInfo& info = file.tensor(t.name);
     send_tensor(connection, t.name, info.bytes(), frame_id, done, total, progress);
-    // Sent pages are not needed again by this process unless it runs them itself.
+    // The pages read for sending are not needed again (a stage this process runs maps them
+    // back in on use): do not let shipping inflate the coordinator's memory.
+    file.release(info);
   }
   ShipStats stats;
   stats.bytes = done;
@@ -99,7 +102,11 @@ void receive_weights(net::Connection& connection, const Assignment& a, const fs:
   }
   std::vector<uint8_t> metadata(head.total_size);
   std::memcpy(metadata.data(), head.data.data(), head.data.size());
-  receive_tensor(connection, kMetadataName, metadata, head.data.size(), timeout);
+  receive_tensor(connection, kMetadataName, metadata.size(), head.data.size(), timeout,
+                 [&, at = head.data.size()](std::span<const uint8_t> bytes) mutable {
+                   std::memcpy(metadata.data() + at, bytes.data(), bytes.size());
+                   at += bytes.size();
+                 });
   const gguf::File meta = gguf::File::parse(metadata, "metadata from the coordinator");
   if (!meta.tensors().empty()) throw Error("cluster", "weights: the metadata declares tensors");
 
@@ -108,8 +115,9 @@ void receive_weights(net::Connection& connection, const Assignment& a, const fs:
   for (const TensorDesc& t : a.tensors) writer.add_tensor(t.name, t.type, t.shape);
 
   fs::create_directories(path.parent_path());
-  writer.write(path.string(), [&](size_t index, std::span<uint8_t> out) {
-    receive_tensor(connection, a.tensors[index].name, out, 0, timeout);
+  // Chunks go from the received frame straight to the file: no whole-tensor buffer.
+  writer.write_streamed(path.string(), [&](size_t index, const gguf::Writer::Emit& emit) {
+    receive_tensor(connection, a.tensors[index].name, writer.tensor_bytes(index), 0, timeout, emit);
   });
 }
 

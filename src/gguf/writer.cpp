@@ -15,9 +15,10 @@ constexpr uint32_t kVersion = 3;
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T value) {
-  uint8_t bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.insert(out.end(), bytes, bytes + sizeof(T));
+  // resize + memcpy: g++ 12 warns falsely on insert() into a vector that starts empty.
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &value, sizeof(T));
 }
 
 void put_string(std::vector<uint8_t>& out, std::string_view s) {
@@ -238,7 +239,17 @@ std::vector<uint8_t> Writer::header() const {
 }
 
 void Writer::write(const std::string& path, const FillTensor& fill) const {
+  std::vector<uint8_t> buffer;
+  write_streamed(path, [&](size_t index, const Emit& emit) {
+    buffer.resize(tensors_[index].n_bytes);
+    fill(index, std::span<uint8_t>(buffer.data(), buffer.size()));
+    emit(buffer);
+  });
+}
+
+void Writer::write_streamed(const std::string& path, const StreamTensor& stream) const {
   const std::vector<uint8_t> header = this->header();
+
   std::string tmp = path + ".tmp";
   std::unique_ptr<FILE, FileCloser> out(std::fopen(tmp.c_str(), "wb"));
   if (!out) throw Error("gguf", "cannot create '" + tmp + "': " + std::strerror(errno));
@@ -248,22 +259,33 @@ void Writer::write(const std::string& path, const FillTensor& fill) const {
     throw Error("gguf", "cannot write '" + tmp + "': " + std::strerror(err));
   };
   auto write_bytes = [&](const void* data, size_t n) {
-    if (std::fwrite(data, 1, n, out.get()) != n) abandon(errno);
+    if (n > 0 && std::fwrite(data, 1, n, out.get()) != n) abandon(errno);
   };
   write_bytes(header.data(), header.size());
-  std::vector<uint8_t> buffer;
+  const std::vector<uint8_t> padding(alignment_, 0);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i];
-    size_t padded = (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
-    buffer.assign(padded, 0);
+    size_t written = 0;
     try {
-      fill(i, std::span<uint8_t>(buffer.data(), t.n_bytes));
+      stream(i, [&](std::span<const uint8_t> bytes) {
+        if (bytes.size() > t.n_bytes - written) {
+          throw Error("gguf", "tensor '" + t.name + "' got more than its " +
+                                  std::to_string(t.n_bytes) + " bytes");
+        }
+        write_bytes(bytes.data(), bytes.size());
+        written += bytes.size();
+      });
+      if (written != t.n_bytes) {
+        throw Error("gguf", "tensor '" + t.name + "' got " + std::to_string(written) + " of its " +
+                                std::to_string(t.n_bytes) + " bytes");
+      }
     } catch (...) {
       out.reset();
       std::remove(tmp.c_str());
       throw;
     }
-    write_bytes(buffer.data(), padded);
+    const size_t padded = (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
+    write_bytes(padding.data(), padded - t.n_bytes);
   }
   if (std::fflush(out.get()) != 0) abandon(errno);
   if (std::fclose(out.release()) != 0) abandon(errno);

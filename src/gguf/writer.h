@@ -46,6 +46,12 @@ class Writer {
   // requested in declaration order, one at a time.
   using FillTensor = std::function<void(size_t index, std::span<uint8_t> out)>;
   void write(const std::string& path, const FillTensor& fill) const;
+  // As write(), but tensor `index` arrives in pieces: stream(index, emit) calls emit(bytes)
+  // until exactly tensor_bytes(index) bytes have been given (no whole-tensor buffer: for
+  // tensors that arrive over the network). Throws herd::Error when the sizes disagree.
+  using Emit = std::function<void(std::span<const uint8_t> bytes)>;
+  using StreamTensor = std::function<void(size_t index, const Emit& emit)>;
+  void write_streamed(const std::string& path, const StreamTensor& stream) const;
   // The bytes before the tensor data: header, metadata, tensor table, padding. With no
   // tensors declared this is a complete metadata-only GGUF file.
   std::vector<uint8_t> header() const;
