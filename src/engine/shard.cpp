@@ -35,14 +35,29 @@ MatrixView expert_view(const gguf::TensorInfo& t, int64_t e) {
   return {t.type, t.shape[1], t.shape[0], t.data + slice * static_cast<size_t>(e)};
 }
 
+// A half-open range of rows or columns.
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+std::string range_text(Range r) {
+  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
+}
+
+// Elements [r.begin, r.end) of a vector (a bias of some heads).
+std::vector<float> slice_of(const std::vector<float>& v, Range r) {
+  return {v.begin() + r.begin, v.begin() + r.end};
+}
+
 struct Layer {
   std::vector<float> attn_norm, ffn_norm;   // [n_embd]
   std::vector<float> bq, bk, bv;            // [q_dim], [kv_dim], [kv_dim] or empty
   std::vector<float> q_norm, k_norm;        // [head_dim] or empty
   PackedMatrix wq, wk, wv, wo;              // [q_dim x n_embd], ..., [n_embd x q_dim]
   PackedMatrix ffn_gate, ffn_up, ffn_down;  // dense FFN
-  PackedMatrix router;                      // [n_expert x n_embd]
-  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // per expert
+  PackedMatrix router;                      // [n_expert x n_embd], whole on every rank
+  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // per held expert
 };
 
 }  // namespace
@@ -52,9 +67,21 @@ struct Shard::State {
   HParams hp;
   ShardSpec spec;
   ShardOptions options;
+  // The slice's sizes: the model's own for a whole shard. Weights, biases and the KV cache
+  // hold only these; the forward pass sizes everything by them.
+  int64_t n_head = 0, n_head_kv = 0;  // query heads, KV heads (spec.slice's ranges)
+  int64_t n_ff = 0;                   // FFN rows (of the dense FFN or of each held expert)
+  int64_t n_vocab = 0;                // output-head rows
+  std::vector<int64_t> experts;       // MoE: ids of the held experts, parallel to gate_exps
+  bool sliced = false;                // holds less than the whole model
+  bool partial_sums = false;          // its layers' projections are partial: needs an all-reduce
+
   const gguf::TensorInfo* token_embd = nullptr;
   std::vector<float> output_norm;
-  PackedMatrix output;
+  PackedMatrix output;  // [n_vocab x n_embd]: rows [vocab_begin, vocab_end)
+  // Column slices copied out of the file, kept only when the packed matrix is a view of
+  // them (the kernels of some types read the GGUF layout directly).
+  std::vector<std::vector<uint8_t>> column_copies;
   std::vector<float> rope_freqs;  // empty when the model has none
   std::vector<Layer> layers;      // layers [spec.layer_begin, spec.layer_end)
   KvCache kv;
@@ -68,6 +95,8 @@ struct Shard::State {
   std::vector<int32_t> moe_experts;  // [n][n_expert_used]
   std::vector<float> moe_weights;    // [n][n_expert_used]
 
+  // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
+  void resolve_slice();
   void attention(int64_t il, const Batch& batch, ThreadPool& pool);
   void dense_ffn(const Layer& layer, int64_t n, ThreadPool& pool);
   void moe_ffn(const Layer& layer, int64_t n, ThreadPool& pool);
@@ -84,6 +113,9 @@ const HParams& Shard::hparams() const {
 const ShardSpec& Shard::spec() const {
   return state_->spec;
 }
+bool Shard::is_sliced() const {
+  return state_->sliced;
+}
 int64_t Shard::n_ctx() const {
   return state_->kv.n_ctx();
 }
@@ -97,6 +129,7 @@ size_t Shard::kv_cache_bytes() const {
 size_t Shard::packed_weight_bytes() const {
   const State& s = *state_;
   size_t total = s.output.owned_bytes();
+  for (const auto& copy : s.column_copies) total += copy.size();
   for (const Layer& l : s.layers) {
     for (const PackedMatrix* m :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.router}) {
@@ -129,24 +162,69 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                               " is not supported (even, at most " + std::to_string(kMaxHeadDim) +
                               ")");
   }
+  s->resolve_slice();
+  const TensorSlice& slice = spec.slice;
+  const int64_t hd = hp.head_dim;
+  const Range q_rows{slice.head_begin * hd, slice.head_end * hd};  // of attn_q, attn_output cols
+  const Range kv_rows{slice.kv_head_begin * hd, slice.kv_head_end * hd};
+  const Range ff{slice.ff_begin, slice.ff_end};
+  const Range vocab{slice.vocab_begin, slice.vocab_end};
+
   const kernels::Isa isa = options.isa;
   // A repacked copy makes the mapped pages of its tensor dead weight: release them, so that
   // the process holds each weight once. (The embedding stays: rows are looked up from it.)
-  auto release_if_copied = [&](const gguf::TensorInfo& t, size_t owned) {
-    if (owned > 0 && !(spec.embedding && t.name == "token_embd.weight")) file.release(t);
+  // A rank's slice that the kernels read in place keeps only the pages of its own rows.
+  auto release_if_copied = [&](const gguf::TensorInfo& t, bool copied) {
+    if (copied && !(spec.embedding && t.name == "token_embd.weight")) file.release(t);
   };
-  auto pack = [&](const std::string& name) {
+  // Packs rows `rows` and columns `cols` of m (named `name` in errors); sets `copied` when
+  // the result no longer reads m's bytes. An empty slice is an empty matrix (not used).
+  auto pack_slice = [&](const MatrixView& m, const std::string& name, Range rows, Range cols,
+                        bool& copied) {
+    if (rows.size() == 0 || cols.size() == 0) return PackedMatrix();
+    const size_t row_size = row_bytes(m.type, m.cols);
+    MatrixView view{m.type, rows.size(), m.cols,
+                    m.data + row_size * static_cast<size_t>(rows.begin)};
+    if (cols.size() == m.cols) {
+      PackedMatrix packed = kernels::pack_matrix(view, isa);
+      copied = copied || packed.owned_bytes() > 0;
+      return packed;
+    }
+    // A column slice: the partial dot products of a row-split input. Each row's columns
+    // [cols.begin, cols.end) must be whole quant blocks to be cut out of it.
+    const TypeTraits& tt = type_traits(m.type);
+    if (cols.begin % tt.block_size != 0 || cols.end % tt.block_size != 0) {
+      throw Error("engine", "tensor '" + name + "': columns " + range_text(cols) + " cut its " +
+                                std::string(tt.name) + " blocks of " +
+                                std::to_string(tt.block_size) +
+                                " (a tensor slice must hold whole blocks)");
+    }
+    const size_t offset = row_bytes(m.type, cols.begin), size = row_bytes(m.type, cols.size());
+    std::vector<uint8_t> copy(size * static_cast<size_t>(rows.size()));
+    for (int64_t r = 0; r < rows.size(); ++r) {
+      std::copy_n(view.data + row_size * static_cast<size_t>(r) + offset, size,
+                  copy.data() + size * static_cast<size_t>(r));
+    }
+    PackedMatrix packed =
+        kernels::pack_matrix({m.type, rows.size(), cols.size(), copy.data()}, isa);
+    if (packed.owned_bytes() == 0) s->column_copies.push_back(std::move(copy));
+    copied = true;
+    return packed;
+  };
+  auto pack = [&](const std::string& name, Range rows, Range cols) {
     const gguf::TensorInfo& t = file.tensor(name);
-    PackedMatrix m = kernels::pack_matrix(view_of(t), isa);
-    release_if_copied(t, m.owned_bytes());
+    bool copied = false;
+    PackedMatrix m = pack_slice(view_of(t), name, rows, cols, copied);
+    release_if_copied(t, copied);
     return m;
   };
+  const Range all_embd{0, hp.n_embd};
 
   if (spec.embedding || (spec.output && hp.tied_output))
     s->token_embd = &file.tensor("token_embd.weight");
   if (spec.output) {
     s->output_norm = load_vector(file.tensor("output_norm.weight"));
-    s->output = pack(hp.tied_output ? "token_embd.weight" : "output.weight");
+    s->output = pack(hp.tied_output ? "token_embd.weight" : "output.weight", vocab, all_embd);
   }
   if (const gguf::TensorInfo* f = file.find_tensor("rope_freqs.weight"))
     s->rope_freqs = load_vector(*f);
@@ -156,36 +234,44 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     Layer l;
     l.attn_norm = load_vector(file.tensor(p + "attn_norm.weight"));
     l.ffn_norm = load_vector(file.tensor(p + "ffn_norm.weight"));
-    l.wq = pack(p + "attn_q.weight");
-    l.wk = pack(p + "attn_k.weight");
-    l.wv = pack(p + "attn_v.weight");
-    l.wo = pack(p + "attn_output.weight");
+    l.wq = pack(p + "attn_q.weight", q_rows, all_embd);
+    l.wk = pack(p + "attn_k.weight", kv_rows, all_embd);
+    l.wv = pack(p + "attn_v.weight", kv_rows, all_embd);
+    l.wo = pack(p + "attn_output.weight", all_embd, q_rows);
     if (s->arch->qkv_bias) {
-      l.bq = load_vector(file.tensor(p + "attn_q.bias"));
-      l.bk = load_vector(file.tensor(p + "attn_k.bias"));
-      l.bv = load_vector(file.tensor(p + "attn_v.bias"));
+      l.bq = slice_of(load_vector(file.tensor(p + "attn_q.bias")), q_rows);
+      l.bk = slice_of(load_vector(file.tensor(p + "attn_k.bias")), kv_rows);
+      l.bv = slice_of(load_vector(file.tensor(p + "attn_v.bias")), kv_rows);
     }
-    if (s->arch->qk_norm) {
+    if (s->arch->qk_norm) {  // per head, the same for every head: whole on every rank
       l.q_norm = load_vector(file.tensor(p + "attn_q_norm.weight"));
       l.k_norm = load_vector(file.tensor(p + "attn_k_norm.weight"));
     }
     if (s->arch->moe) {
-      l.router = pack(p + "ffn_gate_inp.weight");
-      const gguf::TensorInfo& gate = file.tensor(p + "ffn_gate_exps.weight");
-      const gguf::TensorInfo& up = file.tensor(p + "ffn_up_exps.weight");
-      const gguf::TensorInfo& down = file.tensor(p + "ffn_down_exps.weight");
-      for (int64_t e = 0; e < hp.n_expert; ++e) {
-        l.gate_exps.push_back(kernels::pack_matrix(expert_view(gate, e), isa));
-        l.up_exps.push_back(kernels::pack_matrix(expert_view(up, e), isa));
-        l.down_exps.push_back(kernels::pack_matrix(expert_view(down, e), isa));
+      l.router = pack(p + "ffn_gate_inp.weight", {0, hp.n_expert}, all_embd);
+      const std::string gate_name = p + "ffn_gate_exps.weight";
+      const std::string up_name = p + "ffn_up_exps.weight";
+      const std::string down_name = p + "ffn_down_exps.weight";
+      const gguf::TensorInfo& gate = file.tensor(gate_name);
+      const gguf::TensorInfo& up = file.tensor(up_name);
+      const gguf::TensorInfo& down = file.tensor(down_name);
+      bool gate_copied = false, up_copied = false, down_copied = false;
+      if (ff.size() > 0) {  // else the rank holds nothing of any expert
+        for (int64_t e : s->experts) {
+          l.gate_exps.push_back(
+              pack_slice(expert_view(gate, e), gate_name, ff, all_embd, gate_copied));
+          l.up_exps.push_back(pack_slice(expert_view(up, e), up_name, ff, all_embd, up_copied));
+          l.down_exps.push_back(
+              pack_slice(expert_view(down, e), down_name, all_embd, ff, down_copied));
+        }
       }
-      release_if_copied(gate, l.gate_exps.back().owned_bytes());
-      release_if_copied(up, l.up_exps.back().owned_bytes());
-      release_if_copied(down, l.down_exps.back().owned_bytes());
+      release_if_copied(gate, gate_copied);
+      release_if_copied(up, up_copied);
+      release_if_copied(down, down_copied);
     } else {
-      l.ffn_gate = pack(p + "ffn_gate.weight");
-      l.ffn_up = pack(p + "ffn_up.weight");
-      l.ffn_down = pack(p + "ffn_down.weight");
+      l.ffn_gate = pack(p + "ffn_gate.weight", ff, all_embd);
+      l.ffn_up = pack(p + "ffn_up.weight", ff, all_embd);
+      l.ffn_down = pack(p + "ffn_down.weight", all_embd, ff);
     }
     s->layers.push_back(std::move(l));
   }
@@ -193,16 +279,67 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   s->attend = kernels::attend_kernel(isa, hp.head_dim);
   const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
   if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
-  s->kv =
-      KvCache(spec.layer_end - spec.layer_begin, options.n_seq, n_ctx, hp.n_head_kv * hp.head_dim);
+  s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, n_ctx, s->n_head_kv * hd);
   return Shard(std::move(s));
+}
+
+void Shard::State::resolve_slice() {
+  TensorSlice& slice = spec.slice;
+  const bool moe = arch->moe;
+  auto resolve = [](int64_t& begin, int64_t& end, int64_t n, const char* what) {
+    if (end < 0) end = n;
+    if (begin < 0 || begin > end || end > n) {
+      throw Error("engine", std::string(what) + " [" + std::to_string(begin) + ", " +
+                                std::to_string(end) + ") are outside the model's " +
+                                std::to_string(n));
+    }
+    return end - begin;
+  };
+  n_head = resolve(slice.head_begin, slice.head_end, hp.n_head, "query heads");
+  n_head_kv = resolve(slice.kv_head_begin, slice.kv_head_end, hp.n_head_kv, "KV heads");
+  n_ff = resolve(slice.ff_begin, slice.ff_end, moe ? hp.n_ff_expert : hp.n_ff, "FFN rows");
+  n_vocab = resolve(slice.vocab_begin, slice.vocab_end, hp.n_vocab, "vocabulary rows");
+  if (n_head > 0) {
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    const int64_t first = slice.head_begin / group, last = (slice.head_end - 1) / group;
+    if (slice.kv_head_begin > first || slice.kv_head_end <= last) {
+      throw Error("engine", "KV heads [" + std::to_string(slice.kv_head_begin) + ", " +
+                                std::to_string(slice.kv_head_end) + ") miss some of [" +
+                                std::to_string(first) + ", " + std::to_string(last + 1) +
+                                "), which query heads [" + std::to_string(slice.head_begin) + ", " +
+                                std::to_string(slice.head_end) + ") read");
+    }
+  }
+  if (moe) {
+    if (!slice.experts) {
+      slice.experts.emplace(static_cast<size_t>(hp.n_expert));
+      std::iota(slice.experts->begin(), slice.experts->end(), int64_t{0});
+    }
+    for (size_t i = 0; i < slice.experts->size(); ++i) {
+      const int64_t e = (*slice.experts)[i];
+      if (e < 0 || e >= hp.n_expert || (i > 0 && e <= (*slice.experts)[i - 1])) {
+        throw Error("engine", "expert list must be ascending distinct ids below " +
+                                  std::to_string(hp.n_expert) + " (has " + std::to_string(e) + ")");
+      }
+    }
+    experts = *slice.experts;
+  } else {
+    slice.experts.reset();  // a dense model has no experts to slice
+  }
+  partial_sums = spec.layer_end > spec.layer_begin &&
+                 (n_head < hp.n_head || n_ff < (moe ? hp.n_ff_expert : hp.n_ff) ||
+                  static_cast<int64_t>(experts.size()) < (moe ? hp.n_expert : 0));
+  sliced = partial_sums || (spec.output && n_vocab < hp.n_vocab);
 }
 
 void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
   const int64_t n = batch.size();
   const int64_t hd = hp.head_dim;
-  const int64_t q_dim = hp.n_head * hd, kv_dim = hp.n_head_kv * hd;
+  const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd;  // the slice's
   const int64_t group = hp.n_head / hp.n_head_kv;
+  // Query head h of the slice is the model's head_begin + h; it reads the model's KV head
+  // (head_begin + h) / group, which is that minus kv_head_begin in the slice's cache.
+  const int64_t head_begin = spec.slice.head_begin, kv_head_begin = spec.slice.kv_head_begin;
   const int64_t layer = il - spec.layer_begin;
   const float* freqs = rope_freqs.empty() ? nullptr : rope_freqs.data();
   const Layer& l = layers[static_cast<size_t>(layer)];
@@ -219,11 +356,11 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
       for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[i];
       for (int64_t i = 0; i < kv_dim; ++i) vt[i] += l.bv[i];
     }
-    for (int64_t h = 0; h < hp.n_head; ++h) {
+    for (int64_t h = 0; h < n_head; ++h) {
       if (!l.q_norm.empty()) rms_norm(qt + h * hd, l.q_norm.data(), hd, hp.rms_eps, qt + h * hd);
       rope_apply(qt + h * hd, hd, arch->rope_style, cos, sin);
     }
-    for (int64_t h = 0; h < hp.n_head_kv; ++h) {
+    for (int64_t h = 0; h < n_head_kv; ++h) {
       if (!l.k_norm.empty()) rms_norm(kt + h * hd, l.k_norm.data(), hd, hp.rms_eps, kt + h * hd);
       rope_apply(kt + h * hd, hd, arch->rope_style, cos, sin);
     }
@@ -238,9 +375,9 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
   // Per (token, head): causal attention over the sequence's cached positions [0, pos].
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_ctx = kv.n_ctx();
-  pool.run(n * hp.n_head, [&](int64_t task, int thread) {
-    const int64_t t = task / hp.n_head, h = task % hp.n_head;
-    const int64_t g = h / group;
+  pool.run(n * n_head, [&](int64_t task, int thread) {
+    const int64_t t = task / n_head, h = task % n_head;
+    const int64_t g = (head_begin + h) / group - kv_head_begin;
     const int64_t n_pos = batch.pos[t] + 1;
     attend(q.data() + t * q_dim + h * hd, kv.k(layer, batch.seq[t], 0) + g * hd,
            kv.v(layer, batch.seq[t], 0) + g * hd, kv_dim, n_pos, hd, scale,
@@ -251,7 +388,6 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
 void Shard::State::dense_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   const kernels::MatmulJob gate_up[] = {{&l.ffn_gate, ffn_a.data()}, {&l.ffn_up, ffn_b.data()}};
   kernels::matmul_batch(gate_up, h.data(), n, pool, workspace);
-  const int64_t n_ff = hp.n_ff;
   pool.run(
       n, [&](int64_t t, int) { silu_mul(ffn_a.data() + t * n_ff, ffn_b.data() + t * n_ff, n_ff); });
   kernels::matmul(l.ffn_down, ffn_a.data(), n, ffn_out.data(), pool, workspace);
@@ -259,7 +395,6 @@ void Shard::State::dense_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
 
 void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   const int64_t n_embd = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
-  const int64_t n_ff = hp.n_ff_expert;
   // Router: softmax over all experts, top-k, weights renormalized to sum to 1.
   kernels::matmul(l.router, h.data(), n, router_logits.data(), pool, workspace);
   for (int64_t t = 0; t < n; ++t) {
@@ -277,10 +412,12 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     }
   }
   std::fill(ffn_out.begin(), ffn_out.begin() + n * n_embd, 0.0f);
-  // Each expert runs once over the tokens routed to it.
+  // Each held expert runs once over the tokens routed to it (a tensor-parallel rank holds
+  // some experts, or some rows of each: the all-reduce adds the other ranks' share).
   std::vector<int64_t> rows;
   std::vector<float> weights;
-  for (int64_t e = 0; e < n_exp; ++e) {
+  for (size_t i_exp = 0; i_exp < l.gate_exps.size(); ++i_exp) {
+    const int64_t e = experts[i_exp];
     rows.clear();
     weights.clear();
     for (int64_t t = 0; t < n; ++t) {
@@ -296,12 +433,12 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     for (int64_t i = 0; i < m; ++i) {
       std::copy_n(h.data() + rows[i] * n_embd, n_embd, moe_in.data() + i * n_embd);
     }
-    const kernels::MatmulJob gate_up[] = {{&l.gate_exps[e], moe_a.data()},
-                                          {&l.up_exps[e], moe_b.data()}};
+    const kernels::MatmulJob gate_up[] = {{&l.gate_exps[i_exp], moe_a.data()},
+                                          {&l.up_exps[i_exp], moe_b.data()}};
     kernels::matmul_batch(gate_up, moe_in.data(), m, pool, workspace);
     for (int64_t i = 0; i < m; ++i)
       silu_mul(moe_a.data() + i * n_ff, moe_b.data() + i * n_ff, n_ff);
-    kernels::matmul(l.down_exps[e], moe_a.data(), m, moe_out.data(), pool, workspace);
+    kernels::matmul(l.down_exps[i_exp], moe_a.data(), m, moe_out.data(), pool, workspace);
     for (int64_t i = 0; i < m; ++i) {
       float* out = ffn_out.data() + rows[i] * n_embd;
       const float* y = moe_out.data() + i * n_embd;
@@ -311,7 +448,7 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
 }
 
 void Shard::forward(const Batch& batch, const float* input, std::vector<float>& output,
-                    ThreadPool& pool) {
+                    ThreadPool& pool, AllReduce* all_reduce) {
   State& s = *state_;
   const HParams& hp = s.hp;
   const int64_t n = batch.size();
@@ -321,6 +458,11 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
   HERD_CHECK(static_cast<int64_t>(batch.seq.size()) == n &&
              static_cast<int64_t>(batch.pos.size()) == n);
+  if (s.partial_sums && all_reduce == nullptr) {
+    throw Error("engine",
+                "a tensor-parallel slice of the model needs an all-reduce with the "
+                "stage's other ranks");
+  }
   for (int64_t t = 0; t < n; ++t) {
     if (batch.seq[t] < 0 || batch.seq[t] >= s.kv.n_seq()) {
       throw Error("engine", "sequence slot " + std::to_string(batch.seq[t]) + " does not exist (" +
@@ -338,8 +480,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
 
   const int64_t n_embd = hp.n_embd, hd = hp.head_dim;
-  const int64_t q_dim = hp.n_head * hd, kv_dim = hp.n_head_kv * hd;
-  const int64_t n_ff = s.arch->moe ? hp.n_ff_expert : hp.n_ff;
+  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;  // the slice's
+  const int64_t n_ff = s.n_ff;
   auto grow = [](std::vector<float>& buf, int64_t size) {
     if (static_cast<int64_t>(buf.size()) < size) buf.resize(static_cast<size_t>(size));
   };
@@ -377,35 +519,52 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     std::copy_n(input, n * n_embd, x);
   }
 
+  // A tensor-parallel rank's projections back to n_embd give partial sums over its heads /
+  // FFN rows / experts: the ranks add them up before the residual, which every rank then
+  // adds once (adding it, or any per-rank bias, before the sum would count it T times).
+  // A rank with an empty range contributes zeros.
+  float* proj = s.ffn_out.data();  // [n][n_embd]
+  auto sharded_to_all = [&] {
+    if (all_reduce != nullptr) all_reduce->sum(proj, static_cast<size_t>(n * n_embd));
+  };
   for (int64_t il = s.spec.layer_begin; il < s.spec.layer_end; ++il) {
     const Layer& l = s.layers[static_cast<size_t>(il - s.spec.layer_begin)];
     float* h = s.h.data();
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    const kernels::MatmulJob qkv[] = {
-        {&l.wq, s.q.data()}, {&l.wk, s.k.data()}, {&l.wv, s.v.data()}};
-    kernels::matmul_batch(qkv, h, n, pool, s.workspace);
-    s.attention(il, batch, pool);
-    kernels::matmul(l.wo, s.attn.data(), n, s.ffn_out.data(), pool, s.workspace);
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.ffn_out[i];
+    if (s.n_head > 0) {
+      const kernels::MatmulJob qkv[] = {
+          {&l.wq, s.q.data()}, {&l.wk, s.k.data()}, {&l.wv, s.v.data()}};
+      kernels::matmul_batch(qkv, h, n, pool, s.workspace);
+      s.attention(il, batch, pool);
+      kernels::matmul(l.wo, s.attn.data(), n, proj, pool, s.workspace);
+    } else {
+      std::fill_n(proj, n * n_embd, 0.0f);
+    }
+    sharded_to_all();
+    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.ffn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
     if (s.arch->moe) {
       s.moe_ffn(l, n, pool);
-    } else {
+    } else if (n_ff > 0) {
       s.dense_ffn(l, n, pool);
+    } else {
+      std::fill_n(proj, n * n_embd, 0.0f);
     }
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.ffn_out[i];
+    sharded_to_all();
+    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
   }
 
   if (!s.spec.output) {
     output.assign(x, x + n * n_embd);
     return;
   }
-  // Only the tokens whose logits are wanted go through the head.
+  // Only the tokens whose logits are wanted go through the head (every output rank norms
+  // them: cheap, and saves a broadcast).
   int64_t m = 0;
   float* h = s.h.data();
   for (int64_t t = 0; t < n; ++t) {
@@ -413,8 +572,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     rms_norm(x + t * n_embd, s.output_norm.data(), n_embd, hp.rms_eps, h + m * n_embd);
     ++m;
   }
-  output.resize(static_cast<size_t>(m * hp.n_vocab));
-  kernels::matmul(s.output, h, m, output.data(), pool, s.workspace);
+  output.resize(static_cast<size_t>(m * s.n_vocab));  // [m][vocab_end - vocab_begin]
+  if (s.n_vocab > 0) kernels::matmul(s.output, h, m, output.data(), pool, s.workspace);
 }
 
 }  // namespace herd::engine

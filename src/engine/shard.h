@@ -2,6 +2,12 @@
 // front and the output norm and head behind, with its weights and KV cache. One machine
 // running a whole model runs the one shard that has everything (the one-stage plan);
 // a pipeline stage runs one of several. forward() is the whole forward pass.
+//
+// A shard may also be one tensor-parallel rank of a stage (ShardSpec::slice): it then holds
+// only its slice of each layer's query heads, KV heads, FFN rows, experts and output-head
+// rows, and forward() all-reduces the partial sums of the attention output and FFN down
+// projections with the stage's other ranks. The slice is data: the same forward pass runs
+// a whole model and a rank.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/all_reduce.h"
 #include "engine/batch.h"
 #include "engine/kv_cache.h"
 #include "gguf/reader.h"
@@ -18,11 +25,31 @@
 
 namespace herd::engine {
 
+// The part of every layer (and of the output head) one tensor-parallel rank holds, as
+// plan.h's Rank describes it. Ranges are half-open; an end of -1 means "through the last",
+// so the default is the whole model (a stage of one rank). A range may be empty (the rank
+// then contributes zeros to that all-reduce).
+struct TensorSlice {
+  int64_t head_begin = 0, head_end = -1;  // query heads: rows of attn_q, columns of attn_output
+  // KV heads its query heads read: rows of attn_k / attn_v and the KV cache. Must contain
+  // every KV head of [head_begin, head_end) (h / (n_head / n_head_kv)); may overlap another
+  // rank's when a GQA group is cut (each computes and caches it itself).
+  int64_t kv_head_begin = 0, kv_head_end = -1;
+  // FFN rows: rows of ffn_gate / ffn_up, columns of ffn_down (of every held expert, MoE).
+  int64_t ff_begin = 0, ff_end = -1;
+  // MoE: the experts held (ascending, distinct); nullopt: every expert. Expert-parallel
+  // ranks hold whole experts (ff range whole); split-experts ranks hold every expert's rows
+  // [ff_begin, ff_end). The router is always whole.
+  std::optional<std::vector<int64_t>> experts;
+  int64_t vocab_begin = 0, vocab_end = -1;  // output-head rows (logits) computed
+};
+
 struct ShardSpec {
   int64_t layer_begin = 0;
   int64_t layer_end = -1;  // exclusive; -1: through the last layer
   bool embedding = true;   // the shard turns token ids into activations
   bool output = true;      // the shard ends with the output norm and head (logits)
+  TensorSlice slice;       // default: everything (not tensor-parallel)
 };
 
 struct ShardOptions {
@@ -34,7 +61,12 @@ struct ShardOptions {
 class Shard {
  public:
   // Binds (and repacks where the kernels want it) the weights of `spec` from `file`, which
-  // must outlive the shard, and allocates the KV cache. Throws herd::Error on a bad spec.
+  // must outlive the shard, and allocates the KV cache. Only the slice's rows and columns
+  // are packed (column slices of attn_output / ffn_down are copied out of the file first),
+  // and the KV cache holds only the slice's KV heads. Throws herd::Error on a bad spec: a
+  // range outside the model, KV heads that miss one the query heads read, or a column
+  // slice that cuts a quant block (the message names the tensor). The returned spec()
+  // has every -1 end resolved.
   static Shard load(const gguf::File& file, const ModelInfo& info, const ShardSpec& spec,
                     const ShardOptions& options);
 
@@ -45,14 +77,23 @@ class Shard {
   // Runs the batch through the shard's layers.
   // input: [n][n_embd] activations from the previous shard (ignored when the shard has the
   // embedding: then the batch's token ids are embedded).
-  // output: resized to [n_logits][n_vocab] logits (rows in batch order of the tokens that
-  // want logits) when the shard has the output head, else [n][n_embd] activations.
-  // Throws herd::Error when a position is outside the context or a slot does not exist.
-  void forward(const Batch& batch, const float* input, std::vector<float>& output,
-               ThreadPool& pool);
+  // output: resized to [n_logits][vocab_end - vocab_begin] logits (rows in batch order of
+  // the tokens that want logits; columns the slice's vocabulary rows, all n_vocab for a
+  // whole shard) when the shard has the output head, else [n][n_embd] activations.
+  // all_reduce: null for a whole shard; for a tensor-parallel rank, the sum over the
+  // stage's ranks, called twice per layer. Every rank of the stage runs forward() with the
+  // same batch and input, and ends with the same full [n][n_embd] hidden state; the
+  // coordinator concatenates the ranks' logits in vocabulary order.
+  // Throws herd::Error when a position is outside the context or a slot does not exist,
+  // when a shard with a slice of its layers' heads / FFN rows / experts gets no all_reduce,
+  // or when the all-reduce fails (a rank that throws leaves its peers waiting in theirs:
+  // the cluster must fail their connections).
+  void forward(const Batch& batch, const float* input, std::vector<float>& output, ThreadPool& pool,
+               AllReduce* all_reduce = nullptr);
 
   const HParams& hparams() const;
   const ShardSpec& spec() const;
+  bool is_sliced() const;  // holds less than every head, FFN row, expert or vocabulary row
   int64_t n_ctx() const;
   int64_t n_seq() const;
   size_t kv_cache_bytes() const;
