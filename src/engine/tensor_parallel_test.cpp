@@ -1,0 +1,439 @@
+// Tensor-parallel shards against the whole model: for the shared models, the real planner
+// slices one stage over T = 2 and 3 ranks of uneven bandwidth; each rank's Shard runs in
+// its own thread, the ranks sum their partials through an in-process all-reduce (or the
+// net ring over loopback pairs), and the concatenated vocabulary slices must match the
+// whole shard's logits: a prompt as one chunk, then token-by-token greedy decode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/all_reduce.h"
+#include "engine/shard.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "net/frame.h"
+#include "net/loopback.h"
+#include "net/ring.h"
+#include "plan/plan_check.h"
+#include "plan/plan_model.h"
+#include "plan/planner.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace herd::engine {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr int64_t kCtx = 64;
+
+// The sum over T threads in shared memory: each rank publishes its partial, all wait, each
+// adds the partials up in rank order (so every rank gets bit-identical sums), and all wait
+// again so that no partial is overwritten while another rank still reads it.
+class SharedMemorySum {
+ public:
+  explicit SharedMemorySum(int n_ranks)
+      : partials_(static_cast<size_t>(n_ranks)), barrier_(n_ranks) {}
+
+  void sum(int rank, float* data, size_t n) {
+    partials_[static_cast<size_t>(rank)].assign(data, data + n);
+    barrier_.arrive_and_wait();
+    for (size_t i = 0; i < n; ++i) {
+      float total = 0;
+      for (const std::vector<float>& p : partials_) total += p[i];
+      data[i] = total;
+    }
+    barrier_.arrive_and_wait();
+  }
+
+ private:
+  std::vector<std::vector<float>> partials_;  // [n_ranks][n]
+  std::barrier<> barrier_;
+};
+
+class SharedMemoryRank final : public AllReduce {
+ public:
+  SharedMemoryRank(SharedMemorySum& shared, int rank) : shared_(shared), rank_(rank) {}
+  void sum(float* data, size_t n) override { shared_.sum(rank_, data, n); }
+
+ private:
+  SharedMemorySum& shared_;
+  int rank_;
+};
+
+// The net ring's collectives seen through the engine's interface (what the cluster does).
+class RingRank final : public AllReduce {
+ public:
+  explicit RingRank(std::unique_ptr<net::RingCollectives> ring) : ring_(std::move(ring)) {}
+  void sum(float* data, size_t n) override { ring_->all_reduce_sum(data, n); }
+
+ private:
+  std::unique_ptr<net::RingCollectives> ring_;
+};
+
+// p ranks over loopback pairs: link i joins rank i (its `a`) to rank i+1 (its `b`).
+std::vector<std::unique_ptr<AllReduce>> ring_ranks(int p, std::vector<net::LoopbackPair>& links) {
+  for (int i = 0; i < p; ++i) {
+    const std::string me = "rank" + std::to_string(i);
+    const std::string next = "rank" + std::to_string((i + 1) % p);
+    links.push_back(net::make_loopback_pair(me, next));
+    links.back().a->finish_handshake(next, net::FrameLimits{});
+    links.back().b->finish_handshake(me, net::FrameLimits{});
+  }
+  std::vector<std::unique_ptr<AllReduce>> ranks;
+  for (int i = 0; i < p; ++i) {
+    auto next = links[static_cast<size_t>(i)].a;
+    auto prev = links[static_cast<size_t>((i + p - 1) % p)].b;
+    ranks.push_back(
+        std::make_unique<RingRank>(std::make_unique<net::RingCollectives>(i, p, next, prev)));
+  }
+  return ranks;
+}
+
+std::vector<int32_t> read_tokens(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::vector<int32_t> ids;
+  int32_t id;
+  while (in >> id) ids.push_back(id);
+  return ids;
+}
+
+// What a node does with its part of the plan: every rank of the embedding stage embeds
+// the tokens itself (the plan gives token_embd to the first rank only; a row lookup reads
+// a few pages of the mapped file), so that no rank waits for another's activations.
+ShardSpec shard_spec(const Stage& stage, const Rank& rank, bool moe) {
+  ShardSpec spec;
+  spec.layer_begin = stage.layer_begin;
+  spec.layer_end = stage.layer_end;
+  spec.embedding = stage.embedding;
+  spec.output = stage.output;
+  TensorSlice& slice = spec.slice;
+  slice.head_begin = rank.head_begin;
+  slice.head_end = rank.head_end;
+  slice.kv_head_begin = rank.kv_head_begin;
+  slice.kv_head_end = rank.kv_head_end;
+  slice.ff_begin = rank.ff_begin;
+  slice.ff_end = rank.ff_end;
+  if (moe) slice.experts = rank.experts;
+  slice.vocab_begin = rank.vocab_begin;
+  slice.vocab_end = rank.vocab_end;
+  return spec;
+}
+
+// The forward passes of one run: the prompt as one chunk, then one token per pass.
+std::vector<Batch> prompt_then_decode(const std::vector<int32_t>& prompt,
+                                      const std::vector<int32_t>& generated) {
+  std::vector<Batch> batches(1);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    batches[0].add(prompt[i], 0, static_cast<int32_t>(i), true);
+  for (size_t i = 0; i < generated.size(); ++i) {
+    batches.emplace_back();
+    batches.back().add(generated[i], 0, static_cast<int32_t>(prompt.size() + i), true);
+  }
+  return batches;
+}
+
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+struct Case {
+  std::string model;
+  int n_ranks;  // per stage
+  PlanOptions::MoeMode moe = PlanOptions::MoeMode::kAuto;
+  bool ring = false;  // the net ring over loopback instead of the shared-memory sum
+  int n_stages = 1;   // > 1: a hybrid plan (pipeline of tensor-parallel stages)
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.model + "_T" + std::to_string(info.param.n_ranks);
+  if (info.param.n_stages > 1) name += "_P" + std::to_string(info.param.n_stages);
+  if (info.param.moe == PlanOptions::MoeMode::kExpertParallel) name += "_expert_parallel";
+  if (info.param.moe == PlanOptions::MoeMode::kSplitExperts) name += "_split_experts";
+  if (info.param.ring) name += "_ring";
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+std::string describe(const Stage& stage) {
+  std::ostringstream out;
+  out << " layers " << stage.layer_begin << "-" << stage.layer_end << ":";
+  for (const Rank& r : stage.ranks) {
+    out << " [heads " << r.head_begin << "-" << r.head_end << " kv " << r.kv_head_begin << "-"
+        << r.kv_head_end << " ff " << r.ff_begin << "-" << r.ff_end << " experts "
+        << r.experts.size() << " vocab " << r.vocab_begin << "-" << r.vocab_end << "]";
+  }
+  if (!stage.shared_kv_heads.empty()) out << " (shared KV heads)";
+  return out.str();
+}
+
+// Runs the batches through one stage: each rank's shard in its own thread with its own
+// one-thread pool, summing through `ring` or a shared-memory all-reduce. inputs: per batch
+// [n][n_embd] activations of the previous stage, or empty for the embedding stage.
+// Returns [rank][batch] outputs.
+std::vector<std::vector<std::vector<float>>> run_stage(
+    const gguf::File& file, const ModelInfo& info, const ShardOptions& options, const Stage& stage,
+    const std::vector<Batch>& batches, const std::vector<std::vector<float>>& inputs, bool ring) {
+  const int n_ranks = static_cast<int>(stage.ranks.size());
+  // Loaded here, so that load errors surface in this thread.
+  std::vector<Shard> shards;
+  for (const Rank& r : stage.ranks) {
+    shards.push_back(Shard::load(file, info, shard_spec(stage, r, info.arch->moe), options));
+    EXPECT_TRUE(shards.back().is_sliced());
+    const size_t kv_bytes_per_head = static_cast<size_t>(stage.layer_end - stage.layer_begin) *
+                                     static_cast<size_t>(kCtx * info.hp.head_dim) * 2 * 2;
+    EXPECT_EQ(shards.back().kv_cache_bytes(),
+              kv_bytes_per_head * static_cast<size_t>(r.kv_head_end - r.kv_head_begin));
+  }
+  SharedMemorySum shared(n_ranks);
+  std::vector<net::LoopbackPair> links;
+  std::vector<std::unique_ptr<AllReduce>> reducers;
+  if (ring) {
+    reducers = ring_ranks(n_ranks, links);
+  } else {
+    for (int i = 0; i < n_ranks; ++i)
+      reducers.push_back(std::make_unique<SharedMemoryRank>(shared, i));
+  }
+  std::vector<std::vector<std::vector<float>>> outputs(static_cast<size_t>(n_ranks));
+  std::vector<std::string> errors(static_cast<size_t>(n_ranks));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n_ranks; ++i) {
+    threads.emplace_back([&, i] {
+      const size_t r = static_cast<size_t>(i);
+      try {
+        ThreadPool pool(1);
+        for (size_t b = 0; b < batches.size(); ++b) {
+          outputs[r].emplace_back();
+          const float* input = inputs.empty() ? nullptr : inputs[b].data();
+          shards[r].forward(batches[b], input, outputs[r].back(), pool, reducers[r].get());
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();  // the others then hang in the all-reduce: the timeout shows it
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  return outputs;
+}
+
+class TensorParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallel, RanksMatchTheWholeModel) {
+  const Case& c = GetParam();
+  const gguf::File file = gguf::File::open("../shared/models/" + c.model + ".gguf");
+  const ModelInfo info = read_model_info(file);
+  const HParams& hp = info.hp;
+  ShardOptions options;
+  options.n_ctx = kCtx;
+  options.isa = kernels::best_isa(kernels::detect_cpu());
+
+  // The plan: stages of n_ranks nodes whose bandwidths differ, so shares are uneven.
+  const PlanModel plan_model = plan_model_from(info, file);
+  const double bandwidths[] = {10, 30, 20, 15, 25, 12};
+  std::vector<NodeProfile> nodes;
+  for (int i = 0; i < c.n_ranks * c.n_stages; ++i) {
+    nodes.push_back({"n" + std::to_string(i), i == 0 ? "local" : "n" + std::to_string(i) + ":7000",
+                     1, 4 * kGiB, bandwidths[i], 0});
+  }
+  PlanOptions plan_options;
+  plan_options.mode = c.n_stages > 1 ? PlanOptions::Mode::kHybrid : PlanOptions::Mode::kTensor;
+  plan_options.pipeline_stages = c.n_stages;
+  plan_options.tensor_ranks = c.n_ranks;
+  plan_options.moe = c.moe;
+  plan_options.n_ctx = kCtx;
+  const Plan plan = herd::plan(plan_model, nodes, plan_options);
+  check_plan(plan, plan_model, nodes, plan_options);
+  ASSERT_EQ(plan.stages.size(), static_cast<size_t>(c.n_stages));
+  std::string layout;
+  for (const Stage& stage : plan.stages) {
+    ASSERT_EQ(stage.ranks.size(), static_cast<size_t>(c.n_ranks));
+    layout += describe(stage);
+  }
+  SCOPED_TRACE("plan:" + layout);
+
+  // The reference: the whole model in one shard, greedy from the prompt.
+  const std::vector<int32_t> tokens = read_tokens("../shared/models/" + c.model + ".0.tokens");
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 12);
+  constexpr int kDecode = 8;
+  Shard whole = Shard::load(file, info, ShardSpec{}, options);
+  ThreadPool whole_pool(1);
+  std::vector<std::vector<float>> expected;  // per batch: [n_logits][n_vocab]
+  std::vector<int32_t> generated;
+  {
+    std::vector<float> logits;
+    Batch batch = prompt_then_decode(prompt, {})[0];
+    for (int step = 0; step <= kDecode; ++step) {
+      whole.forward(batch, nullptr, logits, whole_pool);
+      expected.push_back(logits);
+      const int32_t next = argmax(logits.data() + logits.size() - hp.n_vocab, hp.n_vocab);
+      if (step == kDecode) break;
+      generated.push_back(next);
+      batch.clear();
+      batch.add(next, 0, static_cast<int32_t>(prompt.size() + generated.size() - 1), true);
+    }
+  }
+  const std::vector<Batch> batches = prompt_then_decode(prompt, generated);
+  ASSERT_EQ(batches.size(), expected.size());
+
+  // The stages in order; each runs every batch (its KV cache holds its own layers only).
+  // After a stage every rank holds the same full hidden state: the next stage's input.
+  std::vector<std::vector<float>> inputs;  // per batch [n][n_embd]
+  std::vector<std::vector<std::vector<float>>> outputs;
+  for (const Stage& stage : plan.stages) {
+    outputs = run_stage(file, info, options, stage, batches, inputs, c.ring);
+    ASSERT_FALSE(HasFailure());
+    if (stage.output) break;
+    for (size_t r = 1; r < outputs.size(); ++r) EXPECT_EQ(outputs[r], outputs[0]) << "rank " << r;
+    inputs = outputs[0];
+  }
+  const Stage& last = plan.stages.back();
+
+  // Concatenate the vocabulary slices and compare row by row.
+  double max_err = 0;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const int64_t n_rows = batches[b].n_logits();
+    ASSERT_EQ(static_cast<int64_t>(expected[b].size()), n_rows * hp.n_vocab);
+    for (int64_t row = 0; row < n_rows; ++row) {
+      std::vector<float> got;  // [n_vocab]
+      for (size_t r = 0; r < last.ranks.size(); ++r) {
+        const int64_t width = last.ranks[r].vocab_end - last.ranks[r].vocab_begin;
+        ASSERT_EQ(static_cast<int64_t>(outputs[r][b].size()), n_rows * width);
+        const float* part = outputs[r][b].data() + row * width;
+        got.insert(got.end(), part, part + width);
+      }
+      ASSERT_EQ(static_cast<int64_t>(got.size()), hp.n_vocab);
+      const float* want = expected[b].data() + row * hp.n_vocab;
+      const auto [lo, hi] = std::minmax_element(want, want + hp.n_vocab);
+      double err = 0;
+      for (int64_t j = 0; j < hp.n_vocab; ++j)
+        err = std::max(err, double(std::fabs(got[size_t(j)] - want[j])));
+      err /= std::max(1e-6, double(*hi - *lo));
+      max_err = std::max(max_err, err);
+      EXPECT_LE(err, 1e-3) << "batch " << b << " row " << row;
+      EXPECT_EQ(argmax(got.data(), hp.n_vocab), argmax(want, hp.n_vocab))
+          << "batch " << b << " row " << row;
+    }
+  }
+  RecordProperty("max_err", std::to_string(max_err));
+  std::printf("[ tp       ] %s max err %.3g of the logit range;%s\n", case_name({c, 0}).c_str(),
+              max_err, layout.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SharedModels, TensorParallel,
+    ::testing::Values(Case{"llama-f16", 2}, Case{"llama-f16", 3}, Case{"llama3r-f32", 2},
+                      Case{"llama3r-f32", 3}, Case{"llama-q4_0", 2}, Case{"llama-q4_0", 3},
+                      Case{"llama-q4_k_m", 2}, Case{"llama-q4_k_m", 3}, Case{"qwen2-f32", 2},
+                      Case{"qwen2-f16", 3}, Case{"qwen3-f16", 2}, Case{"qwen3-f32", 3},
+                      Case{"qwen3moe-f32", 2, PlanOptions::MoeMode::kExpertParallel},
+                      Case{"qwen3moe-f32", 3, PlanOptions::MoeMode::kExpertParallel},
+                      Case{"qwen3moe-f16", 2, PlanOptions::MoeMode::kSplitExperts},
+                      Case{"qwen3moe-f32", 3, PlanOptions::MoeMode::kSplitExperts},
+                      Case{"qwen2-f32", 3, PlanOptions::MoeMode::kAuto, true},
+                      Case{"qwen3moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, true},
+                      Case{"llama-q4_0", 2, PlanOptions::MoeMode::kAuto, false, 2},
+                      Case{"qwen3moe-f16", 3, PlanOptions::MoeMode::kSplitExperts, false, 2}),
+    case_name);
+
+// ---- bad slices ----
+
+struct Loaded {
+  gguf::File file;
+  ModelInfo info;
+};
+
+Loaded open_model(const std::string& name) {
+  gguf::File file = gguf::File::open("../shared/models/" + name + ".gguf");
+  ModelInfo info = read_model_info(file);
+  return {std::move(file), std::move(info)};
+}
+
+std::string load_error(const Loaded& m, const TensorSlice& slice) {
+  ShardSpec spec;
+  spec.slice = slice;
+  ShardOptions options;
+  options.n_ctx = kCtx;
+  try {
+    Shard::load(m.file, m.info, spec, options);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TensorSlice, ColumnsThatCutAQuantBlockAreRefusedNamingTheTensor) {
+  const Loaded m = open_model("llama-q4_0");  // blocks of 32
+  TensorSlice ff;
+  ff.ff_begin = 0;
+  ff.ff_end = 100;
+  EXPECT_NE(load_error(m, ff).find("'blk.0.ffn_down.weight': columns [0, 100) cut its q4_0 "
+                                   "blocks of 32"),
+            std::string::npos)
+      << load_error(m, ff);
+  const Loaded k = open_model("llama-q4_k");  // blocks of 256 > one head of 64
+  TensorSlice heads;
+  heads.head_begin = 1;
+  heads.kv_head_begin = 0;
+  EXPECT_NE(load_error(k, heads).find("'blk.0.attn_output.weight': columns [64, 256)"),
+            std::string::npos)
+      << load_error(k, heads);
+}
+
+TEST(TensorSlice, RangesOutsideTheModelOrMissingKvHeadsAreRefused) {
+  const Loaded m = open_model("qwen3moe-f32");  // 4 heads, 2 KV heads, 4 experts of 96 rows
+  TensorSlice kv;
+  kv.head_begin = 1;
+  kv.head_end = 3;  // reads KV heads 0 and 1
+  kv.kv_head_begin = 1;
+  EXPECT_NE(load_error(m, kv).find("KV heads [1, 2) miss some of [0, 2)"), std::string::npos)
+      << load_error(m, kv);
+  TensorSlice vocab;
+  vocab.vocab_end = 385;
+  EXPECT_NE(load_error(m, vocab).find("vocabulary rows [0, 385) are outside the model's 384"),
+            std::string::npos);
+  TensorSlice experts;
+  experts.experts = std::vector<int64_t>{2, 1};
+  EXPECT_NE(load_error(m, experts).find("ascending distinct"), std::string::npos);
+}
+
+TEST(TensorSlice, ASliceRunsOnlyWithAnAllReduce) {
+  const Loaded m = open_model("qwen3-f16");
+  ShardSpec spec;
+  spec.slice.ff_end = 128;
+  ShardOptions options;
+  options.n_ctx = kCtx;
+  Shard rank = Shard::load(m.file, m.info, spec, options);
+  EXPECT_TRUE(rank.is_sliced());
+  EXPECT_EQ(rank.spec().slice.ff_end, 128);
+  EXPECT_EQ(rank.spec().slice.head_end, m.info.hp.n_head);  // -1 resolved
+  Batch batch;
+  batch.add(1, 0, 0, true);
+  std::vector<float> out;
+  ThreadPool pool(1);
+  EXPECT_THROW(rank.forward(batch, nullptr, out, pool), Error);
+
+  // Only the vocabulary sliced: no partial sums, so no all-reduce needed.
+  ShardSpec head_only;
+  head_only.slice.vocab_begin = 100;
+  head_only.slice.vocab_end = 200;
+  Shard vocab_rank = Shard::load(m.file, m.info, head_only, options);
+  Shard whole = Shard::load(m.file, m.info, ShardSpec{}, options);
+  std::vector<float> all;
+  vocab_rank.forward(batch, nullptr, out, pool);
+  whole.forward(batch, nullptr, all, pool);
+  ASSERT_EQ(out.size(), 100u);  // [1][vocab_end - vocab_begin]
+  for (size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], all[100 + j]);
+}
+
+}  // namespace
+}  // namespace herd::engine
