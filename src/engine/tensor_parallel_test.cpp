@@ -153,15 +153,24 @@ struct Case {
   int n_stages = 1;   // > 1: a hybrid plan (pipeline of tensor-parallel stages)
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.model + "_T" + std::to_string(info.param.n_ranks);
-  if (info.param.n_stages > 1) name += "_P" + std::to_string(info.param.n_stages);
-  if (info.param.moe == PlanOptions::MoeMode::kExpertParallel) name += "_expert_parallel";
-  if (info.param.moe == PlanOptions::MoeMode::kSplitExperts) name += "_split_experts";
-  if (info.param.ring) name += "_ring";
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+std::string case_name(const Case& c) {
+  std::string name = c.model + "_T" + std::to_string(c.n_ranks);
+  if (c.n_stages > 1) name += "_P" + std::to_string(c.n_stages);
+  if (c.moe == PlanOptions::MoeMode::kExpertParallel) name += "_expert_parallel";
+  if (c.moe == PlanOptions::MoeMode::kSplitExperts) name += "_split_experts";
+  if (c.ring) name += "_ring";
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Case>& info) {
+  return case_name(info.param);
+}
+
+// gtest (and so ctest) shows the case by name instead of a byte dump.
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << case_name(c);
 }
 
 std::string describe(const Stage& stage) {
@@ -325,8 +334,8 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
     }
   }
   RecordProperty("max_err", std::to_string(max_err));
-  std::printf("[ tp       ] %s max err %.3g of the logit range;%s\n", case_name({c, 0}).c_str(),
-              max_err, layout.c_str());
+  std::printf("[ tp       ] %s max err %.3g of the logit range;%s\n", case_name(c).c_str(), max_err,
+              layout.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -343,7 +352,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, true},
                       Case{"llama-q4_0", 2, PlanOptions::MoeMode::kAuto, false, 2},
                       Case{"qwen3moe-f16", 3, PlanOptions::MoeMode::kSplitExperts, false, 2}),
-    case_name);
+    param_name);
 
 // ---- bad slices ----
 
