@@ -188,10 +188,11 @@ std::string describe(const Stage& stage) {
 // Runs the batches through one stage: each rank's shard in its own thread with its own
 // one-thread pool, summing through `ring` or a shared-memory all-reduce. inputs: per batch
 // [n][n_embd] activations of the previous stage, or empty for the embedding stage.
-// Returns [rank][batch] outputs.
+// Returns [rank][batch] outputs; adds the ranks' packed weight bytes to packed_bytes.
 std::vector<std::vector<std::vector<float>>> run_stage(
     const gguf::File& file, const ModelInfo& info, const ShardOptions& options, const Stage& stage,
-    const std::vector<Batch>& batches, const std::vector<std::vector<float>>& inputs, bool ring) {
+    const std::vector<Batch>& batches, const std::vector<std::vector<float>>& inputs, bool ring,
+    size_t& packed_bytes) {
   const int n_ranks = static_cast<int>(stage.ranks.size());
   // Loaded here, so that load errors surface in this thread.
   std::vector<Shard> shards;
@@ -202,6 +203,7 @@ std::vector<std::vector<std::vector<float>>> run_stage(
                                      static_cast<size_t>(kCtx * info.hp.head_dim) * 2 * 2;
     EXPECT_EQ(shards.back().kv_cache_bytes(),
               kv_bytes_per_head * static_cast<size_t>(r.kv_head_end - r.kv_head_begin));
+    packed_bytes += shards.back().packed_weight_bytes();
   }
   SharedMemorySum shared(n_ranks);
   std::vector<net::LoopbackPair> links;
@@ -298,15 +300,37 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
   // After a stage every rank holds the same full hidden state: the next stage's input.
   std::vector<std::vector<float>> inputs;  // per batch [n][n_embd]
   std::vector<std::vector<std::vector<float>>> outputs;
+  size_t packed_bytes = 0;  // of all ranks
   for (const Stage& stage : plan.stages) {
-    outputs = run_stage(file, info, options, stage, batches, inputs, c.ring);
+    outputs = run_stage(file, info, options, stage, batches, inputs, c.ring, packed_bytes);
     ASSERT_FALSE(HasFailure());
     if (stage.output) break;
     for (size_t r = 1; r < outputs.size(); ++r) EXPECT_EQ(outputs[r], outputs[0]) << "rank " << r;
     inputs = outputs[0];
   }
   const Stage& last = plan.stages.back();
-
+  // Every weight is packed by one rank only, but for the KV heads of a cut GQA group, which
+  // every rank reading them holds. (f32 / f16 weights are read in place, so there the
+  // ranks own only the column slices they copied out.)
+  size_t extra_kv_bytes = 0;
+  for (const Stage& stage : plan.stages) {
+    for (int64_t kv : stage.shared_kv_heads) {
+      size_t copies = 0;
+      for (const Rank& r : stage.ranks) copies += r.kv_head_begin <= kv && kv < r.kv_head_end;
+      for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) {
+        for (const char* name : {"attn_k", "attn_v"}) {
+          const gguf::TensorInfo& t =
+              file.tensor("blk." + std::to_string(il) + "." + name + ".weight");
+          extra_kv_bytes +=
+              (copies - 1) * row_bytes(t.type, t.shape[0]) * static_cast<size_t>(hp.head_dim);
+        }
+      }
+    }
+  }
+  if (whole.packed_weight_bytes() > 0) {
+    const size_t once = whole.packed_weight_bytes() + extra_kv_bytes;
+    EXPECT_LE(packed_bytes, once + once / 50);  // + panel padding of uneven row counts
+  }
   // Concatenate the vocabulary slices and compare row by row.
   double max_err = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
