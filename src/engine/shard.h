@@ -76,7 +76,8 @@ class Shard {
 
   // Runs the batch through the shard's layers.
   // input: [n][n_embd] activations from the previous shard (ignored when the shard has the
-  // embedding: then the batch's token ids are embedded).
+  // embedding: then the batch's token ids are embedded; every rank of a tensor-parallel
+  // embedding stage embeds them itself).
   // output: resized to [n_logits][vocab_end - vocab_begin] logits (rows in batch order of
   // the tokens that want logits; columns the slice's vocabulary rows, all n_vocab for a
   // whole shard) when the shard has the output head, else [n][n_embd] activations.
@@ -97,7 +98,9 @@ class Shard {
   int64_t n_ctx() const;
   int64_t n_seq() const;
   size_t kv_cache_bytes() const;
-  size_t packed_weight_bytes() const;  // bytes of repacked copies the shard owns
+  // Bytes of weight copies the shard owns: repacked matrices, and column slices cut out of
+  // the file for kernels that read the GGUF layout in place.
+  size_t packed_weight_bytes() const;
 
  private:
   struct State;
