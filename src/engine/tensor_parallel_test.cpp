@@ -128,19 +128,6 @@ ShardSpec shard_spec(const Stage& stage, const Rank& rank, bool moe) {
   return spec;
 }
 
-// The forward passes of one run: the prompt as one chunk, then one token per pass.
-std::vector<Batch> prompt_then_decode(const std::vector<int32_t>& prompt,
-                                      const std::vector<int32_t>& generated) {
-  std::vector<Batch> batches(1);
-  for (size_t i = 0; i < prompt.size(); ++i)
-    batches[0].add(prompt[i], 0, static_cast<int32_t>(i), true);
-  for (size_t i = 0; i < generated.size(); ++i) {
-    batches.emplace_back();
-    batches.back().add(generated[i], 0, static_cast<int32_t>(prompt.size() + i), true);
-  }
-  return batches;
-}
-
 int32_t argmax(const float* row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
@@ -151,6 +138,7 @@ struct Case {
   PlanOptions::MoeMode moe = PlanOptions::MoeMode::kAuto;
   bool ring = false;  // the net ring over loopback instead of the shared-memory sum
   int n_stages = 1;   // > 1: a hybrid plan (pipeline of tensor-parallel stages)
+  int n_seq = 1;      // 2: two sequences share every batch
 };
 
 std::string case_name(const Case& c) {
@@ -159,6 +147,7 @@ std::string case_name(const Case& c) {
   if (c.moe == PlanOptions::MoeMode::kExpertParallel) name += "_expert_parallel";
   if (c.moe == PlanOptions::MoeMode::kSplitExperts) name += "_split_experts";
   if (c.ring) name += "_ring";
+  if (c.n_seq > 1) name += "_seqs" + std::to_string(c.n_seq);
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
@@ -200,7 +189,8 @@ std::vector<std::vector<std::vector<float>>> run_stage(
     shards.push_back(Shard::load(file, info, shard_spec(stage, r, info.arch->moe), options));
     EXPECT_TRUE(shards.back().is_sliced());
     const size_t kv_bytes_per_head = static_cast<size_t>(stage.layer_end - stage.layer_begin) *
-                                     static_cast<size_t>(kCtx * info.hp.head_dim) * 2 * 2;
+                                     static_cast<size_t>(kCtx * info.hp.head_dim) *
+                                     static_cast<size_t>(options.n_seq) * 2 * 2;
     EXPECT_EQ(shards.back().kv_cache_bytes(),
               kv_bytes_per_head * static_cast<size_t>(r.kv_head_end - r.kv_head_begin));
     packed_bytes += shards.back().packed_weight_bytes();
@@ -246,6 +236,7 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
   const HParams& hp = info.hp;
   ShardOptions options;
   options.n_ctx = kCtx;
+  options.n_seq = c.n_seq;
   options.isa = kernels::best_isa(kernels::detect_cpu());
 
   // The plan: stages of n_ranks nodes whose bandwidths differ, so shares are uneven.
@@ -262,6 +253,7 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
   plan_options.tensor_ranks = c.n_ranks;
   plan_options.moe = c.moe;
   plan_options.n_ctx = kCtx;
+  plan_options.n_seq = c.n_seq;
   const Plan plan = herd::plan(plan_model, nodes, plan_options);
   check_plan(plan, plan_model, nodes, plan_options);
   ASSERT_EQ(plan.stages.size(), static_cast<size_t>(c.n_stages));
@@ -272,29 +264,41 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
   }
   SCOPED_TRACE("plan:" + layout);
 
-  // The reference: the whole model in one shard, greedy from the prompt.
-  const std::vector<int32_t> tokens = read_tokens("../shared/models/" + c.model + ".0.tokens");
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 12);
+  // The reference: the whole model in one shard. Each sequence's prompt goes in one
+  // chunk, then every sequence decodes greedily, one token per sequence per pass; the
+  // ranks then run the same batches.
+  const int64_t prompt_lengths[] = {12, 7};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int seq = 0; seq < c.n_seq; ++seq) {
+    const std::vector<int32_t> tokens =
+        read_tokens("../shared/models/" + c.model + "." + std::to_string(seq) + ".tokens");
+    prompts.emplace_back(tokens.begin(), tokens.begin() + prompt_lengths[seq]);
+  }
   constexpr int kDecode = 8;
   Shard whole = Shard::load(file, info, ShardSpec{}, options);
   ThreadPool whole_pool(1);
+  std::vector<Batch> batches;
   std::vector<std::vector<float>> expected;  // per batch: [n_logits][n_vocab]
-  std::vector<int32_t> generated;
-  {
-    std::vector<float> logits;
-    Batch batch = prompt_then_decode(prompt, {})[0];
-    for (int step = 0; step <= kDecode; ++step) {
-      whole.forward(batch, nullptr, logits, whole_pool);
-      expected.push_back(logits);
-      const int32_t next = argmax(logits.data() + logits.size() - hp.n_vocab, hp.n_vocab);
-      if (step == kDecode) break;
-      generated.push_back(next);
-      batch.clear();
-      batch.add(next, 0, static_cast<int32_t>(prompt.size() + generated.size() - 1), true);
-    }
+  batches.emplace_back();
+  for (int seq = 0; seq < c.n_seq; ++seq) {
+    for (size_t i = 0; i < prompts[size_t(seq)].size(); ++i)
+      batches[0].add(prompts[size_t(seq)][i], seq, static_cast<int32_t>(i), true);
   }
-  const std::vector<Batch> batches = prompt_then_decode(prompt, generated);
-  ASSERT_EQ(batches.size(), expected.size());
+  for (int step = 0; step <= kDecode; ++step) {
+    expected.emplace_back();
+    whole.forward(batches.back(), nullptr, expected.back(), whole_pool);
+    if (step == kDecode) break;
+    // The next token of each sequence follows the logits of its last token in the batch.
+    const Batch& last = batches.back();
+    Batch next;
+    for (int64_t t = 0; t < last.size(); ++t) {
+      if (t + 1 < last.size() && last.seq[size_t(t + 1)] == last.seq[size_t(t)]) continue;
+      next.add(argmax(expected.back().data() + t * hp.n_vocab, hp.n_vocab), last.seq[size_t(t)],
+               last.pos[size_t(t)] + 1, true);
+    }
+    batches.push_back(std::move(next));
+  }
+  ASSERT_EQ(batches.back().size(), c.n_seq);
 
   // The stages in order; each runs every batch (its KV cache holds its own layers only).
   // After a stage every rank holds the same full hidden state: the next stage's input.
@@ -375,7 +379,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen2-f32", 3, PlanOptions::MoeMode::kAuto, true},
                       Case{"qwen3moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, true},
                       Case{"llama-q4_0", 2, PlanOptions::MoeMode::kAuto, false, 2},
-                      Case{"qwen3moe-f16", 3, PlanOptions::MoeMode::kSplitExperts, false, 2}),
+                      Case{"qwen3moe-f16", 3, PlanOptions::MoeMode::kSplitExperts, false, 2},
+                      Case{"qwen2-f16", 3, PlanOptions::MoeMode::kAuto, false, 1, 2},
+                      Case{"qwen3moe-f32", 3, PlanOptions::MoeMode::kExpertParallel, false, 1, 2},
+                      Case{"llama-q4_k_m", 3, PlanOptions::MoeMode::kAuto, false, 2, 2}),
     param_name);
 
 // ---- bad slices ----
