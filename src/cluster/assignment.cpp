@@ -53,6 +53,52 @@ bool in_layers(std::string_view name, int64_t begin, int64_t end) {
   return digits > 0 && digits < name.size() && name[digits] == '.' && layer >= begin && layer < end;
 }
 
+// [begin, end] with -1 <= begin, end < 2^40 (the shard checks them against the model).
+void read_range(const nlohmann::json& j, const char* name, int64_t& begin, int64_t& end) {
+  const nlohmann::json& v = field(j, name);
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
+    bad(std::string("slice.") + name, "not a pair of integers");
+  }
+  begin = v[0].get<int64_t>();
+  end = v[1].get<int64_t>();
+  constexpr int64_t kMax = int64_t{1} << 40;
+  if (begin < 0 || begin > kMax || end < -1 || end > kMax) {
+    bad(std::string("slice.") + name, "out of range");
+  }
+}
+
+void read_slice(const nlohmann::json& j, engine::TensorSlice& slice) {
+  if (!j.is_object()) bad("slice", "not an object");
+  read_range(j, "head", slice.head_begin, slice.head_end);
+  read_range(j, "kv_head", slice.kv_head_begin, slice.kv_head_end);
+  read_range(j, "ff", slice.ff_begin, slice.ff_end);
+  read_range(j, "vocab", slice.vocab_begin, slice.vocab_end);
+  if (auto it = j.find("experts"); it != j.end()) {
+    if (!it->is_array() || it->size() > (size_t{1} << 16)) bad("slice.experts", "not an array");
+    std::vector<int64_t> experts;
+    for (const nlohmann::json& e : *it) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > (1 << 16)) {
+        bad("slice.experts", "an entry is not an expert index");
+      }
+      experts.push_back(e.get<int64_t>());
+    }
+    slice.experts = std::move(experts);
+  }
+}
+
+void read_ring(const nlohmann::json& j, RingSpec& ring) {
+  if (!j.is_object()) bad("ring", "not an object");
+  const nlohmann::json& token = field(j, "token");
+  if (!token.is_number_unsigned() && !token.is_number_integer()) bad("ring.token", "not a number");
+  ring.token = token.get<uint64_t>();
+  for (auto [name, link] : {std::pair{"next", &ring.next}, std::pair{"prev", &ring.prev}}) {
+    const nlohmann::json& v = field(j, name);
+    if (!v.is_string() || v.get<std::string>().size() > 1024)
+      bad("ring", "a link is not an address");
+    link->connect = v.get<std::string>();
+  }
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Assignment& a) {
@@ -61,8 +107,19 @@ nlohmann::json to_json(const Assignment& a) {
     tensors.push_back(
         {{"name", t.name}, {"type", static_cast<uint32_t>(t.type)}, {"shape", t.shape}});
   }
+  const engine::TensorSlice& sl = a.shard.slice;
+  nlohmann::json slice = {{"head", {sl.head_begin, sl.head_end}},
+                          {"kv_head", {sl.kv_head_begin, sl.kv_head_end}},
+                          {"ff", {sl.ff_begin, sl.ff_end}},
+                          {"vocab", {sl.vocab_begin, sl.vocab_end}}};
+  if (sl.experts) slice["experts"] = *sl.experts;
   return {{"stage", a.stage},
           {"n_stages", a.n_stages},
+          {"rank", a.rank},
+          {"n_ranks", a.n_ranks},
+          {"slice", slice},
+          {"ring",
+           {{"token", a.ring.token}, {"next", a.ring.next.connect}, {"prev", a.ring.prev.connect}}},
           {"layer_begin", a.shard.layer_begin},
           {"layer_end", a.shard.layer_end},
           {"embedding", a.shard.embedding},
@@ -79,6 +136,10 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   Assignment a;
   a.n_stages = static_cast<int>(int_field(j, "n_stages", 1, 4096));
   a.stage = static_cast<int>(int_field(j, "stage", 0, a.n_stages - 1));
+  a.n_ranks = static_cast<int>(int_field(j, "n_ranks", 1, 4096));
+  a.rank = static_cast<int>(int_field(j, "rank", 0, a.n_ranks - 1));
+  read_slice(field(j, "slice"), a.shard.slice);
+  read_ring(field(j, "ring"), a.ring);
   a.shard.layer_begin = int_field(j, "layer_begin", 0, kMaxLayers);
   a.shard.layer_end = int_field(j, "layer_end", a.shard.layer_begin, kMaxLayers);
   a.shard.embedding = bool_field(j, "embedding");
@@ -157,12 +218,27 @@ std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& i
   return tensors;
 }
 
-Assignment assignment_for(const Plan& plan, int stage, const gguf::File& file,
+Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::File& file,
                           const ModelInfo& info, net::WireDType wire_dtype) {
   const Stage& s = plan.stages.at(static_cast<size_t>(stage));
+  const Rank& r = s.ranks.at(static_cast<size_t>(rank));
   Assignment a;
   a.stage = stage;
   a.n_stages = static_cast<int>(plan.stages.size());
+  a.rank = rank;
+  a.n_ranks = static_cast<int>(s.ranks.size());
+  if (a.n_ranks > 1) {
+    engine::TensorSlice& sl = a.shard.slice;
+    sl.head_begin = r.head_begin;
+    sl.head_end = r.head_end;
+    sl.kv_head_begin = r.kv_head_begin;
+    sl.kv_head_end = r.kv_head_end;
+    sl.ff_begin = r.ff_begin;
+    sl.ff_end = r.ff_end;
+    if (info.hp.n_expert > 0) sl.experts = r.experts;
+    sl.vocab_begin = r.vocab_begin;
+    sl.vocab_end = r.vocab_end;
+  }
   a.shard.layer_begin = s.layer_begin;
   a.shard.layer_end = s.layer_end;
   a.shard.embedding = s.embedding;

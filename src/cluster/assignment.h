@@ -27,9 +27,24 @@ struct TensorDesc {
   std::vector<int64_t> shape;  // GGUF order: shape[0] is the innermost dimension
 };
 
+// The links of a tensor-parallel rank's ring all-reduce: to the next rank and from the
+// previous one. A link is dialled by one side (`connect` names the address to dial) and
+// accepted by the other (`connect` empty: the neighbour dials in and says RING first).
+// With two ranks, next and previous are the same link (`prev` unused).
+struct RingLink {
+  std::string connect;
+};
+struct RingSpec {
+  uint64_t token = 0;  // identifies this plan's ring: RING frames must carry it
+  RingLink next, prev;
+};
+
 struct Assignment {
   int stage = 0;     // index in the plan's pipeline
   int n_stages = 1;  // stages in the plan
+  int rank = 0;      // tensor-parallel rank within the stage
+  int n_ranks = 1;   // ranks of the stage (1: not tensor-parallel)
+  RingSpec ring;     // when n_ranks > 1
   engine::ShardSpec shard;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
@@ -50,9 +65,10 @@ Assignment assignment_from_json(const nlohmann::json& j);
 std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
                                       const engine::ShardSpec& spec);
 
-// The assignment of stage `stage` of `plan` (its first rank: tensor-parallel ranks are
-// not run across nodes yet).
-Assignment assignment_for(const Plan& plan, int stage, const gguf::File& file,
+// The assignment of rank `rank` of stage `stage` of `plan` (without ring links: the
+// coordinator fills them in, knowing the nodes' addresses). Every rank of the embedding
+// stage embeds tokens itself, so each gets token_embd.
+Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::File& file,
                           const ModelInfo& info, net::WireDType wire_dtype);
 
 }  // namespace herd::cluster

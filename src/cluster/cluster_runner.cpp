@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -11,6 +12,7 @@
 
 #include "cluster/assignment.h"
 #include "cluster/peers.h"
+#include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
 #include "engine/shard.h"
@@ -98,24 +100,70 @@ std::vector<engine::Batch> split_batch(const engine::Batch& batch, size_t n_stag
   return pieces;
 }
 
+uint64_t random_token() {
+  const net::Nonce nonce = net::random_nonce();
+  uint64_t token;
+  std::memcpy(&token, nonce.data(), sizeof token);
+  return token;
+}
+
 }  // namespace
 
-// One stage of the pipeline: run here (shard) or on a node (connection).
-struct StageRunner {
-  int index = 0;
+// One rank of a stage: run here (shard) or on a node (connection).
+struct RankRunner {
+  int node = 0;
   std::string node_name;
   Assignment assignment;
-  std::unique_ptr<engine::Shard> shard;     // when this process runs the stage
+  std::unique_ptr<engine::Shard> shard;     // when this process runs the rank
+  std::unique_ptr<RingAllReduce> ring;      // this process's tensor-parallel rank
   std::shared_ptr<net::Connection> remote;  // else
+  uint64_t next_frame_id = 0;
+  std::vector<float> output;  // [n][n_embd] hidden or [n_logits][its vocabulary rows]
+  uint64_t compute_ns = 0;
+
+  // The vocabulary rows this rank's logits cover.
+  std::pair<int64_t, int64_t> vocab(int64_t n_vocab) const {
+    const engine::TensorSlice& sl = assignment.shard.slice;
+    if (assignment.n_ranks == 1) return {0, n_vocab};
+    return {sl.vocab_begin, sl.vocab_end < 0 ? n_vocab : sl.vocab_end};
+  }
+};
+
+// One stage of the pipeline: one rank, or several tensor-parallel ranks.
+struct StageRunner {
+  int index = 0;
+  std::string name;  // node names of the ranks, for messages and stats
+  std::vector<RankRunner> ranks;
   JobQueue in;
   std::thread worker;
-  uint64_t next_frame_id = 0;
-  std::vector<uint8_t> wire;   // f16 activations being sent
-  std::vector<float> scratch;  // output of the local shard
+  std::vector<uint8_t> wire;  // f16 activations being sent
 
   std::mutex stats_mutex;
   StageStats stats;
 };
+
+namespace {
+
+// Who dials whom in a tensor-parallel stage's ring: rank r links to rank r+1. A node
+// listens, this process does not: the link is dialled by r, unless r+1 is this process.
+// With two ranks the one link serves both directions (RingSpec's `next`).
+void link_ring(StageRunner& s, const std::vector<NodeProfile>& nodes) {
+  const size_t t = s.ranks.size();
+  if (t < 2) return;
+  for (size_t r = 0; r < (t == 2 ? 1 : t); ++r) {
+    RankRunner& from = s.ranks[r];
+    RankRunner& to = s.ranks[(r + 1) % t];
+    if (to.node != 0) {
+      from.assignment.ring.next.connect = nodes[static_cast<size_t>(to.node)].address;
+    } else if (t == 2) {
+      to.assignment.ring.next.connect = nodes[static_cast<size_t>(from.node)].address;
+    } else {
+      to.assignment.ring.prev.connect = nodes[static_cast<size_t>(from.node)].address;
+    }
+  }
+}
+
+}  // namespace
 
 struct ClusterRunner::Impl {
   explicit Impl(gguf::File model) : file(std::move(model)), info(read_model_info(file)) {}
@@ -139,11 +187,10 @@ struct ClusterRunner::Impl {
   double forward_seconds = 0;
 
   void run_stage(StageRunner& s, Job& job);
-  void run_remote(StageRunner& s, Job& job);
   void worker(StageRunner& s);
   void finish(Job job);
   void fail(const std::string& message);
-  void load_remote(StageRunner& s, const net::ContentHash& hash, const std::string& path);
+  void load_remote(RankRunner& s, const net::ContentHash& hash, const std::string& path);
   ~Impl();
 };
 
@@ -153,7 +200,10 @@ ClusterRunner::Impl::~Impl() {
     if (s->worker.joinable()) s->worker.join();
   }
   for (auto& s : stages) {
-    if (s->remote) s->remote->close();
+    for (RankRunner& rank : s->ranks) {
+      if (rank.remote) rank.remote->close();
+      rank.ring.reset();
+    }
   }
   heartbeat.reset();
 }
@@ -198,66 +248,95 @@ void ClusterRunner::Impl::worker(StageRunner& s) {
 }
 
 void ClusterRunner::Impl::run_stage(StageRunner& s, Job& job) {
-  if (s.remote) return run_remote(s, job);
-  const auto start = Clock::now();
-  s.shard->forward(job.batch, job.data.empty() ? nullptr : job.data.data(), s.scratch, *pool);
-  std::swap(job.data, s.scratch);
-  const double seconds = seconds_since(start);
-  std::lock_guard<std::mutex> lock(s.stats_mutex);
-  s.stats.batches += 1;
-  s.stats.tokens += job.batch.size();
-  s.stats.compute_seconds += seconds;
-  s.stats.busy_seconds += seconds;
-}
-
-void ClusterRunner::Impl::run_remote(StageRunner& s, Job& job) {
   const HParams& hp = info.hp;
   const auto n = static_cast<uint32_t>(job.batch.size());
   const auto start = Clock::now();
-  const net::ConnectionStats before = s.remote->stats();
+  const bool embeds = s.ranks[0].assignment.shard.embedding;
+  const bool logits = s.ranks[0].assignment.shard.output;
+  const float* input = job.data.empty() ? nullptr : job.data.data();
 
+  // Every rank gets the batch (and the input activations) first; then this process runs
+  // its own rank, whose all-reduces meet the remote ranks' as they compute.
+  uint64_t sent = 0, received = 0;
   net::Forward request;
   request.batch = std::move(job.batch);
-  if (!s.assignment.shard.embedding) {
+  if (!embeds) {
     request.activations = net::encode_activations(job.data, n, static_cast<uint32_t>(hp.n_embd),
                                                   options.wire_dtype, s.wire);
   }
-  const uint64_t id = ++s.next_frame_id;
-  net::send_message(*s.remote, id, request);
+  for (RankRunner& rank : s.ranks) {
+    if (!rank.remote) continue;
+    const net::ConnectionStats before = rank.remote->stats();
+    net::send_message(*rank.remote, ++rank.next_frame_id, request);
+    sent += rank.remote->stats().bytes_sent - before.bytes_sent;
+  }
   job.batch = std::move(request.batch);
-
-  net::Frame frame = s.remote->recv_frame(kResultTimeout);
-  if (frame.header.type == net::MessageType::ERROR) {
-    const net::ErrorReply e = net::decode_error(frame.payload());
-    throw Error("cluster", "node '" + s.node_name + "': " + net::printable(e.message));
+  for (RankRunner& rank : s.ranks) {
+    if (rank.remote) continue;
+    const auto t0 = Clock::now();
+    rank.shard->forward(job.batch, input, rank.output, *pool, rank.ring.get());
+    rank.compute_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   }
-  const net::Result result = net::expect_message<net::Result>(frame, s.remote->peer_name());
-  const bool logits = s.assignment.shard.output;
-  const auto rows = static_cast<uint32_t>(logits ? job.batch.n_logits() : job.batch.size());
-  const auto cols = static_cast<uint32_t>(logits ? hp.n_vocab : hp.n_embd);
-  if (frame.header.id != id ||
-      result.kind != (logits ? net::ResultKind::LOGITS : net::ResultKind::HIDDEN) ||
-      result.output.rows != rows || result.output.cols != cols) {
-    throw Error("cluster", "node '" + s.node_name + "' answered batch " + std::to_string(id) +
-                               " with " + std::to_string(result.output.rows) + "x" +
-                               std::to_string(result.output.cols) + " for batch " +
-                               std::to_string(frame.header.id) + ", expected " +
-                               std::to_string(rows) + "x" + std::to_string(cols));
+  for (size_t i = 0; i < s.ranks.size(); ++i) {
+    RankRunner& rank = s.ranks[i];
+    if (!rank.remote) continue;
+    const uint64_t before = rank.remote->stats().bytes_received;
+    net::Frame frame = rank.remote->recv_frame(kResultTimeout);
+    received += rank.remote->stats().bytes_received - before;
+    if (frame.header.type == net::MessageType::ERROR) {
+      const net::ErrorReply e = net::decode_error(frame.payload());
+      throw Error("cluster", "node '" + rank.node_name + "': " + net::printable(e.message));
+    }
+    const net::Result result = net::expect_message<net::Result>(frame, rank.remote->peer_name());
+    const auto [vb, ve] = rank.vocab(hp.n_vocab);
+    // Logits: this rank's vocabulary rows; hidden states: rank 0 sends them, others none.
+    const auto rows = static_cast<uint32_t>(logits ? job.batch.n_logits() : i == 0 ? n : 0);
+    const auto cols = static_cast<uint32_t>(logits ? ve - vb : hp.n_embd);
+    if (frame.header.id != rank.next_frame_id ||
+        result.kind != (logits ? net::ResultKind::LOGITS : net::ResultKind::HIDDEN) ||
+        result.output.rows != rows || result.output.cols != cols) {
+      throw Error("cluster", "node '" + rank.node_name + "' answered batch " +
+                                 std::to_string(frame.header.id) + " with " +
+                                 std::to_string(result.output.rows) + "x" +
+                                 std::to_string(result.output.cols) + ", expected batch " +
+                                 std::to_string(rank.next_frame_id) + ", " + std::to_string(rows) +
+                                 "x" + std::to_string(cols));
+    }
+    rank.output.resize(static_cast<size_t>(rows) * cols);
+    net::decode_activations(result.output, rank.output);
+    rank.compute_ns = result.compute_ns;
   }
-  job.data.resize(static_cast<size_t>(rows) * cols);
-  net::decode_activations(result.output, job.data);
 
-  const net::ConnectionStats after = s.remote->stats();
+  // The stage's output: rank 0's hidden states, or the ranks' logit columns side by side.
+  uint64_t compute_ns = 0;
+  for (const RankRunner& rank : s.ranks) compute_ns = std::max(compute_ns, rank.compute_ns);
+  if (!logits || s.ranks.size() == 1) {
+    std::swap(job.data, s.ranks[0].output);
+  } else {
+    const size_t n_logits = static_cast<size_t>(job.batch.n_logits());
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    job.data.assign(n_logits * n_vocab, 0.0f);
+    for (const RankRunner& rank : s.ranks) {
+      const auto [vb, ve] = rank.vocab(hp.n_vocab);
+      const size_t width = static_cast<size_t>(ve - vb);
+      for (size_t t = 0; t < n_logits; ++t) {
+        std::copy_n(rank.output.data() + t * width, width,
+                    job.data.data() + t * n_vocab + static_cast<size_t>(vb));
+      }
+    }
+  }
+
   std::lock_guard<std::mutex> lock(s.stats_mutex);
   s.stats.batches += 1;
   s.stats.tokens += n;
-  s.stats.compute_seconds += static_cast<double>(result.compute_ns) * 1e-9;
+  s.stats.compute_seconds += static_cast<double>(compute_ns) * 1e-9;
   s.stats.busy_seconds += seconds_since(start);
-  s.stats.bytes_sent += after.bytes_sent - before.bytes_sent;
-  s.stats.bytes_received += after.bytes_received - before.bytes_received;
+  s.stats.bytes_sent += sent;
+  s.stats.bytes_received += received;
 }
 
-void ClusterRunner::Impl::load_remote(StageRunner& s, const net::ContentHash& hash,
+void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& hash,
                                       const std::string& path) {
   net::Load load;
   load.plan_json = to_json(s.assignment).dump();
@@ -323,48 +402,50 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
-  // Tensor-parallel ranks do not run across nodes yet: "auto" means a pipeline for now.
-  if (po.mode == PlanOptions::Mode::kAuto) po.mode = PlanOptions::Mode::kPipeline;
   r.plan = herd::plan(plan_model_from(r.info, r.file), r.nodes, po);
-  for (const Stage& stage : r.plan.stages) {
-    if (stage.ranks.size() != 1) {
-      throw Error("cluster",
-                  "the plan puts " + std::to_string(stage.ranks.size()) +
-                      " tensor-parallel ranks on one stage; across nodes herd runs pipeline "
-                      "stages only so far (use --parallel pipeline)");
-    }
-  }
-
   // Nodes the plan does not use are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
-  for (const Stage& stage : r.plan.stages) used[static_cast<size_t>(stage.ranks[0].node)] = true;
+  for (const Stage& stage : r.plan.stages) {
+    for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
+  }
   for (size_t i = 1; i < connections.size(); ++i) {
     if (!used[i]) connections[i]->close();
   }
 
   r.heartbeat = std::make_unique<net::Heartbeat>(options.heartbeat);
   const kernels::Isa isa = kernels::best_isa(kernels::detect_cpu(), options.local.isa_limit);
+  const uint64_t ring_token = random_token();
   for (size_t i = 0; i < r.plan.stages.size(); ++i) {
     auto s = std::make_unique<StageRunner>();
     const Stage& stage = r.plan.stages[i];
-    const int node = stage.ranks[0].node;
     s->index = static_cast<int>(i);
-    s->node_name = node == 0 ? "local" : r.nodes[static_cast<size_t>(node)].name;
-    s->assignment = assignment_for(r.plan, static_cast<int>(i), r.file, r.info, options.wire_dtype);
-    s->stats.node = s->node_name;
+    for (size_t k = 0; k < stage.ranks.size(); ++k) {
+      RankRunner rank;
+      rank.node = stage.ranks[k].node;
+      rank.node_name = rank.node == 0 ? "local" : r.nodes[static_cast<size_t>(rank.node)].name;
+      rank.assignment = assignment_for(r.plan, static_cast<int>(i), static_cast<int>(k), r.file,
+                                       r.info, options.wire_dtype);
+      rank.assignment.ring.token = ring_token;
+      if (rank.node != 0) {
+        rank.remote = connections[static_cast<size_t>(rank.node)];
+        r.heartbeat->watch(rank.remote);
+      }
+      s->name += (k > 0 ? "+" : "") + rank.node_name;
+      s->ranks.push_back(std::move(rank));
+    }
+    link_ring(*s, r.nodes);
+    s->stats.node = s->name;
     s->stats.layer_begin = stage.layer_begin;
     s->stats.layer_end = stage.layer_end;
-    if (node != 0) {
-      s->remote = connections[static_cast<size_t>(node)];
-      r.heartbeat->watch(s->remote);
-    }
     r.stages.push_back(std::move(s));
   }
 
-  // Remote stages load in parallel (each node reads or receives its own weights) while this
-  // process loads its own stage.
+  // Remote ranks load in parallel (each node reads or receives its own weights) while this
+  // process loads its own and dials its ring links.
   bool any_remote = false;
-  for (auto& s : r.stages) any_remote = any_remote || s->remote != nullptr;
+  for (auto& s : r.stages) {
+    for (RankRunner& rank : s->ranks) any_remote = any_remote || rank.remote != nullptr;
+  }
   net::ContentHash hash;
   if (any_remote) {
     fs::path cache;
@@ -376,34 +457,53 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   }
   const std::string absolute = fs::absolute(path).string();
   std::vector<std::thread> loaders;
-  std::vector<std::string> load_errors(r.stages.size());
-  for (size_t i = 0; i < r.stages.size(); ++i) {
-    if (!r.stages[i]->remote) continue;
-    loaders.emplace_back([&, i] {
-      try {
-        r.load_remote(*r.stages[i], hash, absolute);
-      } catch (const std::exception& e) {
-        load_errors[i] = e.what();
-      }
-    });
+  std::mutex errors_mutex;
+  std::vector<std::string> load_errors;
+  auto record = [&](const std::string& e) {
+    std::lock_guard<std::mutex> lock(errors_mutex);
+    load_errors.push_back(e);
+  };
+  for (auto& s : r.stages) {
+    for (RankRunner& rank : s->ranks) {
+      if (!rank.remote) continue;
+      loaders.emplace_back([&r, &rank, &hash, &absolute, &record] {
+        try {
+          r.load_remote(rank, hash, absolute);
+        } catch (const std::exception& e) {
+          record(e.what());
+          rank.remote->fail(e.what());  // ring neighbours waiting for it give up at once
+        }
+      });
+    }
   }
   for (auto& s : r.stages) {
-    if (s->remote) continue;
-    engine::ShardOptions so;
-    so.n_ctx = r.plan.n_ctx;
-    so.n_seq = r.plan.n_seq;
-    so.isa = isa;
-    try {
-      s->shard = std::make_unique<engine::Shard>(
-          engine::Shard::load(r.file, r.info, s->assignment.shard, so));
-    } catch (const std::exception& e) {
-      load_errors[static_cast<size_t>(s->index)] = e.what();
+    for (RankRunner& rank : s->ranks) {
+      if (rank.remote) continue;
+      engine::ShardOptions so;
+      so.n_ctx = r.plan.n_ctx;
+      so.n_seq = r.plan.n_seq;
+      so.isa = isa;
+      try {
+        rank.shard = std::make_unique<engine::Shard>(
+            engine::Shard::load(r.file, r.info, rank.assignment.shard, so));
+        if (rank.assignment.n_ranks > 1) {
+          // This process never listens: it dials both of its links (link_ring says so).
+          rank.ring = join_ring(
+              *r.transport, rank.assignment,
+              [](uint32_t, net::Millis) -> std::shared_ptr<net::Connection> {
+                throw Error("cluster", "the coordinator cannot accept ring links");
+              },
+              net::Millis(30000));
+          r.heartbeat->watch(rank.ring->next());
+          r.heartbeat->watch(rank.ring->prev());
+        }
+      } catch (const std::exception& e) {
+        record(e.what());
+      }
     }
   }
   for (auto& l : loaders) l.join();
-  for (const std::string& e : load_errors) {
-    if (!e.empty()) throw Error("cluster", e);
-  }
+  if (!load_errors.empty()) throw Error("cluster", load_errors.front());
 
   for (auto& s : r.stages) {
     StageRunner* stage = s.get();
@@ -464,8 +564,8 @@ std::string ClusterRunner::describe() const {
   const Impl& r = *impl_;
   std::string text = r.plan.parallel + " of " + std::to_string(r.stages.size()) + " stages:";
   for (const auto& s : r.stages) {
-    text += " " + s->node_name + " [" + std::to_string(s->assignment.shard.layer_begin) + ", " +
-            std::to_string(s->assignment.shard.layer_end) + ")";
+    text += " " + s->name + " [" + std::to_string(s->stats.layer_begin) + ", " +
+            std::to_string(s->stats.layer_end) + ")";
   }
   return text + "; local " + std::to_string(r.pool->size()) + " threads";
 }

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -131,6 +134,88 @@ TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Models, PipelineTest,
                          ::testing::Values("llama-q4_0", "llama-q4_k_m", "qwen2-f16", "qwen3-f16",
                                            "qwen3moe-f16", "llama3r-f16"));
+
+// Largest |a - b| over the range of the reference logits, per position.
+double max_relative_error(const std::vector<float>& got, const std::vector<float>& want,
+                          int64_t n_vocab) {
+  double worst = 0;
+  for (size_t row = 0; row * n_vocab < want.size(); ++row) {
+    const float* w = want.data() + row * n_vocab;
+    const float* g = got.data() + row * n_vocab;
+    const auto [lo, hi] = std::minmax_element(w, w + n_vocab);
+    double err = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) err = std::max(err, std::abs(double(g[i]) - w[i]));
+    worst = std::max(worst, err / std::max(1e-6, double(*hi - *lo)));
+  }
+  return worst;
+}
+
+std::vector<int32_t> argmaxes(const std::vector<float>& logits, int64_t n_vocab) {
+  std::vector<int32_t> out;
+  for (size_t row = 0; row * n_vocab < logits.size(); ++row) {
+    const float* r = logits.data() + row * n_vocab;
+    out.push_back(static_cast<int32_t>(std::max_element(r, r + n_vocab) - r));
+  }
+  return out;
+}
+
+struct TensorCase {
+  std::string model;
+  std::string parallel;  // --parallel
+  int nodes;             // node daemons besides this process
+  bool use_local;
+};
+
+class TensorParallelTest : public ::testing::TestWithParam<TensorCase> {};
+
+TEST_P(TensorParallelTest, MatchesOneProcess) {
+  const TensorCase& c = GetParam();
+  const std::string model = "../shared/models/" + c.model + ".gguf";
+  const TempDir cache("tensor");
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  auto local = engine::LocalRunner::open(model, lo);
+  const int64_t n_vocab = local->hparams().n_vocab;
+  std::vector<float> expected = run_all(*local, prompt_ids());
+
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<std::string> peers;
+  for (int i = 0; i < c.nodes; ++i) {
+    nodes.push_back(std::make_unique<TestNode>("node-" + std::to_string(i), cache,
+                                               /*use_model_files=*/i % 2 == 0));
+    peers.push_back(nodes.back()->address());
+  }
+  ClusterOptions o = pipeline_options(peers);
+  parse_parallel(c.parallel, o.plan);
+  o.plan.use_local = c.use_local;
+  auto cluster = ClusterRunner::open(model, o);
+  size_t max_ranks = 0;
+  for (const Stage& s : cluster->plan().stages) max_ranks = std::max(max_ranks, s.ranks.size());
+  ASSERT_GE(max_ranks, 2u) << cluster->describe();
+  std::vector<float> got = run_all(*cluster, prompt_ids());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_LT(max_relative_error(got, expected, n_vocab), 1e-3) << cluster->describe();
+  EXPECT_EQ(argmaxes(got, n_vocab), argmaxes(expected, n_vocab)) << cluster->describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, TensorParallelTest,
+    ::testing::Values(TensorCase{"llama-q4_0", "tensor", 1, true},
+                      TensorCase{"llama-q4_0", "tensor", 2, false},
+                      TensorCase{"qwen2-f16", "tensor", 2, true},  // 3 ranks > 2 KV heads
+                      TensorCase{"qwen3-f16", "tensor", 3, false},
+                      TensorCase{"qwen3moe-f16", "tensor", 2, false},
+                      TensorCase{"llama-q4_k_m", "pipeline:2,tensor:2", 3, true}),
+    [](const auto& info) {
+      std::string name = info.param.model + "_" + std::to_string(info.param.nodes) + "nodes" +
+                         (info.param.use_local ? "_local" : "") +
+                         (info.param.parallel == "tensor" ? "" : "_hybrid");
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
 
 TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
   const std::string model = "../shared/models/llama-q8_0.gguf";

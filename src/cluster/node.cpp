@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "cluster/assignment.h"
+#include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
 #include "engine/shard.h"
@@ -35,7 +38,13 @@ struct Loaded {
   gguf::File file;
   ModelInfo info;
   engine::Shard shard;
+  std::unique_ptr<RingAllReduce> ring;  // tensor-parallel ranks only
 };
+
+// A connection that arrives during a session is a ring link if its first frame, sent
+// right after the handshake, is RING; a coordinator says nothing (it waits for our
+// PROFILE), so silence this long means a second coordinator, which is told BUSY.
+constexpr net::Millis kGreetingTimeout{1000};
 
 }  // namespace
 
@@ -45,6 +54,15 @@ struct NodeServer::Impl {
   std::unique_ptr<ThreadPool> pool;
   NodeProfile profile;
   std::atomic<bool> stopping{false};
+
+  // Ring links other ranks dialled (their RING frame read), waiting for the session.
+  std::mutex inbox_mutex;
+  std::condition_variable inbox_changed;
+  std::vector<std::pair<net::Ring, std::shared_ptr<net::Connection>>> ring_inbox;
+
+  void greet(std::shared_ptr<net::Connection> c, const std::string& busy_with);
+  std::shared_ptr<net::Connection> accept_ring_link(uint64_t token, uint32_t from_rank,
+                                                    net::Millis timeout);
 
   void log(const std::string& line) const {
     if (options.log) options.log(line);
@@ -106,6 +124,7 @@ void NodeServer::run() {
   std::shared_ptr<net::Connection> active;
   std::thread session;
   std::atomic<bool> session_done{true};
+  std::vector<std::thread> greeters;
   while (!s.stopping) {
     std::shared_ptr<net::Connection> c = s.transport->accept(net::Millis(200));
     if (session.joinable() && session_done) {
@@ -114,15 +133,8 @@ void NodeServer::run() {
     }
     if (!c) continue;
     if (active) {
-      s.log("refused '" + c->peer_name() + "': busy serving '" + active->peer_name() + "'");
-      try {
-        net::send_message(
-            *c, 0,
-            net::ErrorReply{net::ErrorCode::BUSY, "node '" + s.options.name + "' is serving '" +
-                                                      active->peer_name() + "'"});
-      } catch (const Error&) {
-      }
-      c->close();
+      // Another rank's ring link, or a second coordinator (refused): the first frame says.
+      greeters.emplace_back(&Impl::greet, &s, c, active->peer_name());
       continue;
     }
     active = c;
@@ -134,6 +146,52 @@ void NodeServer::run() {
   }
   if (active) active->fail("node '" + s.options.name + "' is stopping");
   if (session.joinable()) session.join();
+  for (std::thread& t : greeters) t.join();
+}
+
+void NodeServer::Impl::greet(std::shared_ptr<net::Connection> c, const std::string& busy_with) {
+  try {
+    std::optional<net::Frame> frame = c->try_recv_frame(kGreetingTimeout);
+    if (frame && frame->header.type == net::MessageType::RING) {
+      const net::Ring ring = net::decode_ring(frame->payload());
+      {
+        std::lock_guard<std::mutex> lock(inbox_mutex);
+        ring_inbox.emplace_back(ring, std::move(c));
+      }
+      inbox_changed.notify_all();
+      return;
+    }
+    log("refused '" + c->peer_name() + "': busy serving '" + busy_with + "'");
+    net::send_message(
+        *c, 0,
+        net::ErrorReply{net::ErrorCode::BUSY,
+                        "node '" + options.name + "' is busy serving '" + busy_with + "'"});
+  } catch (const std::exception& e) {
+    log("dropped '" + c->peer_name() + "': " + e.what());
+  }
+  c->close();
+}
+
+std::shared_ptr<net::Connection> NodeServer::Impl::accept_ring_link(uint64_t token,
+                                                                    uint32_t from_rank,
+                                                                    net::Millis timeout) {
+  std::unique_lock<std::mutex> lock(inbox_mutex);
+  std::shared_ptr<net::Connection> found;
+  const bool arrived = inbox_changed.wait_for(lock, timeout, [&] {
+    for (auto it = ring_inbox.begin(); it != ring_inbox.end(); ++it) {
+      if (it->first.token == token && it->first.rank == from_rank) {
+        found = std::move(it->second);
+        ring_inbox.erase(it);
+        return true;
+      }
+    }
+    return stopping.load();
+  });
+  if (!arrived || !found) {
+    throw Error("cluster", "rank " + std::to_string(from_rank) + " did not link within " +
+                               std::to_string(timeout.count()) + " ms");
+  }
+  return found;
 }
 
 void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
@@ -232,13 +290,23 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_seq = a.n_seq;
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
     engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
+    std::unique_ptr<RingAllReduce> ring;
+    if (a.n_ranks > 1) {
+      ring = join_ring(
+          *transport, a,
+          [&](uint32_t from, net::Millis timeout) {
+            return accept_ring_link(a.ring.token, from, timeout);
+          },
+          net::Millis(30000));
+    }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     log("loaded layers [" + std::to_string(a.shard.layer_begin) + ", " +
         std::to_string(a.shard.layer_end) + ")" + (a.shard.embedding ? " + embedding" : "") +
         (a.shard.output ? " + output" : "") + " from " + source + " in " +
         std::to_string(seconds).substr(0, 5) + " s");
     net::send_message(c, 0, net::Ready{});
-    return Loaded{std::move(a), std::move(file), std::move(info), std::move(shard)};
+    return Loaded{std::move(a), std::move(file), std::move(info), std::move(shard),
+                  std::move(ring)};
   } catch (const std::exception& e) {
     log(std::string("load failed: ") + e.what());
     net::send_message(c, 0, net::ErrorReply{net::ErrorCode::LOAD_FAILED, e.what()});
@@ -265,19 +333,26 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
       in = input.data();
     }
     const auto start = Clock::now();
-    loaded.shard.forward(f.batch, in, output, *pool);
+    loaded.shard.forward(f.batch, in, output, *pool, loaded.ring.get());
     net::Result r;
     r.compute_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-    if (loaded.assignment.shard.output) {
+    const Assignment& a = loaded.assignment;
+    if (a.shard.output) {
+      // This rank's vocabulary rows (all of them unless the head is split).
+      const engine::TensorSlice& slice = loaded.shard.spec().slice;
       r.kind = net::ResultKind::LOGITS;
       const auto rows = static_cast<uint32_t>(f.batch.n_logits());
-      r.output = net::encode_activations(output, rows, static_cast<uint32_t>(hp.n_vocab),
+      r.output = net::encode_activations(output, rows,
+                                         static_cast<uint32_t>(slice.vocab_end - slice.vocab_begin),
                                          net::WireDType::F32, wire);
     } else {
+      // Every rank holds the full hidden state after the last all-reduce: rank 0 sends it.
       r.kind = net::ResultKind::HIDDEN;
-      r.output = net::encode_activations(output, n, static_cast<uint32_t>(hp.n_embd),
-                                         loaded.assignment.wire_dtype, wire);
+      const uint32_t rows = a.rank == 0 ? n : 0;
+      r.output = net::encode_activations(
+          std::span<const float>(output.data(), size_t{rows} * static_cast<size_t>(hp.n_embd)),
+          rows, static_cast<uint32_t>(hp.n_embd), a.wire_dtype, wire);
     }
     net::send_message(c, frame.header.id, r);
   } catch (const Error& e) {

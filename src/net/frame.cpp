@@ -36,6 +36,8 @@ std::string_view message_type_name(MessageType type) {
       return "BYE";
     case MessageType::WANT:
       return "WANT";
+    case MessageType::RING:
+      return "RING";
   }
   return "UNKNOWN";
 }

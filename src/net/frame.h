@@ -43,8 +43,9 @@ enum class MessageType : uint16_t {
   ERROR = 11,
   BYE = 12,
   WANT = 13,
+  RING = 14,
 };
-inline constexpr uint16_t kMaxMessageType = 13;
+inline constexpr uint16_t kMaxMessageType = 14;
 
 // "HELLO", ...; "UNKNOWN" for a value outside the enum.
 std::string_view message_type_name(MessageType type);

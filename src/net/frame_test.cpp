@@ -62,7 +62,7 @@ TEST(FrameTest, RejectsOtherVersions) {
 }
 
 TEST(FrameTest, RejectsUnknownTypes) {
-  for (uint16_t type : {0, 14, 0xffff}) {
+  for (uint16_t type : {0, 15, 0xffff}) {
     auto bytes = header_bytes(MessageType::PING, 8);
     std::memcpy(bytes.data() + kFrameOffsetType, &type, 2);
     EXPECT_THAT(header_error(bytes), HasSubstr("unknown message type " + std::to_string(type)));

@@ -258,6 +258,24 @@ Want decode_want(ConstBytes payload) {
   return {};
 }
 
+// ---- RING: u64 token | u32 rank ----
+
+Payload encode(const Ring& m) {
+  WireWriter w;
+  w.u64(m.token);
+  w.u32(m.rank);
+  return Payload{w.take(), {}};
+}
+
+Ring decode_ring(ConstBytes payload) {
+  WireReader r(payload, "RING");
+  Ring m;
+  m.token = r.u64("token");
+  m.rank = r.u32("rank");
+  r.expect_end();
+  return m;
+}
+
 // ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations ----
 
 namespace {
@@ -436,6 +454,8 @@ Message decode_message(MessageType type, ConstBytes payload) {
       return decode_bye(payload);
     case MessageType::WANT:
       return decode_want(payload);
+    case MessageType::RING:
+      return decode_ring(payload);
   }
   throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
 }

@@ -184,8 +184,16 @@ struct Want {
   static constexpr MessageType kType = MessageType::WANT;
 };
 
+// RING: the first frame on a connection between two ranks of a tensor-parallel stage (the
+// links of its ring all-reduce): who is calling, for which loaded plan.
+struct Ring {
+  static constexpr MessageType kType = MessageType::RING;
+  uint64_t token = 0;  // the plan's ring token, from the LOAD both ranks were given
+  uint32_t rank = 0;   // the calling rank
+};
+
 using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
-                             Ping, Pong, ErrorReply, Bye, Want>;
+                             Ping, Pong, ErrorReply, Bye, Want, Ring>;
 
 // ---------------------------------------------------------------------------------------
 // Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
@@ -203,6 +211,7 @@ Payload encode(const Pong& m);
 Payload encode(const ErrorReply& m);
 Payload encode(const Bye& m);
 Payload encode(const Want& m);
+Payload encode(const Ring& m);
 
 // Decoders: throw herd::Error naming the message and field on any malformed payload,
 // including trailing bytes.
@@ -219,6 +228,7 @@ Pong decode_pong(ConstBytes payload);
 ErrorReply decode_error(ConstBytes payload);
 Bye decode_bye(ConstBytes payload);
 Want decode_want(ConstBytes payload);
+Ring decode_ring(ConstBytes payload);
 
 Message decode_message(MessageType type, ConstBytes payload);
 
@@ -242,6 +252,7 @@ M decode_as(ConstBytes payload) {
   if constexpr (std::is_same_v<M, ErrorReply>) return decode_error(payload);
   if constexpr (std::is_same_v<M, Bye>) return decode_bye(payload);
   if constexpr (std::is_same_v<M, Want>) return decode_want(payload);
+  if constexpr (std::is_same_v<M, Ring>) return decode_ring(payload);
 }
 
 // Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.

@@ -67,7 +67,8 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(Pong{456}),
           frame_bytes(ErrorReply{ErrorCode::LOAD_FAILED, "disk full"}),
           frame_bytes(Bye{}),
-          frame_bytes(Want{})};
+          frame_bytes(Want{}),
+          frame_bytes(Ring{0x1234, 2})};
 }
 
 }  // namespace herd::net::testing
