@@ -391,6 +391,8 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   LocalProfileOptions local;
   local.name = "local";
   local.bandwidth_gbs = options.local_bandwidth_gbs;
+  // A coordinator that holds no layers needs no speed (and no 256 MiB probe buffer).
+  if (!options.plan.use_local && local.bandwidth_gbs <= 0) local.bandwidth_gbs = 1;
   r.nodes.push_back(measure_local_profile(*r.pool, local));
   std::vector<std::shared_ptr<net::Connection>> connections(1);
   for (Peer& peer : connect_peers(*r.transport, options.peers, options.connect_timeout)) {
