@@ -2,7 +2,10 @@
 // `--chunk-mib` MiB from one TcpTransport to another in the same process and reports GB/s
 // (1 GB = 1e9 bytes) for the whole transfer, hashing included (the sender computes each
 // chunk's XXH3 and the receiver verifies it, as weight shipping does).
+// With --allreduce N it instead times N ring all-reduces of --floats values between two
+// ranks over loopback TCP (what a tensor-parallel pair does twice per layer per token).
 // Usage: net_bench [--gib N] [--chunk-mib N] [--socket-buffer-kib N] [--no-hash]
+//        net_bench --allreduce N [--floats N]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "net/messages.h"
+#include "net/ring.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
 
@@ -24,6 +28,8 @@ struct Args {
   uint64_t chunk_mib = 16;
   bool hash = true;
   int socket_buffer_kib = 0;  // 0: kernel autotuning
+  int allreduce = 0;          // > 0: all-reduce latency mode, this many operations
+  size_t floats = 2048;
 };
 
 Args parse(int argc, char** argv) {
@@ -38,6 +44,10 @@ Args parse(int argc, char** argv) {
       args.socket_buffer_kib = std::atoi(argv[++i]);
     } else if (a == "--no-hash") {
       args.hash = false;
+    } else if (a == "--allreduce" && i + 1 < argc) {
+      args.allreduce = std::atoi(argv[++i]);
+    } else if (a == "--floats" && i + 1 < argc) {
+      args.floats = std::strtoull(argv[++i], nullptr, 10);
     } else {
       std::fprintf(
           stderr,
@@ -48,7 +58,35 @@ Args parse(int argc, char** argv) {
   return args;
 }
 
+// Two ranks, one link: rank 0 dials rank 1; each runs all-reduces in its own thread.
+int run_allreduce(const Args& args) {
+  TcpTransportOptions options;
+  options.auth = AuthConfig{"rank-1", nullptr};
+  TcpTransport one(options);
+  one.listen(ListenOptions{});
+  options.auth.node_name = "rank-0";
+  TcpTransport zero(options);
+  auto link0 = zero.connect("127.0.0.1:" + std::to_string(one.port()), Millis(5000));
+  auto link1 = one.accept(Millis(5000));
+  if (!link1) throw herd::Error("bench", "no connection");
+  RingCollectives ring0(0, 2, link0, link0), ring1(1, 2, link1, link1);
+  auto loop = [&](RingCollectives& ring) {
+    std::vector<float> data(args.floats, 1.0f);
+    for (int i = 0; i < args.allreduce; ++i) ring.all_reduce_sum(data.data(), data.size());
+  };
+  auto start = std::chrono::steady_clock::now();
+  auto other = std::async(std::launch::async, [&] { loop(ring1); });
+  loop(ring0);
+  other.get();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "net_bench: %d all-reduces of %zu floats between 2 ranks over loopback TCP: %.1f us each\n",
+      args.allreduce, args.floats, 1e6 * seconds / args.allreduce);
+  return 0;
+}
+
 int run(const Args& args) {
+  if (args.allreduce > 0) return run_allreduce(args);
   const uint64_t chunk = args.chunk_mib << 20;
   const uint64_t total = static_cast<uint64_t>(args.gib * (1ull << 30));
   const uint64_t n_chunks = (total + chunk - 1) / chunk;

@@ -1,5 +1,7 @@
 #include "cluster/assignment.h"
 
+#include "plan/shard_spec.h"
+
 #include <string_view>
 
 #include "util/error.h"
@@ -227,22 +229,7 @@ Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::Fil
   a.n_stages = static_cast<int>(plan.stages.size());
   a.rank = rank;
   a.n_ranks = static_cast<int>(s.ranks.size());
-  if (a.n_ranks > 1) {
-    engine::TensorSlice& sl = a.shard.slice;
-    sl.head_begin = r.head_begin;
-    sl.head_end = r.head_end;
-    sl.kv_head_begin = r.kv_head_begin;
-    sl.kv_head_end = r.kv_head_end;
-    sl.ff_begin = r.ff_begin;
-    sl.ff_end = r.ff_end;
-    if (info.hp.n_expert > 0) sl.experts = r.experts;
-    sl.vocab_begin = r.vocab_begin;
-    sl.vocab_end = r.vocab_end;
-  }
-  a.shard.layer_begin = s.layer_begin;
-  a.shard.layer_end = s.layer_end;
-  a.shard.embedding = s.embedding;
-  a.shard.output = s.output;
+  a.shard = shard_spec(s, r, info.hp.n_expert > 0);
   a.n_ctx = plan.n_ctx;
   a.n_seq = plan.n_seq;
   a.wire_dtype = wire_dtype;

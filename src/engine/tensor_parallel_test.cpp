@@ -26,6 +26,7 @@
 #include "plan/plan_check.h"
 #include "plan/plan_model.h"
 #include "plan/planner.h"
+#include "plan/shard_spec.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -104,28 +105,6 @@ std::vector<int32_t> read_tokens(const std::string& path) {
   int32_t id;
   while (in >> id) ids.push_back(id);
   return ids;
-}
-
-// What a node does with its part of the plan: every rank of the embedding stage embeds
-// the tokens itself (the plan gives token_embd to the first rank only; a row lookup reads
-// a few pages of the mapped file), so that no rank waits for another's activations.
-ShardSpec shard_spec(const Stage& stage, const Rank& rank, bool moe) {
-  ShardSpec spec;
-  spec.layer_begin = stage.layer_begin;
-  spec.layer_end = stage.layer_end;
-  spec.embedding = stage.embedding;
-  spec.output = stage.output;
-  TensorSlice& slice = spec.slice;
-  slice.head_begin = rank.head_begin;
-  slice.head_end = rank.head_end;
-  slice.kv_head_begin = rank.kv_head_begin;
-  slice.kv_head_end = rank.kv_head_end;
-  slice.ff_begin = rank.ff_begin;
-  slice.ff_end = rank.ff_end;
-  if (moe) slice.experts = rank.experts;
-  slice.vocab_begin = rank.vocab_begin;
-  slice.vocab_end = rank.vocab_end;
-  return spec;
 }
 
 int32_t argmax(const float* row, int64_t n) {
