@@ -98,11 +98,13 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.name = s.options.name;
   p.address = s.options.host + ":" + std::to_string(s.transport->port());
   p.bandwidth_gbs = s.options.bandwidth_gbs;
+  p.measure_matmul = s.options.bandwidth_gbs <= 0;  // a given bandwidth means: measure nothing
   s.profile = measure_local_profile(*s.pool, p);
   s.log("node '" + s.options.name + "' listening on " + p.address + " (" +
         std::to_string(s.pool->size()) + " threads, " +
         std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available, " +
-        std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s)");
+        std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s, " +
+        std::to_string(static_cast<int>(s.profile.matmul_gflops)) + " GFLOP/s q4_0)");
 }
 
 NodeServer::~NodeServer() = default;

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "kernels/matmul.h"
+#include "quant/types.h"
 #include "util/bandwidth.h"
 
 #if defined(__APPLE__)
@@ -40,6 +43,32 @@ uint64_t available_memory_bytes() {
 #endif
 }
 
+double measure_matmul_gflops(ThreadPool& pool) {
+  constexpr int64_t kRows = 4096, kCols = 4096, kTokens = 64;
+  const TypeTraits& q4 = type_traits(TensorType::Q4_0);
+  std::vector<float> row(kCols);
+  std::vector<uint8_t> weights(row_bytes(TensorType::Q4_0, kCols) * kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c)
+      row[c] = static_cast<float>((r * 131 + c * 71) % 97) / 97.0f - 0.5f;
+    q4.quantize(row.data(), weights.data() + row_bytes(TensorType::Q4_0, kCols) * r, kCols);
+  }
+  const kernels::Isa isa = kernels::best_isa(kernels::detect_cpu());
+  kernels::PackedMatrix w =
+      kernels::pack_matrix({TensorType::Q4_0, kRows, kCols, weights.data()}, isa);
+  std::vector<float> x(kTokens * kCols, 0.25f), y(kTokens * kRows);
+  kernels::Workspace workspace;
+  double best = 1e9;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    kernels::matmul(w, x.data(), kTokens, y.data(), pool, workspace);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep > 0) best = std::min(best, s);  // the first run warms caches and the workspace
+  }
+  return 2.0 * kRows * kCols * kTokens / best / 1e9;
+}
+
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options) {
   NodeProfile node;
   node.name = options.name;
@@ -53,7 +82,8 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
   node.bandwidth_gbs = options.bandwidth_gbs > 0
                            ? options.bandwidth_gbs
                            : measure_read_bandwidth(pool, options.probe_bytes, 3) / 1e9;
-  node.matmul_gflops = 0;  // not measured yet; the planner sizes shares by bandwidth
+  // Reported to the coordinator; the planner sizes shares by bandwidth for now.
+  node.matmul_gflops = options.measure_matmul ? measure_matmul_gflops(pool) : 0;
   return node;
 }
 

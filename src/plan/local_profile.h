@@ -17,6 +17,7 @@ struct LocalProfileOptions {
   std::string address = "local";
   double bandwidth_gbs = 0;                // 0: measure it with the pool's threads
   size_t probe_bytes = size_t{256} << 20;  // buffer the bandwidth probe streams
+  bool measure_matmul = false;             // also time a quantized matrix product (~0.2 s)
 };
 
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options);
@@ -24,5 +25,9 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
 // Memory the OS could give a new process without swapping: MemAvailable on Linux; free,
 // inactive and purgeable pages on macOS; free pages elsewhere. 0 when unknown.
 uint64_t available_memory_bytes();
+
+// GFLOP/s of a Q4_0 matrix product (4096 x 4096 weights, 64 tokens: prefill-like, compute
+// bound) with the pool's threads and the best kernels of this CPU; the best of 3 runs.
+double measure_matmul_gflops(ThreadPool& pool);
 
 }  // namespace herd
