@@ -256,6 +256,10 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     }
   }
   c->close();
+  // Ring links of this session that were never taken (a load that failed) go with it.
+  std::lock_guard<std::mutex> lock(inbox_mutex);
+  for (auto& [ring, link] : ring_inbox) link->close();
+  ring_inbox.clear();
 }
 
 std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load& request) {
