@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -59,6 +60,9 @@ struct NodeServer::Impl {
   std::mutex inbox_mutex;
   std::condition_variable inbox_changed;
   std::vector<std::pair<net::Ring, std::shared_ptr<net::Connection>>> ring_inbox;
+  // Coordinators that connected while a session was ending, next in line.
+  std::deque<std::shared_ptr<net::Connection>> waiting;
+  std::atomic<bool> serving{false};  // a session runs
 
   void greet(std::shared_ptr<net::Connection> c, const std::string& busy_with);
   std::shared_ptr<net::Connection> accept_ring_link(uint64_t token, uint32_t from_rank,
@@ -125,25 +129,32 @@ void NodeServer::run() {
   Impl& s = *impl_;
   std::shared_ptr<net::Connection> active;
   std::thread session;
-  std::atomic<bool> session_done{true};
   std::vector<std::thread> greeters;
   while (!s.stopping) {
-    std::shared_ptr<net::Connection> c = s.transport->accept(net::Millis(200));
-    if (session.joinable() && session_done) {
+    std::shared_ptr<net::Connection> c = s.transport->accept(net::Millis(50));
+    if (session.joinable() && !s.serving) {
       session.join();
       active.reset();
     }
-    if (!c) continue;
-    if (active) {
-      // Another rank's ring link, or a second coordinator (refused): the first frame says.
+    if (c && active) {
+      // Another rank's ring link, or a second coordinator: the first frame says.
       greeters.emplace_back(&Impl::greet, &s, c, active->peer_name());
       continue;
     }
+    if (!c && !active) {
+      // A coordinator that arrived while the previous session was ending.
+      std::lock_guard<std::mutex> lock(s.inbox_mutex);
+      if (!s.waiting.empty()) {
+        c = std::move(s.waiting.front());
+        s.waiting.pop_front();
+      }
+    }
+    if (!c) continue;
     active = c;
-    session_done = false;
-    session = std::thread([&s, c, &session_done] {
+    s.serving = true;
+    session = std::thread([&s, c] {
       s.session(c);
-      session_done = true;
+      s.serving = false;
     });
   }
   if (active) active->fail("node '" + s.options.name + "' is stopping");
@@ -153,14 +164,25 @@ void NodeServer::run() {
 
 void NodeServer::Impl::greet(std::shared_ptr<net::Connection> c, const std::string& busy_with) {
   try {
-    std::optional<net::Frame> frame = c->try_recv_frame(kGreetingTimeout);
-    if (frame && frame->header.type == net::MessageType::RING) {
-      const net::Ring ring = net::decode_ring(frame->payload());
+    // A ring link says RING at once; a coordinator says nothing (it waits for PROFILE).
+    const auto deadline = Clock::now() + kGreetingTimeout;
+    std::optional<net::Frame> frame;
+    while (!frame && serving && !stopping && Clock::now() < deadline) {
+      frame = c->try_recv_frame(net::Millis(20));
+    }
+    if (frame) {
+      const net::Ring ring = net::expect_message<net::Ring>(*frame, c->peer_name());
       {
         std::lock_guard<std::mutex> lock(inbox_mutex);
         ring_inbox.emplace_back(ring, std::move(c));
       }
       inbox_changed.notify_all();
+      return;
+    }
+    if (!serving && !stopping) {
+      // The session it found has just ended (its coordinator said BYE): it is next.
+      std::lock_guard<std::mutex> lock(inbox_mutex);
+      waiting.push_back(std::move(c));
       return;
     }
     log("refused '" + c->peer_name() + "': busy serving '" + busy_with + "'");
