@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run, plan)
+# driving them. Pipelines of 2 and 3 nodes give logits identical to one process; f16 on the
+# wire stays close; weights are shipped to a node without the file, then read from its
+# cache; cluster keys are enforced; a node that stops answering or dies fails the
+# coordinator with an error naming it; garbage on a node's port does not stop it serving.
+# Nodes listen on port 0 and the test reads the bound address from their first log lines.
+set -euo pipefail
+herd=${1:?usage: cluster_e2e_test.sh path/to/herd}
+herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
+models=$(cd "$(dirname "$0")/../../shared/models" && pwd)
+dir=$(mktemp -d)
+export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
+unset HERD_KEY
+
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+  echo "FAIL: $*"
+  for log in "$dir"/*.log; do
+    [ -e "$log" ] && { echo "--- $(basename "$log")"; tail -15 "$log"; }
+  done
+  exit 1
+}
+start=$SECONDS
+
+# start_node <name> [node options...]: starts `herd node` in the background; its log is
+# $dir/<name>.log. wait_nodes then waits until each has logged its address, in addr[name].
+declare -A addr pid_of
+start_node() {
+  local name=$1
+  shift
+  "$herd" node --listen 127.0.0.1:0 --threads 1 --name "$name" "$@" 2>"$dir/$name.log" &
+  pids+=($!)
+  pid_of[$name]=$!
+}
+wait_nodes() {
+  local name line
+  for name in "$@"; do
+    for _ in $(seq 200); do
+      line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
+      [ -n "$line" ] && break
+      kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited at start"
+      sleep 0.05
+    done
+    [ -n "$line" ] || fail "node $name did not log its address"
+    addr[$name]=${line#listening on }
+  done
+}
+stop_node() {  # stop_node <name>: SIGTERM, and it must exit by itself
+  local pid=${pid_of[$1]}
+  kill -TERM "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$pid" 2>/dev/null && fail "node $1 ignored SIGTERM"
+  wait "$pid" 2>/dev/null || true
+}
+mark() { wc -l <"$dir/$1.log"; }   # mark <name>: lines in its log so far
+since() { tail -n +"$(($2 + 1))" "$dir/$1.log"; }  # since <name> <mark>: the log after it
+tokens() { tr -s ' \n' ',' <"$1" | sed 's/^,//; s/,$//'; }
+
+# eval_model <model> <out> [options...]: herd eval of the model's first token file.
+eval_model() {
+  local model=$1 out=$2
+  shift 2
+  "$herd" eval --model "$model" --tokens "$(tokens "${model%.gguf}.0.tokens")" \
+    --dump-logits "$out" --threads 1 "$@" 2>"$dir/coordinator.err" >/dev/null ||
+    fail "eval $(basename "$model") $*: $(cat "$dir/coordinator.err")"
+}
+# expect_fail <needle regex> <herd args...>: exits non-zero with herd: error: and the needle.
+expect_fail() {
+  local needle=$1 code=0
+  shift
+  timeout 30 "$herd" "$@" >/dev/null 2>"$dir/coordinator.err" || code=$?
+  [ "$code" -ne 0 ] || fail "herd $* succeeded, expected an error matching '$needle'"
+  [ "$code" -ne 124 ] || fail "herd $* hung"
+  grep -q "herd: error:" "$dir/coordinator.err" || fail "herd $*: no 'herd: error:' in: $(cat "$dir/coordinator.err")"
+  grep -Eqi -- "$needle" "$dir/coordinator.err" ||
+    fail "herd $*: expected '$needle' in: $(cat "$dir/coordinator.err")"
+  echo "cluster_e2e: expected: $(grep "herd: error:" "$dir/coordinator.err")"
+}
+
+# A 5-layer model, so that 3 stages split it unevenly, with a context for long runs.
+synth=$dir/synth5.gguf
+"$herd" synth --arch llama --layers 5 --embd 64 --ff 128 --heads 4 --kv-heads 2 --ctx 8192 \
+  --type q4_0 --out "$synth" >/dev/null 2>&1 || fail "synth"
+printf '1 17 42 99 3 250 7 8 9 10 11 12 13 14 15 16\n' >"${synth%.gguf}.0.tokens"
+
+start_node n1
+start_node n2
+start_node n3
+wait_nodes n1 n2 n3
+peers2=${addr[n1]},${addr[n2]}
+peers3=${addr[n1]},${addr[n2]},${addr[n3]}
+
+# --- Pipelines: byte-identical logits to one process. -------------------------------------
+for m in llama-q4_0 llama-q4_k_m qwen3-f16 qwen3moe-f16 synth5; do
+  model=$models/$m.gguf
+  [ "$m" = synth5 ] && model=$synth
+  eval_model "$model" "$dir/ref-$m.f32"
+  for peers in "$peers2" "$peers3"; do
+    for nl in "" --no-local; do
+      m1=$(mark n1) m2=$(mark n2) m3=$(mark n3)
+      eval_model "$model" "$dir/out.f32" --peers "$peers" --parallel pipeline $nl
+      cmp -s "$dir/ref-$m.f32" "$dir/out.f32" || fail "$m --peers $peers $nl: logits differ"
+      # --no-local over 2 nodes: each node holds a stage.
+      if [ "$peers" = "$peers2" ] && [ -n "$nl" ]; then
+        since n1 "$m1" | grep -q "loaded layers" || fail "$m $nl: n1 loaded nothing"
+        since n2 "$m2" | grep -q "loaded layers" || fail "$m $nl: n2 loaded nothing: $(since n2 "$m2") / $(since n1 "$m1")"
+      fi
+      # The 5-layer model over 3 nodes: 3 stages, not all the same size, covering [0, 5).
+      if [ "$m" = synth5 ] && [ "$peers" = "$peers3" ] && [ -n "$nl" ]; then
+        ranges=$( { since n1 "$m1"; since n2 "$m2"; since n3 "$m3"; } |
+          grep -o "loaded layers \[[0-9]*, [0-9]*)" | grep -o "[0-9]*, [0-9]*" | sort -n)
+        [ "$(wc -l <<<"$ranges")" -eq 3 ] || fail "synth5 over 3 nodes: stages: $ranges"
+        sizes=$(awk -F', ' '{print $2 - $1}' <<<"$ranges" | sort -u | wc -l)
+        [ "$sizes" -gt 1 ] || fail "synth5 over 3 nodes: an even split: $ranges"
+        covered=$(awk -F', ' '$1 != end {end = -1} end >= 0 {end = $2} END {print end}' \
+          <<<"$ranges")
+        [ "$covered" = 5 ] || fail "synth5 over 3 nodes: stages do not cover [0, 5): $ranges"
+      fi
+    done
+  done
+done
+echo "cluster_e2e: pipelines ok ($((SECONDS - start)) s)"
+
+# --- f16 on the wire: close logits, the same greedy text. -----------------------------------
+# On an f16 model: with q4 weights the activations are re-quantized to q8 blocks, and the f16
+# rounding of the hidden state moves some of them by a q8 step (logits then differ by ~1%).
+qwen=$models/qwen3-f16.gguf
+eval_model "$qwen" "$dir/ref.f32"
+eval_model "$qwen" "$dir/f16.f32" --peers "$peers2" --no-local --parallel pipeline \
+  --wire-dtype f16
+cmp -s "$dir/ref.f32" "$dir/f16.f32" && fail "f16 wire: logits identical to f32 (f16 not used?)"
+python3 - "$dir/ref.f32" "$dir/f16.f32" <<'EOF2' || fail "f16 wire: logits not close"
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+assert len(a) == len(b) and len(a) % 4 == 0, "sizes differ"
+x = struct.unpack(f"<{len(a) // 4}f", a)
+y = struct.unpack(f"<{len(b) // 4}f", b)
+diff = max(abs(p - q) for p, q in zip(x, y))
+span = max(x) - min(x)
+print(f"cluster_e2e: f16 wire: max abs diff {diff:.3g}, logit range {span:.3g}")
+sys.exit(0 if diff <= 1e-3 * span else 1)
+EOF2
+run_greedy() {  # run_greedy <out> [options...]
+  local out=$1
+  shift
+  "$herd" run --model "$qwen" --prompt "hello world" -n 40 --temp 0 --threads 1 "$@" \
+    >"$out" 2>"$dir/coordinator.err" || fail "run $*: $(cat "$dir/coordinator.err")"
+}
+run_greedy "$dir/run_ref.txt"
+[ -s "$dir/run_ref.txt" ] || fail "greedy run printed nothing"
+run_greedy "$dir/run_f16.txt" --peers "$peers2" --no-local --parallel pipeline --wire-dtype f16
+cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire: greedy text differs"
+run_greedy "$dir/run_f16.txt" --peers "$peers2" --parallel pipeline --wire-dtype f16
+cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire (local + 2): greedy text differs"
+
+# --- plan asks the running nodes for their profiles. ---------------------------------------
+"$herd" plan --model "$synth" --peers "$peers3" --no-local --parallel pipeline \
+  >"$dir/plan.txt" 2>"$dir/coordinator.err" || fail "plan: $(cat "$dir/coordinator.err")"
+for n in n1 n2 n3; do
+  grep -q "$n .*${addr[$n]}" "$dir/plan.txt" || fail "plan does not name $n: $(cat "$dir/plan.txt")"
+done
+
+# --- A hostile peer: garbage on the port, then a normal eval. --------------------------------
+python3 - "${addr[n1]#*:}" <<'EOF' || fail "could not send garbage"
+import os, socket, sys
+port = int(sys.argv[1])
+payloads = [
+    os.urandom(4096),
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    # A frame header claiming an enormous payload, then nothing.
+    b"HERD\x01\x00\x01\x00" + b"\x00" * 8 + b"\xff" * 8 + b"\x00" * 4,
+    b"HERD" + os.urandom(60),
+]
+for p in payloads:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(p)
+    except OSError:
+        pass
+    s.close()
+EOF
+sleep 0.2
+kill -0 "${pid_of[n1]}" 2>/dev/null || fail "n1 died from garbage"
+eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]}" --no-local
+cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after garbage: logits differ"
+echo "cluster_e2e: f16, plan, garbage ok ($((SECONDS - start)) s)"
+
+# --- Weight shipping: a node without model files and an empty cache. -------------------------
+ref_llama=$dir/ref-llama-q4_k_m.f32
+XDG_CACHE_HOME=$dir/ship-cache start_node ship --no-model-files
+wait_nodes ship
+for want in "the coordinator" "the cache"; do
+  m=$(mark ship)
+  eval_model "$models/llama-q4_k_m.gguf" "$dir/out.f32" --peers "${addr[ship]}" --no-local
+  since ship "$m" | grep -q "loaded layers \[0, 2) + embedding + output from $want" ||
+    fail "ship: expected 'from $want' in: $(since ship "$m")"
+  cmp -s "$ref_llama" "$dir/out.f32" || fail "ship (from $want): logits differ"
+done
+[ -n "$(find "$dir/ship-cache/herd/models" -name '*.gguf')" ] || fail "ship: nothing cached"
+stop_node ship
+
+# --- Keys. ---------------------------------------------------------------------------------
+printf '%s\n' 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef >"$dir/k1"
+printf '%s\n' fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210 >"$dir/k2"
+start_node keyed --key "$dir/k1"
+wait_nodes keyed
+grep -q "insecure mode" "$dir/keyed.log" && fail "a keyed node says insecure mode"
+llama=$models/llama-q4_0.gguf
+ltok=$(tokens "$models/llama-q4_0.0.tokens")
+expect_fail "key|auth" eval --model "$llama" --tokens "$ltok" --dump-logits "$dir/x.f32" \
+  --peers "${addr[keyed]}" --no-local
+expect_fail "key|auth" eval --model "$llama" --tokens "$ltok" --dump-logits "$dir/x.f32" \
+  --peers "${addr[keyed]}" --no-local --key "$dir/k2"
+expect_fail "key|auth" eval --model "$llama" --tokens "$ltok" --dump-logits "$dir/x.f32" \
+  --peers "${addr[n1]}" --no-local --key "$dir/k1"  # a keyed coordinator, a node without
+eval_model "$llama" "$dir/out.f32" --peers "${addr[keyed]}" --no-local --key "$dir/k1"
+cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "keyed (--key): logits differ"
+HERD_KEY=$(cat "$dir/k1") eval_model "$llama" "$dir/out.f32" --peers "${addr[keyed]}" --no-local
+cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "keyed (HERD_KEY): logits differ"
+stop_node keyed
+# Without a key, not on a non-loopback address unless --insecure-listen.
+code=0
+timeout 20 "$herd" node --listen 0.0.0.0:0 --threads 1 >/dev/null 2>"$dir/open.err" || code=$?
+[ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "node on 0.0.0.0 without a key: exit $code"
+grep -q "herd: error:" "$dir/open.err" && grep -q -- "--insecure-listen" "$dir/open.err" &&
+  grep -qi "key" "$dir/open.err" || fail "node on 0.0.0.0 without a key: $(cat "$dir/open.err")"
+echo "cluster_e2e: shipping, keys ok ($((SECONDS - start)) s)"
+
+# --- Failures: a node that stops answering, a node that dies. -------------------------------
+# fail_node <signal> <name> <max seconds>: a long decode (bench: tens of seconds) across n1
+# and <name>; once <name> has loaded and decoding is under way, send it <signal>; the
+# coordinator must exit non-zero within <max seconds> with herd: error: naming the node.
+fail_node() {
+  local sig=$1 name=$2 max=$3 m run_pid code=0 t0 elapsed
+  m=$(mark "$name")
+  "$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \
+    --peers "${addr[n1]},${addr[$name]}" --no-local --parallel pipeline \
+    >/dev/null 2>"$dir/coordinator.err" &
+  run_pid=$!
+  pids+=("$run_pid")
+  for _ in $(seq 200); do
+    since "$name" "$m" | grep -q "loaded layers" && break
+    kill -0 "$run_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  since "$name" "$m" | grep -q "loaded layers" || fail "$sig $name: it never loaded"
+  sleep 0.5
+  kill -0 "$run_pid" 2>/dev/null || fail "$sig $name: the run ended before the signal"
+  kill "-$sig" "${pid_of[$name]}"
+  t0=$EPOCHREALTIME
+  wait "$run_pid" || code=$?
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
+  echo "cluster_e2e: SIG$sig $name: coordinator exited $code after ${elapsed} s:" \
+    "$(grep "herd: error:" "$dir/coordinator.err" || true)"
+  [ "$code" -ne 0 ] || fail "$sig $name: the coordinator succeeded"
+  awk -v e="$elapsed" -v m="$max" 'BEGIN {exit !(e < m)}' || fail "$sig $name: the coordinator took ${elapsed} s"
+  grep -q "herd: error:" "$dir/coordinator.err" && grep -q "$name" "$dir/coordinator.err" ||
+    fail "$sig $name: error does not name the node: $(cat "$dir/coordinator.err")"
+}
+start_node victim
+wait_nodes victim
+fail_node STOP victim 6.5
+kill -CONT "${pid_of[victim]}"
+start_node victim2
+wait_nodes victim2
+fail_node KILL victim2 3
+wait "${pid_of[victim2]}" 2>/dev/null || true
+echo "cluster_e2e: ok ($((SECONDS - start)) s)"
