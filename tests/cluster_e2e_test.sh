@@ -278,11 +278,34 @@ fail_node() {
     fail "$sig $name: error does not name the node: $(cat "$dir/coordinator.err")"
 }
 start_node victim
-wait_nodes victim
-fail_node STOP victim 6.5
-kill -CONT "${pid_of[victim]}"
 start_node victim2
-wait_nodes victim2
+wait_nodes victim victim2
+fail_node STOP victim 6.5
+# Resumed, it drops the dead session and serves the next coordinator.
+kill -CONT "${pid_of[victim]}"
+eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[victim]}" --no-local \
+  --parallel pipeline:2
+cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "victim after SIGCONT: logits differ"
 fail_node KILL victim2 3
 wait "${pid_of[victim2]}" 2>/dev/null || true
+# A coordinator killed mid-run: its nodes serve the next one.
+"$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \
+  --peers "${addr[n1]},${addr[n2]}" --no-local --parallel pipeline:2 >/dev/null 2>&1 &
+run_pid=$!
+pids+=("$run_pid")
+sleep 1.5
+kill -0 "$run_pid" 2>/dev/null || fail "the bench to kill ended early"
+kill -KILL "$run_pid"
+wait "$run_pid" 2>/dev/null || true
+eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[n2]}" --no-local \
+  --parallel pipeline:2
+cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after a killed coordinator: logits differ"
+# A node that accepts the connection but never answers (stopped before the coordinator came).
+kill -STOP "${pid_of[victim]}"
+t0=$EPOCHREALTIME
+expect_fail "${addr[victim]}" eval --model "$synth" --tokens 1,2,3 --dump-logits "$dir/x.f32" \
+  --peers "${addr[victim]}" --no-local
+elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
+awk -v e="$elapsed" 'BEGIN {exit !(e < 8)}' || fail "a stopped node: the coordinator took ${elapsed} s"
+kill -CONT "${pid_of[victim]}"
 echo "cluster_e2e: ok ($((SECONDS - start)) s)"
