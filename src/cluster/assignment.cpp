@@ -189,8 +189,10 @@ Assignment assignment_from_json(const nlohmann::json& j) {
           dim.get<int64_t>() > (int64_t{1} << 40)) {
         bad("tensors.shape", of_tensor("a dimension outside [1, 2^40]", d.name));
       }
-      elements *= static_cast<uint64_t>(dim.get<int64_t>());
-      if (elements > (uint64_t{1} << 44)) bad("tensors.shape", of_tensor("too large", d.name));
+      // Checked before multiplying: 2^40 x 2^40 would wrap around 64 bits to 0.
+      const auto n = static_cast<uint64_t>(dim.get<int64_t>());
+      if (elements > (uint64_t{1} << 44) / n) bad("tensors.shape", of_tensor("too large", d.name));
+      elements *= n;
       d.shape.push_back(dim.get<int64_t>());
     }
     a.tensors.push_back(std::move(d));

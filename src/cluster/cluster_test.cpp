@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "cluster/assignment.h"
 #include "cluster/cluster_runner.h"
 #include "cluster/node.h"
 #include "cluster/weight_cache.h"
@@ -345,6 +346,27 @@ TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
   auto cluster =
       ClusterRunner::open("../shared/models/llama-q4_0.gguf", pipeline_options({node.address()}));
   EXPECT_EQ(cluster->plan().stages.size(), 2u);
+}
+
+TEST(AssignmentTest, ATensorShapeWhoseProductWrapsAround64BitsIsRefused) {
+  const auto with_shape = [](const char* shape) {
+    return nlohmann::json::parse(
+        std::string(R"({"stage":0,"n_stages":1,"layer_begin":0,"layer_end":1,"embedding":true,)"
+                    R"("output":true,"n_ctx":8,"n_seq":1,"wire_dtype":"f32","tensors":[)"
+                    R"({"name":"x","type":0,"shape":)") +
+        shape + "}]}");
+  };
+  EXPECT_EQ(assignment_from_json(with_shape("[4096, 4096]")).tensors.at(0).shape.size(), 2u);
+  EXPECT_EQ(assignment_from_json(with_shape("[1048576, 16777216]")).tensors.size(), 1u);  // 2^44
+  for (const char* shape : {"[1099511627776, 1099511627776]", "[4194304, 4194304, 4194304]",
+                            "[65536, 65536, 65536, 65536]", "[1048576, 16777217]"}) {
+    try {
+      assignment_from_json(with_shape(shape));
+      ADD_FAILURE() << shape << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("too large")) << shape;
+    }
+  }
 }
 
 }  // namespace
