@@ -136,12 +136,19 @@ echo "cluster_e2e: $cases pipelines identical to one process ($multi across 2 or
 echo "cluster_e2e: pipelines ok ($((SECONDS - start)) s)"
 
 # --- f16 on the wire: close logits, the same greedy text. -----------------------------------
-# On an f16 model: with q4 weights the activations are re-quantized to q8 blocks, and the f16
+# On a 5-layer f16 model (so that the planner splits it in 2 stages and hidden states cross
+# the wire): with q4 weights the activations are re-quantized to q8 blocks, and the f16
 # rounding of the hidden state moves some of them by a q8 step (logits then differ by ~1%).
-qwen=$models/qwen3-f16.gguf
-eval_model "$qwen" "$dir/ref.f32"
-eval_model "$qwen" "$dir/f16.f32" --peers "$peers2" --no-local --parallel pipeline \
+f16model=$dir/synth5-f16.gguf
+"$herd" synth --arch qwen3 --layers 5 --embd 64 --ff 512 --heads 4 --kv-heads 2 --type f16 \
+  --out "$f16model" >/dev/null 2>&1 || fail "synth f16"
+cp "${synth%.gguf}.0.tokens" "${f16model%.gguf}.0.tokens"
+eval_model "$f16model" "$dir/ref.f32"
+m1=$(mark n1) m2=$(mark n2)
+eval_model "$f16model" "$dir/f16.f32" --peers "$peers2" --no-local --parallel pipeline:2 \
   --wire-dtype f16
+since n1 "$m1" | grep -q "loaded layers" && since n2 "$m2" | grep -q "loaded layers" ||
+  fail "f16 wire: not split over 2 nodes: $(since n1 "$m1") $(since n2 "$m2")"
 cmp -s "$dir/ref.f32" "$dir/f16.f32" && fail "f16 wire: logits identical to f32 (f16 not used?)"
 python3 - "$dir/ref.f32" "$dir/f16.f32" <<'EOF2' || fail "f16 wire: logits not close"
 import struct, sys
@@ -157,14 +164,14 @@ EOF2
 run_greedy() {  # run_greedy <out> [options...]
   local out=$1
   shift
-  "$herd" run --model "$qwen" --prompt "hello world" -n 40 --temp 0 --threads 1 "$@" \
+  "$herd" run --model "$f16model" --prompt "hello world" -n 40 --temp 0 --threads 1 "$@" \
     >"$out" 2>"$dir/coordinator.err" || fail "run $*: $(cat "$dir/coordinator.err")"
 }
 run_greedy "$dir/run_ref.txt"
 [ -s "$dir/run_ref.txt" ] || fail "greedy run printed nothing"
-run_greedy "$dir/run_f16.txt" --peers "$peers2" --no-local --parallel pipeline --wire-dtype f16
+run_greedy "$dir/run_f16.txt" --peers "$peers2" --no-local --parallel pipeline:2 --wire-dtype f16
 cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire: greedy text differs"
-run_greedy "$dir/run_f16.txt" --peers "$peers2" --parallel pipeline --wire-dtype f16
+run_greedy "$dir/run_f16.txt" --peers "$peers2" --parallel pipeline:3 --wire-dtype f16
 cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire (local + 2): greedy text differs"
 
 # --- plan asks the running nodes for their profiles. ---------------------------------------
@@ -200,6 +207,18 @@ exec 7<>"/dev/tcp/127.0.0.1/${addr[n1]#*:}"
 eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]}" --no-local
 exec 7>&-
 cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after garbage: logits differ"
+# A hostile coordinator: bad LOADs and FORWARDs get ERROR replies, the session goes on. It
+# takes the model's hash from the memo the coordinators above left in the cache.
+read -r _ _ hash_high hash_low _ < <(grep -h " $synth\$" "$XDG_CACHE_HOME"/herd/hashes/*) ||
+  fail "no content hash memo for $synth"
+n_vocab=$(($(stat -c %s "$dir/ref-synth5.f32") / 4 / 16))
+python3 "$(dirname "$0")/cluster_e2e_hostile.py" "${addr[n2]#*:}" "$synth" "$hash_low" \
+  "$hash_high" 5 "$n_vocab" >"$dir/hostile.out" 2>&1 ||
+  fail "hostile coordinator: $(cat "$dir/hostile.out")"
+grep -q "valid FORWARD" "$dir/hostile.out" || fail "hostile coordinator: $(cat "$dir/hostile.out")"
+kill -0 "${pid_of[n2]}" 2>/dev/null || fail "n2 died from a hostile coordinator"
+eval_model "$synth" "$dir/out.f32" --peers "${addr[n2]}" --no-local
+cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after a hostile coordinator: logits differ"
 echo "cluster_e2e: f16, plan, garbage ok ($((SECONDS - start)) s)"
 
 # --- Weight shipping: a node without model files and an empty cache. -------------------------
@@ -232,7 +251,7 @@ expect_fail "key|auth" eval --model "$llama" --tokens "$ltok" --dump-logits "$di
   --peers "${addr[n1]}" --no-local --key "$dir/k1"  # a keyed coordinator, a node without
 eval_model "$llama" "$dir/out.f32" --peers "${addr[keyed]}" --no-local --key "$dir/k1"
 cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "keyed (--key): logits differ"
-"$herd" plan --model "$llama" --peers "${addr[keyed]}" --key "$dir/k1" >"$dir/plan.txt" \
+"$herd" plan --model "$llama" --peers "${addr[keyed]}" --no-local --key "$dir/k1" >"$dir/plan.txt" \
   2>"$dir/coordinator.err" || fail "plan with a key: $(cat "$dir/coordinator.err")"
 grep -q "keyed .*${addr[keyed]}" "$dir/plan.txt" || fail "plan does not name keyed: $(cat "$dir/plan.txt")"
 HERD_KEY=$(cat "$dir/k1") eval_model "$llama" "$dir/out.f32" --peers "${addr[keyed]}" --no-local
