@@ -221,19 +221,25 @@ eval_model "$synth" "$dir/out.f32" --peers "${addr[n2]}" --no-local
 cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after a hostile coordinator: logits differ"
 echo "cluster_e2e: f16, plan, garbage ok ($((SECONDS - start)) s)"
 
-# --- Weight shipping: a node without model files and an empty cache. -------------------------
-ref_llama=$dir/ref-llama-q4_k_m.f32
-XDG_CACHE_HOME=$dir/ship-cache start_node ship --no-model-files
-wait_nodes ship
-for want in "the coordinator" "the cache"; do
-  m=$(mark ship)
-  eval_model "$models/llama-q4_k_m.gguf" "$dir/out.f32" --peers "${addr[ship]}" --no-local
-  since ship "$m" | grep -q "loaded layers \[0, 2) + embedding + output from $want" ||
-    fail "ship: expected 'from $want' in: $(since ship "$m")"
-  cmp -s "$ref_llama" "$dir/out.f32" || fail "ship (from $want): logits differ"
+# --- Weight shipping: nodes without model files and with empty caches. ---------------------
+# Each model twice over 2 such nodes: first shipped from the coordinator, then from the cache.
+XDG_CACHE_HOME=$dir/ship1-cache start_node ship1 --no-model-files
+XDG_CACHE_HOME=$dir/ship2-cache start_node ship2 --no-model-files
+wait_nodes ship1 ship2
+for m in llama-q4_0 llama-q4_k_m qwen3-f16 qwen3moe-f16; do
+  for want in "the coordinator" "the cache"; do
+    m1=$(mark ship1) m2=$(mark ship2)
+    eval_model "$models/$m.gguf" "$dir/out.f32" --peers "${addr[ship1]},${addr[ship2]}" \
+      --no-local --parallel pipeline:2
+    cmp -s "$dir/ref-$m.f32" "$dir/out.f32" || fail "ship $m (from $want): logits differ"
+    loads=$( { since ship1 "$m1"; since ship2 "$m2"; } | grep "loaded layers" || true)
+    [ -n "$loads" ] || fail "ship $m: no node loaded"
+    grep -v -q "from $want" <<<"$loads" && fail "ship $m: expected 'from $want' in: $loads"
+  done
 done
-[ -n "$(find "$dir/ship-cache/herd/models" -name '*.gguf')" ] || fail "ship: nothing cached"
-stop_node ship
+[ -n "$(find "$dir/ship1-cache/herd/models" -name '*.gguf')" ] || fail "ship: nothing cached"
+stop_node ship1
+stop_node ship2
 
 # --- Keys. ---------------------------------------------------------------------------------
 printf '%s\n' 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef >"$dir/k1"
