@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run, plan)
-# driving them. Pipelines of 2 and 3 nodes give logits identical to one process; f16 on the
-# wire stays close; weights are shipped to a node without the file, then read from its
-# cache; cluster keys are enforced; a node that stops answering or dies fails the
-# coordinator with an error naming it; garbage on a node's port does not stop it serving.
+# End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run,
+# bench, plan) driving them. Pipelines of 2 and 3 nodes (with and without --no-local) give
+# logits identical to one process; f16 on the wire stays close and greedy text the same;
+# weights are shipped to nodes without the file, then read from their caches; cluster keys
+# are enforced both ways; plan names the nodes; garbage on a node's port and a hostile
+# coordinator (cluster_e2e_hostile.py) do not stop it serving; a node that stops answering
+# or dies fails the coordinator within the heartbeat timeout with an error naming it, and
+# nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
 set -euo pipefail
 herd=${1:?usage: cluster_e2e_test.sh path/to/herd}
@@ -13,12 +16,14 @@ dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
 unset HERD_KEY
 
-pids=()
+# Every process the test starts is a background job of this shell: cleanup signals only the
+# jobs not yet reaped (jobs -p), so that a recycled process id is never hit.
 cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  local pid live
+  live=$(jobs -p)
+  for pid in $live; do kill -CONT "$pid" 2>/dev/null || true; done
+  for pid in $live; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in $live; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -39,13 +44,12 @@ start_node() {
   local name=$1
   shift
   "$herd" node --listen 127.0.0.1:0 --threads 1 --name "$name" "$@" 2>"$dir/$name.log" &
-  pids+=($!)
   pid_of[$name]=$!
 }
 wait_nodes() {
   local name line
   for name in "$@"; do
-    for _ in $(seq 200); do
+    for _ in $(seq 400); do
       line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
       [ -n "$line" ] && break
       kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited at start"
@@ -282,7 +286,6 @@ fail_node() {
     --peers "${addr[n1]},${addr[$name]}" --no-local --parallel pipeline \
     >/dev/null 2>"$dir/coordinator.err" &
   run_pid=$!
-  pids+=("$run_pid")
   for _ in $(seq 200); do
     since "$name" "$m" | grep -q "loaded layers" && break
     kill -0 "$run_pid" 2>/dev/null || break
@@ -317,7 +320,6 @@ wait "${pid_of[victim2]}" 2>/dev/null || true
 "$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \
   --peers "${addr[n1]},${addr[n2]}" --no-local --parallel pipeline:2 >/dev/null 2>&1 &
 run_pid=$!
-pids+=("$run_pid")
 sleep 1.5
 kill -0 "$run_pid" 2>/dev/null || fail "the bench to kill ended early"
 kill -KILL "$run_pid"
