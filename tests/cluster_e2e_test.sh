@@ -267,7 +267,19 @@ grep -q "keyed .*${addr[keyed]}" "$dir/plan.txt" || fail "plan does not name key
 HERD_KEY=$(cat "$dir/k1") eval_model "$llama" "$dir/out.f32" --peers "${addr[keyed]}" --no-local
 cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "keyed (HERD_KEY): logits differ"
 stop_node keyed
-# Without a key, not on a non-loopback address unless --insecure-listen.
+# A node that is gone: the error names its address.
+expect_fail "${addr[keyed]}.*(refused|connect)" eval --model "$llama" --tokens "$ltok" \
+  --dump-logits "$dir/x.f32" --peers "${addr[keyed]}" --no-local
+# With a key a node may listen on every address; without one, not unless --insecure-listen.
+"$herd" node --listen 0.0.0.0:0 --threads 1 --name open --key "$dir/k1" 2>"$dir/open.log" &
+pid_of[open]=$!
+for _ in $(seq 400); do
+  grep -q "listening on 0\.0\.0\.0:" "$dir/open.log" && break
+  kill -0 "${pid_of[open]}" 2>/dev/null || fail "keyed node on 0.0.0.0: $(cat "$dir/open.log")"
+  sleep 0.05
+done
+grep -q "listening on 0\.0\.0\.0:" "$dir/open.log" || fail "keyed node on 0.0.0.0 did not start"
+stop_node open
 code=0
 timeout 20 "$herd" node --listen 0.0.0.0:0 --threads 1 >/dev/null 2>"$dir/open.err" || code=$?
 [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "node on 0.0.0.0 without a key: exit $code"
