@@ -63,12 +63,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           (data[i] >= 205 && data[i] % 41 > 0 ? 2 : 0);
       shape.push_back(dim);
     }
-    nlohmann::json j = {{"stage", 0},          {"n_stages", 1},
-                        {"layer_begin", 0},    {"layer_end", 1},
-                        {"embedding", true},   {"output", true},
-                        {"n_ctx", 8},          {"n_seq", 1},
-                        {"wire_dtype", "f32"}, {"tensors", nlohmann::json::array()}};
-    j["tensors"].push_back({{"name", "blk.0.ffn_up.weight"}, {"type", 0}, {"shape", shape}});
+    // A valid one-layer assignment, then the fuzzed shape in place of its tensor's.
+    Assignment a;
+    a.shard.layer_end = 1;
+    a.n_ctx = 8;
+    a.tensors.push_back({"blk.0.ffn_up.weight", herd::TensorType::F32, {1}});
+    nlohmann::json j = herd::cluster::to_json(a);
+    j["tensors"][0]["shape"] = shape;
     check(j);
   }
   return 0;

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
-"""Known failure, not run by ctest: a coordinator that connects right after the previous one
-said BYE is sometimes refused as busy (src/cluster/node.cpp, NodeServer::run: the accepted
-connection is checked against `active` before the previous session thread has seen the BYE
-and set session_done). Each round: handshake (insecure mode), PROFILE, BYE, close, at once
-the next. Exit 1 when any round is refused.
+"""Coordinators back to back: each round does the handshake (insecure mode), reads PROFILE,
+says BYE, closes, and at once the next connects. A node must serve every one of them (it
+once refused some as busy, when the previous session had not yet read its BYE: the node now
+waits for a silent new connection's fate). Exit 1 when any round is refused.
 
 Usage: start `herd node --listen 127.0.0.1:0 --name a` (no key), then
        tests/cluster_busy_race.py PORT [ROUNDS]

@@ -223,7 +223,11 @@ grep -q "valid FORWARD" "$dir/hostile.out" || fail "hostile coordinator: $(cat "
 kill -0 "${pid_of[n2]}" 2>/dev/null || fail "n2 died from a hostile coordinator"
 eval_model "$synth" "$dir/out.f32" --peers "${addr[n2]}" --no-local
 cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after a hostile coordinator: logits differ"
-echo "cluster_e2e: f16, plan, garbage ok ($((SECONDS - start)) s)"
+# Coordinators one right after another (each says BYE and the next connects at once) are
+# each served, never told the node is busy with the one that just left.
+python3 "$(dirname "$0")/cluster_busy_race.py" "${addr[n3]#*:}" 100 >"$dir/race.out" 2>&1 ||
+  fail "back-to-back coordinators: $(tail -3 "$dir/race.out")"
+echo "cluster_e2e: f16, plan, garbage, back-to-back coordinators ok ($((SECONDS - start)) s)"
 
 # --- Weight shipping: nodes without model files and with empty caches. ---------------------
 # Each model twice over 2 such nodes: first shipped from the coordinator, then from the cache.

@@ -394,6 +394,13 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   // A coordinator that holds no layers needs no speed (and no 256 MiB probe buffer).
   if (!options.plan.use_local && local.bandwidth_gbs <= 0) local.bandwidth_gbs = 1;
   r.nodes.push_back(measure_local_profile(*r.pool, local));
+  for (size_t i = 0; i < options.peers.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (options.peers[i] == options.peers[j]) {
+        throw Error("cluster", "peer " + options.peers[i] + " is given twice in --peers");
+      }
+    }
+  }
   std::vector<std::shared_ptr<net::Connection>> connections(1);
   for (Peer& peer : connect_peers(*r.transport, options.peers, options.connect_timeout)) {
     r.nodes.push_back(std::move(peer.profile));

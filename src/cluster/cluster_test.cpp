@@ -350,11 +350,13 @@ TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
 
 TEST(AssignmentTest, ATensorShapeWhoseProductWrapsAround64BitsIsRefused) {
   const auto with_shape = [](const char* shape) {
-    return nlohmann::json::parse(
-        std::string(R"({"stage":0,"n_stages":1,"layer_begin":0,"layer_end":1,"embedding":true,)"
-                    R"("output":true,"n_ctx":8,"n_seq":1,"wire_dtype":"f32","tensors":[)"
-                    R"({"name":"x","type":0,"shape":)") +
-        shape + "}]}");
+    Assignment a;
+    a.shard.layer_end = 1;
+    a.n_ctx = 8;
+    a.tensors.push_back({"x", TensorType::F32, {1}});
+    nlohmann::json j = to_json(a);
+    j["tensors"][0]["shape"] = nlohmann::json::parse(shape);
+    return j;
   };
   EXPECT_EQ(assignment_from_json(with_shape("[4096, 4096]")).tensors.at(0).shape.size(), 2u);
   EXPECT_EQ(assignment_from_json(with_shape("[1048576, 16777216]")).tensors.size(), 1u);  // 2^44

@@ -17,6 +17,7 @@
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "net/activations.h"
+#include "net/heartbeat.h"
 #include "net/tcp_transport.h"
 #include "plan/local_profile.h"
 #include "util/error.h"
@@ -47,12 +48,41 @@ struct Loaded {
 // PROFILE), so silence this long means a second coordinator, which is told BUSY.
 constexpr net::Millis kGreetingTimeout{1000};
 
+// The KV cache a LOAD asks for must fit the model's context and this machine's memory
+// (a coordinator's numbers are not trusted to be sane).
+void check_cache_size(const Assignment& a, const HParams& hp) {
+  if (a.n_ctx > hp.n_ctx) {
+    throw Error("cluster", "context " + std::to_string(a.n_ctx) + " exceeds the model's " +
+                               std::to_string(hp.n_ctx));
+  }
+  const int64_t layers = a.shard.layer_end - a.shard.layer_begin;
+  const int64_t kv_heads = a.n_ranks > 1 && a.shard.slice.kv_head_end >= 0
+                               ? a.shard.slice.kv_head_end - a.shard.slice.kv_head_begin
+                               : hp.n_head_kv;
+  // K and V in F16: 4 bytes per element pair.
+  const double bytes = 4.0 * static_cast<double>(layers) * static_cast<double>(a.n_ctx) *
+                       static_cast<double>(a.n_seq) * static_cast<double>(kv_heads) *
+                       static_cast<double>(hp.head_dim);
+  const double available = static_cast<double>(available_memory_bytes());
+  if (available > 0 && bytes > available) {
+    throw Error("cluster",
+                "a KV cache of " + std::to_string(static_cast<int64_t>(bytes / 1048576)) +
+                    " MiB (" + std::to_string(a.n_seq) + " x " + std::to_string(a.n_ctx) +
+                    " positions) exceeds the " +
+                    std::to_string(static_cast<int64_t>(available / 1048576)) + " MiB available");
+  }
+}
+
 }  // namespace
 
 struct NodeServer::Impl {
   NodeOptions options;
   std::unique_ptr<net::TcpTransport> transport;
   std::unique_ptr<ThreadPool> pool;
+  // Watches the coordinator and ring links: a coordinator that hangs or vanishes without a
+  // goodbye ends its session within seconds instead of keeping the node busy.
+  std::unique_ptr<net::Heartbeat> heartbeat =
+      std::make_unique<net::Heartbeat>(net::HeartbeatOptions{});
   NodeProfile profile;
   std::atomic<bool> stopping{false};
 
@@ -220,6 +250,7 @@ std::shared_ptr<net::Connection> NodeServer::Impl::accept_ring_link(uint64_t tok
 
 void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
   log("coordinator '" + c->peer_name() + "' connected");
+  heartbeat->watch(c);
   std::optional<Loaded> loaded;
   std::vector<float> input, output;
   std::vector<uint8_t> wire;
@@ -313,6 +344,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     }
     gguf::File file = gguf::File::open(path.string());
     ModelInfo info = read_model_info(file, /*partial=*/source != "the model file");
+    check_cache_size(a, info.hp);
     engine::ShardOptions so;
     so.n_ctx = a.n_ctx;
     so.n_seq = a.n_seq;
@@ -326,6 +358,8 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
             return accept_ring_link(a.ring.token, from, timeout);
           },
           net::Millis(30000));
+      heartbeat->watch(ring->next());
+      heartbeat->watch(ring->prev());
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     log("loaded layers [" + std::to_string(a.shard.layer_begin) + ", " +
