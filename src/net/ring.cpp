@@ -20,6 +20,7 @@ void RingCollectives::all_reduce_sum(float* data, size_t n) {
   if (size_ == 1) return;
   const size_t p = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
+  if (n * sizeof(float) <= options_.small_bytes) return all_gather_sum(data, n);
   // Segment i is [begin(i), begin(i + 1)); n * p fits in 64 bits for any real vector.
   auto begin = [&](size_t i) { return n * i / p; };
   auto count = [&](size_t i) { return begin(i + 1) - begin(i); };
@@ -33,6 +34,26 @@ void RingCollectives::all_reduce_sum(float* data, size_t n) {
     size_t send = (r + 1 + p - s) % p;
     size_t recv = (r + p - s) % p;
     exchange(data, step, begin(send), count(send), begin(recv), count(recv), Combine::COPY);
+  }
+}
+
+// Small vectors (a decode step's activations): latency, not bandwidth, is the cost, so the
+// whole vectors go round the ring in p - 1 steps (half the steps of reduce-scatter +
+// all-gather) and every rank adds them up in rank order: the same bits on every rank.
+void RingCollectives::all_gather_sum(float* data, size_t n) {
+  const size_t p = static_cast<size_t>(size_);
+  const size_t r = static_cast<size_t>(rank_);
+  gathered_.resize(p * n);  // [p][n]: rank i's vector at i * n
+  std::memcpy(gathered_.data() + r * n, data, n * sizeof(float));
+  for (size_t s = 0; s + 1 < p; ++s) {
+    const size_t send = (r + p - s) % p;
+    const size_t recv = (r + p - s - 1) % p;
+    exchange(gathered_.data(), static_cast<uint32_t>(s), send * n, n, recv * n, n, Combine::COPY);
+  }
+  std::memcpy(data, gathered_.data(), n * sizeof(float));
+  for (size_t i = 1; i < p; ++i) {
+    const float* v = gathered_.data() + i * n;
+    for (size_t k = 0; k < n; ++k) data[k] += v[k];
   }
 }
 

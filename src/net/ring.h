@@ -1,5 +1,6 @@
 // Ring all-reduce over Connections (the collective a tensor-parallel stage runs after
-// attention and after the FFN). With p ranks, the vector is cut into p segments
+// attention and after the FFN). A small vector goes round the ring whole (p - 1 steps; each
+// rank then sums the p vectors in rank order). A large one: the vector is cut into p segments
 // (segment i = elements [i*n/p, (i+1)*n/p), so uneven n is fine); then
 //   reduce-scatter: p-1 steps; in step s rank r sends segment (r-s) mod p to the next
 //                   rank and adds the segment (r-s-1) mod p it receives from the previous;
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "net/transport.h"
 
@@ -20,6 +22,9 @@ namespace herd::net {
 struct RingOptions {
   Millis timeout{30000};                     // for each receive
   size_t max_chunk_bytes = size_t{4} << 20;  // per COLLECTIVE frame
+  // Vectors up to this size go round whole (p - 1 steps, latency-bound: decode), larger
+  // ones by reduce-scatter + all-gather (2(p - 1) steps, bandwidth-optimal: prefill).
+  size_t small_bytes = size_t{64} << 10;
 };
 
 class RingCollectives final : public Collectives {
@@ -43,13 +48,15 @@ class RingCollectives final : public Collectives {
   void exchange(float* data, uint32_t step, size_t send_begin, size_t send_count, size_t recv_begin,
                 size_t recv_count, Combine combine);
   void receive_chunk(float* data, uint32_t step, size_t begin, size_t count, Combine combine);
+  void all_gather_sum(float* data, size_t n);
 
   const int rank_;
   const int size_;
   std::shared_ptr<Connection> next_;
   std::shared_ptr<Connection> prev_;
   const RingOptions options_;
-  uint64_t op_id_ = 0;  // counts collectives; every rank runs them in the same order
+  uint64_t op_id_ = 0;           // counts collectives; every rank runs them in the same order
+  std::vector<float> gathered_;  // all_gather_sum's [size][n]
 };
 
 }  // namespace herd::net

@@ -63,9 +63,12 @@ void check_all_reduce(Ring& ring, size_t n) {
 }
 
 TEST(RingTest, AllReduceSumsForSeveralRankCountsAndUnevenSizes) {
-  for (int p : {2, 3, 5}) {
-    Ring ring = make_ring(p, RingOptions{Millis(5000), 64});  // 16 floats per chunk
-    for (size_t n : {0, 1, 2, 4, 7, 100, 1001}) check_all_reduce(ring, n);
+  for (size_t small_bytes : {size_t{0}, size_t{64} << 10}) {  // segments, then whole vectors
+    for (int p : {2, 3, 5}) {
+      // 16 floats per chunk
+      Ring ring = make_ring(p, RingOptions{Millis(5000), 64, small_bytes});
+      for (size_t n : {0, 1, 2, 4, 7, 100, 1001}) check_all_reduce(ring, n);
+    }
   }
 }
 
