@@ -3,6 +3,8 @@
 //   decode  (n_tokens 1): memory-bound; the "GB/s" counter is weight bytes read per second.
 //     The matrix is cycled through enough copies (>= 256 MiB) that it cannot stay in the
 //     last-level cache, as in a real model, whose layers together far exceed it.
+//   batched decode (n_tokens 2..16: that many sequences, one token each): weights cycled
+//     from memory as in decode; compare the time per call with the 1-token one.
 //   prefill (n_tokens 64, 256): compute-bound; "GFLOP/s" counts 2 * rows * cols * tokens.
 // HERD_ISA=scalar|avx2|avx512|neon caps the ISA (default: the best this CPU has).
 #include <benchmark/benchmark.h>
@@ -25,6 +27,8 @@ using herd::ThreadPool;
 using namespace herd::kernels;
 
 constexpr size_t kRotationBytes = size_t(256) << 20;
+// Token counts up to this are "decode": batched decode of that many sequences.
+constexpr int64_t kMaxDecodeTokens = 16;
 
 Isa bench_isa() {
   const char* env = std::getenv("HERD_ISA");
@@ -65,8 +69,10 @@ void bm_matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   const Isa isa = bench_isa();
   const std::vector<uint8_t> gguf = make_weights(type, rows, cols);
   const size_t matrix_bytes = gguf.size();
-  // Decode cycles through copies so that weights come from memory, not cache.
-  const size_t copies = n_tokens == 1 ? (kRotationBytes + matrix_bytes - 1) / matrix_bytes : 1;
+  // Decode (one token, or a few sequences decoding together) cycles through copies so that
+  // weights come from memory, not cache.
+  const size_t copies =
+      n_tokens <= kMaxDecodeTokens ? (kRotationBytes + matrix_bytes - 1) / matrix_bytes : 1;
   // A packed matrix may be a view of its source (f16, f32): then the sources rotate too.
   const bool is_view = pack_matrix({type, rows, cols, gguf.data()}, isa).owned_bytes() == 0;
   const std::vector<std::vector<uint8_t>> sources(is_view ? copies : 1, gguf);
@@ -156,7 +162,7 @@ void register_all() {
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);
       benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.rows, s.cols)
           ->ArgNames({"tokens", "threads"})
-          ->ArgsProduct({{1, 64, 256}, {1, 2}})
+          ->ArgsProduct({{1, 2, 4, 8, 16, 64, 256}, {1, 2}})
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }

@@ -129,6 +129,28 @@ struct UnpackQ8_0 {
   }
 };
 
+// ---- software prefetch for tiles of several tokens ------------------------------------------
+
+// With one token a tile is memory-bound and the hardware prefetchers keep up. With several
+// tokens (batched decode: a few sequences, one token each) the tile is compute-bound yet
+// still streams its weights from memory once, and the prefetchers alone left the loads
+// exposed: compute and memory time added up (q4_0 8 tokens: 392 us of CPU per 2048x2048
+// product against 208 us in cache and 111 us for one token). Asking for the bytes this far
+// ahead of the block being computed overlaps the two.
+inline constexpr size_t kPrefetchDistance = 4096;
+
+// Part `part` of `parts` of the panel block kPrefetchDistance bytes after p (K-quant
+// blocks are large: their prefetches are spread over the block's chunks).
+template <int T, typename Panel>
+inline void prefetch_ahead(const Panel& p, int part = 0, int parts = 1) {
+  if constexpr (T > 1) {
+    constexpr size_t kLines = (sizeof(Panel) + 63) / 64;
+    const char* ahead = reinterpret_cast<const char*>(&p) + kPrefetchDistance;
+    for (size_t line = kLines * part / parts; line < kLines * (part + 1) / parts; ++line)
+      __builtin_prefetch(ahead + 64 * line, 0, 0);
+  }
+}
+
 // ---- legacy tile: 16 rows x T tokens, over all blocks of the panel ---------------------
 
 // y[t * y_stride + r] for r < valid_rows, t < T.
@@ -140,6 +162,7 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
   for (int t = 0; t < T; ++t) acc[t] = Ops::zerof();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const typename U::Panel& p = panel[b];
+    prefetch_ahead<T>(p);
     typename U::W w[8];
     U::weights(p, w);
     const auto d = Ops::load_f16(p.d);
@@ -354,6 +377,7 @@ void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act
     typename Ops::I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = Ops::zero();
     for (int c = 0; c < U::kChunks; ++c) {
+      prefetch_ahead<T>(p, c, U::kChunks);
       k_sub_block<Ops, U, T, 0>(p, c, act, act_stride, b, isum);
       k_sub_block<Ops, U, T, 1>(p, c, act, act_stride, b, isum);
     }
