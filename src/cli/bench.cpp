@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct BenchOptions {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU seconds used by the whole process (all threads). On a shared machine the wall clock
+// mostly measures the other processes; with one thread, CPU time per token does not.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -123,7 +132,7 @@ void add_bench(CLI::App& app) {
     auto* cluster = dynamic_cast<cluster::ClusterRunner*>(runner.get());
     std::vector<cluster::StageStats> prefill_stages, decode_stages;
     double prefill_wall = 0, decode_wall = 0;
-    std::vector<double> prefill_tps, decode_tps;
+    std::vector<double> prefill_tps, decode_tps, decode_cpu;
     for (int r = 0; r < o->reps; ++r) {
       const bool last = r + 1 == o->reps;
       if (cluster && last) cluster->reset_stats();
@@ -135,18 +144,20 @@ void add_bench(CLI::App& app) {
         prefill_wall = cluster->forward_seconds();
         cluster->reset_stats();
       }
+      const double c1 = cpu_seconds();
       run_decode();
-      double t2 = now_seconds();
+      double t2 = now_seconds(), c2 = cpu_seconds();
       if (cluster && last) {
         decode_stages = cluster->stage_stats();
         decode_wall = cluster->forward_seconds();
       }
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
+      decode_cpu.push_back(1e3 * (c2 - c1) / static_cast<double>(o->n_gen));
     }
     // Batched decode: every step one token of each of `seqs` sequences (slots 0..seqs-1),
     // each after its own copy of the prompt.
-    double batch_tps = 0;
+    double batch_tps = 0, batch_cpu_ms = 0;  // tokens per second; CPU ms per token
     if (o->seqs > 1) {
       for (int64_t s = 1; s < o->seqs; ++s) {
         batch.clear();
@@ -156,9 +167,9 @@ void add_bench(CLI::App& app) {
         }
         runner->forward(batch, logits);
       }
-      std::vector<double> tps;
+      std::vector<double> tps, cpu;
       for (int r = 0; r < o->reps; ++r) {
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
         for (int64_t i = 0; i < o->n_gen; ++i) {
           batch.clear();
           for (int64_t s = 0; s < o->seqs; ++s) {
@@ -168,8 +179,10 @@ void add_bench(CLI::App& app) {
           runner->forward(batch, logits);
         }
         tps.push_back(static_cast<double>(o->n_gen * o->seqs) / (now_seconds() - t0));
+        cpu.push_back(1e3 * (cpu_seconds() - c0) / static_cast<double>(o->n_gen * o->seqs));
       }
       batch_tps = median(tps);
+      batch_cpu_ms = median(cpu);
     }
     // Peak memory before the bandwidth probe allocates its buffer.
     const double peak_rss = static_cast<double>(peak_rss_bytes());
@@ -202,6 +215,8 @@ void add_bench(CLI::App& app) {
                                   {"peak_rss_mb", peak_rss / 1e6},
                                   {"seqs", o->seqs},
                                   {"batch_decode_tok_s", batch_tps},
+                                  {"decode_cpu_ms_per_tok", median(decode_cpu)},
+                                  {"batch_decode_cpu_ms_per_tok", batch_cpu_ms},
                                   {"weights_plus_kv_mb", model_bytes / 1e6}};
       if (cluster) {
         j["stages"] = stage_json(prefill_stages, decode_stages, o->n_prompt, o->n_gen);
@@ -220,6 +235,8 @@ void add_bench(CLI::App& app) {
     if (o->seqs > 1) {
       std::printf("batch decode %8.1f tok/s  (%lld sequences together: %.2fx one sequence)\n",
                   batch_tps, static_cast<long long>(o->seqs), batch_tps / decode);
+      std::printf("cpu time     %8.2f ms/token decode, %.2f ms/token batch decode (%.2fx)\n",
+                  median(decode_cpu), batch_cpu_ms, median(decode_cpu) / batch_cpu_ms);
     }
     std::printf("bandwidth    %8.1f GB/s (read, measured now)\n", bandwidth / 1e9);
     std::printf("memory       %8.1f MB peak RSS (weights + KV cache: %.1f MB)\n", peak_rss / 1e6,
