@@ -172,6 +172,34 @@ TEST_P(MatmulTest, MatchesReferenceAndScalar) {
   }
 }
 
+// Batched decode: every token count a tile can end on (1..17: one 8-token tile of AVX-512
+// plus a remainder, four 4-token tiles of AVX2 plus one, ...), with odd row counts (a
+// partial last panel) and enough panels that the tiles' prefetches run past the end of
+// the matrix.
+TEST_P(MatmulTest, SmallTokenCountsMatchScalar) {
+  const auto [type_case, isa] = GetParam();
+  const TensorType type = type_case.type;
+  if (best_isa(detect_cpu(), isa) != isa) {
+    GTEST_SKIP() << "this CPU lacks " << isa_name(isa);
+  }
+  ThreadPool pool(2);
+  const int64_t rows_of[] = {37, 51, 19};
+  for (int64_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
+    const int64_t rows = rows_of[n_tokens % 3];
+    const int64_t cols = cols_of(type, 2 + n_tokens % 2);
+    SCOPED_TRACE("n_tokens " + std::to_string(n_tokens) + ", rows " + std::to_string(rows) +
+                 ", cols " + std::to_string(cols));
+    const Problem p = make_problem(type, n_tokens, rows, cols, uint32_t(200 + n_tokens));
+    const std::vector<float> y = run_matmul(p, type, isa, n_tokens, rows, cols, pool);
+    EXPECT_LE(max_error(y, p.reference, p), type_case.bound);
+    if (isa != Isa::kScalar) {
+      const std::vector<float> y_scalar =
+          run_matmul(p, type, Isa::kScalar, n_tokens, rows, cols, pool);
+      EXPECT_LE(max_error(y, y_scalar, p), type_case.simd_bound);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TypesAndIsas, MatmulTest,
                          testing::Combine(testing::ValuesIn(kTypes), testing::ValuesIn(kIsas)),
                          case_name);
