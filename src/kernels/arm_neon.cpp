@@ -97,6 +97,7 @@ struct Ops {
     }
     return r;
   }
+  static constexpr bool kSumsInt16 = false;
   static I dot_u8(I acc, I w, int32_t x4) {
     const int8x16_t x = vreinterpretq_s8_s32(vdupq_n_s32(x4));
     for (int i = 0; i < 4; ++i) acc.v[i] = vdotq_s32(acc.v[i], vreinterpretq_s8_s32(w.v[i]), x);

@@ -16,6 +16,10 @@
 //   Q8W, prep_q8(v), dot_q8(acc, w, x4), kQ8Offset: the same for signed weights (an ISA
 //     without a signed x signed byte dot stores them biased by kQ8Offset);
 //   dot_i16(acc, a, x2): acc + per-lane dot of 2 int16 pairs of a with the pair x2;
+//   kSumsInt16: true when the ISA's byte dot goes through int16 (AVX2 vpmaddubsw): it then
+//     provides dot_u8_16(w, x4) (per-lane pairs of products as int16), add16 and
+//     widen_sum16(acc, s) (acc + per-lane sum of the int16 pairs of s), and dot_u8_groups
+//     below adds several groups in int16 before widening once;
 //   load_f16(p) 16 halves to F; set1(f); fma(a, b, c); mul; cvt(I); store(y, F, n).
 #pragma once
 
@@ -47,6 +51,7 @@ struct UnpackQ4_0 {
   static constexpr int64_t kBlockValues = 32;
   static constexpr bool kHasMin = false;
   static constexpr int kOffset = 8;
+  static constexpr int kMaxWeight = 15;  // largest unpacked weight (see dot_u8_groups)
   static void weights(const Panel& p, W* w) {
     const auto mask = Ops::set1_8(0x0f);
     for (int j = 0; j < 4; ++j) {
@@ -104,12 +109,14 @@ template <class Ops>
 struct UnpackQ5_0 : UnpackQ4_0<Ops> {
   using Panel = PanelQ5_0;
   static constexpr int kOffset = 16;
+  static constexpr int kMaxWeight = 31;
   static void weights(const Panel& p, typename Ops::I* w) { unpack_q5<Ops>(p, w); }
 };
 
 template <class Ops>
 struct UnpackQ5_1 : UnpackQ4_1<Ops> {
   using Panel = PanelQ5_1;
+  static constexpr int kMaxWeight = 31;
   static void weights(const Panel& p, typename Ops::I* w) { unpack_q5<Ops>(p, w); }
 };
 
@@ -121,6 +128,7 @@ struct UnpackQ8_0 {
   static constexpr int64_t kBlockValues = 32;
   static constexpr bool kHasMin = false;
   static constexpr int kOffset = Ops::kQ8Offset;
+  static constexpr int kMaxWeight = 0;  // signed: U::dot per group
   static void weights(const Panel& p, W* w) {
     for (int g = 0; g < 8; ++g) w[g] = Ops::prep_q8(Ops::load(p.qs[g]));
   }
@@ -128,6 +136,33 @@ struct UnpackQ8_0 {
     return Ops::dot_q8(acc, w, x4);
   }
 };
+
+// ---- several groups of unsigned weights against one token's bytes ------------------------
+
+// acc + the per-lane dot of groups w[0..N) with x[4g..4g+3] for group g; weights are at
+// most kMaxWeight. An ISA whose byte dot goes through int16 (AVX2: vpmaddubsw, then
+// vpmaddwd by ones to widen) sums as many groups in int16 as cannot overflow (each
+// vpmaddubsw lane is at most 2 * kMaxWeight * 127: 8 groups of 4-bit weights, 4 of 5-bit,
+// 2 of 6-bit) and widens once per run: about half the multiply-port work of widening every
+// group. Activation bytes are at most 127 in magnitude (Q8 quantizers round x / (amax/127)).
+// The integer sums are exact either way, so the result does not change by a bit.
+template <class Ops, int kMaxWeight, int N>
+inline typename Ops::I dot_u8_groups(typename Ops::I acc, const typename Ops::I* w,
+                                     const int8_t* x) {
+  if constexpr (Ops::kSumsInt16) {
+    constexpr int kRun = 32767 / (2 * kMaxWeight * 127);
+    static_assert(kRun >= 1);
+    for (int g0 = 0; g0 < N; g0 += kRun) {
+      auto s = Ops::dot_u8_16(w[g0], load_unaligned<int32_t>(x + 4 * g0));
+      for (int g = g0 + 1; g < N && g < g0 + kRun; ++g)
+        s = Ops::add16(s, Ops::dot_u8_16(w[g], load_unaligned<int32_t>(x + 4 * g)));
+      acc = Ops::widen_sum16(acc, s);
+    }
+  } else {
+    for (int g = 0; g < N; ++g) acc = Ops::dot_u8(acc, w[g], load_unaligned<int32_t>(x + 4 * g));
+  }
+  return acc;
+}
 
 // ---- software prefetch for tiles of several tokens ------------------------------------------
 
@@ -174,7 +209,11 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
       } else {
         sum = Ops::set1_32(a.offset_sum);
       }
-      for (int g = 0; g < 8; ++g) sum = U::dot(sum, w[g], load_unaligned<int32_t>(a.qs + 4 * g));
+      if constexpr (U::kMaxWeight > 0) {
+        sum = dot_u8_groups<Ops, U::kMaxWeight, 8>(sum, w, a.qs);
+      } else {
+        for (int g = 0; g < 8; ++g) sum = U::dot(sum, w[g], load_unaligned<int32_t>(a.qs + 4 * g));
+      }
       acc[t] = Ops::fma(Ops::mul(d, Ops::set1(a.d)), Ops::cvt(sum), acc[t]);
       if constexpr (U::kHasMin) acc[t] = Ops::fma(Ops::load_f16(p.m), Ops::set1(a.s), acc[t]);
     }
@@ -197,6 +236,7 @@ struct UnpackQ4_K {
   static constexpr int kSubValues = 32, kGroups = 8, kChunks = 4;
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = true;  // mins pair with bsum32
+  static constexpr int kMaxWeight = 15;
   // Per-lane int32 scale of sub-block 2c+e.
   static I scale(const Panel& p, int c, int e) { return pair_half(Ops::widen_u8(p.scales[c]), e); }
   // int16 pairs (sub-block 2j, 2j+1) for the correction sum.
@@ -220,6 +260,7 @@ template <class Ops>
 struct UnpackQ5_K : UnpackQ4_K<Ops> {
   using Panel = PanelQ5_K;
   using I = typename Ops::I;
+  static constexpr int kMaxWeight = 31;
   static I scale(const Panel& p, int c, int e) {
     return UnpackQ4_K<Ops>::pair_half(Ops::widen_u8(p.scales[c]), e);
   }
@@ -270,6 +311,7 @@ struct UnpackQ6_K {
   static constexpr KCorrection kCorrection = KCorrection::kOffset;
   static constexpr int kOffsetShift = 5;  // offset 32
   static constexpr bool kPairsOf32 = false;
+  static constexpr int kMaxWeight = 63;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -299,6 +341,7 @@ struct UnpackQ3_K {
   static constexpr KCorrection kCorrection = KCorrection::kOffset;
   static constexpr int kOffsetShift = 2;  // offset 4
   static constexpr bool kPairsOf32 = false;
+  static constexpr int kMaxWeight = 7;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -331,6 +374,7 @@ struct UnpackQ2_K {
   static constexpr int kSubValues = 16, kGroups = 4, kChunks = 8;
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = false;
+  static constexpr int kMaxWeight = 3;
   static I scale(const Panel& p, int c, int e) {
     const auto pairs = Ops::and_(Ops::widen_u8(p.scales[c]), Ops::set1_8(0x0f));
     return UnpackQ4_K<Ops>::pair_half(pairs, e);
@@ -359,9 +403,7 @@ void k_sub_block(const typename U::Panel& p, int c, const uint8_t* act, size_t a
   for (int t = 0; t < T; ++t) {
     const ActQ8K& a = reinterpret_cast<const ActQ8K*>(act + size_t(t) * act_stride)[b];
     const int8_t* x = a.qs + (2 * c + e) * U::kSubValues;
-    auto sum = Ops::zero();
-    for (int g = 0; g < U::kGroups; ++g)
-      sum = Ops::dot_u8(sum, w[g], load_unaligned<int32_t>(x + 4 * g));
+    const auto sum = dot_u8_groups<Ops, U::kMaxWeight, U::kGroups>(Ops::zero(), w, x);
     isum[t] = Ops::add32(isum[t], Ops::mul32(sum, sc));
   }
 }

@@ -91,6 +91,19 @@ struct Ops {
     const __m256i x = _mm256_set1_epi32(x4);
     return {dot4(acc.lo, w.lo, x), dot4(acc.hi, w.hi, x)};
   }
+  static constexpr bool kSumsInt16 = true;
+  static I dot_u8_16(I w, int32_t x4) {
+    const __m256i x = _mm256_set1_epi32(x4);
+    return {_mm256_maddubs_epi16(w.lo, x), _mm256_maddubs_epi16(w.hi, x)};
+  }
+  static I add16(I a, I b) {
+    return each(a, b, [](__m256i x, __m256i y) { return _mm256_add_epi16(x, y); });
+  }
+  static I widen_sum16(I acc, I s) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(s.lo, ones)),
+            _mm256_add_epi32(acc.hi, _mm256_madd_epi16(s.hi, ones))};
+  }
   static Q8W prep_q8(I v) { return {v, {_mm256_abs_epi8(v.lo), _mm256_abs_epi8(v.hi)}}; }
   static I dot_q8(I acc, Q8W w, int32_t x4) {
     const __m256i x = _mm256_set1_epi32(x4);

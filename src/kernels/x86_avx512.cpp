@@ -57,6 +57,7 @@ struct Ops {
   static I widen_s8(const uint8_t* p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  static constexpr bool kSumsInt16 = false;
   static I dot_u8(I acc, I w, int32_t x4) {
     return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4));
   }
