@@ -171,14 +171,17 @@ inline typename Ops::I dot_u8_groups(typename Ops::I acc, const typename Ops::I*
 // still streams its weights from memory once, and the prefetchers alone left the loads
 // exposed: compute and memory time added up (q4_0 8 tokens: 392 us of CPU per 2048x2048
 // product against 208 us in cache and 111 us for one token). Asking for the bytes this far
-// ahead of the block being computed overlaps the two.
+// ahead of the block being computed overlaps the two. One q6_K token is the exception to
+// "memory-bound, leave it to the hardware": its unpacking is heavy enough that the same
+// prefetch took ~10% off its CPU time per product (8192x2048, one thread; q4_K lost as much
+// with it, so it is per unpacker: kPrefetchOneToken).
 inline constexpr size_t kPrefetchDistance = 4096;
 
 // Part `part` of `parts` of the panel block kPrefetchDistance bytes after p (K-quant
 // blocks are large: their prefetches are spread over the block's chunks).
-template <int T, typename Panel>
+template <bool kOn, typename Panel>
 inline void prefetch_ahead(const Panel& p, int part = 0, int parts = 1) {
-  if constexpr (T > 1) {
+  if constexpr (kOn) {
     constexpr size_t kLines = (sizeof(Panel) + 63) / 64;
     const char* ahead = reinterpret_cast<const char*>(&p) + kPrefetchDistance;
     for (size_t line = kLines * part / parts; line < kLines * (part + 1) / parts; ++line)
@@ -197,7 +200,7 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
   for (int t = 0; t < T; ++t) acc[t] = Ops::zerof();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const typename U::Panel& p = panel[b];
-    prefetch_ahead<T>(p);
+    prefetch_ahead<(T > 1)>(p);
     typename U::W w[8];
     U::weights(p, w);
     const auto d = Ops::load_f16(p.d);
@@ -237,6 +240,7 @@ struct UnpackQ4_K {
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = true;  // mins pair with bsum32
   static constexpr int kMaxWeight = 15;
+  static constexpr bool kPrefetchOneToken = false;  // see prefetch_ahead
   // Per-lane int32 scale of sub-block 2c+e.
   static I scale(const Panel& p, int c, int e) { return pair_half(Ops::widen_u8(p.scales[c]), e); }
   // int16 pairs (sub-block 2j, 2j+1) for the correction sum.
@@ -312,6 +316,7 @@ struct UnpackQ6_K {
   static constexpr int kOffsetShift = 5;  // offset 32
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 63;
+  static constexpr bool kPrefetchOneToken = true;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -342,6 +347,7 @@ struct UnpackQ3_K {
   static constexpr int kOffsetShift = 2;  // offset 4
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 7;
+  static constexpr bool kPrefetchOneToken = false;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -375,6 +381,7 @@ struct UnpackQ2_K {
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 3;
+  static constexpr bool kPrefetchOneToken = false;
   static I scale(const Panel& p, int c, int e) {
     const auto pairs = Ops::and_(Ops::widen_u8(p.scales[c]), Ops::set1_8(0x0f));
     return UnpackQ4_K<Ops>::pair_half(pairs, e);
@@ -419,7 +426,7 @@ void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act
     typename Ops::I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = Ops::zero();
     for (int c = 0; c < U::kChunks; ++c) {
-      prefetch_ahead<T>(p, c, U::kChunks);
+      prefetch_ahead<(T > 1 || U::kPrefetchOneToken)>(p, c, U::kChunks);
       k_sub_block<Ops, U, T, 0>(p, c, act, act_stride, b, isum);
       k_sub_block<Ops, U, T, 1>(p, c, act, act_stride, b, isum);
     }
