@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/activations.h"
+#include "kernels/activations_simd.h"
 #include "kernels/float_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
@@ -209,81 +210,49 @@ void store_bytes(int8_t* dst, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutevar8x32_epi32(bytes, order));
 }
 
-// One 32-value block like ggml's quantize_row_q8_0_ref; returns d as stored in f16.
-float quantize_block32(const float* x, int8_t* qs, int32_t* sum) {
-  __m256 v[4];
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < 4; ++i) {
-    v[i] = _mm256_loadu_ps(x + 8 * i);
-    m = _mm256_max_ps(m, magnitude(v[i]));
+struct Quantize {
+  // One 32-value block like ggml's quantize_row_q8_0_ref; returns d as stored in f16.
+  static float block32(const float* x, int8_t* qs, int32_t* sum) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      m = _mm256_max_ps(m, magnitude(v[i]));
+    }
+    const float d = max_of(m) / 127;
+    const __m256 id = _mm256_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = round_half_away(_mm256_mul_ps(v[i], id));
+    store_bytes(qs, q[0], q[1], q[2], q[3]);
+    *sum = sum_of(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    return _cvtsh_ss(_cvtss_sh(d, 0));
   }
-  const float d = max_of(m) / 127;
-  const __m256 id = _mm256_set1_ps(d != 0 ? 1.0f / d : 0.0f);
-  __m256i q[4];
-  for (int i = 0; i < 4; ++i) q[i] = round_half_away(_mm256_mul_ps(v[i], id));
-  store_bytes(qs, q[0], q[1], q[2], q[3]);
-  *sum = sum_of(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-  return _cvtsh_ss(_cvtss_sh(d, 0));
-}
-
-template <int kOffset>
-void quantize_offset(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8Offset* out = reinterpret_cast<ActQ8Offset*>(dst);
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    int32_t sum;
-    out[b].d = quantize_block32(x + b * 32, out[b].qs, &sum);
-    out[b].offset_sum = -kOffset * sum;
-  }
-}
-
-void quantize_min(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8Min* out = reinterpret_cast<ActQ8Min*>(dst);
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    int32_t sum;
-    out[b].d = quantize_block32(x + b * 32, out[b].qs, &sum);
-    out[b].s = out[b].d * float(sum);
-  }
-}
-
-// ggml's quantize_row_q8_K_ref: the scale comes from the first value of largest
-// magnitude, with its sign; rounding to nearest even (vcvtps2dq) as its nearest_int.
-void quantize_k(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8K* out = reinterpret_cast<ActQ8K*>(dst);
-  for (int64_t b = 0; b < cols / 256; ++b, x += 256) {
-    ActQ8K& a = out[b];
+  static float abs_max256(const float* x) {
     __m256 m = _mm256_setzero_ps();
     for (int i = 0; i < 32; ++i) m = _mm256_max_ps(m, magnitude(_mm256_loadu_ps(x + 8 * i)));
-    const float amax = max_of(m);
-    if (amax == 0) {
-      std::memset(&a, 0, sizeof(a));
-      continue;
-    }
-    float max = 0;
+    return max_of(m);
+  }
+  static float first_of_magnitude256(const float* x, float m) {
     for (int i = 0; i < 32; ++i) {
       const int hit = _mm256_movemask_ps(
-          _mm256_cmp_ps(magnitude(_mm256_loadu_ps(x + 8 * i)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
-      if (hit != 0) {
-        max = x[8 * i + __builtin_ctz(unsigned(hit))];
-        break;
-      }
+          _mm256_cmp_ps(magnitude(_mm256_loadu_ps(x + 8 * i)), _mm256_set1_ps(m), _CMP_EQ_OQ));
+      if (hit != 0) return x[8 * i + __builtin_ctz(unsigned(hit))];
     }
-    const float iscale = -127.f / max;
-    const __m256 scale = _mm256_set1_ps(iscale);
-    for (int i = 0; i < 8; ++i) {  // 32 values at a time
-      __m256i q[4];
-      for (int k = 0; k < 4; ++k) {
-        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * i + 8 * k), scale));
-        q[k] = _mm256_min_epi32(q[k], _mm256_set1_epi32(127));
-      }
-      store_bytes(a.qs + 32 * i, q[0], q[1], q[2], q[3]);
-      a.bsum16[2 * i] = int16_t(sum_of(_mm256_add_epi32(q[0], q[1])));
-      a.bsum16[2 * i + 1] = int16_t(sum_of(_mm256_add_epi32(q[2], q[3])));
-      a.bsum32[i] = int16_t(a.bsum16[2 * i] + a.bsum16[2 * i + 1]);
-    }
-    a.d = 1 / iscale;
-    a.pad[0] = a.pad[1] = a.pad[2] = 0;
+    return m;  // not reached: m is the magnitude of one of the values
   }
-}
+  // vcvtps2dq rounds to nearest even, as ggml's nearest_int.
+  static void quantize32_k(const float* x, float iscale, int8_t* qs, int32_t* sums) {
+    const __m256 scale = _mm256_set1_ps(iscale);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), scale));
+      q[k] = _mm256_min_epi32(q[k], _mm256_set1_epi32(127));
+    }
+    store_bytes(qs, q[0], q[1], q[2], q[3]);
+    sums[0] = sum_of(_mm256_add_epi32(q[0], q[1]));
+    sums[1] = sum_of(_mm256_add_epi32(q[2], q[3]));
+  }
+};
 
 // Tokens per tile: only 16 ymm registers, and every panel vector takes two.
 constexpr int kLegacyTokens = 4;
@@ -296,27 +265,27 @@ template <template <class> class U>
 constexpr void (*k_gemm)(const GemmArgs&) = &PanelGemm<Ops, KTile, U<Ops>, kKTokens>::gemm;
 
 constexpr MatmulKernel kKernels[] = {
-    {TensorType::Q4_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<8>,
+    {TensorType::Q4_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<Quantize, 8>,
      q4_0_panel_bytes, pack_q4_0, nullptr, legacy_gemm<UnpackQ4_0>},
-    {TensorType::Q4_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min, q4_1_panel_bytes,
-     pack_q4_1, nullptr, legacy_gemm<UnpackQ4_1>},
-    {TensorType::Q5_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<16>,
+    {TensorType::Q4_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min<Quantize>,
+     q4_1_panel_bytes, pack_q4_1, nullptr, legacy_gemm<UnpackQ4_1>},
+    {TensorType::Q5_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_offset<Quantize, 16>,
      q5_0_panel_bytes, pack_q5_0, nullptr, legacy_gemm<UnpackQ5_0>},
-    {TensorType::Q5_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min, q5_1_panel_bytes,
-     pack_q5_1, nullptr, legacy_gemm<UnpackQ5_1>},
+    {TensorType::Q5_1, Isa::kAvx2, kPanelRows, act_offset_row_bytes, quantize_min<Quantize>,
+     q5_1_panel_bytes, pack_q5_1, nullptr, legacy_gemm<UnpackQ5_1>},
     {TensorType::Q8_0, Isa::kAvx2, kPanelRows, act_offset_row_bytes,
-     quantize_offset<Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
+     quantize_offset<Quantize, Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
      legacy_gemm<UnpackQ8_0>},
-    {TensorType::Q2_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q2_k_panel_bytes,
-     pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
-    {TensorType::Q3_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q3_k_panel_bytes,
-     pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
-    {TensorType::Q4_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q4_k_panel_bytes,
-     pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
-    {TensorType::Q5_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q5_k_panel_bytes,
-     pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
-    {TensorType::Q6_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k, q6_k_panel_bytes,
-     pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::Q2_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q2_k_panel_bytes, pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
+    {TensorType::Q3_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q3_k_panel_bytes, pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
+    {TensorType::Q4_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q4_k_panel_bytes, pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
+    {TensorType::Q5_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
+    {TensorType::Q6_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
     {TensorType::F32, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 2>::gemm},
     {TensorType::F16, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/activations.h"
+#include "kernels/activations_simd.h"
 #include "kernels/float_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
@@ -126,75 +127,45 @@ __m512i round_half_away(__m512 v) {
   return r;
 }
 
-// One 32-value block like ggml's quantize_row_q8_0_ref; returns d as stored in f16.
-float quantize_block32(const float* x, int8_t* qs, int32_t* sum) {
-  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-  const float d = amax / 127;
-  const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
-  const __m512i q0 = round_half_away(_mm512_mul_ps(v0, id));
-  const __m512i q1 = round_half_away(_mm512_mul_ps(v1, id));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
-  *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-  return _cvtsh_ss(_cvtss_sh(d, 0));
-}
-
-template <int kOffset>
-void quantize_offset(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8Offset* out = reinterpret_cast<ActQ8Offset*>(dst);
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    int32_t sum;
-    out[b].d = quantize_block32(x + b * 32, out[b].qs, &sum);
-    out[b].offset_sum = -kOffset * sum;
+struct Quantize {
+  // One 32-value block like ggml's quantize_row_q8_0_ref; returns d as stored in f16.
+  static float block32(const float* x, int8_t* qs, int32_t* sum) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127;
+    const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+    const __m512i q0 = round_half_away(_mm512_mul_ps(v0, id));
+    const __m512i q1 = round_half_away(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    return _cvtsh_ss(_cvtss_sh(d, 0));
   }
-}
-
-void quantize_min(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8Min* out = reinterpret_cast<ActQ8Min*>(dst);
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    int32_t sum;
-    out[b].d = quantize_block32(x + b * 32, out[b].qs, &sum);
-    out[b].s = out[b].d * float(sum);
-  }
-}
-
-// ggml's quantize_row_q8_K_ref: the scale comes from the first value of largest
-// magnitude, with its sign; rounding to nearest even (vcvtps2dq) as its nearest_int.
-void quantize_k(const float* x, int64_t cols, uint8_t* dst) {
-  ActQ8K* out = reinterpret_cast<ActQ8K*>(dst);
-  for (int64_t b = 0; b < cols / 256; ++b, x += 256) {
-    ActQ8K& a = out[b];
+  static float abs_max256(const float* x) {
     __m512 magnitude = _mm512_setzero_ps();
     for (int i = 0; i < 16; ++i)
       magnitude = _mm512_max_ps(magnitude, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * i)));
-    const float amax = _mm512_reduce_max_ps(magnitude);
-    if (amax == 0) {
-      std::memset(&a, 0, sizeof(a));
-      continue;
-    }
-    float max = 0;
+    return _mm512_reduce_max_ps(magnitude);
+  }
+  static float first_of_magnitude256(const float* x, float m) {
     for (int i = 0; i < 16; ++i) {
       const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * i)),
-                                               _mm512_set1_ps(amax), _CMP_EQ_OQ);
-      if (hit != 0) {
-        max = x[16 * i + __builtin_ctz(hit)];
-        break;
-      }
+                                               _mm512_set1_ps(m), _CMP_EQ_OQ);
+      if (hit != 0) return x[16 * i + __builtin_ctz(hit)];
     }
-    const float iscale = -127.f / max;
-    const __m512 scale = _mm512_set1_ps(iscale);
-    for (int i = 0; i < 16; ++i) {
-      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * i), scale));
-      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16 * i), _mm512_cvtepi32_epi8(q));
-      a.bsum16[i] = int16_t(_mm512_reduce_add_epi32(q));
-    }
-    for (int j = 0; j < 8; ++j) a.bsum32[j] = int16_t(a.bsum16[2 * j] + a.bsum16[2 * j + 1]);
-    a.d = 1 / iscale;
-    a.pad[0] = a.pad[1] = a.pad[2] = 0;
+    return m;  // not reached: m is the magnitude of one of the values
   }
-}
+  // vcvtps2dq rounds to nearest even, as ggml's nearest_int.
+  static void quantize32_k(const float* x, float iscale, int8_t* qs, int32_t* sums) {
+    const __m512 scale = _mm512_set1_ps(iscale);
+    for (int h = 0; h < 2; ++h) {
+      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), scale));
+      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * h), _mm512_cvtepi32_epi8(q));
+      sums[h] = _mm512_reduce_add_epi32(q);
+    }
+  }
+};
 
 // Tokens per tile: T accumulators plus the unpacked block must fit the 32 zmm registers.
 constexpr int kLegacyTokens = 8;
@@ -207,27 +178,27 @@ template <template <class> class U>
 constexpr void (*k_gemm)(const GemmArgs&) = &PanelGemm<Ops, KTile, U<Ops>, kKTokens>::gemm;
 
 constexpr MatmulKernel kKernels[] = {
-    {TensorType::Q4_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_offset<8>,
+    {TensorType::Q4_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_offset<Quantize, 8>,
      q4_0_panel_bytes, pack_q4_0, nullptr, legacy_gemm<UnpackQ4_0>},
-    {TensorType::Q4_1, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_min,
+    {TensorType::Q4_1, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_min<Quantize>,
      q4_1_panel_bytes, pack_q4_1, nullptr, legacy_gemm<UnpackQ4_1>},
-    {TensorType::Q5_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_offset<16>,
-     q5_0_panel_bytes, pack_q5_0, nullptr, legacy_gemm<UnpackQ5_0>},
-    {TensorType::Q5_1, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_min,
+    {TensorType::Q5_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes,
+     quantize_offset<Quantize, 16>, q5_0_panel_bytes, pack_q5_0, nullptr, legacy_gemm<UnpackQ5_0>},
+    {TensorType::Q5_1, Isa::kAvx512, kPanelRows, act_offset_row_bytes, quantize_min<Quantize>,
      q5_1_panel_bytes, pack_q5_1, nullptr, legacy_gemm<UnpackQ5_1>},
     {TensorType::Q8_0, Isa::kAvx512, kPanelRows, act_offset_row_bytes,
-     quantize_offset<Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
+     quantize_offset<Quantize, Ops::kQ8Offset>, q8_0_panel_bytes, pack_q8_0, nullptr,
      legacy_gemm<UnpackQ8_0>},
-    {TensorType::Q2_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q2_k_panel_bytes,
-     pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
-    {TensorType::Q3_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q3_k_panel_bytes,
-     pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
-    {TensorType::Q4_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q4_k_panel_bytes,
-     pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
-    {TensorType::Q5_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q5_k_panel_bytes,
-     pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
-    {TensorType::Q6_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k, q6_k_panel_bytes,
-     pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::Q2_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q2_k_panel_bytes, pack_q2_k, nullptr, k_gemm<UnpackQ2_K>},
+    {TensorType::Q3_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q3_k_panel_bytes, pack_q3_k, nullptr, k_gemm<UnpackQ3_K>},
+    {TensorType::Q4_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q4_k_panel_bytes, pack_q4_k, nullptr, k_gemm<UnpackQ4_K>},
+    {TensorType::Q5_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
+    {TensorType::Q6_K, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
     {TensorType::F32, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 4>::gemm},
     {TensorType::F16, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
