@@ -87,6 +87,7 @@ struct Shard::State {
   KvCache kv;
   kernels::Workspace workspace;
   kernels::AttendFn attend = nullptr;
+  kernels::SiluMulFn silu_mul = nullptr;
 
   // Scratch, grown to the largest batch seen (no allocation once warm).
   std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
@@ -277,6 +278,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   }
 
   s->attend = kernels::attend_kernel(isa, hp.head_dim);
+  s->silu_mul = kernels::silu_mul_kernel(isa);
   const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
   if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
   s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, n_ctx, s->n_head_kv * hd);

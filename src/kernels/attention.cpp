@@ -9,6 +9,10 @@ namespace herd::kernels {
 
 namespace scalar {
 
+void silu_mul(float* x, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
+}
+
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
   float max = -INFINITY;
@@ -32,6 +36,16 @@ void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_
 }
 
 }  // namespace scalar
+
+SiluMulFn silu_mul_kernel(Isa isa) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::kAvx512) return &avx512::silu_mul;
+  if (isa == Isa::kAvx2) return &avx2::silu_mul;
+#else
+  static_cast<void>(isa);
+#endif
+  return &scalar::silu_mul;
+}
 
 AttendFn attend_kernel(Isa isa, int64_t head_dim) {
   const bool fits = head_dim <= 256;

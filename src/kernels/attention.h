@@ -1,7 +1,7 @@
 // Attention of one query head over cached keys and values (F16), the inner loop of the
-// forward pass's attention: out = sum_j softmax_j(q . k_j * scale) v_j. One kernel per
-// ISA, chosen once (attend_kernel); the scalar one is the reference the others are tested
-// against.
+// forward pass's attention (and the FFN's SiLU product, which shares its vector exp): out = sum_j
+// softmax_j(q . k_j * scale) v_j. One kernel per ISA, chosen once (attend_kernel); the scalar one
+// is the reference the others are tested against.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +20,25 @@ using AttendFn = void (*)(const float* q, const uint16_t* keys, const uint16_t* 
 // The best attention kernel of `isa` (or below it) for heads of head_dim values.
 AttendFn attend_kernel(Isa isa, int64_t head_dim);
 
+// x[i] = silu(x[i]) * up[i] = x[i] / (1 + e^-x[i]) * up[i] for i < n: the gated product
+// of the FFN, chosen once per ISA like attention (the SIMD ones use the vector exp of
+// attention_simd.h, relative error < 1e-6 against the scalar one).
+using SiluMulFn = void (*)(float* x, const float* up, int64_t n);
+SiluMulFn silu_mul_kernel(Isa isa);
+
 namespace scalar {
+void silu_mul(float* x, const float* up, int64_t n);
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
-}
+}  // namespace scalar
 namespace avx2 {
+void silu_mul(float* x, const float* up, int64_t n);
 // REQUIRES: head_dim % 8 == 0 and head_dim <= 256.
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
 }  // namespace avx2
 namespace avx512 {
+void silu_mul(float* x, const float* up, int64_t n);
 // REQUIRES: head_dim % 16 == 0 and head_dim <= 256.
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);

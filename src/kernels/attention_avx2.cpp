@@ -34,6 +34,11 @@ struct V {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  static F neg_abs(F v) { return _mm256_or_ps(v, _mm256_set1_ps(-0.0f)); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F if_nonnegative(F v, F a, F b) {
+    return _mm256_blendv_ps(b, a, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ));
+  }
   static F round(F v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // p * 2^n: n + 127 straight into the exponent bits (n >= -126 after the clamp at -87).
   static F scale2(F p, F n) {
@@ -44,6 +49,10 @@ struct V {
 };
 
 }  // namespace
+
+void silu_mul(float* x, const float* up, int64_t n) {
+  silu_mul_with<V>(x, up, n);
+}
 
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {

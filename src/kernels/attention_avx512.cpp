@@ -24,6 +24,14 @@ struct V {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
+  static F neg_abs(F v) {  // sets the sign bit (vorps would need AVX512DQ)
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int32_t(0x80000000u))));
+  }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F if_nonnegative(F v, F a, F b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ), b, a);
+  }
   static F round(F v) {
     return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
@@ -31,6 +39,10 @@ struct V {
 };
 
 }  // namespace
+
+void silu_mul(float* x, const float* up, int64_t n) {
+  silu_mul_with<V>(x, up, n);
+}
 
 void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
             int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {

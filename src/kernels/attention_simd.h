@@ -1,7 +1,8 @@
-// The SIMD attention kernel, written once over an ISA's float vector primitives (`V`, see
-// attention_avx512.cpp for the list); attention_avx2.cpp and attention_avx512.cpp
-// instantiate it with their own compiler flags. F16 keys and values are widened on load,
-// four positions per step for independent FMA chains, and the softmax uses a vector exp.
+// The SIMD attention kernel (and the FFN's SiLU product), written once over an ISA's float vector
+// primitives (`V`, see attention_avx512.cpp for the list); attention_avx2.cpp and
+// attention_avx512.cpp instantiate it with their own compiler flags. F16 keys and values are
+// widened on load, four positions per step for independent FMA chains, and the softmax uses a
+// vector exp.
 //
 // Included only by the ISA files; everything here has internal linkage (an unnamed
 // namespace), as in panel_gemm.h, so each ISA file gets its own copy.
@@ -9,6 +10,7 @@
 // V provides, for kWidth floats per vector F:
 //   zero(); set1(f); load(p); store(p, v); load_f16(p): kWidth halves to F;
 //   add, sub, mul, max; fma(a, b, c) = a * b + c; reduce_add(v), reduce_max(v);
+//   neg_abs(v) = -|v|; div(a, b); if_nonnegative(v, a, b) = v >= 0 ? a : b per lane;
 //   round(v) to the nearest integer; scale2(p, n) = p * 2^n for integral n (exp_nonpositive).
 #pragma once
 
@@ -36,6 +38,22 @@ inline typename V::F exp_nonpositive(typename V::F x) {
   p = V::fma(p, r, V::set1(1.0f));
   p = V::fma(p, r, V::set1(1.0f));
   return V::scale2(p, n);
+}
+
+// x = silu(x) * up. With e = e^-|x| (never overflows): sigmoid(x) = 1 / (1 + e) for
+// x >= 0, e / (1 + e) below; the last n % kWidth values as the scalar kernel.
+template <class V>
+void silu_mul_with(float* x, const float* up, int64_t n) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth;
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {
+    const F v = V::load(x + i);
+    const F e = exp_nonpositive<V>(V::neg_abs(v));
+    const F sigmoid = V::div(V::if_nonnegative(v, V::set1(1.0f), e), V::add(V::set1(1.0f), e));
+    V::store(x + i, V::mul(V::mul(v, sigmoid), V::load(up + i)));
+  }
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
 }
 
 // REQUIRES: head_dim % V::kWidth == 0 and head_dim <= 256 (see attend_kernel).

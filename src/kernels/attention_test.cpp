@@ -56,6 +56,34 @@ TEST(Attention, SimdMatchesScalar) {
   }
 }
 
+// Every SIMD SiLU product against the scalar one, across the range where e^-x over- or
+// underflows in floats and with a tail shorter than a vector.
+TEST(SiluMul, SimdMatchesScalar) {
+  const CpuFeatures cpu = detect_cpu();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const int64_t n = 16 * 20 + 13;
+  std::vector<float> x(n), up(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[size_t(i)] =
+        i < 6 ? std::vector<float>{-200, -90, -0.0f, 0, 90, 200}[size_t(i)] : normal(rng);
+    up[size_t(i)] = normal(rng);
+  }
+  std::vector<float> want = x;
+  scalar::silu_mul(want.data(), up.data(), n);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (best_isa(cpu, isa) != isa) continue;
+    SiluMulFn fn = silu_mul_kernel(isa);
+    ASSERT_NE(fn, &scalar::silu_mul);
+    std::vector<float> got = x;
+    fn(got.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(got[size_t(i)], want[size_t(i)], 1e-6 * (1e-6 + std::fabs(want[size_t(i)])))
+          << isa_name(isa) << " x " << x[size_t(i)];
+    }
+  }
+}
+
 TEST(Attention, OddHeadSizesFallBackToScalar) {
   EXPECT_EQ(attend_kernel(Isa::kAvx512, 40), attend_kernel(Isa::kAvx2, 40));
   EXPECT_EQ(attend_kernel(Isa::kScalar, 64), &scalar::attend);
