@@ -87,7 +87,10 @@ assert type_ == PROFILE, f"expected PROFILE, got {type_}"
 forward([(1, 0, 0, 1)], 1)
 expect_error(E_PROTOCOL, "FORWARD before LOAD", "FORWARD before LOAD")
 
-good = {"stage": 0, "n_stages": 1, "layer_begin": 0, "layer_end": n_layer, "embedding": True,
+good = {"stage": 0, "n_stages": 1, "rank": 0, "n_ranks": 1,
+        "slice": {"head": [0, -1], "kv_head": [0, -1], "ff": [0, -1], "vocab": [0, -1]},
+        "ring": {"token": 0, "next": "", "prev": ""},
+        "layer_begin": 0, "layer_end": n_layer, "embedding": True,
         "output": True, "n_ctx": 32, "n_seq": 1, "wire_dtype": "f32", "tensors": []}
 load("{not json")
 expect_error(E_LOAD_FAILED, "parse", "LOAD of text that is not JSON")
