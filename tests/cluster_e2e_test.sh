@@ -178,6 +178,28 @@ cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire: greedy text diff
 run_greedy "$dir/run_f16.txt" --peers "$peers2" --parallel pipeline:3 --wire-dtype f16
 cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire (local + 2): greedy text differs"
 
+# --- Tensor parallelism: 2 node ranks, then 3 ranks with this process as one of them. -------
+# Partial sums are added in another order than one process adds them: close, not identical.
+for ranks in "--no-local" ""; do
+  m1=$(mark n1) m2=$(mark n2)
+  eval_model "$f16model" "$dir/tp.f32" --peers "$peers2" $ranks --parallel tensor
+  since n1 "$m1" | grep -q "loaded layers" && since n2 "$m2" | grep -q "loaded layers" ||
+    fail "tensor ($ranks): not on both nodes: $(since n1 "$m1") $(since n2 "$m2")"
+  python3 - "$dir/ref.f32" "$dir/tp.f32" <<'EOF2' || fail "tensor ($ranks): logits not close"
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+assert len(a) == len(b) and len(a) % 4 == 0, "sizes differ"
+x = struct.unpack(f"<{len(a) // 4}f", a)
+y = struct.unpack(f"<{len(b) // 4}f", b)
+diff = max(abs(p - q) for p, q in zip(x, y))
+span = max(x) - min(x)
+print(f"cluster_e2e: tensor parallel: max abs diff {diff:.3g}, logit range {span:.3g}")
+sys.exit(0 if diff <= 1e-3 * span else 1)
+EOF2
+  run_greedy "$dir/run_tp.txt" --peers "$peers2" $ranks --parallel tensor
+  cmp -s "$dir/run_ref.txt" "$dir/run_tp.txt" || fail "tensor ($ranks): greedy text differs"
+done
+
 # --- plan asks the running nodes for their profiles. ---------------------------------------
 "$herd" plan --model "$synth" --peers "$peers3" --no-local --parallel pipeline \
   >"$dir/plan.txt" 2>"$dir/coordinator.err" || fail "plan: $(cat "$dir/coordinator.err")"
