@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   herd::cli::add_eval(app);
   herd::cli::add_bench(app);
   herd::cli::add_plan(app);
+  herd::cli::add_serve(app);
 
   try {
     app.parse(argc, argv);
