@@ -151,7 +151,8 @@ void HttpServer::health(httplib::Response& res) {
   }
 }
 
-std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params) {
+std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params,
+                                                  const char* prompt_param) {
   if (draining_.load()) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
@@ -165,10 +166,10 @@ std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params) {
       case SubmitError::Kind::kShuttingDown:
         throw ApiError(503, message, "server_error", "", "shutting_down");
       case SubmitError::Kind::kPromptTooLong:
-        throw ApiError(400, message, "invalid_request_error", "messages",
+        throw ApiError(400, message, "invalid_request_error", prompt_param,
                        "context_length_exceeded");
       case SubmitError::Kind::kInvalid:
-        throw ApiError(400, message, "invalid_request_error", "prompt");
+        throw ApiError(400, message, "invalid_request_error", prompt_param);
     }
     throw;
   }
@@ -261,6 +262,7 @@ GenerationParams generation_params(const SamplingRequest& r) {
   g.sampler = r.sampler;
   g.stop = r.stop;
   g.top_logprobs = r.top_logprobs;
+  g.stop_at_eog = !r.ignore_eos;
   return g;
 }
 
@@ -313,7 +315,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   // The template writes the special tokens itself (BOS included where it wants one).
   g.prompt = m.tokenizer->encode(prompt, false, true);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(std::move(g));
+  std::shared_ptr<RequestStream> stream = submit(std::move(g), "messages");
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
 
   if (!r.sampling.stream) {
@@ -333,6 +335,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   auto state = std::make_shared<ChatStream>(
       ChatStream{stream, OutputParser(po), header, m.tokenizer, r.sampling.include_usage,
                  r.sampling.top_logprobs >= 0, false, 0, Clock::now(), std::move(in_flight)});
+  res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -402,7 +405,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   if (g.prompt.empty())
     throw ApiError(400, "the prompt has no tokens", "invalid_request_error", "prompt");
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(std::move(g));
+  std::shared_ptr<RequestStream> stream = submit(std::move(g), "prompt");
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
 
   if (!r.sampling.stream) {
@@ -422,6 +425,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   };
   auto state = std::make_shared<CompletionStream>(CompletionStream{
       stream, header, r.sampling.include_usage, Clock::now(), std::move(in_flight)});
+  res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",

@@ -77,7 +77,7 @@ class HttpServer {
   bool authorized(const httplib::Request& req, httplib::Response& res);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<RequestStream> submit(GenerationParams params);
+  std::shared_ptr<RequestStream> submit(GenerationParams params, const char* prompt_param);
   void health(httplib::Response& res);
 
   ServerOptions options_;

@@ -38,7 +38,8 @@ struct SamplingRequest {
   int64_t max_tokens = -1;     // < 0: until the context is full
   engine::SamplerParams sampler;
   std::vector<std::string> stop;
-  int top_logprobs = -1;  // < 0: no logprobs
+  int top_logprobs = -1;    // < 0: no logprobs
+  bool ignore_eos = false;  // generate max_tokens whatever the model says (benchmarks)
 };
 
 struct ChatRequest {

@@ -163,7 +163,9 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
     std::lock_guard lock(mutex_);
     if (stopping_)
       throw SubmitError(SubmitError::Kind::kShuttingDown, "the server is shutting down");
-    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue) {
+    // Requests that free slots will take at the next step do not count as waiting.
+    const int64_t free_slots = std::max<int64_t>(0, n_slots() - n_running_.load());
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue + free_slots) {
       throw SubmitError(SubmitError::Kind::kQueueFull, "the queue is full (" +
                                                            std::to_string(options_.max_queue) +
                                                            " requests waiting); retry later");
@@ -288,7 +290,7 @@ void Scheduler::sample_and_emit(Active& a, const float* logits) {
     a.first_token = now;
     if (metrics_) metrics_->observe_ttft(seconds_between(a.submitted, now));
   }
-  if (tokenizer_.is_eog(token)) {
+  if (a.params.stop_at_eog && tokenizer_.is_eog(token)) {
     finish(a, FinishReason::kStop);
     return;
   }

@@ -38,6 +38,7 @@ struct GenerationParams {
   std::vector<std::string> stop;  // never streamed; generation ends before them
   int top_logprobs = -1;          // < 0: no logprobs; 0..20: chosen token plus that many
   bool render_special = false;    // decode control tokens as text (tool-call markers)
+  bool stop_at_eog = true;        // false: end-of-generation tokens are generated as text
 };
 
 struct TopLogprob {

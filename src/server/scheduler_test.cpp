@@ -276,11 +276,13 @@ TEST(Scheduler, RefusesWhenTheQueueIsFullOrThePromptTooLong) {
   SchedulerOptions o;
   o.max_queue = 2;
   Scheduler s(runner, *tiny().tok, o, nullptr);
+  // One for the free slot, two waiting.
   s.submit(greedy(prompt_of(4, 0), 3));
   s.submit(greedy(prompt_of(4, 1), 3));
+  s.submit(greedy(prompt_of(4, 3), 3));
   try {
     s.submit(greedy(prompt_of(4, 2), 3));
-    FAIL() << "a third request was queued";
+    FAIL() << "a fourth request was queued";
   } catch (const SubmitError& e) {
     EXPECT_EQ(e.kind(), SubmitError::Kind::kQueueFull);
   }
