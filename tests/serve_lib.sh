@@ -1,13 +1,13 @@
 # Shared by the herd serve end-to-end tests (sourced): a small synthetic model and a server
 # on a free port of 127.0.0.1, stopped (by its pid) when the test exits.
-#   serve_model DIR            -> $model, a small qwen3 q4_0 with herd's ChatML vocabulary
+#   serve_model DIR [EMBD LAYERS] -> $model, a small qwen3 q4_0 with herd's ChatML vocabulary
 #   serve_start ARGS...        -> $url, $serve_pid, $serve_log (waits until /health is ready)
 #   serve_stop                 -> SIGTERM, waits, checks the exit code is 0
 fail() { echo "FAIL: $*"; [ -n "${serve_log:-}" ] && tail -20 "$serve_log"; exit 1; }
 
 serve_model() {
   model=$1/serve-e2e.gguf
-  "$herd" synth --arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
+  "$herd" synth --arch qwen3 --embd "${2:-256}" --layers "${3:-2}" --heads 4 --kv-heads 2 --type q4_0 \
     --out "$model" >/dev/null 2>&1 || fail "synth"
 }
 

@@ -12,7 +12,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 source "$here/serve_lib.sh"
 trap 'serve_cleanup; rm -rf "$dir"' EXIT
-serve_model "$dir"
+# The page test watches a reply grow and stops one: a model slow enough to see that.
+if [ "$name" = page ]; then serve_model "$dir" 1024 4; else serve_model "$dir"; fi
 case $name in
   openai) serve_start --api-key test-key --slots 4 ;;
   page) serve_start --slots 2 ;;

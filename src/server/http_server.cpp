@@ -412,19 +412,23 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
     Collected c = collect(*stream);
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     json lp;
-    if (r.sampling.top_logprobs >= 0) lp = logprobs_json(*m.tokenizer, c.logprobs);
+    if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);
     send_json(res, 200, completion(header, c.text, c.finish, lp));
     return;
   }
   struct CompletionStream {
     std::shared_ptr<RequestStream> stream;
     ResponseHeader header;
+    const tokenizer::Tokenizer* tokenizer;
+    bool logprobs;
+    int64_t text_offset;
     bool include_usage;
     Clock::time_point last_write;
     std::unique_ptr<InFlight> in_flight;
   };
-  auto state = std::make_shared<CompletionStream>(CompletionStream{
-      stream, header, r.sampling.include_usage, Clock::now(), std::move(in_flight)});
+  auto state = std::make_shared<CompletionStream>(
+      CompletionStream{stream, header, m.tokenizer, r.sampling.top_logprobs >= 0, 0,
+                       r.sampling.include_usage, Clock::now(), std::move(in_flight)});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -432,13 +436,20 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
       [state](size_t, httplib::DataSink& sink) {
         std::string out;
         StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (!u.text.empty()) out += sse_event(completion_chunk(state->header, u.text, nullptr));
+        if (!u.text.empty() || (state->logprobs && !u.logprobs.empty())) {
+          json lp;
+          if (state->logprobs) {
+            lp = completion_logprobs_json(*state->tokenizer, u.logprobs, state->text_offset);
+          }
+          out += sse_event(completion_chunk(state->header, u.text, nullptr, lp));
+          state->text_offset += static_cast<int64_t>(u.text.size());
+        }
         if (u.finish) {
           if (u.finish->reason == FinishReason::kError) {
             out += sse_event(generation_error(*u.finish).to_json());
           } else {
-            out += sse_event(
-                completion_chunk(state->header, "", openai_finish_reason(*u.finish, false)));
+            out += sse_event(completion_chunk(state->header, "",
+                                              openai_finish_reason(*u.finish, false), nullptr));
             if (state->include_usage) {
               out += sse_event(usage_chunk(state->header, *u.finish, "text_completion"));
             }

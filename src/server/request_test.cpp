@@ -51,6 +51,9 @@ TEST(Request, ChatFieldsReachTheSampler) {
   EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
   EXPECT_EQ(r.tools.size(), 1u);
   EXPECT_EQ(r.tool_choice, "auto");
+  EXPECT_FALSE(r.sampling.ignore_eos);
+  EXPECT_TRUE(parse_chat_request(std::string("{") + kHello + R"(, "ignore_eos": true})")
+                  .sampling.ignore_eos);
 }
 
 TEST(Request, DefaultsAreOpenAIs) {

@@ -42,6 +42,32 @@ json logprobs_json(const tokenizer::Tokenizer& tokenizer, const std::vector<Toke
   return {{"content", content}};
 }
 
+json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                              const std::vector<TokenLogprob>& lps, int64_t text_offset0) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  int64_t offset = text_offset0;
+  for (const TokenLogprob& lp : lps) {
+    std::string piece;
+    tokenizer.append_piece(lp.token, false, piece);
+    tokens.push_back(piece);
+    token_logprobs.push_back(lp.logprob);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(piece.size());
+    json alternatives = json::object();
+    for (const TopLogprob& t : lp.top) {
+      std::string alt;
+      tokenizer.append_piece(t.token, false, alt);
+      alternatives[alt] = t.logprob;  // dumped with invalid UTF-8 replaced, as values are
+    }
+    top.push_back(alternatives);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
 std::string openai_finish_reason(const Finish& finish, bool has_tool_calls) {
   if (has_tool_calls) return "tool_calls";
   return finish.reason == FinishReason::kLength ? "length" : "stop";
@@ -102,14 +128,15 @@ json chat_completion(const ResponseHeader& h, const ParsedDelta& m, const Finish
           {"usage", usage_json(finish)}};
 }
 
-json completion_chunk(const ResponseHeader& h, const std::string& text, const json& finish_reason) {
+json completion_chunk(const ResponseHeader& h, const std::string& text, const json& finish_reason,
+                      const json& logprobs) {
   return {{"id", h.id},
           {"object", "text_completion"},
           {"created", h.created},
           {"model", h.model},
           {"choices", json::array({{{"index", 0},
                                     {"text", text},
-                                    {"logprobs", nullptr},
+                                    {"logprobs", logprobs},
                                     {"finish_reason", finish_reason}}})}};
 }
 

@@ -32,6 +32,11 @@ nlohmann::json usage_json(const Finish& finish);
 // {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
 nlohmann::json logprobs_json(const tokenizer::Tokenizer& tokenizer,
                              const std::vector<TokenLogprob>& logprobs);
+// The legacy completions shape: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}],
+// "text_offset"}; offsets count from text_offset0.
+nlohmann::json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                                        const std::vector<TokenLogprob>& logprobs,
+                                        int64_t text_offset0);
 // "stop", "length" or "tool_calls" (when the reply holds tool calls).
 std::string openai_finish_reason(const Finish& finish, bool has_tool_calls);
 
@@ -46,7 +51,8 @@ nlohmann::json chat_completion(const ResponseHeader& header, const ParsedDelta& 
                                const Finish& finish, const nlohmann::json& logprobs);
 
 nlohmann::json completion_chunk(const ResponseHeader& header, const std::string& text,
-                                const nlohmann::json& finish_reason);
+                                const nlohmann::json& finish_reason,
+                                const nlohmann::json& logprobs);
 nlohmann::json completion(const ResponseHeader& header, const std::string& text,
                           const Finish& finish, const nlohmann::json& logprobs);
 

@@ -62,5 +62,11 @@ TEST(Response, StreamedToolCallDeltaIsIndexed) {
   EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
 }
 
+TEST(Response, InvalidUtf8KeysAreReplacedToo) {
+  nlohmann::json j = nlohmann::json::object();
+  j[std::string("a") + static_cast<char>(0xFF)] = 1;
+  EXPECT_EQ(json_text(j), "{\"a\xEF\xBF\xBD\":1}");
+}
+
 }  // namespace
 }  // namespace herd::server

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <map>
 
 #include "engine/generate.h"
@@ -24,7 +26,8 @@ struct TinyModel {
     SynthOptions o;
     o.arch = "qwen3";
     o.type = "f32";
-    o.out_path = ::testing::TempDir() + "/server_tiny.gguf";
+    // One file per process: ctest runs the tests of this binary in parallel processes.
+    o.out_path = ::testing::TempDir() + "/server_tiny_" + std::to_string(getpid()) + ".gguf";
     o.n_embd = 64;
     o.n_layer = 2;
     o.n_head = 4;
@@ -313,6 +316,13 @@ TEST(Scheduler, EndOfGenerationStopsWithoutTheToken) {
   EXPECT_EQ(r.finish->reason, FinishReason::kStop);
   EXPECT_TRUE(r.tokens.empty());
   EXPECT_EQ(r.finish->n_completion, 0);
+  // ignore_eos: the end-of-generation token is generated like any other.
+  auto through = greedy(p, 10);
+  through.stop_at_eog = false;
+  auto r2 = run_all(s, {s.submit(through)})[0];
+  EXPECT_EQ(r2.finish->reason, FinishReason::kLength);
+  ASSERT_EQ(r2.tokens.size(), 10u);
+  EXPECT_EQ(r2.tokens[0], *tiny().tok->eos());
 }
 
 TEST(Scheduler, StopStringEndsTheTextBeforeIt) {

@@ -23,7 +23,7 @@ try {
     const candidate = `Hello from the browser ${i}`;
     const r = await (await fetch(url + '/v1/chat/completions', {
       method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: candidate }], max_tokens: 400,
+      body: JSON.stringify({ messages: [{ role: 'user', content: candidate }], max_tokens: 200,
         temperature: 0, chat_template_kwargs: { enable_thinking: true } }),
     })).json();
     if (r.choices[0].finish_reason === 'length') message = candidate;
@@ -31,7 +31,7 @@ try {
   assert.ok(message, 'no message gets a long reply');
 
   // A reply streams in: the assistant message grows over several renders, then is done.
-  await page.fill('#max_tokens', '400');
+  await page.fill('#max_tokens', '200');
   await page.fill('#temperature', '0');
   await page.fill('#input', message);
   const lengths = page.evaluate(() => new Promise((resolve) => {
@@ -50,17 +50,18 @@ try {
   assert.equal(await page.textContent('.msg.user .body'), message);
   const reply = await page.textContent('.msg.assistant .body');
   assert.ok(reply.length > 0);
-  assert.match(await page.textContent('.msg.assistant .meta'), /finish: length · 400 tokens/);
+  assert.match(await page.textContent('.msg.assistant .meta'), /finish: length · 200 tokens/);
 
   // Stop: a long reply is cut when the button is pressed, and the slot is freed.
+  await page.click('#clear');
   await page.fill('#max_tokens', '4000');
-  await page.fill('#input', message + ' again');
+  await page.fill('#input', message);  // the same long reply, from a new chat
   await page.click('#send');
-  await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.querySelector('.body').textContent.length > 10);
+  await page.waitForFunction(() => document.querySelector('.msg.assistant .body')?.textContent.length > 10);
   assert.equal(await page.isEnabled('#stop'), true);
   await page.click('#stop');
-  await page.waitForSelector('.msg.assistant.done >> nth=1');
-  assert.match(await page.textContent('.msg.assistant >> nth=1'), /finish: stopped/);
+  await page.waitForSelector('.msg.assistant.done');
+  assert.match(await page.textContent('.msg.assistant .meta'), /finish: stopped/);
   let health;
   for (let i = 0; i < 100; i++) {
     health = await (await fetch(url + '/health')).json();
@@ -72,8 +73,8 @@ try {
   // The cluster view: the local node with its layers and live numbers.
   await page.click('#tab-cluster');
   await page.waitForSelector('#node-local');
-  assert.match(await page.textContent('#node-local .layer-range'), /0–1 of 2/);
-  assert.equal(await page.locator('#node-local .layers span').count(), 2);
+  assert.match(await page.textContent('#node-local .layer-range'), /0–3 of 4/);
+  assert.equal(await page.locator('#node-local .layers span').count(), 4);
   assert.equal(await page.isVisible('#view-chat'), false);
   await page.screenshot({ path: process.env.HERD_SCREENSHOT || '/tmp/herd-page.png' });
   assert.deepEqual(errors, []);
