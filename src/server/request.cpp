@@ -12,8 +12,18 @@ using json = nlohmann::ordered_json;
   throw ApiError(400, message, "invalid_request_error", param);
 }
 
+// Deeper bodies are refused: the template engine and the serializer recurse over values.
+constexpr int kMaxDepth = 64;
+
 json parse_object(std::string_view body) {
-  json value = json::parse(body, nullptr, false);
+  bool too_deep = false;
+  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
+  json value = json::parse(body, depth_limit, false);
+  if (too_deep)
+    bad("", "the request body nests deeper than " + std::to_string(kMaxDepth) + " levels");
   if (value.is_discarded()) bad("", "the request body is not valid JSON");
   if (!value.is_object()) bad("", "the request body must be a JSON object");
   return value;
@@ -70,8 +80,8 @@ SamplingRequest parse_sampling(const json& body) {
     r.include_usage = o.value("include_usage", false);
   }
   constexpr int64_t kMaxTokens = int64_t{1} << 31;
-  if (auto n = integer(body, "max_completion_tokens", 0, kMaxTokens)) r.max_tokens = *n;
-  if (auto n = integer(body, "max_tokens", 0, kMaxTokens)) r.max_tokens = *n;
+  if (auto n = integer(body, "max_completion_tokens", 1, kMaxTokens)) r.max_tokens = *n;
+  if (auto n = integer(body, "max_tokens", 1, kMaxTokens)) r.max_tokens = *n;
   if (auto x = number(body, "temperature", 0, 2)) r.sampler.temperature = static_cast<float>(*x);
   if (auto x = number(body, "top_p", 0, 1)) r.sampler.top_p = static_cast<float>(*x);
   if (auto n = integer(body, "top_k", 0, 1 << 20)) r.sampler.top_k = static_cast<int32_t>(*n);

@@ -91,6 +91,7 @@ TEST(Request, MistakesNameTheirField) {
   EXPECT_EQ(rejected_param(m + R"("temperature": "hot"})"), "temperature");
   EXPECT_EQ(rejected_param(m + R"("temperature": 3})"), "temperature");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": -1})"), "max_tokens");
+  EXPECT_EQ(rejected_param(m + R"("max_tokens": 0})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": 1.5})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("stream": "yes"})"), "stream");
   EXPECT_EQ(rejected_param(m + R"("stop": [1]})"), "stop");
@@ -103,6 +104,17 @@ TEST(Request, MistakesNameTheirField) {
   EXPECT_EQ(rejected_param(m + R"("model": 7})"), "model");
   EXPECT_EQ(rejected_param(m + R"("stream_options": {"include_usage": 1}})"),
             "stream_options.include_usage");
+}
+
+TEST(Request, DeepNestingIsRefusedNotRecursedInto) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    parse_chat_request(std::string("{") + kHello + ", \"x\": " + deep + "}");
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(e.message().find("deeper than 64"), std::string::npos) << e.message();
+  }
 }
 
 TEST(Request, CompletionPromptIsTextOrTokenIds) {
