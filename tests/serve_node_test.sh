@@ -13,7 +13,11 @@ dir=$(mktemp -d)
 source "$here/serve_lib.sh"
 trap 'serve_cleanup; rm -rf "$dir"' EXIT
 # The page test watches a reply grow and stops one: a model slow enough to see that.
-if [ "$name" = page ]; then serve_model "$dir" 1024 4; else serve_model "$dir"; fi
+case $name in
+  page) serve_model "$dir" 1024 4 ;;
+  load) serve_model "$dir" 1024 4 ;;  # slow enough that latencies are the server's
+  *) serve_model "$dir" ;;
+esac
 case $name in
   openai) serve_start --api-key test-key --slots 4 ;;
   page) serve_start --slots 2 ;;

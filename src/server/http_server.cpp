@@ -137,17 +137,20 @@ void HttpServer::health(httplib::Response& res) {
     std::lock_guard lock(degraded_mutex_);
     degraded = degraded_;
   }
+  Scheduler* scheduler = scheduler_.load();
+  if (degraded.empty() && scheduler && !scheduler->failure().empty()) {
+    degraded = "the model failed: " + scheduler->failure();
+  }
   if (!degraded.empty()) {
     send_json(res, 503, {{"status", "degraded"}, {"reason", degraded}});
   } else if (!model_.load()) {
     send_json(res, 503, {{"status", "loading"}, {"reason", "the model is loading"}});
   } else {
-    Scheduler* s = scheduler_.load();
     send_json(res, 200,
               {{"status", "ready"},
-               {"slots", s->n_slots()},
-               {"running", s->n_running()},
-               {"queued", s->n_queued()}});
+               {"slots", scheduler->n_slots()},
+               {"running", scheduler->n_running()},
+               {"queued", scheduler->n_queued()}});
   }
 }
 

@@ -134,6 +134,11 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
 
 Scheduler::~Scheduler() = default;
 
+std::string Scheduler::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
 int64_t Scheduler::n_queued() const {
   std::lock_guard lock(mutex_);
   return static_cast<int64_t>(queue_.size());
@@ -352,6 +357,10 @@ bool Scheduler::step() {
   try {
     runner_.forward(batch_, logits_);
   } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mutex_);
+      failure_ = e.what();
+    }
     // The pass failed as a whole: every request in it fails, the rest go on.
     for (Active* a : rows) finish(*a, FinishReason::kError, e.what());
     for (auto& [a, n] : prefills) finish(*a, FinishReason::kError, e.what());
@@ -360,6 +369,10 @@ bool Scheduler::step() {
     return true;
   }
 
+  {
+    std::lock_guard lock(mutex_);
+    failure_.clear();
+  }
   // The pass succeeded: the slots now hold what it wrote.
   for (auto& a : running_) {
     if (a->next_token < 0) continue;

@@ -134,6 +134,10 @@ class Scheduler {
   // Refuses new requests from now on and lets run() return when the rest are done.
   void shutdown();
 
+  // Why the last forward pass failed, while no pass has succeeded since (empty: healthy).
+  // A failing model (later: a lost peer) makes /health say "degraded". Thread-safe.
+  std::string failure() const;
+
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
   int64_t n_queued() const;
   int64_t n_running() const { return n_running_.load(); }
@@ -168,7 +172,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   uint64_t clock_ = 0;                            // admission counter for LRU slot choice
 
-  mutable std::mutex mutex_;  // guards queue_ and stopping_
+  mutable std::mutex mutex_;  // guards queue_, stopping_ and failure_
+  std::string failure_;
   std::condition_variable cv_;
   std::deque<Waiting> queue_;
   bool stopping_ = false;

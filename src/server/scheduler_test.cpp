@@ -63,6 +63,7 @@ class FakeRunner : public engine::ModelRunner {
   int64_t n_ctx() const override { return n_ctx_; }
   int64_t n_seq() const override { return n_seq_; }
   void forward(const engine::Batch& batch, std::vector<float>& logits) override {
+    if (fail) throw Error("fake", "the model broke");
     batches.push_back(batch);
     logits.assign(static_cast<size_t>(batch.n_logits() * hp_.n_vocab), 0.0f);
     size_t row = 0;
@@ -82,6 +83,7 @@ class FakeRunner : public engine::ModelRunner {
     }
   }
   int32_t eog_trigger = -1;
+  bool fail = false;
   std::vector<engine::Batch> batches;
 
  private:
@@ -297,6 +299,24 @@ TEST(Scheduler, RefusesWhenTheQueueIsFullOrThePromptTooLong) {
     EXPECT_NE(std::string(e.what()).find("64"), std::string::npos);
   }
   EXPECT_THROW(s.submit(greedy({1, 99999999}, 3)), SubmitError);
+}
+
+TEST(Scheduler, AFailedPassFailsItsRequestsAndIsReported) {
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  runner.fail = true;
+  auto r = run_all(s, {s.submit(greedy(prompt_of(5, 0), 4))})[0];
+  EXPECT_EQ(r.finish->reason, FinishReason::kError);
+  EXPECT_NE(r.finish->error.find("the model broke"), std::string::npos);
+  EXPECT_NE(s.failure().find("the model broke"), std::string::npos);
+  EXPECT_EQ(s.n_running(), 0);
+  // It recovers: the next request runs, from an empty slot, and the failure is cleared.
+  runner.fail = false;
+  const auto p = greedy(prompt_of(5, 0), 4);
+  auto ok = run_all(s, {s.submit(p)})[0];
+  EXPECT_EQ(ok.tokens, alone(p).tokens);
+  EXPECT_EQ(ok.finish->n_cached, 0);
+  EXPECT_EQ(s.failure(), "");
 }
 
 TEST(Scheduler, ContextFullEndsWithLength) {
