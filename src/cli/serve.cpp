@@ -34,7 +34,6 @@ server::ServedModel served_model(engine::LocalRunner& runner, const tokenizer::T
                                  const ServeOptions& o) {
   server::ServedModel m;
   m.id = o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias;
-  m.runner = nullptr;
   m.tokenizer = &tok;
   if (auto source = runner.file().get_string_or("tokenizer.chat_template")) {
     m.template_source = std::string(*source);
@@ -92,7 +91,6 @@ void serve(const ServeOptions& o) {
     http_thread.join();
     throw;
   }
-  model.runner = runner.get();
   server::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.batch_tokens = o.batch_tokens;

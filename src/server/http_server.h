@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
-#include "engine/runner.h"
 #include "server/metrics.h"
 #include "server/output_parser.h"
 #include "server/scheduler.h"
@@ -42,10 +41,10 @@ struct ServerOptions {
   int http_threads = 64;  // concurrent connections (a stream holds one)
 };
 
-// The model as the server sees it. REQUIRES: every pointer outlives the server.
+// The model as the server sees it (generation itself goes through the Scheduler and so
+// through engine::ModelRunner only). REQUIRES: every pointer outlives the server.
 struct ServedModel {
   std::string id;  // the name /v1/models lists and requests may give
-  engine::ModelRunner* runner = nullptr;
   const tokenizer::Tokenizer* tokenizer = nullptr;
   std::optional<chat::Template> chat_template;
   std::string template_source;
