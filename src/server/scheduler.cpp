@@ -210,14 +210,6 @@ void Scheduler::admit() {
   while (!queue_.empty()) {
     // First come, first served: the head of the queue takes a slot or everyone waits.
     Waiting& w = queue_.front();
-    if (w.stream->cancelled()) {
-      Finish f;
-      f.reason = FinishReason::kCancelled;
-      f.n_prompt = static_cast<int64_t>(w.params.prompt.size());
-      w.stream->finish(f);
-      queue_.pop_front();
-      continue;
-    }
     // The free slot sharing the longest prefix; among equals, the least recently used
     // (so that other conversations' caches live longest).
     int32_t best = -1;
@@ -252,6 +244,18 @@ void Scheduler::admit() {
 }
 
 void Scheduler::drop_cancelled() {
+  {
+    // Waiting requests whose clients left give their places up at once.
+    std::lock_guard lock(mutex_);
+    std::erase_if(queue_, [](const Waiting& w) {
+      if (!w.stream->cancelled()) return false;
+      Finish f;
+      f.reason = FinishReason::kCancelled;
+      f.n_prompt = static_cast<int64_t>(w.params.prompt.size());
+      w.stream->finish(f);
+      return true;
+    });
+  }
   for (auto& a : running_) {
     if (!a->done && a->stream->cancelled()) finish(*a, FinishReason::kCancelled);
   }

@@ -276,6 +276,25 @@ TEST(Scheduler, CancelFreesTheSlotAtTheNextStep) {
   EXPECT_EQ(rb.finish->reason, FinishReason::kLength);
 }
 
+TEST(Scheduler, CancelledWaitingRequestLeavesTheQueue) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto a = s.submit(greedy(prompt_of(4, 0), 50));
+  auto b = s.submit(greedy(prompt_of(4, 1), 3));
+  auto c = s.submit(greedy(prompt_of(4, 2), 3));
+  s.step();
+  EXPECT_EQ(s.n_queued(), 2);
+  c->cancel();  // behind b, while a runs
+  s.step();
+  EXPECT_EQ(s.n_queued(), 1);
+  Result rc;
+  read(*c, rc);
+  ASSERT_TRUE(rc.finish);
+  EXPECT_EQ(rc.finish->reason, FinishReason::kCancelled);
+  auto rest = run_all(s, {a, b});
+  EXPECT_EQ(rest[1].tokens.size(), 3u);
+}
+
 TEST(Scheduler, RefusesWhenTheQueueIsFullOrThePromptTooLong) {
   FakeRunner runner(*tiny().tok, 1, 64);
   SchedulerOptions o;
