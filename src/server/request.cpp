@@ -46,10 +46,9 @@ std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, i
   if (!body.contains(name) || body[name].is_null()) return std::nullopt;
   const json& v = body[name];
   if (!v.is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
-  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)
-                        ? hi + 1
-                        : v.get<int64_t>();
-  if (x < lo || x > hi) {
+  const bool above = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
+  const int64_t x = above ? hi : v.get<int64_t>();
+  if (above || x < lo || x > hi) {
     bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
                   std::to_string(hi));
   }

@@ -92,6 +92,8 @@ TEST(Request, MistakesNameTheirField) {
   EXPECT_EQ(rejected_param(m + R"("temperature": 3})"), "temperature");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": -1})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": 0})"), "max_tokens");
+  EXPECT_EQ(rejected_param(m + R"("seed": 18446744073709551615})"), "seed");
+  EXPECT_EQ(rejected_param(m + R"("max_tokens": 18446744073709551615})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": 1.5})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("stream": "yes"})"), "stream");
   EXPECT_EQ(rejected_param(m + R"("stop": [1]})"), "stop");
