@@ -16,5 +16,6 @@ void add_run(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_node(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace herd::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   herd::cli::add_bench(app);
   herd::cli::add_plan(app);
   herd::cli::add_node(app);
+  herd::cli::add_serve(app);
 
   try {
     app.parse(argc, argv);

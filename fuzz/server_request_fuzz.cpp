@@ -1,0 +1,41 @@
+// libFuzzer target: arbitrary bytes as the body of a chat and a completion request, and as
+// model output for the reasoning/tool-call parser in every format (fed in two pieces, then
+// finished). An ApiError (a 400 naming the field) is the expected refusal; anything else --
+// a crash, a hang, a sanitizer report, another exception -- is a bug.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "server/output_parser.h"
+#include "server/request.h"
+#include "server/response.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  try {
+    herd::server::parse_chat_request(input);
+  } catch (const herd::server::ApiError& e) {
+    if (e.status() != 400) __builtin_trap();
+  }
+  try {
+    herd::server::parse_completion_request(input);
+  } catch (const herd::server::ApiError& e) {
+    if (e.status() != 400) __builtin_trap();
+  }
+  using herd::server::ToolFormat;
+  for (ToolFormat format :
+       {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral}) {
+    herd::server::OutputParserOptions options;
+    options.reasoning = true;
+    options.starts_in_reasoning = size % 2 == 1;
+    options.tools = format;
+    herd::server::OutputParser parser(options);
+    herd::server::ParsedDelta all = parser.push(input.substr(0, size / 2));
+    const herd::server::ParsedDelta rest = parser.push(input.substr(size / 2));
+    const herd::server::ParsedDelta tail = parser.finish();
+    all.content += rest.content + tail.content;
+    // Whatever the text, the response JSON is written without throwing.
+    herd::server::sse_event(herd::server::chat_delta(all, 0));
+  }
+  return 0;
+}

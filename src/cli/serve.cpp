@@ -1,0 +1,175 @@
+// herd serve: an OpenAI-compatible HTTP server with continuous batching over the local
+// model (later, over a plan across nodes: the server only talks to engine::ModelRunner).
+// Listens first (so /health can say "loading"), loads the model, serves until SIGINT or
+// SIGTERM, then refuses new requests, finishes the ones in flight and exits.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "chat/template.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cluster/cluster_runner.h"
+#include "server/http_server.h"
+#include "server/scheduler.h"
+#include "util/error.h"
+
+namespace herd::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::ServerOptions http;
+  int64_t slots = 4;
+  int64_t max_queue = 64;
+  int64_t batch_tokens = 256;
+  std::string alias;
+  int drain_seconds = 60;
+};
+
+server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
+                                 const ServeOptions& o) {
+  server::ServedModel m;
+  m.id = o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias;
+  m.tokenizer = &tok;
+  if (auto source = runner.file().get_string_or("tokenizer.chat_template")) {
+    m.template_source = std::string(*source);
+    m.chat_template = chat::Template::parse(m.template_source);
+  }
+  if (auto id = tok.bos()) m.bos = std::string(tok.token_text(*id));
+  if (auto id = tok.eos()) m.eos = std::string(tok.token_text(*id));
+  const HParams& hp = runner.hparams();
+  m.node_info = {
+      {"name", "local"},
+      {"arch", std::string(runner.info().arch->name)},
+      {"layers", {{"first", 0}, {"end", hp.n_layer}, {"total", hp.n_layer}}},
+      {"n_embd", hp.n_embd},
+      {"n_head", hp.n_head},
+      {"n_head_kv", hp.n_head_kv},
+      {"n_vocab", hp.n_vocab},
+      {"n_ctx", runner.n_ctx()},
+      {"slots", runner.n_seq()},
+      {"weight_bytes", runner.info().weight_bytes},
+      {"runner", runner.describe()},
+  };
+  if (auto* local = dynamic_cast<engine::LocalRunner*>(&runner)) {
+    m.node_info["threads"] = local->pool().size();
+    m.node_info["isa"] = std::string(kernels::isa_name(local->isa()));
+    m.node_info["kv_cache_bytes"] = local->shard().kv_cache_bytes();
+    m.node_info["packed_weight_bytes"] = local->shard().packed_weight_bytes();
+  } else if (auto* cluster = dynamic_cast<cluster::ClusterRunner*>(&runner)) {
+    // Across nodes: the stages and who runs them (the page lists them).
+    m.node_info["name"] = "coordinator";
+    m.node_info["threads"] = o.model.threads;
+    m.node_info["isa"] = "cluster";
+    m.node_info["kv_cache_bytes"] = 0;
+    m.node_info["packed_weight_bytes"] = 0;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const Stage& s : cluster->plan().stages) {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const Rank& r : s.ranks) {
+        const NodeProfile& node = cluster->nodes()[static_cast<size_t>(r.node)];
+        ranks.push_back({{"node", r.node == 0 ? "coordinator" : node.name},
+                         {"address", node.address},
+                         {"heads", {r.head_begin, r.head_end}},
+                         {"memory_bytes", r.memory_bytes}});
+      }
+      stages.push_back({{"layers", {s.layer_begin, s.layer_end}}, {"ranks", ranks}});
+    }
+    m.node_info["stages"] = stages;
+    m.node_info["parallel"] = cluster->plan().parallel;
+  }
+  return m;
+}
+
+void serve(const ServeOptions& o) {
+  if (o.slots < 1 || o.slots > 256) throw Error("cli", "--slots must be between 1 and 256");
+  // SIGINT and SIGTERM are taken by sigwait() below; every thread started from here on
+  // inherits the mask. A peer that closes its socket must not kill the process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::Metrics metrics;
+  server::HttpServer http(o.http, metrics);
+  http.bind();
+  std::thread http_thread([&] { http.listen(); });
+  std::fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", o.http.host.c_str(),
+               http.port(), o.model.model.c_str());
+
+  std::unique_ptr<engine::ModelRunner> runner;
+  std::optional<tokenizer::Tokenizer> tok;
+  server::ServedModel model;
+  try {
+    runner = o.model.open(o.slots);
+    tok.emplace(tokenizer::Tokenizer::from_gguf(runner->file()));
+    model = served_model(*runner, *tok, o);
+  } catch (...) {
+    http.stop();
+    http_thread.join();
+    throw;
+  }
+  server::SchedulerOptions so;
+  so.max_queue = o.max_queue;
+  so.batch_tokens = o.batch_tokens;
+  server::Scheduler scheduler(*runner, *tok, so, &metrics);
+  std::thread engine_thread([&] {
+    try {
+      scheduler.run();
+    } catch (const std::exception& e) {
+      http.set_degraded(std::string("the engine stopped: ") + e.what());
+      std::fprintf(stderr, "serve: the engine stopped: %s\n", e.what());
+    }
+  });
+  http.set_model(&model, &scheduler);
+  std::fprintf(stderr, "serve: ready: model '%s', %lld slots of %lld tokens; %s\n",
+               model.id.c_str(), static_cast<long long>(runner->n_seq()),
+               static_cast<long long>(runner->n_ctx()), runner->describe().c_str());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "serve: %s: finishing the requests in flight\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.begin_drain();
+  scheduler.shutdown();
+  engine_thread.join();
+  if (!http.wait_idle(std::chrono::seconds(o.drain_seconds))) {
+    std::fprintf(stderr, "serve: some responses were still being written after %d s\n",
+                 o.drain_seconds);
+  }
+  http.stop();
+  http_thread.join();
+  std::fprintf(stderr, "serve: stopped\n");
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (chat, completions, web page) with batching");
+  auto o = std::make_shared<ServeOptions>();
+  o->model.add_to(*cmd);
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--slots", o->slots, "Requests generated at once (KV-cache slots)")
+      ->capture_default_str();
+  cmd->add_option("--queue", o->max_queue, "Requests that may wait for a slot; more get 503")
+      ->capture_default_str();
+  cmd->add_option("--batch-tokens", o->batch_tokens,
+                  "Tokens per forward pass (decode tokens plus prompt chunks)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' on /v1");
+  cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
+  cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
+      ->capture_default_str();
+  cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace herd::cli

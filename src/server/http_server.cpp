@@ -1,0 +1,480 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <ctime>
+#include <thread>
+
+#include "server/request.h"
+#include "server/response.h"
+#include "server/web_assets.h"
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kWaitSlice = std::chrono::milliseconds(250);
+// An idle stream (queued behind others) sends an SSE comment this often, so that a client
+// that went away is noticed: the write fails.
+constexpr auto kKeepAlive = std::chrono::seconds(2);
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(json_text(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status(), e.to_json());
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+}
+
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+// Decrements the in-flight counter when the response is done, however it ends.
+struct InFlight {
+  explicit InFlight(std::atomic<int64_t>& n) : n_(&n) { n_->fetch_add(1); }
+  ~InFlight() { n_->fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  std::atomic<int64_t>* n_;
+};
+
+// Reads a stream to its end (non-streaming responses).
+struct Collected {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  Finish finish;
+};
+Collected collect(RequestStream& stream) {
+  Collected c;
+  for (;;) {
+    StreamUpdate u = stream.wait(kWaitSlice);
+    c.text += u.text;
+    c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    if (u.finish) {
+      c.finish = *u.finish;
+      return c;
+    }
+  }
+}
+
+ApiError generation_error(const Finish& f) {
+  return ApiError(500, "generation failed: " + f.error, "server_error", "", "generation_failed");
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options, Metrics& metrics)
+    : options_(std::move(options)), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+  const int n_threads = std::max(4, options_.http_threads);
+  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+    if (port_ < 0) throw Error("server", "cannot listen on " + options_.host + ": no free port");
+  } else {
+    if (!http_->bind_to_port(options_.host, options_.port)) {
+      throw Error("server", "cannot listen on " + options_.host + ":" +
+                                std::to_string(options_.port) + " (in use, or not allowed)");
+    }
+    port_ = options_.port;
+  }
+}
+
+void HttpServer::listen() {
+  http_->listen_after_bind();
+}
+void HttpServer::stop() {
+  http_->stop();
+}
+
+void HttpServer::set_model(const ServedModel* model, Scheduler* scheduler) {
+  scheduler_.store(scheduler);
+  model_.store(model);
+}
+
+void HttpServer::set_degraded(const std::string& reason) {
+  std::lock_guard lock(degraded_mutex_);
+  degraded_ = reason;
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (in_flight_.load() > 0) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) {
+  if (options_.api_key.empty()) return true;
+  const std::string expected = "Bearer " + options_.api_key;
+  if (req.get_header_value("Authorization") == expected) return true;
+  const bool given = req.has_header("Authorization");
+  send_error(res, ApiError(401,
+                           given ? "the API key is not valid"
+                                 : "an API key is required "
+                                   "(Authorization: Bearer KEY)",
+                           "invalid_request_error", "", "invalid_api_key"));
+  return false;
+}
+
+void HttpServer::health(httplib::Response& res) {
+  std::string degraded;
+  {
+    std::lock_guard lock(degraded_mutex_);
+    degraded = degraded_;
+  }
+  Scheduler* scheduler = scheduler_.load();
+  if (degraded.empty() && scheduler && !scheduler->failure().empty()) {
+    degraded = "the model failed: " + scheduler->failure();
+  }
+  if (!degraded.empty()) {
+    send_json(res, 503, {{"status", "degraded"}, {"reason", degraded}});
+  } else if (!model_.load()) {
+    send_json(res, 503, {{"status", "loading"}, {"reason", "the model is loading"}});
+  } else {
+    send_json(res, 200,
+              {{"status", "ready"},
+               {"slots", scheduler->n_slots()},
+               {"running", scheduler->n_running()},
+               {"queued", scheduler->n_queued()}});
+  }
+}
+
+std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params,
+                                                  const char* prompt_param) {
+  if (draining_.load()) {
+    throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  }
+  try {
+    return scheduler_.load()->submit(std::move(params));
+  } catch (const SubmitError& e) {
+    const std::string message = e.what() + std::string_view(e.what()).find("] ") + 2;
+    switch (e.kind()) {
+      case SubmitError::Kind::kQueueFull:
+        throw ApiError(503, message, "server_error", "", "queue_full");
+      case SubmitError::Kind::kShuttingDown:
+        throw ApiError(503, message, "server_error", "", "shutting_down");
+      case SubmitError::Kind::kPromptTooLong:
+        throw ApiError(400, message, "invalid_request_error", prompt_param,
+                       "context_length_exceeded");
+      case SubmitError::Kind::kInvalid:
+        throw ApiError(400, message, "invalid_request_error", prompt_param);
+    }
+    throw;
+  }
+}
+
+void HttpServer::routes() {
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "HTTP status " + std::to_string(res.status);
+    if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is too large";
+    if (res.status == 405) message = "method " + req.method + " is not allowed on " + req.path;
+    const char* type = res.status >= 500 ? "server_error" : "invalid_request_error";
+    res.set_content(json_text(ApiError(res.status, message, type).to_json()), "application/json");
+  });
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          message = e.what();
+        } catch (...) {
+        }
+        send_json(res, 500, ApiError(500, message, "server_error").to_json());
+      });
+
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    if (Scheduler* s = scheduler_.load()) metrics_.set_queue(s->n_queued(), s->n_running());
+    res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
+  });
+  http_->Get("/api/node", [this](const httplib::Request&, httplib::Response& res) {
+    json out = {{"metrics", metrics_.summary()}};
+    if (const ServedModel* m = model_.load()) {
+      out["model"] = m->id;
+      out["node"] = m->node_info;
+    }
+    send_json(res, 200, out);
+  });
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    json data = json::array();
+    if (const ServedModel* m = model_.load()) {
+      data.push_back({{"id", m->id}, {"object", "model"}, {"created", 0}, {"owned_by", "herd"}});
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
+  });
+  for (const WebAsset& asset : web_assets()) {
+    const std::string path = asset.path == "/index.html" ? "/" : std::string(asset.path);
+    http_->Get(path, [asset](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(asset.content), std::string(asset.content_type));
+    });
+  }
+  auto guarded = [this](const char* endpoint, auto handler) {
+    return [this, endpoint, handler](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (authorized(req, res)) {
+          if (!model_.load()) {
+            throw ApiError(503, "the model is loading", "server_error", "", "loading");
+          }
+          (this->*handler)(req, res);
+        }
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+      metrics_.count_request(endpoint, res.status);
+    };
+  };
+  http_->Post("/v1/chat/completions", guarded("chat_completions", &HttpServer::chat_completions));
+  http_->Post("/v1/completions", guarded("completions", &HttpServer::completions));
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /v1/chat/completions
+
+namespace {
+
+void check_model(const SamplingRequest& r, const ServedModel& m) {
+  if (!r.model.empty() && r.model != m.id) {
+    throw ApiError(404,
+                   "the model '" + r.model + "' does not exist (this server has '" + m.id + "')",
+                   "invalid_request_error", "model", "model_not_found");
+  }
+}
+
+GenerationParams generation_params(const SamplingRequest& r) {
+  GenerationParams g;
+  g.max_tokens = r.max_tokens;
+  g.sampler = r.sampler;
+  g.stop = r.stop;
+  g.top_logprobs = r.top_logprobs;
+  g.stop_at_eog = !r.ignore_eos;
+  return g;
+}
+
+// The streamed state of one chat response; lives as long as its content provider.
+struct ChatStream {
+  std::shared_ptr<RequestStream> stream;
+  OutputParser parser;
+  ResponseHeader header;
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  bool include_usage = false;
+  bool logprobs = false;
+  bool sent_role = false;
+  int n_tool_calls = 0;
+  Clock::time_point last_write = Clock::now();
+  std::unique_ptr<InFlight> in_flight;
+};
+
+}  // namespace
+
+void HttpServer::chat_completions(const httplib::Request& req, httplib::Response& res) {
+  const ServedModel& m = *model_.load();
+  ChatRequest r = parse_chat_request(req.body);
+  check_model(r.sampling, m);
+  if (!m.chat_template) {
+    throw ApiError(400, "the model has no chat template; use /v1/completions",
+                   "invalid_request_error", "messages");
+  }
+  std::string prompt;
+  try {
+    prompt = m.chat_template->render(chat::chat_variables(
+        r.messages, r.tools.is_null() ? nullptr : &r.tools, true, m.bos, m.eos, r.template_kwargs));
+  } catch (const chat::TemplateRaised& e) {
+    throw ApiError(400, "the chat template refused the messages: " + e.message(),
+                   "invalid_request_error", "messages");
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("the chat template failed: ") + e.what(),
+                   "invalid_request_error", "messages");
+  }
+  const bool parse_tools = !r.tools.is_null() && r.tool_choice != "none";
+  OutputParserOptions po;
+  po.reasoning = m.template_source.find("<think>") != std::string::npos;
+  po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
+  po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
+  const uint64_t n = next_id_.fetch_add(1);
+  po.id_prefix = "call_" + std::to_string(n) + "_";
+
+  GenerationParams g = generation_params(r.sampling);
+  // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>).
+  g.render_special = po.tools != ToolFormat::kNone;
+  // The template writes the special tokens itself (BOS included where it wants one).
+  g.prompt = m.tokenizer->encode(prompt, false, true);
+  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  std::shared_ptr<RequestStream> stream = submit(std::move(g), "messages");
+  ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
+
+  if (!r.sampling.stream) {
+    Collected c = collect(*stream);
+    if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+    OutputParser parser(po);
+    ParsedDelta all = parser.push(c.text);
+    ParsedDelta tail = parser.finish();
+    all.content += tail.content;
+    all.reasoning += tail.reasoning;
+    all.tool_calls.insert(all.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+    const json lp = r.sampling.top_logprobs >= 0 ? logprobs_json(*m.tokenizer, c.logprobs) : json();
+    send_json(res, 200, chat_completion(header, all, c.finish, lp));
+    return;
+  }
+
+  auto state = std::make_shared<ChatStream>(
+      ChatStream{stream, OutputParser(po), header, m.tokenizer, r.sampling.include_usage,
+                 r.sampling.top_logprobs >= 0, false, 0, Clock::now(), std::move(in_flight)});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        std::string out;
+        if (!state->sent_role) {
+          state->sent_role = true;
+          out += sse_event(chat_chunk(state->header, {{"role", "assistant"}, {"content", ""}},
+                                      nullptr, nullptr));
+        }
+        StreamUpdate u = state->stream->wait(kWaitSlice);
+        auto add_delta = [&](const ParsedDelta& d, const json& logprobs) {
+          if (d.empty() && logprobs.is_null()) return;
+          out += sse_event(
+              chat_chunk(state->header, chat_delta(d, state->n_tool_calls), nullptr, logprobs));
+          state->n_tool_calls += static_cast<int>(d.tool_calls.size());
+        };
+        if (!u.text.empty() || !u.tokens.empty()) {
+          json lp;
+          if (state->logprobs && !u.logprobs.empty()) {
+            lp = logprobs_json(*state->tokenizer, u.logprobs);
+          }
+          add_delta(state->parser.push(u.text), lp);
+        }
+        if (u.finish) {
+          if (u.finish->reason == FinishReason::kError) {
+            out += sse_event(generation_error(*u.finish).to_json());
+          } else {
+            add_delta(state->parser.finish(), json());
+            out += sse_event(chat_chunk(
+                state->header, json::object(),
+                openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0), nullptr));
+            if (state->include_usage) {
+              out += sse_event(usage_chunk(state->header, *u.finish, "chat.completion.chunk"));
+            }
+          }
+          out += sse_done();
+          const bool ok = sink.write(out.data(), out.size());
+          sink.done();
+          return ok;
+        }
+        if (out.empty() && Clock::now() - state->last_write > kKeepAlive) out = ": keep-alive\n\n";
+        if (out.empty()) return true;
+        state->last_write = Clock::now();
+        if (!sink.write(out.data(), out.size())) {
+          state->stream->cancel();  // the client went away: free the slot now
+          return false;
+        }
+        return true;
+      },
+      [state](bool success) {
+        if (!success) state->stream->cancel();
+        state->in_flight.reset();
+      });
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /v1/completions
+
+void HttpServer::completions(const httplib::Request& req, httplib::Response& res) {
+  const ServedModel& m = *model_.load();
+  CompletionRequest r = parse_completion_request(req.body);
+  check_model(r.sampling, m);
+  GenerationParams g = generation_params(r.sampling);
+  // A text prompt gets the model's BOS, as `herd run` gives it.
+  g.prompt = r.prompt_text ? m.tokenizer->encode(*r.prompt_text, true, false) : r.prompt_tokens;
+  if (g.prompt.empty())
+    throw ApiError(400, "the prompt has no tokens", "invalid_request_error", "prompt");
+  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  std::shared_ptr<RequestStream> stream = submit(std::move(g), "prompt");
+  ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
+
+  if (!r.sampling.stream) {
+    Collected c = collect(*stream);
+    if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+    json lp;
+    if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);
+    send_json(res, 200, completion(header, c.text, c.finish, lp));
+    return;
+  }
+  struct CompletionStream {
+    std::shared_ptr<RequestStream> stream;
+    ResponseHeader header;
+    const tokenizer::Tokenizer* tokenizer;
+    bool logprobs;
+    int64_t text_offset;
+    bool include_usage;
+    Clock::time_point last_write;
+    std::unique_ptr<InFlight> in_flight;
+  };
+  auto state = std::make_shared<CompletionStream>(
+      CompletionStream{stream, header, m.tokenizer, r.sampling.top_logprobs >= 0, 0,
+                       r.sampling.include_usage, Clock::now(), std::move(in_flight)});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        std::string out;
+        StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (!u.text.empty() || (state->logprobs && !u.logprobs.empty())) {
+          json lp;
+          if (state->logprobs) {
+            lp = completion_logprobs_json(*state->tokenizer, u.logprobs, state->text_offset);
+          }
+          out += sse_event(completion_chunk(state->header, u.text, nullptr, lp));
+          state->text_offset += static_cast<int64_t>(u.text.size());
+        }
+        if (u.finish) {
+          if (u.finish->reason == FinishReason::kError) {
+            out += sse_event(generation_error(*u.finish).to_json());
+          } else {
+            out += sse_event(completion_chunk(state->header, "",
+                                              openai_finish_reason(*u.finish, false), nullptr));
+            if (state->include_usage) {
+              out += sse_event(usage_chunk(state->header, *u.finish, "text_completion"));
+            }
+          }
+          out += sse_done();
+          const bool ok = sink.write(out.data(), out.size());
+          sink.done();
+          return ok;
+        }
+        if (out.empty() && Clock::now() - state->last_write > kKeepAlive) out = ": keep-alive\n\n";
+        if (out.empty()) return true;
+        state->last_write = Clock::now();
+        if (!sink.write(out.data(), out.size())) {
+          state->stream->cancel();
+          return false;
+        }
+        return true;
+      },
+      [state](bool success) {
+        if (!success) state->stream->cancel();
+        state->in_flight.reset();
+      });
+}
+
+}  // namespace herd::server

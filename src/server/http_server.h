@@ -1,0 +1,95 @@
+// HttpServer: the OpenAI-compatible HTTP API (cpp-httplib) in front of a Scheduler, plus
+// /health, /metrics, /api/node and the embedded web page.
+//
+//   HttpServer server(options);
+//   server.bind();                 // listening: /health says "loading"
+//   ... load the model ...
+//   server.set_model(&model, &scheduler);  // "ready"
+//   std::thread http([&] { server.listen(); });
+//   ... on SIGINT: server.begin_drain(); scheduler.shutdown(); join the engine;
+//       server.wait_idle(); server.stop(); http.join();
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/template.h"
+#include "server/metrics.h"
+#include "server/output_parser.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace herd::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0: any free port (see HttpServer::port())
+  std::string api_key;  // empty: no authentication
+  size_t max_body_bytes = size_t{8} << 20;
+  int http_threads = 64;  // concurrent connections (a stream holds one)
+};
+
+// The model as the server sees it (generation itself goes through the Scheduler and so
+// through engine::ModelRunner only). REQUIRES: every pointer outlives the server.
+struct ServedModel {
+  std::string id;  // the name /v1/models lists and requests may give
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  std::optional<chat::Template> chat_template;
+  std::string template_source;
+  std::optional<std::string> bos, eos;  // token texts for the template
+  nlohmann::json node_info;             // what /api/node reports about this node
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, Metrics& metrics);
+  ~HttpServer();
+
+  // Binds the listening socket. Throws herd::Error("[server] ...") when it cannot.
+  void bind();
+  int port() const { return port_; }
+  // Serves until stop(). Call after bind(), from its own thread.
+  void listen();
+  void stop();
+
+  void set_model(const ServedModel* model, Scheduler* scheduler);
+  void set_degraded(const std::string& reason);
+  // Generation requests get 503 from now on; the rest is still served.
+  void begin_drain() { draining_.store(true); }
+  // Waits until no generation response is being written, up to `timeout`.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+ private:
+  void routes();
+  bool authorized(const httplib::Request& req, httplib::Response& res);
+  void chat_completions(const httplib::Request& req, httplib::Response& res);
+  void completions(const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<RequestStream> submit(GenerationParams params, const char* prompt_param);
+  void health(httplib::Response& res);
+
+  ServerOptions options_;
+  Metrics& metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  std::atomic<const ServedModel*> model_{nullptr};
+  std::atomic<Scheduler*> scheduler_{nullptr};
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex degraded_mutex_;
+  std::string degraded_;
+};
+
+}  // namespace herd::server

@@ -1,0 +1,253 @@
+#include "server/request.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, "invalid_request_error", param);
+}
+
+// Deeper bodies are refused: the template engine and the serializer recurse over values.
+constexpr int kMaxDepth = 64;
+
+json parse_object(std::string_view body) {
+  bool too_deep = false;
+  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
+  json value = json::parse(body, depth_limit, false);
+  if (too_deep)
+    bad("", "the request body nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (value.is_discarded()) bad("", "the request body is not valid JSON");
+  if (!value.is_object()) bad("", "the request body must be a JSON object");
+  return value;
+}
+
+// Field readers: absent or null means "not given".
+std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+  const json& v = body[name];
+  if (!v.is_number()) bad(name, std::string("'") + name + "' must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                  std::to_string(hi));
+  }
+  return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+  const json& v = body[name];
+  if (!v.is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
+  const bool above = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
+  const int64_t x = above ? hi : v.get<int64_t>();
+  if (above || x < lo || x > hi) {
+    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                  std::to_string(hi));
+  }
+  return x;
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
+  if (!body[name].is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
+  return body[name].get<bool>();
+}
+
+SamplingRequest parse_sampling(const json& body) {
+  SamplingRequest r;
+  r.sampler = default_sampler();
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) bad("model", "'model' must be a string");
+    r.model = body["model"].get<std::string>();
+  }
+  r.stream = boolean(body, "stream").value_or(false);
+  r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const json& o = body["stream_options"];
+    if (!o.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (o.contains("include_usage") && !o["include_usage"].is_boolean()) {
+      bad("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+    }
+    r.include_usage = o.value("include_usage", false);
+  }
+  constexpr int64_t kMaxTokens = int64_t{1} << 31;
+  if (auto n = integer(body, "max_completion_tokens", 1, kMaxTokens)) r.max_tokens = *n;
+  if (auto n = integer(body, "max_tokens", 1, kMaxTokens)) r.max_tokens = *n;
+  if (auto x = number(body, "temperature", 0, 2)) r.sampler.temperature = static_cast<float>(*x);
+  if (auto x = number(body, "top_p", 0, 1)) r.sampler.top_p = static_cast<float>(*x);
+  if (auto n = integer(body, "top_k", 0, 1 << 20)) r.sampler.top_k = static_cast<int32_t>(*n);
+  if (auto x = number(body, "min_p", 0, 1)) r.sampler.min_p = static_cast<float>(*x);
+  if (auto x = number(body, "presence_penalty", -2, 2)) {
+    r.sampler.presence_penalty = static_cast<float>(*x);
+  }
+  if (auto x = number(body, "frequency_penalty", -2, 2)) {
+    r.sampler.frequency_penalty = static_cast<float>(*x);
+  }
+  if (auto x = number(body, "repetition_penalty", 0, 10)) {
+    r.sampler.repeat_penalty = static_cast<float>(*x);
+  }
+  if (auto n = integer(body, "seed", INT64_MIN, INT64_MAX)) {
+    r.sampler.seed = static_cast<uint64_t>(*n);
+  } else {
+    // Unseeded requests differ from each other, as OpenAI's do.
+    r.sampler.seed =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  integer(body, "n", 1, 1);  // one choice per request
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > 16) bad("stop", "'stop' holds at most 16 strings");
+      for (const json& e : s) {
+        if (!e.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of strings");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+ApiError::ApiError(int status, std::string message, std::string type, std::string param,
+                   std::string code)
+    : Error("server", message),
+      status_(status),
+      message_(std::move(message)),
+      type_(std::move(type)),
+      param_(std::move(param)),
+      code_(std::move(code)) {}
+
+nlohmann::json ApiError::to_json() const {
+  nlohmann::json e = {{"message", message_}, {"type", type_}};
+  e["param"] = param_.empty() ? nlohmann::json(nullptr) : nlohmann::json(param_);
+  e["code"] = code_.empty() ? nlohmann::json(nullptr) : nlohmann::json(code_);
+  return {{"error", e}};
+}
+
+engine::SamplerParams default_sampler() {
+  engine::SamplerParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f;
+  return p;
+}
+
+ChatRequest parse_chat_request(std::string_view body_text) {
+  const json body = parse_object(body_text);
+  ChatRequest r;
+  r.sampling = parse_sampling(body);
+  if (!body.contains("messages")) bad("messages", "'messages' is required");
+  r.messages = body["messages"];
+  if (!r.messages.is_array()) bad("messages", "'messages' must be an array");
+  if (r.messages.empty()) bad("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    const json& m = r.messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(where, "'" + where + "' must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) {
+      bad(where + ".role", "'" + where + ".role' must be a string");
+    }
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array()) {
+      bad(where + ".content", "'" + where + ".content' must be a string or an array of parts");
+    }
+  }
+  // Content given as an array of text parts becomes one string, as templates expect.
+  for (json& m : r.messages) {
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const json& part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          bad("messages.content", "only content parts of type 'text' are supported");
+        }
+        text += part["text"].get<std::string>();
+      }
+      m["content"] = text;
+    }
+  }
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    r.tools = body["tools"];
+    if (!r.tools.is_array()) bad("tools", "'tools' must be an array");
+    for (size_t i = 0; i < r.tools.size(); ++i) {
+      const json& t = r.tools[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+          !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+        bad(where,
+            "'" + where + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+    }
+    if (r.tools.empty()) r.tools = nullptr;
+  }
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+    const json& c = body["tool_choice"];
+    if (c.is_string()) {
+      r.tool_choice = c.get<std::string>();
+      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required") {
+        bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
+      }
+    } else if (c.is_object() && c.contains("function") && c["function"].is_object() &&
+               c["function"].contains("name") && c["function"]["name"].is_string()) {
+      r.tool_choice = c["function"]["name"].get<std::string>();
+    } else {
+      bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
+    }
+  }
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object()) {
+      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    r.template_kwargs = body["chat_template_kwargs"];
+  }
+  const bool logprobs = boolean(body, "logprobs").value_or(false);
+  const auto top = integer(body, "top_logprobs", 0, 20);
+  if (top && !logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (logprobs) r.sampling.top_logprobs = static_cast<int>(top.value_or(0));
+  return r;
+}
+
+CompletionRequest parse_completion_request(std::string_view body_text) {
+  const json body = parse_object(body_text);
+  CompletionRequest r;
+  r.sampling = parse_sampling(body);
+  if (!body.contains("prompt")) bad("prompt", "'prompt' is required");
+  const json& p = body["prompt"];
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt_text = p[0].get<std::string>();
+  } else if (p.is_array() && !p.empty()) {
+    for (const json& t : p) {
+      if (!t.is_number_integer()) {
+        bad("prompt", "'prompt' must be a string or an array of token ids");
+      }
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id > INT32_MAX)
+        bad("prompt", "token id " + std::to_string(id) + " is out of range");
+      r.prompt_tokens.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    bad("prompt", "'prompt' must be a string or a non-empty array of token ids");
+  }
+  // The legacy API's logprobs is the number of top tokens.
+  if (auto n = integer(body, "logprobs", 0, 20)) r.sampling.top_logprobs = static_cast<int>(*n);
+  return r;
+}
+
+}  // namespace herd::server

@@ -1,0 +1,68 @@
+// Parsing and validation of OpenAI API request bodies (/v1/chat/completions and
+// /v1/completions). Everything a client can get wrong becomes an ApiError with the HTTP
+// status and OpenAI's error shape, naming the offending field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "util/error.h"
+
+namespace herd::server {
+
+// An error the client caused (or that the client must hear about), in OpenAI's shape:
+// {"error": {"message", "type", "param", "code"}}.
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string message, std::string type = "invalid_request_error",
+           std::string param = {}, std::string code = {});
+  int status() const { return status_; }
+  const std::string& message() const { return message_; }
+  nlohmann::json to_json() const;
+
+ private:
+  int status_;
+  std::string message_, type_, param_, code_;
+};
+
+// What both endpoints share: sampling and stopping.
+struct SamplingRequest {
+  std::string model;  // empty: whatever is served
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int64_t max_tokens = -1;     // < 0: until the context is full
+  engine::SamplerParams sampler;
+  std::vector<std::string> stop;
+  int top_logprobs = -1;    // < 0: no logprobs
+  bool ignore_eos = false;  // generate max_tokens whatever the model says (benchmarks)
+};
+
+struct ChatRequest {
+  SamplingRequest sampling;
+  nlohmann::ordered_json messages;   // array of objects with a string "role"
+  nlohmann::ordered_json tools;      // array, or null
+  std::string tool_choice = "auto";  // "auto", "none", "required", or a function name
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+};
+
+struct CompletionRequest {
+  SamplingRequest sampling;
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_tokens;  // when the prompt is given as token ids
+};
+
+// The defaults a request starts from: OpenAI's temperature 1 and top_p 1, no top-k/min-p
+// unless asked, so that an unconfigured client samples the model's own distribution.
+engine::SamplerParams default_sampler();
+
+// Throw ApiError(400, ...) naming the field for malformed JSON, wrong types, out-of-range
+// values or missing required fields.
+ChatRequest parse_chat_request(std::string_view body);
+CompletionRequest parse_completion_request(std::string_view body);
+
+}  // namespace herd::server

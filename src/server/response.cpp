@@ -1,0 +1,156 @@
+#include "server/response.h"
+
+namespace herd::server {
+
+using json = nlohmann::json;
+
+std::string json_text(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_event(const json& value) {
+  return "data: " + json_text(value) + "\n\n";
+}
+
+std::string sse_done() {
+  return "data: [DONE]\n\n";
+}
+
+json usage_json(const Finish& f) {
+  return {{"prompt_tokens", f.n_prompt},
+          {"completion_tokens", f.n_completion},
+          {"total_tokens", f.n_prompt + f.n_completion},
+          {"prompt_tokens_details", {{"cached_tokens", f.n_cached}}}};
+}
+
+json logprobs_json(const tokenizer::Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps) {
+  auto token_entry = [&](int32_t id, float logprob) {
+    std::string piece;
+    tokenizer.append_piece(id, false, piece);
+    json bytes = json::array();
+    for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+    return json{{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
+  };
+  json content = json::array();
+  for (const TokenLogprob& lp : lps) {
+    json entry = token_entry(lp.token, lp.logprob);
+    json top = json::array();
+    for (const TopLogprob& t : lp.top) top.push_back(token_entry(t.token, t.logprob));
+    entry["top_logprobs"] = top;
+    content.push_back(entry);
+  }
+  return {{"content", content}};
+}
+
+json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                              const std::vector<TokenLogprob>& lps, int64_t text_offset0) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  int64_t offset = text_offset0;
+  for (const TokenLogprob& lp : lps) {
+    std::string piece;
+    tokenizer.append_piece(lp.token, false, piece);
+    tokens.push_back(piece);
+    token_logprobs.push_back(lp.logprob);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(piece.size());
+    json alternatives = json::object();
+    for (const TopLogprob& t : lp.top) {
+      std::string alt;
+      tokenizer.append_piece(t.token, false, alt);
+      alternatives[alt] = t.logprob;  // dumped with invalid UTF-8 replaced, as values are
+    }
+    top.push_back(alternatives);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+std::string openai_finish_reason(const Finish& finish, bool has_tool_calls) {
+  if (has_tool_calls) return "tool_calls";
+  return finish.reason == FinishReason::kLength ? "length" : "stop";
+}
+
+json chat_delta(const ParsedDelta& delta, int first_tool_index) {
+  json d = json::object();
+  if (!delta.content.empty()) d["content"] = delta.content;
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.tool_calls.empty()) {
+    json calls = json::array();
+    int index = first_tool_index;
+    for (const ToolCall& c : delta.tool_calls) {
+      calls.push_back({{"index", index++},
+                       {"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    d["tool_calls"] = calls;
+  }
+  return d;
+}
+
+json chat_chunk(const ResponseHeader& h, const json& delta, const json& finish_reason,
+                const json& logprobs) {
+  return {{"id", h.id},
+          {"object", "chat.completion.chunk"},
+          {"created", h.created},
+          {"model", h.model},
+          {"system_fingerprint", "herd"},
+          {"choices", json::array({{{"index", 0},
+                                    {"delta", delta},
+                                    {"logprobs", logprobs},
+                                    {"finish_reason", finish_reason}}})}};
+}
+
+json usage_chunk(const ResponseHeader& h, const Finish& finish, const char* object) {
+  return {{"id", h.id},       {"object", object},         {"created", h.created},
+          {"model", h.model}, {"choices", json::array()}, {"usage", usage_json(finish)}};
+}
+
+json chat_completion(const ResponseHeader& h, const ParsedDelta& m, const Finish& finish,
+                     const json& logprobs) {
+  json message = {{"role", "assistant"}};
+  message["content"] = m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content);
+  if (!m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
+  if (!m.tool_calls.empty()) message["tool_calls"] = chat_delta(m, 0)["tool_calls"];
+  return {{"id", h.id},
+          {"object", "chat.completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"system_fingerprint", "herd"},
+          {"choices",
+           json::array({{{"index", 0},
+                         {"message", message},
+                         {"logprobs", logprobs},
+                         {"finish_reason", openai_finish_reason(finish, !m.tool_calls.empty())}}})},
+          {"usage", usage_json(finish)}};
+}
+
+json completion_chunk(const ResponseHeader& h, const std::string& text, const json& finish_reason,
+                      const json& logprobs) {
+  return {{"id", h.id},
+          {"object", "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"text", text},
+                                    {"logprobs", logprobs},
+                                    {"finish_reason", finish_reason}}})}};
+}
+
+json completion(const ResponseHeader& h, const std::string& text, const Finish& finish,
+                const json& logprobs) {
+  return {{"id", h.id},
+          {"object", "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"text", text},
+                                    {"logprobs", logprobs},
+                                    {"finish_reason", openai_finish_reason(finish, false)}}})},
+          {"usage", usage_json(finish)}};
+}
+
+}  // namespace herd::server

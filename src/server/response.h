@@ -1,0 +1,59 @@
+// The JSON of OpenAI API responses and server-sent events: chat completions and their
+// streamed chunks, text completions, usage, logprobs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/output_parser.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace herd::server {
+
+// One server-sent event: "data: <json>\n\n". Invalid UTF-8 is replaced, never thrown on.
+std::string sse_event(const nlohmann::json& value);
+// The end of an OpenAI stream: "data: [DONE]\n\n".
+std::string sse_done();
+// A JSON body as text, invalid UTF-8 replaced.
+std::string json_text(const nlohmann::json& value);
+
+// What every response of one request repeats.
+struct ResponseHeader {
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+nlohmann::json usage_json(const Finish& finish);
+// {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
+nlohmann::json logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                             const std::vector<TokenLogprob>& logprobs);
+// The legacy completions shape: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}],
+// "text_offset"}; offsets count from text_offset0.
+nlohmann::json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                                        const std::vector<TokenLogprob>& logprobs,
+                                        int64_t text_offset0);
+// "stop", "length" or "tool_calls" (when the reply holds tool calls).
+std::string openai_finish_reason(const Finish& finish, bool has_tool_calls);
+
+// The delta of a chat chunk for what the parser produced; tool calls are numbered from
+// first_tool_index.
+nlohmann::json chat_delta(const ParsedDelta& delta, int first_tool_index);
+nlohmann::json chat_chunk(const ResponseHeader& header, const nlohmann::json& delta,
+                          const nlohmann::json& finish_reason, const nlohmann::json& logprobs);
+// The final chunk of include_usage: no choices, the usage.
+nlohmann::json usage_chunk(const ResponseHeader& header, const Finish& finish, const char* object);
+nlohmann::json chat_completion(const ResponseHeader& header, const ParsedDelta& message,
+                               const Finish& finish, const nlohmann::json& logprobs);
+
+nlohmann::json completion_chunk(const ResponseHeader& header, const std::string& text,
+                                const nlohmann::json& finish_reason,
+                                const nlohmann::json& logprobs);
+nlohmann::json completion(const ResponseHeader& header, const std::string& text,
+                          const Finish& finish, const nlohmann::json& logprobs);
+
+}  // namespace herd::server

@@ -1,0 +1,406 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "engine/generate.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace herd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// log-softmax of the chosen token and the `n_top` most likely tokens, from raw logits.
+TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int n_top) {
+  float max = logits[0];
+  for (float l : logits) max = std::max(max, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = logits[static_cast<size_t>(token)] - log_z;
+  if (n_top > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const size_t k = std::min(ids.size(), static_cast<size_t>(n_top));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int32_t a, int32_t b) {
+                        const float la = logits[static_cast<size_t>(a)];
+                        const float lb = logits[static_cast<size_t>(b)];
+                        return la > lb || (la == lb && a < b);
+                      });
+    for (size_t i = 0; i < k; ++i) {
+      out.top.push_back({ids[i], logits[static_cast<size_t>(ids[i])] - log_z});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------
+// RequestStream
+
+StreamUpdate RequestStream::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] {
+    return !pending_.text.empty() || !pending_.tokens.empty() || pending_.finish;
+  });
+  StreamUpdate out = std::move(pending_);
+  pending_ = StreamUpdate();
+  return out;
+}
+
+void RequestStream::publish(const std::string& text, int32_t token, const TokenLogprob* logprob) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.text += text;
+    if (token >= 0) pending_.tokens.push_back(token);
+    if (logprob) pending_.logprobs.push_back(*logprob);
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::finish(const Finish& finish) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.finish = finish;
+  }
+  cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------
+// Scheduler
+
+struct Scheduler::Active {
+  Active(GenerationParams p, std::shared_ptr<RequestStream> s, const tokenizer::Tokenizer& tok)
+      : params(std::move(p)),
+        stream(std::move(s)),
+        sampler(params.sampler),
+        decoder(tok, params.render_special),
+        stops(params.stop) {}
+
+  GenerationParams params;
+  std::shared_ptr<RequestStream> stream;
+  engine::Sampler sampler;
+  tokenizer::StreamDecoder decoder;
+  engine::StopMatcher stops;
+  int32_t slot = -1;
+  size_t n_prefilled = 0;   // prompt tokens in the slot's KV cache
+  int64_t n_cached = 0;     // of which were reused
+  int32_t next_token = -1;  // sampled, not yet run through the model
+  int64_t n_generated = 0;
+  Clock::time_point submitted, first_token;
+  bool done = false;
+};
+
+Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
+                     const SchedulerOptions& options, Metrics* metrics)
+    : runner_(runner),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      slots_(static_cast<size_t>(runner.n_seq())) {
+  options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
+}
+
+Scheduler::~Scheduler() = default;
+
+std::string Scheduler::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+int64_t Scheduler::n_queued() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
+  if (params.prompt.empty()) {
+    throw SubmitError(SubmitError::Kind::kInvalid, "the prompt has no tokens");
+  }
+  const int64_t n_ctx = runner_.n_ctx();
+  if (static_cast<int64_t>(params.prompt.size()) >= n_ctx) {
+    throw SubmitError(SubmitError::Kind::kPromptTooLong,
+                      "the prompt has " + std::to_string(params.prompt.size()) +
+                          " tokens but the context holds " + std::to_string(n_ctx) +
+                          " (prompt and at least one generated token)");
+  }
+  const int32_t n_vocab = static_cast<int32_t>(runner_.hparams().n_vocab);
+  for (int32_t t : params.prompt) {
+    if (t < 0 || t >= n_vocab) {
+      throw SubmitError(SubmitError::Kind::kInvalid, "token id " + std::to_string(t) +
+                                                         " is outside the vocabulary [0, " +
+                                                         std::to_string(n_vocab) + ")");
+    }
+  }
+  auto stream = std::make_shared<RequestStream>();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_)
+      throw SubmitError(SubmitError::Kind::kShuttingDown, "the server is shutting down");
+    // Requests that free slots will take at the next step do not count as waiting.
+    const int64_t free_slots = std::max<int64_t>(0, n_slots() - n_running_.load());
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue + free_slots) {
+      throw SubmitError(SubmitError::Kind::kQueueFull, "the queue is full (" +
+                                                           std::to_string(options_.max_queue) +
+                                                           " requests waiting); retry later");
+    }
+    queue_.push_back({std::move(params), stream, Clock::now()});
+    if (metrics_) metrics_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void Scheduler::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+      if (stopping_ && queue_.empty() && running_.empty()) return;
+    }
+    if (!step()) {
+      // Nothing runnable (every waiting request was cancelled): wait for news.
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void Scheduler::admit() {
+  std::lock_guard lock(mutex_);
+  while (!queue_.empty()) {
+    // First come, first served: the head of the queue takes a slot or everyone waits.
+    Waiting& w = queue_.front();
+    // The free slot sharing the longest prefix; among equals, the least recently used
+    // (so that other conversations' caches live longest).
+    int32_t best = -1;
+    size_t best_prefix = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      if (slots_[s].active) continue;
+      const size_t prefix = common_prefix(slots_[s].cached, w.params.prompt);
+      if (best < 0 || prefix > best_prefix ||
+          (prefix == best_prefix && slots_[s].last_used < slots_[best].last_used)) {
+        best = static_cast<int32_t>(s);
+        best_prefix = prefix;
+      }
+    }
+    if (best < 0) break;
+    auto active = std::make_unique<Active>(std::move(w.params), std::move(w.stream), tokenizer_);
+    active->submitted = w.submitted;
+    queue_.pop_front();
+    // At least the last prompt token runs again: its logits choose the first token.
+    const size_t keep = std::min(best_prefix, active->params.prompt.size() - 1);
+    Slot& slot = slots_[static_cast<size_t>(best)];
+    slot.cached.resize(keep);
+    slot.active = active.get();
+    slot.last_used = ++clock_;
+    active->slot = best;
+    active->n_prefilled = keep;
+    active->n_cached = static_cast<int64_t>(keep);
+    for (int32_t t : active->params.prompt) active->sampler.accept(t);
+    running_.push_back(std::move(active));
+  }
+  n_running_.store(static_cast<int64_t>(running_.size()));
+  if (metrics_) metrics_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
+}
+
+void Scheduler::drop_cancelled() {
+  {
+    // Waiting requests whose clients left give their places up at once.
+    std::lock_guard lock(mutex_);
+    std::erase_if(queue_, [](const Waiting& w) {
+      if (!w.stream->cancelled()) return false;
+      Finish f;
+      f.reason = FinishReason::kCancelled;
+      f.n_prompt = static_cast<int64_t>(w.params.prompt.size());
+      w.stream->finish(f);
+      return true;
+    });
+  }
+  for (auto& a : running_) {
+    if (!a->done && a->stream->cancelled()) finish(*a, FinishReason::kCancelled);
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+}
+
+void Scheduler::finish(Active& a, FinishReason reason, const std::string& error) {
+  if (a.done) return;
+  a.done = true;
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    // What the decoder and the stop matcher still hold belongs to the text.
+    std::string tail;
+    if (!a.stops.stopped()) tail = a.stops.push(a.decoder.flush());
+    tail += a.stops.flush();
+    if (!tail.empty()) a.stream->publish(tail, -1, nullptr);
+  }
+  Finish f;
+  f.reason = reason;
+  f.error = error;
+  f.n_prompt = static_cast<int64_t>(a.params.prompt.size());
+  f.n_cached = a.n_cached;
+  f.n_completion = a.n_generated;
+  const auto now = Clock::now();
+  if (a.n_generated > 0) {
+    f.ttft_seconds = seconds_between(a.submitted, a.first_token);
+    f.decode_seconds = seconds_between(a.first_token, now);
+  }
+  Slot& slot = slots_[static_cast<size_t>(a.slot)];
+  slot.active = nullptr;
+  slot.last_used = ++clock_;
+  if (reason == FinishReason::kError) slot.cached.clear();  // its KV entries are unknown
+  a.stream->finish(f);
+}
+
+void Scheduler::sample_and_emit(Active& a, const float* logits) {
+  const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
+  std::span<const float> row(logits, n_vocab);
+  const int32_t token = a.sampler.sample(row);
+  const auto now = Clock::now();
+  if (a.n_generated == 0) {
+    a.first_token = now;
+    if (metrics_) metrics_->observe_ttft(seconds_between(a.submitted, now));
+  }
+  if (a.params.stop_at_eog && tokenizer_.is_eog(token)) {
+    finish(a, FinishReason::kStop);
+    return;
+  }
+  ++a.n_generated;
+  if (metrics_) metrics_->add_completion_tokens(1);
+  a.sampler.accept(token);
+  TokenLogprob lp;
+  if (a.params.top_logprobs >= 0) lp = logprobs_of(row, token, a.params.top_logprobs);
+  const std::string text = a.stops.push(a.decoder.push(token));
+  a.stream->publish(text, token, a.params.top_logprobs >= 0 ? &lp : nullptr);
+  if (a.stops.stopped()) {
+    finish(a, FinishReason::kStop);
+    return;
+  }
+  if (a.params.max_tokens >= 0 && a.n_generated >= a.params.max_tokens) {
+    finish(a, FinishReason::kLength);
+    return;
+  }
+  if (static_cast<int64_t>(slots_[static_cast<size_t>(a.slot)].cached.size()) >= runner_.n_ctx()) {
+    finish(a, FinishReason::kLength);  // the context is full
+    return;
+  }
+  a.next_token = token;
+}
+
+bool Scheduler::step() {
+  drop_cancelled();
+  admit();
+  batch_.clear();
+  // Which running request each logits row belongs to, in batch order.
+  std::vector<Active*> rows;
+  // Decode tokens first: every generating request advances by one token per step.
+  for (auto& a : running_) {
+    if (a->next_token < 0) continue;
+    Slot& slot = slots_[static_cast<size_t>(a->slot)];
+    batch_.add(a->next_token, a->slot, static_cast<int32_t>(slot.cached.size()), true);
+    rows.push_back(a.get());
+  }
+  // Then prompt chunks, oldest request first, within what the budget leaves (at least one
+  // token, so that prefill always progresses).
+  int64_t budget = std::max<int64_t>(options_.batch_tokens - batch_.size(), 1);
+  std::vector<std::pair<Active*, size_t>> prefills;  // request, tokens added this step
+  for (auto& a : running_) {
+    if (budget <= 0) break;
+    if (a->next_token >= 0 || a->n_prefilled >= a->params.prompt.size()) continue;
+    const size_t n =
+        std::min(a->params.prompt.size() - a->n_prefilled, static_cast<size_t>(budget));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t pos = a->n_prefilled + i;
+      const bool last = pos + 1 == a->params.prompt.size();
+      batch_.add(a->params.prompt[pos], a->slot, static_cast<int32_t>(pos), last);
+      if (last) rows.push_back(a.get());
+    }
+    prefills.push_back({a.get(), n});
+    budget -= static_cast<int64_t>(n);
+  }
+  if (batch_.size() == 0) return false;
+
+  try {
+    runner_.forward(batch_, logits_);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mutex_);
+      failure_ = e.what();
+    }
+    // The pass failed as a whole: every request in it fails, the rest go on.
+    for (Active* a : rows) finish(*a, FinishReason::kError, e.what());
+    for (auto& [a, n] : prefills) finish(*a, FinishReason::kError, e.what());
+    std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+    n_running_.store(static_cast<int64_t>(running_.size()));
+    return true;
+  }
+
+  {
+    std::lock_guard lock(mutex_);
+    failure_.clear();
+  }
+  // The pass succeeded: the slots now hold what it wrote.
+  for (auto& a : running_) {
+    if (a->next_token < 0) continue;
+    slots_[static_cast<size_t>(a->slot)].cached.push_back(a->next_token);
+    a->next_token = -1;
+  }
+  int64_t n_prefilled = 0, n_cached = 0;
+  for (auto& [a, n] : prefills) {
+    auto& cached = slots_[static_cast<size_t>(a->slot)].cached;
+    const auto begin = a->params.prompt.begin() + static_cast<std::ptrdiff_t>(a->n_prefilled);
+    cached.insert(cached.end(), begin, begin + static_cast<std::ptrdiff_t>(n));
+    if (a->n_prefilled == static_cast<size_t>(a->n_cached)) n_cached += a->n_cached;
+    a->n_prefilled += n;
+    n_prefilled += static_cast<int64_t>(n);
+  }
+  if (metrics_ && (n_prefilled > 0 || n_cached > 0))
+    metrics_->add_prompt_tokens(n_prefilled, n_cached);
+
+  const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
+  for (size_t r = 0; r < rows.size(); ++r) sample_and_emit(*rows[r], logits_.data() + r * n_vocab);
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  n_running_.store(static_cast<int64_t>(running_.size()));
+  if (metrics_) metrics_->set_queue(n_queued(), n_running_.load());
+  return true;
+}
+
+}  // namespace herd::server

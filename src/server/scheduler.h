@@ -1,0 +1,186 @@
+// Scheduler: continuous batching of many generation requests over one ModelRunner.
+//
+// One engine thread calls step() in a loop. Every step builds ONE Batch: the pending
+// decode token of every running request first, then chunks of the prompts still being
+// prefilled, up to a token budget (so a long prompt never stalls the others' decoding for
+// more than one bounded pass). Requests join and leave between steps. Waiting requests are
+// admitted first come, first served, into the free KV slot whose cached tokens share the
+// longest prefix with the prompt; only the rest of the prompt is prefilled (a multi-turn
+// chat does not prefill its history again).
+//
+// It knows nothing of HTTP: submit() returns a RequestStream that the caller reads from
+// another thread, and cancel() on that stream frees the request's slot at the next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/runner.h"
+#include "engine/sampler.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace herd::server {
+
+struct GenerationParams {
+  std::vector<int32_t> prompt;  // REQUIRES: not empty
+  int64_t max_tokens = -1;      // < 0: until the context is full
+  engine::SamplerParams sampler;
+  std::vector<std::string> stop;  // never streamed; generation ends before them
+  int top_logprobs = -1;          // < 0: no logprobs; 0..20: chosen token plus that many
+  bool render_special = false;    // decode control tokens as text (tool-call markers)
+  bool stop_at_eog = true;        // false: end-of-generation tokens are generated as text
+};
+
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // best first
+};
+
+enum class FinishReason { kStop, kLength, kCancelled, kError };
+std::string_view finish_reason_name(FinishReason reason);
+
+struct Finish {
+  FinishReason reason = FinishReason::kStop;
+  std::string error;          // kError: what went wrong
+  int64_t n_prompt = 0;       // prompt tokens
+  int64_t n_cached = 0;       // of which were reused from the slot's cache
+  int64_t n_completion = 0;   // generated tokens (a final end-of-generation token not counted)
+  double ttft_seconds = 0;    // from submit() to the first generated token
+  double decode_seconds = 0;  // from the first to the last generated token
+};
+
+// What a request produced since the last read.
+struct StreamUpdate {
+  std::string text;                    // complete UTF-8 text, stop strings held back
+  std::vector<int32_t> tokens;         // the tokens behind it
+  std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
+  std::optional<Finish> finish;        // set once, in the last update
+};
+
+// Shared by the scheduler (writer, engine thread) and one reader (an HTTP thread).
+// Thread-safe.
+class RequestStream {
+ public:
+  // Returns what arrived, waiting up to `timeout` for something; an empty update (no
+  // text, no finish) means the wait timed out.
+  StreamUpdate wait(std::chrono::milliseconds timeout);
+  // Asks the scheduler to stop this request and free its slot; a finish with kCancelled
+  // follows (unless it had finished already).
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Engine side. token < 0: text only (what was held back at the end).
+  void publish(const std::string& text, int32_t token, const TokenLogprob* logprob);
+  void finish(const Finish& finish);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  StreamUpdate pending_;
+  std::atomic<bool> cancelled_{false};
+};
+
+// submit() refusals: the caller maps these to HTTP statuses.
+class SubmitError : public Error {
+ public:
+  enum class Kind { kQueueFull, kPromptTooLong, kInvalid, kShuttingDown };
+  SubmitError(Kind kind, const std::string& message) : Error("server", message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct SchedulerOptions {
+  int64_t max_queue = 64;      // waiting (not yet admitted) requests; more are refused
+  int64_t batch_tokens = 256;  // tokens per forward pass: decode tokens, then prompt chunks
+};
+
+class Scheduler {
+ public:
+  // REQUIRES: runner and tokenizer outlive the scheduler; metrics may be null.
+  Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
+            const SchedulerOptions& options, Metrics* metrics);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Throws SubmitError when the queue is full, the prompt does not fit
+  // the context, or the scheduler is shutting down. Thread-safe.
+  std::shared_ptr<RequestStream> submit(GenerationParams params);
+
+  // Runs one forward pass over everything that is ready. Returns false when there was
+  // nothing to do. Engine thread only (tests call it directly).
+  bool step();
+
+  // The engine thread: steps while there is work, sleeps otherwise, and returns once
+  // shutdown() was called and every queued and running request has finished.
+  void run();
+  // Refuses new requests from now on and lets run() return when the rest are done.
+  void shutdown();
+
+  // Why the last forward pass failed, while no pass has succeeded since (empty: healthy).
+  // A failing model (later: a lost peer) makes /health say "degraded". Thread-safe.
+  std::string failure() const;
+
+  int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
+  int64_t n_queued() const;
+  int64_t n_running() const { return n_running_.load(); }
+  // The tokens slot `slot` holds in its KV cache (for tests). Engine thread only.
+  const std::vector<int32_t>& slot_tokens(int32_t slot) const { return slots_[slot].cached; }
+  // The last batch step() ran (for tests). Engine thread only.
+  const engine::Batch& last_batch() const { return batch_; }
+
+ private:
+  struct Active;
+  struct Slot {
+    std::vector<int32_t> cached;  // tokens at positions [0, n) of this KV slot
+    Active* active = nullptr;
+    uint64_t last_used = 0;
+  };
+  struct Waiting {
+    GenerationParams params;
+    std::shared_ptr<RequestStream> stream;
+    std::chrono::steady_clock::time_point submitted;
+  };
+
+  void admit();
+  void finish(Active& active, FinishReason reason, const std::string& error = {});
+  void sample_and_emit(Active& active, const float* logits);
+  void drop_cancelled();
+
+  engine::ModelRunner& runner_;
+  const tokenizer::Tokenizer& tokenizer_;
+  SchedulerOptions options_;
+  Metrics* metrics_;
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Active>> running_;  // in admission order
+  uint64_t clock_ = 0;                            // admission counter for LRU slot choice
+
+  mutable std::mutex mutex_;  // guards queue_, stopping_ and failure_
+  std::string failure_;
+  std::condition_variable cv_;
+  std::deque<Waiting> queue_;
+  bool stopping_ = false;
+  std::atomic<int64_t> n_running_{0};
+
+  engine::Batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace herd::server

@@ -1,0 +1,446 @@
+// The scheduler on a fake model whose next token depends on everything in the slot (so a
+// wrongly reused prefix changes the output) and on a tiny synthetic model (greedy output
+// through the scheduler equals engine::generate).
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <map>
+
+#include "engine/generate.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "model/synth.h"
+
+namespace herd::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A tokenizer for StreamDecoder and EOG checks: the built-in vocabulary of a tiny model.
+struct TinyModel {
+  std::string path;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  TinyModel() {
+    SynthOptions o;
+    o.arch = "qwen3";
+    o.type = "f32";
+    // One file per process: ctest runs the tests of this binary in parallel processes.
+    o.out_path = ::testing::TempDir() + "/server_tiny_" + std::to_string(getpid()) + ".gguf";
+    o.n_embd = 64;
+    o.n_layer = 2;
+    o.n_head = 4;
+    o.n_head_kv = 2;
+    o.n_ff = 128;
+    o.threads = 2;
+    synthesize(o);
+    path = o.out_path;
+    tok = std::make_unique<tokenizer::Tokenizer>(
+        tokenizer::Tokenizer::from_gguf(gguf::File::open(path)));
+  }
+};
+TinyModel& tiny() {
+  static TinyModel m;
+  return m;
+}
+
+// The fake KV cache is the tokens themselves: the next token is a hash of every token at
+// positions [0, pos] of the slot, mapped onto single-letter tokens; a slot whose last
+// token is `eog_trigger` is answered with EOS.
+class FakeRunner : public engine::ModelRunner {
+ public:
+  FakeRunner(const tokenizer::Tokenizer& tok, int64_t n_seq, int64_t n_ctx)
+      : file_(gguf::File::open(tiny().path)),
+        info_(read_model_info(file_)),
+        n_ctx_(n_ctx),
+        n_seq_(n_seq),
+        slots_(static_cast<size_t>(n_seq)) {
+    hp_.n_vocab = tok.n_vocab();
+    for (char c = 'a'; c <= 'z'; ++c) {
+      auto ids = tok.encode(std::string(1, c), false, false);
+      letters_.push_back(ids.at(0));
+    }
+    eos_ = *tok.eos();
+  }
+  const HParams& hparams() const override { return hp_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  int64_t n_seq() const override { return n_seq_; }
+  const gguf::File& file() const override { return file_; }
+  const ModelInfo& info() const override { return info_; }
+  std::string describe() const override { return "fake"; }
+  void forward(const engine::Batch& batch, std::vector<float>& logits) override {
+    if (fail) throw Error("fake", "the model broke");
+    batches.push_back(batch);
+    logits.assign(static_cast<size_t>(batch.n_logits() * hp_.n_vocab), 0.0f);
+    size_t row = 0;
+    for (int64_t i = 0; i < batch.size(); ++i) {
+      auto& kv = slots_.at(static_cast<size_t>(batch.seq[i]));
+      const auto pos = static_cast<size_t>(batch.pos[i]);
+      if (pos >= static_cast<size_t>(n_ctx_)) throw Error("fake", "context full");
+      if (kv.size() < pos) throw Error("fake", "a hole in the cache");
+      kv.resize(pos);  // later entries are overwritten
+      kv.push_back(batch.tokens[i]);
+      if (!batch.want_logits[i]) continue;
+      uint64_t h = 1469598103934665603ull;
+      for (int32_t t : kv) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+      const int32_t next = kv.back() == eog_trigger ? eos_ : letters_[h % letters_.size()];
+      logits[row * static_cast<size_t>(hp_.n_vocab) + static_cast<size_t>(next)] = 10.0f;
+      ++row;
+    }
+  }
+  int32_t eog_trigger = -1;
+  bool fail = false;
+  std::vector<engine::Batch> batches;
+
+ private:
+  gguf::File file_;  // the tiny model's: the runner interface offers the file
+  ModelInfo info_;
+  HParams hp_;
+  int64_t n_ctx_, n_seq_;
+  std::vector<std::vector<int32_t>> slots_;
+  std::vector<int32_t> letters_;
+  int32_t eos_;
+};
+
+GenerationParams greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerationParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.sampler.temperature = 0;
+  return p;
+}
+
+std::vector<int32_t> prompt_of(int n, int32_t seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(100 + (seed * 31 + i * 7) % 200);
+  return p;
+}
+
+struct Result {
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::optional<Finish> finish;
+};
+
+// Drains whatever the stream holds (without waiting).
+void read(RequestStream& s, Result& r) {
+  StreamUpdate u = s.wait(0ms);
+  r.text += u.text;
+  r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
+  if (u.finish) r.finish = u.finish;
+}
+
+// Steps until every stream has finished (bounded).
+std::vector<Result> run_all(Scheduler& s,
+                            const std::vector<std::shared_ptr<RequestStream>>& streams) {
+  std::vector<Result> results(streams.size());
+  for (int i = 0; i < 10000; ++i) {
+    s.step();
+    bool all = true;
+    for (size_t k = 0; k < streams.size(); ++k) {
+      read(*streams[k], results[k]);
+      all = all && results[k].finish.has_value();
+    }
+    if (all) return results;
+  }
+  ADD_FAILURE() << "requests did not finish";
+  return results;
+}
+
+Result alone(const GenerationParams& p) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  return run_all(s, {s.submit(p)})[0];
+}
+
+TEST(Scheduler, ConcurrentRequestsMatchRequestsAlone) {
+  FakeRunner runner(*tiny().tok, 4, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  std::vector<GenerationParams> params;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {  // more requests than slots: two wait
+    params.push_back(greedy(prompt_of(5 + i * 3, i), 8 + i));
+    streams.push_back(s.submit(params.back()));
+  }
+  auto results = run_all(s, streams);
+  for (size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Result solo = alone(params[i]);
+    EXPECT_EQ(results[i].tokens, solo.tokens);
+    EXPECT_EQ(results[i].text, solo.text);
+    EXPECT_EQ(results[i].tokens.size(), static_cast<size_t>(8 + i));
+    EXPECT_EQ(results[i].finish->reason, FinishReason::kLength);
+    EXPECT_EQ(results[i].finish->n_completion, 8 + static_cast<int64_t>(i));
+  }
+}
+
+TEST(Scheduler, JoiningRequestSharesTheBatchWithRunningDecodes) {
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto a = s.submit(greedy(prompt_of(6, 1), 20));
+  s.step();  // a's prompt
+  s.step();  // a decodes
+  auto b = s.submit(greedy(prompt_of(4, 2), 3));
+  s.step();
+  const engine::Batch& batch = s.last_batch();
+  // One decode token of a (slot 0), then b's whole prompt (slot 1).
+  ASSERT_EQ(batch.size(), 5);
+  EXPECT_EQ(batch.seq[0], 0);
+  EXPECT_EQ(batch.pos[0], 7);
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(batch.seq[i], 1);
+    EXPECT_EQ(batch.pos[i], i - 1);
+  }
+  auto results = run_all(s, {a, b});
+  EXPECT_EQ(results[1].tokens.size(), 3u);  // b left while a went on
+  EXPECT_EQ(results[0].tokens.size(), 20u);
+}
+
+TEST(Scheduler, BatchStaysWithinTheTokenBudget) {
+  FakeRunner runner(*tiny().tok, 3, 4096);
+  SchedulerOptions o;
+  o.batch_tokens = 16;
+  Scheduler s(runner, *tiny().tok, o, nullptr);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<GenerationParams> params;
+  for (int i = 0; i < 3; ++i) {
+    params.push_back(greedy(prompt_of(40, i), 5));
+    streams.push_back(s.submit(params.back()));
+  }
+  auto results = run_all(s, streams);
+  for (const engine::Batch& b : runner.batches) EXPECT_LE(b.size(), 16);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(results[i].tokens, alone(params[i]).tokens);
+}
+
+TEST(Scheduler, FollowUpReusesTheCachedPrefix) {
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  const auto first = greedy(prompt_of(30, 3), 6);
+  auto r1 = run_all(s, {s.submit(first)})[0];
+  // The next turn: the history (prompt and reply) plus new tokens.
+  auto next = first;
+  next.prompt.insert(next.prompt.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : prompt_of(5, 9)) next.prompt.push_back(t);
+  const size_t before = runner.batches.size();
+  auto r2 = run_all(s, {s.submit(next)})[0];
+  // Only the new tokens were prefilled: the first pass held 5 prompt tokens, plus the
+  // reply's last token, which the first request sampled but never ran.
+  EXPECT_EQ(runner.batches[before].size(), 6);
+  EXPECT_EQ(r2.finish->n_cached, 30 + 5);
+  EXPECT_EQ(r2.tokens, alone(next).tokens);
+}
+
+TEST(Scheduler, NewRequestTakesTheSlotWithTheLongestPrefix) {
+  FakeRunner runner(*tiny().tok, 3, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto p0 = greedy(prompt_of(20, 0), 2), p1 = greedy(prompt_of(20, 1), 2),
+       p2 = greedy(prompt_of(20, 2), 2);
+  run_all(s, {s.submit(p0), s.submit(p1), s.submit(p2)});
+  auto again = p1;
+  again.prompt.push_back(7);
+  auto r = run_all(s, {s.submit(again)})[0];
+  EXPECT_EQ(r.finish->n_cached, 20);
+  EXPECT_EQ(s.slot_tokens(1).size(), 22u);  // slot 1 held p1 and took the follow-up
+  EXPECT_EQ(r.tokens, alone(again).tokens);
+}
+
+TEST(Scheduler, AdmitsFirstComeFirstServed) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  streams.push_back(s.submit(greedy(prompt_of(900, 0), 2)));  // long prompt first
+  for (int i = 1; i < 5; ++i) streams.push_back(s.submit(greedy(prompt_of(3, i), 2)));
+  std::vector<int> order;
+  std::vector<Result> results(streams.size());
+  for (int step = 0; step < 1000 && order.size() < streams.size(); ++step) {
+    s.step();
+    for (size_t k = 0; k < streams.size(); ++k) {
+      if (results[k].finish) continue;
+      read(*streams[k], results[k]);
+      if (results[k].finish) order.push_back(static_cast<int>(k));
+    }
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(Scheduler, CancelFreesTheSlotAtTheNextStep) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto a = s.submit(greedy(prompt_of(4, 0), 1000));
+  auto b = s.submit(greedy(prompt_of(4, 1), 3));
+  for (int i = 0; i < 5; ++i) s.step();
+  EXPECT_EQ(s.n_running(), 1);
+  EXPECT_EQ(s.n_queued(), 1);
+  a->cancel();
+  s.step();
+  Result ra;
+  read(*a, ra);
+  ASSERT_TRUE(ra.finish);
+  EXPECT_EQ(ra.finish->reason, FinishReason::kCancelled);
+  // b was admitted in the same step and its prompt ran.
+  EXPECT_EQ(s.n_queued(), 0);
+  EXPECT_EQ(s.last_batch().seq.size(), 4u);
+  auto rb = run_all(s, {b})[0];
+  EXPECT_EQ(rb.finish->reason, FinishReason::kLength);
+}
+
+TEST(Scheduler, CancelledWaitingRequestLeavesTheQueue) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto a = s.submit(greedy(prompt_of(4, 0), 50));
+  auto b = s.submit(greedy(prompt_of(4, 1), 3));
+  auto c = s.submit(greedy(prompt_of(4, 2), 3));
+  s.step();
+  EXPECT_EQ(s.n_queued(), 2);
+  c->cancel();  // behind b, while a runs
+  s.step();
+  EXPECT_EQ(s.n_queued(), 1);
+  Result rc;
+  read(*c, rc);
+  ASSERT_TRUE(rc.finish);
+  EXPECT_EQ(rc.finish->reason, FinishReason::kCancelled);
+  auto rest = run_all(s, {a, b});
+  EXPECT_EQ(rest[1].tokens.size(), 3u);
+}
+
+TEST(Scheduler, RefusesWhenTheQueueIsFullOrThePromptTooLong) {
+  FakeRunner runner(*tiny().tok, 1, 64);
+  SchedulerOptions o;
+  o.max_queue = 2;
+  Scheduler s(runner, *tiny().tok, o, nullptr);
+  // One for the free slot, two waiting.
+  s.submit(greedy(prompt_of(4, 0), 3));
+  s.submit(greedy(prompt_of(4, 1), 3));
+  s.submit(greedy(prompt_of(4, 3), 3));
+  try {
+    s.submit(greedy(prompt_of(4, 2), 3));
+    FAIL() << "a fourth request was queued";
+  } catch (const SubmitError& e) {
+    EXPECT_EQ(e.kind(), SubmitError::Kind::kQueueFull);
+  }
+  try {
+    s.submit(greedy(prompt_of(64, 2), 3));
+    FAIL() << "a prompt as long as the context was accepted";
+  } catch (const SubmitError& e) {
+    EXPECT_EQ(e.kind(), SubmitError::Kind::kPromptTooLong);
+    EXPECT_NE(std::string(e.what()).find("64"), std::string::npos);
+  }
+  EXPECT_THROW(s.submit(greedy({1, 99999999}, 3)), SubmitError);
+}
+
+TEST(Scheduler, AFailedPassFailsItsRequestsAndIsReported) {
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  runner.fail = true;
+  auto r = run_all(s, {s.submit(greedy(prompt_of(5, 0), 4))})[0];
+  EXPECT_EQ(r.finish->reason, FinishReason::kError);
+  EXPECT_NE(r.finish->error.find("the model broke"), std::string::npos);
+  EXPECT_NE(s.failure().find("the model broke"), std::string::npos);
+  EXPECT_EQ(s.n_running(), 0);
+  // It recovers: the next request runs, from an empty slot, and the failure is cleared.
+  runner.fail = false;
+  const auto p = greedy(prompt_of(5, 0), 4);
+  auto ok = run_all(s, {s.submit(p)})[0];
+  EXPECT_EQ(ok.tokens, alone(p).tokens);
+  EXPECT_EQ(ok.finish->n_cached, 0);
+  EXPECT_EQ(s.failure(), "");
+}
+
+TEST(Scheduler, ContextFullEndsWithLength) {
+  FakeRunner runner(*tiny().tok, 1, 16);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto r = run_all(s, {s.submit(greedy(prompt_of(10, 0), -1))})[0];
+  EXPECT_EQ(r.finish->reason, FinishReason::kLength);
+  EXPECT_EQ(r.tokens.size(), 7u);  // positions 10..15 run, a 7th token sampled from the last
+}
+
+TEST(Scheduler, EndOfGenerationStopsWithoutTheToken) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto p = prompt_of(5, 0);
+  runner.eog_trigger = p.back();
+  auto r = run_all(s, {s.submit(greedy(p, 10))})[0];
+  EXPECT_EQ(r.finish->reason, FinishReason::kStop);
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_EQ(r.finish->n_completion, 0);
+  // ignore_eos: the end-of-generation token is generated like any other.
+  auto through = greedy(p, 10);
+  through.stop_at_eog = false;
+  auto r2 = run_all(s, {s.submit(through)})[0];
+  EXPECT_EQ(r2.finish->reason, FinishReason::kLength);
+  ASSERT_EQ(r2.tokens.size(), 10u);
+  EXPECT_EQ(r2.tokens[0], *tiny().tok->eos());
+}
+
+TEST(Scheduler, StopStringEndsTheTextBeforeIt) {
+  const auto p = greedy(prompt_of(5, 4), 12);
+  const Result full = alone(p);
+  ASSERT_GE(full.text.size(), 6u);
+  auto with_stop = p;
+  with_stop.stop = {full.text.substr(3, 2)};
+  const Result r = alone(with_stop);
+  EXPECT_EQ(r.finish->reason, FinishReason::kStop);
+  EXPECT_EQ(r.text, full.text.substr(0, full.text.find(with_stop.stop[0])));
+}
+
+TEST(Scheduler, LogprobsOfTheChosenToken) {
+  auto p = greedy(prompt_of(5, 0), 3);
+  p.top_logprobs = 2;
+  const Result r = alone(p);
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto stream = s.submit(p);
+  s.step();
+  StreamUpdate u = stream->wait(0ms);
+  ASSERT_EQ(u.logprobs.size(), 1u);
+  EXPECT_EQ(u.logprobs[0].token, r.tokens[0]);
+  ASSERT_EQ(u.logprobs[0].top.size(), 2u);
+  EXPECT_EQ(u.logprobs[0].top[0].token, r.tokens[0]);
+  EXPECT_GT(u.logprobs[0].logprob, -0.05f);  // logit 10 against ~400 zeros: nearly certain
+  EXPECT_LT(u.logprobs[0].top[1].logprob, -9.0f);
+}
+
+TEST(Scheduler, RunReturnsAfterShutdownOnceTheWorkIsDone) {
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto a = s.submit(greedy(prompt_of(5, 0), 30));
+  std::thread engine([&] { s.run(); });
+  s.shutdown();
+  EXPECT_THROW(s.submit(greedy(prompt_of(5, 1), 3)), SubmitError);
+  engine.join();
+  Result r;
+  read(*a, r);
+  ASSERT_TRUE(r.finish);
+  EXPECT_EQ(r.tokens.size(), 30u);
+}
+
+// The real engine: greedy output of two requests batched together equals generate() alone.
+TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
+  engine::LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 128;
+  lo.n_seq = 1;
+  auto single = engine::LocalRunner::open(tiny().path, lo);
+  const auto& tok = *tiny().tok;
+  const std::vector<std::vector<int32_t>> prompts = {tok.encode("The herd runs", false, false),
+                                                     tok.encode("Hello there, how", false, false)};
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    engine::GenerateOptions g;
+    g.n_predict = 12;
+    g.sampler.temperature = 0;
+    g.stop_at_eog = true;
+    expected.push_back(engine::generate(*single, tok, p, g, nullptr).tokens);
+  }
+  lo.n_seq = 2;
+  auto runner = engine::LocalRunner::open(tiny().path, lo);
+  Scheduler s(*runner, tok, {}, nullptr);
+  auto results = run_all(s, {s.submit(greedy(prompts[0], 12)), s.submit(greedy(prompts[1], 12))});
+  EXPECT_EQ(results[0].tokens, expected[0]);
+  EXPECT_EQ(results[1].tokens, expected[1]);
+}
+
+}  // namespace
+}  // namespace herd::server

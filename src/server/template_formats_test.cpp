@@ -1,0 +1,112 @@
+// The parsers against real chat templates (../shared/chat-templates): the format each
+// template implies, and tool calls as the template itself writes them into a conversation
+// parsed back to the same name and arguments.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "chat/template.h"
+#include "server/output_parser.h"
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string read_template(const std::string& name) {
+  std::ifstream in("../shared/chat-templates/templates/" + name);
+  EXPECT_TRUE(in) << name;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const json kTools = json::parse(R"([{"type": "function", "function": {
+  "name": "get_weather", "description": "Weather of a city",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+
+std::string render(const std::string& source, const json& messages, bool generation_prompt,
+                   const json& extra = json::object()) {
+  const chat::Template t = chat::Template::parse(source);
+  return t.render(chat::chat_variables(messages, &kTools, generation_prompt, "<s>", "</s>", extra));
+}
+
+// The assistant turn that `template` writes for a tool call, between `begin` (the last
+// occurrence) and `end`, parsed back.
+ParsedDelta round_trip(const std::string& name, const std::string& begin, const std::string& end) {
+  const std::string source = read_template(name);
+  const json messages = json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "abc123def", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "abc123def", "content": "sunny"}])");
+  const std::string prompt = render(source, messages, false);
+  const size_t tool_result = prompt.find("sunny");
+  const size_t from = prompt.rfind(begin, tool_result);
+  EXPECT_NE(from, std::string::npos) << prompt;
+  const size_t to = prompt.find(end, from + begin.size());
+  EXPECT_NE(to, std::string::npos) << prompt;
+  const std::string reply = prompt.substr(from + begin.size(), to - from - begin.size());
+  OutputParserOptions o;
+  o.tools = detect_tool_format(source);
+  OutputParser parser(o);
+  ParsedDelta all = parser.push(reply);
+  ParsedDelta tail = parser.finish();
+  all.content += tail.content;
+  all.tool_calls.insert(all.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+  return all;
+}
+
+void expect_weather_call(const ParsedDelta& d) {
+  ASSERT_EQ(d.tool_calls.size(), 1u) << d.content;
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(d.tool_calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(d.content.find_first_not_of(" \n"), std::string::npos) << d.content;
+}
+
+TEST(TemplateFormats, EachFamilysFormatIsDetected) {
+  EXPECT_EQ(detect_tool_format(read_template("Qwen-Qwen2.5-7B-Instruct.jinja")),
+            ToolFormat::kHermes);
+  EXPECT_EQ(detect_tool_format(read_template("Qwen-Qwen3-0.6B.jinja")), ToolFormat::kHermes);
+  EXPECT_EQ(
+      detect_tool_format(read_template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")),
+      ToolFormat::kHermes);
+  EXPECT_EQ(detect_tool_format(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja")),
+            ToolFormat::kLlama3Json);
+  EXPECT_EQ(detect_tool_format(read_template("meta-llama-Llama-3.2-3B-Instruct.jinja")),
+            ToolFormat::kLlama3Json);
+  EXPECT_EQ(detect_tool_format(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")),
+            ToolFormat::kMistral);
+  EXPECT_EQ(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")), ToolFormat::kNone);
+}
+
+TEST(TemplateFormats, QwenToolCallRoundTrips) {
+  expect_weather_call(
+      round_trip("Qwen-Qwen2.5-7B-Instruct.jinja", "<|im_start|>assistant\n", "<|im_end|>"));
+}
+
+TEST(TemplateFormats, Llama3ToolCallRoundTrips) {
+  expect_weather_call(round_trip("meta-llama-Llama-3.1-8B-Instruct.jinja",
+                                 "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                                 "<|eot_id|>"));
+}
+
+TEST(TemplateFormats, MistralToolCallRoundTrips) {
+  expect_weather_call(round_trip("mistralai-Mistral-Nemo-Instruct-2407.jinja", "[/INST]", "</s>"));
+}
+
+TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {
+  const json hello = json::parse(R"([{"role": "user", "content": "Hi"}])");
+  const std::string r1 = read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+  EXPECT_TRUE(
+      prompt_opens_reasoning(render(r1, hello, true, json::parse(R"({"enable_thinking": true})"))));
+  EXPECT_FALSE(prompt_opens_reasoning(render(r1, hello, true)));  // this variant closes it
+  EXPECT_TRUE(prompt_opens_reasoning(render(read_template("Qwen-QwQ-32B.jinja"), hello, true,
+                                            json::parse(R"({"enable_thinking": true})"))));
+  const std::string qwen3 = read_template("Qwen-Qwen3-0.6B.jinja");
+  EXPECT_FALSE(prompt_opens_reasoning(render(qwen3, hello, true)));  // the model opens it
+  EXPECT_FALSE(prompt_opens_reasoning(
+      render(qwen3, hello, true, json::parse(R"({"enable_thinking": false})"))));  // closed
+}
+
+}  // namespace
+}  // namespace herd::server

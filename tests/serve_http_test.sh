@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# herd serve over raw HTTP (curl): SSE framing, error statuses in OpenAI's shape, API keys,
+# the queue limit, a client that disconnects mid-stream, greedy output equal to `herd run`,
+# and a graceful stop that finishes the request in flight.
+set -euo pipefail
+herd=${1:?usage: serve_http_test.sh path/to/herd}
+herd=$(realpath "$herd")
+dir=$(mktemp -d)
+source "$(dirname "$0")/serve_lib.sh"
+trap 'serve_cleanup; rm -rf "$dir"' EXIT
+serve_model "$dir"
+
+# js FILE EXPR: evaluates EXPR with `j` the JSON in FILE, prints the result.
+js() { node -e "const j = JSON.parse(require('fs').readFileSync('$1', 'utf8')); console.log($2)"; }
+# post PATH BODY [curl args]: the status code; the body lands in $dir/body, headers in $dir/headers.
+post() {
+  local path=$1 body=$2; shift 2
+  curl -s -o "$dir/body" -D "$dir/headers" -w '%{http_code}' -H 'Content-Type: application/json' \
+    -H "Authorization: Bearer secret" "$@" -d "$body" "$url$path"
+}
+expect_error() {  # expect_error STATUS PARAM PATH BODY [curl args]
+  local status=$1 param=$2 path=$3 body=$4; shift 4
+  local got
+  got=$(post "$path" "$body" "$@")
+  [ "$got" = "$status" ] || fail "$path $body: status $got, expected $status: $(cat "$dir/body")"
+  [ "$(js "$dir/body" 'typeof j.error.message')" = string ] || fail "no error.message: $(cat "$dir/body")"
+  [ "$(js "$dir/body" 'j.error.param')" = "$param" ] || fail "param of $body: $(cat "$dir/body")"
+}
+
+serve_start --api-key secret --slots 2 --queue 2 --ctx 4096 --max-body 60000
+hello='{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16, "temperature": 0}'
+
+# Authentication.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/models")" = 401 ] || fail "no key accepted"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "$url/v1/models")" = 401 ] ||
+  fail "wrong key accepted"
+[ "$(curl -s -o "$dir/models" -w '%{http_code}' -H 'Authorization: Bearer secret' "$url/v1/models")" = 200 ] ||
+  fail "/v1/models"
+[ "$(js "$dir/models" 'j.data[0].id')" = serve-e2e ] || fail "model id: $(cat "$dir/models")"
+
+# A chat completion, and the same streamed.
+[ "$(post /v1/chat/completions "$hello")" = 200 ] || fail "chat: $(cat "$dir/body")"
+cp "$dir/body" "$dir/chat.json"
+[ "$(js "$dir/chat.json" 'j.usage.prompt_tokens + j.usage.completion_tokens === j.usage.total_tokens')" = true ] ||
+  fail "usage: $(cat "$dir/chat.json")"
+[ "$(js "$dir/chat.json" 'j.object')" = chat.completion ] || fail "object"
+
+stream='{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}'
+[ "$(post /v1/chat/completions "$stream" -N)" = 200 ] || fail "stream: $(cat "$dir/body")"
+grep -qi '^content-type: text/event-stream' "$dir/headers" || fail "stream content type: $(cat "$dir/headers")"
+# Framing: "data: <json>" lines each followed by a blank line, ending with data: [DONE].
+node - "$dir/body" "$dir/chat.json" <<'JS' || fail "SSE framing: $(head -c 2000 "$dir/body")"
+const fs = require('fs');
+const raw = fs.readFileSync(process.argv[2], 'utf8');
+const whole = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));
+if (!raw.endsWith('data: [DONE]\n\n')) throw new Error('no final [DONE]');
+const events = raw.slice(0, -2).split('\n\n');
+let text = '', finish = null, usage = null, role = null;
+for (const e of events.slice(0, -1)) {
+  if (!e.startsWith('data: ') || e.includes('\n')) throw new Error('bad event: ' + JSON.stringify(e));
+  const j = JSON.parse(e.slice(6));
+  if (j.object !== 'chat.completion.chunk') throw new Error('object ' + j.object);
+  if (j.usage) { usage = j.usage; continue; }
+  const c = j.choices[0];
+  if (c.delta.role) role = c.delta.role;
+  if (c.delta.content) text += c.delta.content;
+  if (c.finish_reason) finish = c.finish_reason;
+}
+if (role !== 'assistant') throw new Error('no assistant role');
+if (text !== whole.choices[0].message.content) throw new Error('streamed text differs: ' + JSON.stringify([text, whole.choices[0].message.content]));
+if (finish !== whole.choices[0].finish_reason) throw new Error('finish ' + finish);
+if (!usage || usage.completion_tokens !== whole.usage.completion_tokens) throw new Error('usage ' + JSON.stringify(usage));
+JS
+
+# Greedy output equals `herd run` for the same prompt (completions) and the same message (chat).
+[ "$(post /v1/completions '{"prompt": "The herd runs", "max_tokens": 24, "temperature": 0}')" = 200 ] ||
+  fail "completions: $(cat "$dir/body")"
+js "$dir/body" 'j.choices[0].text' > "$dir/served.txt"
+"$herd" run --model "$model" --prompt "The herd runs" -n 24 --temp 0 --threads 2 2>/dev/null > "$dir/run.txt"
+# herd run prints the prompt, the text and a newline; console.log adds the newline.
+[ "The herd runs$(cat "$dir/served.txt")" = "$(cat "$dir/run.txt")" ] ||
+  fail "completion differs from herd run: $(od -c "$dir/served.txt" | head) vs $(od -c "$dir/run.txt" | head)"
+js "$dir/chat.json" 'j.choices[0].message.content' > "$dir/served-chat.txt"
+"$herd" run --model "$model" --chat --prompt "Hello" -n 16 --temp 0 --threads 2 2>/dev/null > "$dir/run-chat.txt"
+cmp -s "$dir/served-chat.txt" "$dir/run-chat.txt" || fail "chat differs from herd run --chat"
+
+# Errors: status, OpenAI's shape, the field named.
+expect_error 400 null /v1/chat/completions '{"messages": '
+expect_error 400 temperature /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}'
+expect_error 400 messages /v1/chat/completions '{"messages": 3}'
+expect_error 404 model /v1/chat/completions '{"model": "gpt-17", "messages": [{"role": "user", "content": "x"}]}'
+long=$(printf "w %.0s" $(seq 1 10000))
+expect_error 400 prompt /v1/completions "{\"prompt\": \"$long\"}"
+grep -q 'context holds 4096' "$dir/body" || fail "prompt too long names no numbers: $(cat "$dir/body")"
+big=$(head -c 70000 /dev/zero | tr "\\0" x)
+expect_error 413 null /v1/completions "{\"prompt\": \"$big\"}"
+[ "$(curl -s -o "$dir/body" -w '%{http_code}' -H 'Authorization: Bearer nope' -d '{"prompt": "x"}' \
+  "$url/v1/completions")" = 401 ] || fail "a wrong key was accepted"
+[ "$(js "$dir/body" 'j.error.code')" = invalid_api_key ] || fail "401 body: $(cat "$dir/body")"
+
+# Queue full: 2 slots and 2 waiting places are taken by long streams; the next is refused.
+pids=()
+for i in 1 2 3 4; do
+  curl -sN -H 'Authorization: Bearer secret' -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"Stream $i\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}" \
+    "$url/v1/completions" > "$dir/long$i.txt" &
+  pids+=($!)
+done
+for _ in $(seq 1 100); do
+  curl -s "$url/health" | grep -q '"queued":2' && break
+  sleep 0.05
+done
+curl -s "$url/health" | grep -q "\"running\":2" || fail "two requests are not running: $(curl -s "$url/health")"
+expect_error 503 null /v1/completions '{"prompt": "one more", "max_tokens": 2}'
+grep -qi '^retry-after:' "$dir/headers" || fail "503 without Retry-After"
+
+# Clients that go away free their slots: nothing runs or waits soon after.
+kill "${pids[@]}" 2>/dev/null || true
+wait "${pids[@]}" 2>/dev/null || true
+for _ in $(seq 1 100); do
+  curl -s "$url/health" | grep -q '"queued":0,"running":0' && break
+  sleep 0.05
+done
+curl -s "$url/health" | grep -q '"queued":0,"running":0' || fail "disconnected streams still hold slots: $(curl -s "$url/health")"
+for i in 1 2; do
+  grep -q '\[DONE\]' "$dir/long$i.txt" && fail "stream $i ran to its end although its client left"
+done
+
+# Metrics, the page.
+curl -s "$url/metrics" > "$dir/metrics"
+for m in herd_requests_total herd_completion_tokens_total herd_queue_depth herd_tokens_per_second \
+  herd_time_to_first_token_seconds_bucket; do
+  grep -q "^$m" "$dir/metrics" || fail "/metrics has no $m"
+done
+grep -q 'endpoint="completions",status="503"' "$dir/metrics" || fail "/metrics does not count the 503"
+curl -s "$url/" | grep -qi '<html' || fail "/ is not the page"
+
+# Graceful stop: SIGTERM while a request streams; it still ends with [DONE].
+curl -sN -H 'Authorization: Bearer secret' -H 'Content-Type: application/json' \
+  -d '{"prompt": "Last", "max_tokens": 150, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}' \
+  "$url/v1/completions" > "$dir/last.txt" &
+last=$!
+for _ in $(seq 1 100); do
+  grep -q '"text"' "$dir/last.txt" 2>/dev/null && break
+  sleep 0.02
+done
+serve_stop
+wait "$last" || fail "the last client failed"
+grep -q 'data: \[DONE\]' "$dir/last.txt" || fail "the stream in flight was cut at shutdown"
+grep -q '"completion_tokens":150' "$dir/last.txt" || fail "the stream in flight lost tokens"
+grep -q '"finish_reason":"length"' "$dir/last.txt" || fail "the stream in flight did not finish"
+echo "serve_http_test: all checks passed"

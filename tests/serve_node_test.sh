@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs one Node.js end-to-end test of herd serve (tests/node/NAME_test.mjs) against a fresh
+# server on a small synthetic model: openai (the official client), page (headless
+# Chromium on the web page), load (32 concurrent streaming clients).
+set -euo pipefail
+herd=${1:?usage: serve_node_test.sh path/to/herd NAME}
+name=${2:?usage: serve_node_test.sh path/to/herd NAME}
+herd=$(realpath "$herd")
+here=$(cd "$(dirname "$0")" && pwd)
+[ -d "$here/node/node_modules/openai" ] && [ -d "$here/node/node_modules/playwright-core" ] ||
+  { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
+dir=$(mktemp -d)
+source "$here/serve_lib.sh"
+trap 'serve_cleanup; rm -rf "$dir"' EXIT
+# The page test watches a reply grow and stops one: a model slow enough to see that.
+case $name in
+  page) serve_model "$dir" 1024 4 ;;
+  load) serve_model "$dir" 1024 4 ;;  # slow enough that latencies are the server's
+  *) serve_model "$dir" ;;
+esac
+case $name in
+  openai) serve_start --api-key test-key --slots 4 ;;
+  page) serve_start --slots 2 ;;
+  load) serve_start --slots 8 --queue 64 ;;
+  *) fail "unknown test $name" ;;
+esac
+HERD_URL=$url HERD_BIN=$herd HERD_MODEL=$model node "$here/node/${name}_test.mjs" || fail "${name}_test.mjs"
+serve_stop
