@@ -139,6 +139,21 @@ done
 echo "cluster_e2e: $cases pipelines identical to one process ($multi across 2 or 3 nodes)"
 echo "cluster_e2e: pipelines ok ($((SECONDS - start)) s)"
 
+# close_logits <reference.f32> <got.f32> <what>: max |difference| within 1e-3 of the range.
+close_logits() {
+  python3 - "$1" "$2" "$3" <<'EOF2' || fail "$3: logits not close"
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+assert len(a) == len(b) and len(a) % 4 == 0, "sizes differ"
+x = struct.unpack(f"<{len(a) // 4}f", a)
+y = struct.unpack(f"<{len(b) // 4}f", b)
+diff = max(abs(p - q) for p, q in zip(x, y))
+span = max(x) - min(x)
+print(f"cluster_e2e: {sys.argv[3]}: max abs diff {diff:.3g}, logit range {span:.3g}")
+sys.exit(0 if diff <= 1e-3 * span else 1)
+EOF2
+}
+
 # --- f16 on the wire: close logits, the same greedy text. -----------------------------------
 # On a 5-layer f16 model (so that the planner splits it in 2 stages and hidden states cross
 # the wire): with q4 weights the activations are re-quantized to q8 blocks, and the f16
@@ -154,17 +169,7 @@ eval_model "$f16model" "$dir/f16.f32" --peers "$peers2" --no-local --parallel pi
 since n1 "$m1" | grep -q "loaded layers" && since n2 "$m2" | grep -q "loaded layers" ||
   fail "f16 wire: not split over 2 nodes: $(since n1 "$m1") $(since n2 "$m2")"
 cmp -s "$dir/ref.f32" "$dir/f16.f32" && fail "f16 wire: logits identical to f32 (f16 not used?)"
-python3 - "$dir/ref.f32" "$dir/f16.f32" <<'EOF2' || fail "f16 wire: logits not close"
-import struct, sys
-a, b = (open(p, "rb").read() for p in sys.argv[1:3])
-assert len(a) == len(b) and len(a) % 4 == 0, "sizes differ"
-x = struct.unpack(f"<{len(a) // 4}f", a)
-y = struct.unpack(f"<{len(b) // 4}f", b)
-diff = max(abs(p - q) for p, q in zip(x, y))
-span = max(x) - min(x)
-print(f"cluster_e2e: f16 wire: max abs diff {diff:.3g}, logit range {span:.3g}")
-sys.exit(0 if diff <= 1e-3 * span else 1)
-EOF2
+close_logits "$dir/ref.f32" "$dir/f16.f32" "f16 wire"
 run_greedy() {  # run_greedy <out> [options...]
   local out=$1
   shift
@@ -185,17 +190,7 @@ for ranks in "--no-local" ""; do
   eval_model "$f16model" "$dir/tp.f32" --peers "$peers2" $ranks --parallel tensor
   since n1 "$m1" | grep -q "loaded layers" && since n2 "$m2" | grep -q "loaded layers" ||
     fail "tensor ($ranks): not on both nodes: $(since n1 "$m1") $(since n2 "$m2")"
-  python3 - "$dir/ref.f32" "$dir/tp.f32" <<'EOF2' || fail "tensor ($ranks): logits not close"
-import struct, sys
-a, b = (open(p, "rb").read() for p in sys.argv[1:3])
-assert len(a) == len(b) and len(a) % 4 == 0, "sizes differ"
-x = struct.unpack(f"<{len(a) // 4}f", a)
-y = struct.unpack(f"<{len(b) // 4}f", b)
-diff = max(abs(p - q) for p, q in zip(x, y))
-span = max(x) - min(x)
-print(f"cluster_e2e: tensor parallel: max abs diff {diff:.3g}, logit range {span:.3g}")
-sys.exit(0 if diff <= 1e-3 * span else 1)
-EOF2
+  close_logits "$dir/ref.f32" "$dir/tp.f32" "tensor parallel ($ranks)"
   run_greedy "$dir/run_tp.txt" --peers "$peers2" $ranks --parallel tensor
   cmp -s "$dir/run_ref.txt" "$dir/run_tp.txt" || fail "tensor ($ranks): greedy text differs"
 done
