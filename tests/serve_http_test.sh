@@ -149,4 +149,34 @@ wait "$last" || fail "the last client failed"
 grep -q 'data: \[DONE\]' "$dir/last.txt" || fail "the stream in flight was cut at shutdown"
 grep -q '"completion_tokens":150' "$dir/last.txt" || fail "the stream in flight lost tokens"
 grep -q '"finish_reason":"length"' "$dir/last.txt" || fail "the stream in flight did not finish"
+
+# Across nodes: two herd node processes hold the model's layers (pipeline), the server only
+# coordinates; greedy output still equals `herd run` in one process, and the page's node
+# view lists the stages.
+node_pids=()
+trap 'serve_cleanup; kill "${node_pids[@]}" 2>/dev/null || true; rm -rf "$dir"' EXIT
+peers=""
+for i in 1 2; do
+  "$herd" node --listen 127.0.0.1:0 --threads 1 --name "serve-node-$i" \
+    --cache-dir "$dir/cache" 2>"$dir/node$i.log" &
+  node_pids+=($!)
+done
+for i in 1 2; do
+  addr=""
+  for _ in $(seq 1 200); do
+    addr=$(sed -n 's|.* listening on \(127.0.0.1:[0-9]*\).*|\1|p' "$dir/node$i.log")
+    [ -n "$addr" ] && break
+    sleep 0.05
+  done
+  [ -n "$addr" ] || fail "node $i did not start: $(cat "$dir/node$i.log")"
+  peers="$peers${peers:+,}$addr"
+done
+serve_start --api-key secret --slots 2 --peers "$peers" --no-local --parallel pipeline
+[ "$(post /v1/completions '{"prompt": "The herd runs", "max_tokens": 24, "temperature": 0}')" = 200 ] ||
+  fail "completions across nodes: $(cat "$dir/body")"
+js "$dir/body" 'j.choices[0].text' > "$dir/served-peers.txt"
+cmp -s "$dir/served.txt" "$dir/served-peers.txt" || fail "across nodes the reply differs"
+curl -s "$url/api/node" > "$dir/node.json"
+[ "$(js "$dir/node.json" 'j.node.stages.length')" = 2 ] || fail "/api/node stages: $(cat "$dir/node.json")"
+serve_stop
 echo "serve_http_test: all checks passed"
