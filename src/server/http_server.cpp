@@ -269,6 +269,29 @@ GenerationParams generation_params(const SamplingRequest& r) {
   return g;
 }
 
+// Writes what one step of a stream produced: its events, else a keep-alive comment after
+// kKeepAlive of silence, else nothing. A failed write means the client went away: its
+// request is cancelled at once, which frees the slot. False ends the response.
+bool write_events(httplib::DataSink& sink, std::string& out, RequestStream& stream,
+                  Clock::time_point& last_write) {
+  if (out.empty() && Clock::now() - last_write > kKeepAlive) out = ": keep-alive\n\n";
+  if (out.empty()) return true;
+  last_write = Clock::now();
+  if (!sink.write(out.data(), out.size())) {
+    stream.cancel();
+    return false;
+  }
+  return true;
+}
+
+// Ends a stream: its last events, then [DONE].
+bool finish_events(httplib::DataSink& sink, std::string& out) {
+  out += sse_done();
+  const bool ok = sink.write(out.data(), out.size());
+  sink.done();
+  return ok;
+}
+
 // The streamed state of one chat response; lives as long as its content provider.
 struct ChatStream {
   std::shared_ptr<RequestStream> stream;
@@ -375,19 +398,9 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
               out += sse_event(usage_chunk(state->header, *u.finish, "chat.completion.chunk"));
             }
           }
-          out += sse_done();
-          const bool ok = sink.write(out.data(), out.size());
-          sink.done();
-          return ok;
+          return finish_events(sink, out);
         }
-        if (out.empty() && Clock::now() - state->last_write > kKeepAlive) out = ": keep-alive\n\n";
-        if (out.empty()) return true;
-        state->last_write = Clock::now();
-        if (!sink.write(out.data(), out.size())) {
-          state->stream->cancel();  // the client went away: free the slot now
-          return false;
-        }
-        return true;
+        return write_events(sink, out, *state->stream, state->last_write);
       },
       [state](bool success) {
         if (!success) state->stream->cancel();
@@ -457,19 +470,9 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
               out += sse_event(usage_chunk(state->header, *u.finish, "text_completion"));
             }
           }
-          out += sse_done();
-          const bool ok = sink.write(out.data(), out.size());
-          sink.done();
-          return ok;
+          return finish_events(sink, out);
         }
-        if (out.empty() && Clock::now() - state->last_write > kKeepAlive) out = ": keep-alive\n\n";
-        if (out.empty()) return true;
-        state->last_write = Clock::now();
-        if (!sink.write(out.data(), out.size())) {
-          state->stream->cancel();
-          return false;
-        }
-        return true;
+        return write_events(sink, out, *state->stream, state->last_write);
       },
       [state](bool success) {
         if (!success) state->stream->cancel();
