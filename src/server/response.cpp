@@ -140,17 +140,12 @@ json completion_chunk(const ResponseHeader& h, const std::string& text, const js
                                     {"finish_reason", finish_reason}}})}};
 }
 
+// A whole completion is its one chunk with the finish reason, plus the usage.
 json completion(const ResponseHeader& h, const std::string& text, const Finish& finish,
                 const json& logprobs) {
-  return {{"id", h.id},
-          {"object", "text_completion"},
-          {"created", h.created},
-          {"model", h.model},
-          {"choices", json::array({{{"index", 0},
-                                    {"text", text},
-                                    {"logprobs", logprobs},
-                                    {"finish_reason", openai_finish_reason(finish, false)}}})},
-          {"usage", usage_json(finish)}};
+  json out = completion_chunk(h, text, openai_finish_reason(finish, false), logprobs);
+  out["usage"] = usage_json(finish);
+  return out;
 }
 
 }  // namespace herd::server
