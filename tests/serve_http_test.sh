@@ -150,7 +150,8 @@ grep -q 'data: \[DONE\]' "$dir/last.txt" || fail "the stream in flight was cut a
 grep -q '"completion_tokens":150' "$dir/last.txt" || fail "the stream in flight lost tokens"
 grep -q '"finish_reason":"length"' "$dir/last.txt" || fail "the stream in flight did not finish"
 
-# Across nodes: two herd node processes hold the model's layers (pipeline), the server only
+# Across nodes: two herd node processes hold the model's layers (a 2-stage pipeline: plain
+# "pipeline" may leave a node out when their measured bandwidths differ), the server only
 # coordinates; greedy output still equals `herd run` in one process, and the page's node
 # view lists the stages.
 node_pids=()
@@ -171,7 +172,7 @@ for i in 1 2; do
   [ -n "$addr" ] || fail "node $i did not start: $(cat "$dir/node$i.log")"
   peers="$peers${peers:+,}$addr"
 done
-serve_start --api-key secret --slots 2 --peers "$peers" --no-local --parallel pipeline
+serve_start --api-key secret --slots 2 --peers "$peers" --no-local --parallel pipeline:2
 [ "$(post /v1/completions '{"prompt": "The herd runs", "max_tokens": 24, "temperature": 0}')" = 200 ] ||
   fail "completions across nodes: $(cat "$dir/body")"
 js "$dir/body" 'j.choices[0].text' > "$dir/served-peers.txt"
