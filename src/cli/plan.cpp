@@ -100,6 +100,7 @@ void run_plan(const PlanArgs& args) {
   local.name = args.name;
   // Under --no-local this machine only coordinates: its speed does not matter.
   local.bandwidth_gbs = args.no_local && args.bandwidth_gbs <= 0 ? 1.0 : args.bandwidth_gbs;
+  local.measure_matmul = local.bandwidth_gbs <= 0;
   {
     ThreadPool pool;
     nodes.push_back(measure_local_profile(pool, local));

@@ -408,6 +408,8 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   local.bandwidth_gbs = options.local_bandwidth_gbs;
   // A coordinator that holds no layers needs no speed (and no 256 MiB probe buffer).
   if (!options.plan.use_local && local.bandwidth_gbs <= 0) local.bandwidth_gbs = 1;
+  // Nodes measure their matmul speed; so does a coordinator that may hold layers beside them.
+  local.measure_matmul = local.bandwidth_gbs <= 0 && !options.peers.empty();
   r.nodes.push_back(measure_local_profile(*r.pool, local));
   for (size_t i = 0; i < options.peers.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

@@ -91,6 +91,14 @@ uint64_t PlanModel::weight_bytes() const {
   return total;
 }
 
+double PlanModel::layer_flops_per_token() const {
+  const double q = static_cast<double>(n_head * head_dim);
+  const double kv = static_cast<double>(n_head_kv * head_dim);
+  const double ffn =
+      3.0 * static_cast<double>(n_ff) * static_cast<double>(moe() ? n_expert_used : 1);
+  return 2.0 * static_cast<double>(n_embd) * (2 * q + 2 * kv + ffn);
+}
+
 PlanModel plan_model_from(const ModelInfo& info, const gguf::File& file) {
   HERD_CHECK(info.arch != nullptr);
   PlanModel m = shape_of(*info.arch, info.hp);

@@ -53,6 +53,9 @@ struct PlanModel {
   std::vector<PlanLayer> layers;  // [n_layer]
 
   bool moe() const { return n_expert > 0; }
+  // Multiply-adds x 2 of one layer's matrices for one token (the experts a token runs
+  // through, for MoE): the work of prefill, where a node's matmul speed sets the pace.
+  double layer_flops_per_token() const;
   // Bytes of every weight of the model (token_embd counted once when tied).
   uint64_t weight_bytes() const;
   // F16 KV cache of one KV head of one layer for one position: K and V, head_dim each.

@@ -21,6 +21,8 @@ constexpr double kSimilarBandwidth = 1.25;
 constexpr size_t kAutoTensorMaxRanks = 4;
 // Bytes the ceil() of each sliced part may add beyond its exact share.
 constexpr uint64_t kRoundingMarginBytes = 64;
+// How many prompt tokens a stage's time per token counts for each decoded one (planner.h).
+constexpr double kPromptTokensPerReplyToken = 4;
 
 // ---------------------------------------------------------------------------------------
 // Input checks: the planner's input comes from files and from other machines.
@@ -110,6 +112,11 @@ class Planner {
   Planner(const PlanModel& m, const std::vector<NodeProfile>& nodes, const PlanOptions& o)
       : m_(m), nodes_(nodes), o_(o), sums_(m) {
     for (const NodeProfile& n : nodes) usable_.push_back(usable_memory(n, o));
+    // The coordinator's speed counts only when it holds layers.
+    count_prefill_ = true;
+    for (size_t i = o.use_local ? 0 : 1; i < nodes.size(); ++i) {
+      count_prefill_ = count_prefill_ && nodes[i].matmul_gflops > 0;
+    }
   }
 
   // The best pipeline whose stages are these groups (in order; a group may get no layers
@@ -127,6 +134,17 @@ class Planner {
   Stage build_stage(const std::vector<int>& group, int64_t begin, int64_t end) const;
   RankLoad load(int64_t begin, int64_t end, bool embedding) const;
   double speed(int node) const { return nodes_[static_cast<size_t>(node)].bandwidth_gbs * 1e9; }
+  // Seconds of one rank of `node` per token (planner.h): `read` bytes decoded and a share
+  // `fraction` of the matrix work of `n_layers` layers for kPromptTokensPerReplyToken
+  // prompt tokens.
+  double rank_seconds(int node, double read, double fraction, int64_t n_layers) const {
+    double s = read / speed(node);
+    if (count_prefill_) {
+      s += kPromptTokensPerReplyToken * fraction * static_cast<double>(n_layers) *
+           m_.layer_flops_per_token() / (nodes_[static_cast<size_t>(node)].matmul_gflops * 1e9);
+    }
+    return s;
+  }
   std::string node_name(int node) const {
     return "'" + nodes_[static_cast<size_t>(node)].name + "'";
   }
@@ -136,6 +154,7 @@ class Planner {
   const PlanOptions& o_;
   LayerSums sums_;
   std::vector<uint64_t> usable_;  // per node
+  bool count_prefill_ = false;    // every node that may hold layers measured its matmul speed
 };
 
 Slicing Planner::slicing(int64_t n_ranks) const {
@@ -213,7 +232,7 @@ GroupFit Planner::fit_group(const std::vector<int>& group, int64_t begin, int64_
     all.vocab_rows = output ? m_.n_vocab : 0;
     fit.fits = estimate_memory(m_, o_, all).total() <= usable_[static_cast<size_t>(node)];
     fit.fraction = {1.0};
-    fit.seconds = (whole_read + split_read) / speed(node);
+    fit.seconds = rank_seconds(node, whole_read + split_read, 1.0, end - begin);
     return fit;
   }
 
@@ -254,7 +273,9 @@ GroupFit Planner::fit_group(const std::vector<int>& group, int64_t begin, int64_
   fit.fraction = std::move(*fraction);
   for (int64_t r = 0; r < n_ranks; ++r) {
     const size_t i = static_cast<size_t>(r);
-    fit.seconds = std::max(fit.seconds, (whole_read + fit.fraction[i] * split_read) / speeds[i]);
+    fit.seconds =
+        std::max(fit.seconds, rank_seconds(group[i], whole_read + fit.fraction[i] * split_read,
+                                           fit.fraction[i], end - begin));
   }
   return fit;
 }

@@ -16,11 +16,16 @@
 // holds nothing. A node the plan does not need, or that cannot hold even one layer, gets
 // nothing and is named in plan.notes.
 //
-// Speed is memory bandwidth: decoding a token reads every weight once, so a rank's time per
-// token is its bytes over its bandwidth. Pipeline stages are sized so that the slowest
-// stage is as fast as possible (then the sum of the stages' times is as small as
-// possible), within each node's memory. Tensor ranks get shares of a stage proportional to
-// bandwidth, capped by memory.
+// A rank's time per token has two parts. Decoding a token reads every weight once: its
+// bytes over its bandwidth. Prefill is compute bound: its matrix work per prompt token over
+// its measured matmul speed, counted kPromptTokensPerReplyToken times (prompts, with their
+// history and system text, are several times longer than replies). The two differ in one
+// place: the output head is a large read per decoded token but runs for only the last
+// prompt token, so a bytes-only split gives the last stage fewer layers and leaves prefill
+// waiting on the first. When some node has not measured its matmul speed, time is bytes
+// over bandwidth alone. Pipeline stages are sized so that the slowest stage is as fast as
+// possible (then the sum of the stages' times is as small as possible), within each node's
+// memory. Tensor ranks get shares of a stage proportional to bandwidth, capped by memory.
 //
 // kAuto picks, in this order:
 //   1. one node: the one-stage, one-rank plan;

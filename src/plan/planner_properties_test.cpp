@@ -94,6 +94,8 @@ class Generator {
       node.cores = static_cast<int>(uniform(1, 64));
       node.free_memory_bytes = static_cast<uint64_t>(total * weights[static_cast<size_t>(i)] / sum);
       node.bandwidth_gbs = similar ? real(50, 55) : real(5, 400);
+      // Known matmul speeds (prefill counts too) in about half the clusters' nodes.
+      node.matmul_gflops = uniform(0, 1) == 0 ? 0 : real(20, 4000);
       nodes.push_back(node);
     }
     return nodes;

@@ -113,6 +113,34 @@ TEST(Planner, TwoEqualNodesSplitLayersEvenly) {
   EXPECT_EQ(p.stages[1].ranks[0].node, 1);
 }
 
+TEST(Planner, KnownMatmulSpeedsBalancePrefillToo) {
+  // A large vocabulary: the output head reads as much as 3.5 layers per decoded token but
+  // runs for only the last prompt token. By bytes alone the last stage gets far fewer
+  // layers, and prefill waits on the first stage.
+  HParams hp;
+  hp.n_vocab = 151936;
+  hp.n_embd = 4096;
+  hp.n_ff = 11008;
+  hp.n_layer = 16;
+  hp.n_head = 32;
+  hp.n_head_kv = 8;
+  hp.head_dim = 128;
+  hp.n_ctx = 4096;
+  const PlanModel m = synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_K);
+  std::vector<NodeProfile> nodes = {node("local", 16, 50), node("b", 16, 50)};
+  const Plan by_bytes = checked_plan(m, nodes, options(PlanOptions::Mode::kPipeline));
+  ASSERT_EQ(by_bytes.stages.size(), 2u);
+  EXPECT_GE(layers_of(by_bytes.stages[0]) - layers_of(by_bytes.stages[1]), 3);
+  for (NodeProfile& n : nodes) n.matmul_gflops = 200;
+  const Plan both = checked_plan(m, nodes, options(PlanOptions::Mode::kPipeline));
+  ASSERT_EQ(both.stages.size(), 2u);
+  EXPECT_LE(layers_of(both.stages[0]) - layers_of(both.stages[1]), 2);
+  EXPECT_GE(layers_of(both.stages[0]), layers_of(both.stages[1]));
+  // A node that has not measured its matmul speed: bytes alone decide, for every node.
+  nodes[1].matmul_gflops = 0;
+  EXPECT_EQ(checked_plan(m, nodes, options(PlanOptions::Mode::kPipeline)), by_bytes);
+}
+
 TEST(Planner, AutoUsesTensorParallelismOnSimilarNodes) {
   const PlanModel m = llama(32);
   const Plan p = checked_plan(m, {node("local", 16, 50), node("b", 16, 45)}, PlanOptions{});
