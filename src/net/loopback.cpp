@@ -85,7 +85,7 @@ void LoopbackConnection::send_frame_parts(const FrameHeader& header,
   }
   if (frame.header.type == MessageType::PONG) return;
   if (frame.header.type == MessageType::BYE) {
-    peer.failure = "closed the connection (BYE)";
+    peer.failure = "said goodbye (BYE)";
   } else {
     peer.inbox.push_back(std::move(frame));
   }

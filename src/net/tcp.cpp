@@ -379,7 +379,7 @@ void TcpConnection::reader_loop() {
           continue;
         }
         case MessageType::BYE:
-          fail("closed the connection (BYE)");
+          fail("said goodbye (BYE)");
           return;
         default:
           break;
@@ -474,7 +474,7 @@ std::optional<Frame> TcpConnection::recv_direct(Millis timeout) {
   bytes_received_.fetch_add(kFrameHeaderSize + frame.header.length, std::memory_order_relaxed);
   if (frame.header.type == MessageType::BYE) {
     std::lock_guard lock(mutex_);
-    fail_locked("closed the connection (BYE)");
+    fail_locked("said goodbye (BYE)");
     throw_failure_locked();
   }
   return frame;
