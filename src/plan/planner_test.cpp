@@ -15,9 +15,10 @@ namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // A llama-shaped model in Q4_K: n_embd 4096, 32 heads of 128 (8 KV heads) unless told.
-PlanModel llama(int64_t n_layer, int64_t n_head = 32, int64_t n_head_kv = 8, int64_t n_ff = 11008) {
+PlanModel llama(int64_t n_layer, int64_t n_head = 32, int64_t n_head_kv = 8, int64_t n_ff = 11008,
+                int64_t n_vocab = 32000) {
   HParams hp;
-  hp.n_vocab = 32000;
+  hp.n_vocab = n_vocab;
   hp.n_embd = 4096;
   hp.n_ff = n_ff;
   hp.n_layer = n_layer;
@@ -117,16 +118,7 @@ TEST(Planner, KnownMatmulSpeedsBalancePrefillToo) {
   // A large vocabulary: the output head reads as much as 3.5 layers per decoded token but
   // runs for only the last prompt token. By bytes alone the last stage gets far fewer
   // layers, and prefill waits on the first stage.
-  HParams hp;
-  hp.n_vocab = 151936;
-  hp.n_embd = 4096;
-  hp.n_ff = 11008;
-  hp.n_layer = 16;
-  hp.n_head = 32;
-  hp.n_head_kv = 8;
-  hp.head_dim = 128;
-  hp.n_ctx = 4096;
-  const PlanModel m = synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_K);
+  const PlanModel m = llama(16, 32, 8, 11008, 151936);
   std::vector<NodeProfile> nodes = {node("local", 16, 50), node("b", 16, 50)};
   const Plan by_bytes = checked_plan(m, nodes, options(PlanOptions::Mode::kPipeline));
   ASSERT_EQ(by_bytes.stages.size(), 2u);
