@@ -301,7 +301,6 @@ struct ChatStream {
   bool include_usage = false;
   bool logprobs = false;
   bool sent_role = false;
-  int n_tool_calls = 0;
   Clock::time_point last_write = Clock::now();
   std::unique_ptr<InFlight> in_flight;
 };
@@ -327,13 +326,27 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     throw ApiError(400, std::string("the chat template failed: ") + e.what(),
                    "invalid_request_error", "messages");
   }
-  const bool parse_tools = !r.tools.is_null() && r.tool_choice != "none";
+  const bool parse_tools = !r.tools.is_null() && r.tool_choice.kind != ToolChoice::Kind::kNone;
   OutputParserOptions po;
   po.reasoning = m.template_source.find("<think>") != std::string::npos;
   po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   const uint64_t n = next_id_.fetch_add(1);
   po.id_prefix = "call_" + std::to_string(n) + "_";
+  if (r.tool_choice.forces_call()) {
+    // Without a grammar engine a call is forced by writing its opening at the end of the
+    // prompt, in the family's format: generation continues inside the call.
+    if (po.tools == ToolFormat::kNone) {
+      throw ApiError(400,
+                     "tool_choice cannot be enforced for this model's chat template: it "
+                     "shows no tool-call format herd reads",
+                     "invalid_request_error", "tool_choice");
+    }
+    po.forced_call = true;
+    po.forced_name = r.tool_choice.function;
+    po.tool_names = tool_names(r.tools);
+    prompt += forced_reply_opening(po);
+  }
 
   GenerationParams g = generation_params(r.sampling);
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>).
@@ -349,10 +362,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     OutputParser parser(po);
     ParsedDelta all = parser.push(c.text);
-    ParsedDelta tail = parser.finish();
-    all.content += tail.content;
-    all.reasoning += tail.reasoning;
-    all.tool_calls.insert(all.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+    all.append(parser.finish());
     const json lp = r.sampling.top_logprobs >= 0 ? logprobs_json(*m.tokenizer, c.logprobs) : json();
     send_json(res, 200, chat_completion(header, all, c.finish, lp));
     return;
@@ -360,7 +370,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
 
   auto state = std::make_shared<ChatStream>(
       ChatStream{stream, OutputParser(po), header, m.tokenizer, r.sampling.include_usage,
-                 r.sampling.top_logprobs >= 0, false, 0, Clock::now(), std::move(in_flight)});
+                 r.sampling.top_logprobs >= 0, false, Clock::now(), std::move(in_flight)});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -375,9 +385,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
         StreamUpdate u = state->stream->wait(kWaitSlice);
         auto add_delta = [&](const ParsedDelta& d, const json& logprobs) {
           if (d.empty() && logprobs.is_null()) return;
-          out += sse_event(
-              chat_chunk(state->header, chat_delta(d, state->n_tool_calls), nullptr, logprobs));
-          state->n_tool_calls += static_cast<int>(d.tool_calls.size());
+          out += sse_event(chat_chunk(state->header, chat_delta(d), nullptr, logprobs));
         };
         if (!u.text.empty() || !u.tokens.empty()) {
           json lp;
