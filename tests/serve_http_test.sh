@@ -84,6 +84,32 @@ js "$dir/chat.json" 'j.choices[0].message.content' > "$dir/served-chat.txt"
 "$herd" run --model "$model" --chat --prompt "Hello" -n 16 --temp 0 --threads 2 2>/dev/null > "$dir/run-chat.txt"
 cmp -s "$dir/served-chat.txt" "$dir/run-chat.txt" || fail "chat differs from herd run --chat"
 
+# tool_choice "required" and a named function hold: the reply is a call of one of the tools,
+# although the synthetic model writes random text (its arguments may then be any string).
+tools='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}, {"type": "function", "function": {"name": "get_time", "parameters": {}}}]'
+for choice in '"required"' '{"type": "function", "function": {"name": "get_time"}}'; do
+  for seed in 1 2 3; do
+    body="{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], $tools, \"tool_choice\": $choice, \"max_tokens\": 24, \"seed\": $seed}"
+    [ "$(post /v1/chat/completions "$body")" = 200 ] || fail "tool_choice $choice: $(cat "$dir/body")"
+    [ "$(js "$dir/body" 'j.choices[0].finish_reason')" = tool_calls ] || fail "tool_choice $choice: $(cat "$dir/body")"
+    name=$(js "$dir/body" 'j.choices[0].message.tool_calls[0].function.name')
+    case $choice in
+      *get_time*) [ "$name" = get_time ] || fail "the named function was not called: $(cat "$dir/body")" ;;
+      *) [ "$name" = get_weather ] || [ "$name" = get_time ] || fail "a call of no tool: $(cat "$dir/body")" ;;
+    esac
+    [ "$(js "$dir/body" 'typeof j.choices[0].message.tool_calls[0].function.arguments')" = string ] ||
+      fail "arguments are not a string: $(cat "$dir/body")"
+    [ "$(js "$dir/body" 'j.choices[0].message.tool_calls[0].id.startsWith("call_")')" = true ] ||
+      fail "tool call id: $(cat "$dir/body")"
+    # The forced opening is the prompt's, never the reply's content.
+    js "$dir/body" 'j.choices[0].message.content || ""' | grep -q '<tool_call>' &&
+      fail "the forced opening shows as content: $(cat "$dir/body")"
+  done
+done
+expect_error 400 tool_choice /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}'
+expect_error 400 tool_choice.function.name /v1/chat/completions \
+  "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}}"
+
 # Errors: status, OpenAI's shape, the field named.
 expect_error 400 null /v1/chat/completions '{"messages": '
 expect_error 400 temperature /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}'
