@@ -152,6 +152,30 @@ for i in 1 2; do
   grep -q '\[DONE\]' "$dir/long$i.txt" && fail "stream $i ran to its end although its client left"
 done
 
+# A non-streaming client that goes away frees its slot as soon: its request is cancelled
+# (it would otherwise run all its 4000 tokens, which /metrics would count).
+tokens() { curl -s "$url/metrics" | sed -n 's/^herd_completion_tokens_total \([0-9]*\).*/\1/p'; }
+before=$(tokens)
+curl -s -H 'Authorization: Bearer secret' -H 'Content-Type: application/json' \
+  -d '{"prompt": "Hold on", "max_tokens": 4000, "ignore_eos": true}' "$url/v1/completions" > /dev/null &
+holder=$!
+for _ in $(seq 1 100); do
+  curl -s "$url/health" | grep -q '"running":1' && break
+  sleep 0.02
+done
+curl -s "$url/health" | grep -q '"running":1' || fail "the non-streaming request does not run: $(curl -s "$url/health")"
+sleep 0.1
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+freed=0
+for _ in $(seq 1 40); do  # 2 seconds
+  curl -s "$url/health" | grep -q '"queued":0,"running":0' && { freed=1; break; }
+  sleep 0.05
+done
+[ "$freed" = 1 ] || fail "a gone non-streaming client still holds its slot: $(curl -s "$url/health")"
+generated=$(($(tokens) - before))
+[ "$generated" -lt 4000 ] || fail "the request of a gone client ran to its end ($generated tokens)"
+
 # Metrics, the page.
 curl -s "$url/metrics" > "$dir/metrics"
 for m in herd_requests_total herd_completion_tokens_total herd_queue_depth herd_tokens_per_second \

@@ -2,7 +2,14 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 #include "server/request.h"
@@ -44,15 +51,72 @@ struct InFlight {
   std::atomic<int64_t>* n_;
 };
 
-// Reads a stream to its end (non-streaming responses).
+// The socket of the connection `req` came on, found by its addresses: cpp-httplib 0.11
+// (Debian's) hands handlers no socket and no way to ask whether the client is still there.
+// -1 when none matches. The connection stays open while its handler runs, so the socket
+// found is this connection's for that long.
+int connection_socket(const httplib::Request& req) {
+  auto port_and_address = [](const sockaddr_storage& a, std::string& address) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+      inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+      address = text;
+      return static_cast<int>(ntohs(in.sin_port));
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+      inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+      address = text;
+      return static_cast<int>(ntohs(in6.sin6_port));
+    }
+    return -1;
+  };
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = entry.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;
+    }
+    std::string local_address, peer_address;
+    if (port_and_address(local, local_address) == req.local_port &&
+        port_and_address(peer, peer_address) == req.remote_port &&
+        peer_address == req.remote_addr) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
+// Whether the client of a connection has gone: it closed (or reset) the connection. A
+// client that only half-closes after sending its request counts as gone too; HTTP clients
+// do not do that while they wait for a response.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// Reads a stream to its end (non-streaming responses). A client that goes away meanwhile
+// has its request cancelled, which frees the slot at the next step (as streams do when a
+// write fails).
 struct Collected {
   std::string text;
   std::vector<TokenLogprob> logprobs;
   Finish finish;
 };
-Collected collect(RequestStream& stream) {
+Collected collect(RequestStream& stream, const httplib::Request& req) {
+  const int fd = connection_socket(req);
   Collected c;
   for (;;) {
+    if (!stream.cancelled() && client_gone(fd)) stream.cancel();
     StreamUpdate u = stream.wait(kWaitSlice);
     c.text += u.text;
     c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
@@ -358,7 +422,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
 
   if (!r.sampling.stream) {
-    Collected c = collect(*stream);
+    Collected c = collect(*stream, req);
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     OutputParser parser(po);
     ParsedDelta all = parser.push(c.text);
@@ -433,7 +497,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
 
   if (!r.sampling.stream) {
-    Collected c = collect(*stream);
+    Collected c = collect(*stream, req);
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     json lp;
     if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);
