@@ -23,19 +23,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (e.status() != 400) __builtin_trap();
   }
   using herd::server::ToolFormat;
-  for (ToolFormat format :
-       {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral}) {
-    herd::server::OutputParserOptions options;
-    options.reasoning = true;
-    options.starts_in_reasoning = size % 2 == 1;
-    options.tools = format;
-    herd::server::OutputParser parser(options);
-    herd::server::ParsedDelta all = parser.push(input.substr(0, size / 2));
-    const herd::server::ParsedDelta rest = parser.push(input.substr(size / 2));
-    const herd::server::ParsedDelta tail = parser.finish();
-    all.content += rest.content + tail.content;
-    // Whatever the text, the response JSON is written without throwing.
-    herd::server::sse_event(herd::server::chat_delta(all, 0));
+  for (ToolFormat format : {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json,
+                            ToolFormat::kMistral, ToolFormat::kMistralArgs}) {
+    for (bool forced : {false, true}) {
+      herd::server::OutputParserOptions options;
+      options.reasoning = true;
+      options.starts_in_reasoning = size % 2 == 1;
+      options.tools = format;
+      options.forced_call = forced;
+      options.forced_name = size % 3 == 0 ? "f" : "";
+      options.tool_names = {"f", "g"};
+      herd::server::OutputParser parser(options);
+      herd::server::ParsedDelta all = parser.push(input.substr(0, size / 2));
+      all.append(parser.push(input.substr(size / 2)));
+      all.append(parser.finish());
+      // A forced call is always there.
+      if (forced && format != ToolFormat::kNone && all.tool_calls.empty()) __builtin_trap();
+      // Whatever the text, the response JSON is written without throwing.
+      herd::server::sse_event(herd::server::chat_delta(all));
+    }
   }
   return 0;
 }

@@ -84,6 +84,32 @@ js "$dir/chat.json" 'j.choices[0].message.content' > "$dir/served-chat.txt"
 "$herd" run --model "$model" --chat --prompt "Hello" -n 16 --temp 0 --threads 2 2>/dev/null > "$dir/run-chat.txt"
 cmp -s "$dir/served-chat.txt" "$dir/run-chat.txt" || fail "chat differs from herd run --chat"
 
+# tool_choice "required" and a named function hold: the reply is a call of one of the tools,
+# although the synthetic model writes random text (its arguments may then be any string).
+tools='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}, {"type": "function", "function": {"name": "get_time", "parameters": {}}}]'
+for choice in '"required"' '{"type": "function", "function": {"name": "get_time"}}'; do
+  for seed in 1 2 3; do
+    body="{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], $tools, \"tool_choice\": $choice, \"max_tokens\": 24, \"seed\": $seed}"
+    [ "$(post /v1/chat/completions "$body")" = 200 ] || fail "tool_choice $choice: $(cat "$dir/body")"
+    [ "$(js "$dir/body" 'j.choices[0].finish_reason')" = tool_calls ] || fail "tool_choice $choice: $(cat "$dir/body")"
+    name=$(js "$dir/body" 'j.choices[0].message.tool_calls[0].function.name')
+    case $choice in
+      *get_time*) [ "$name" = get_time ] || fail "the named function was not called: $(cat "$dir/body")" ;;
+      *) [ "$name" = get_weather ] || [ "$name" = get_time ] || fail "a call of no tool: $(cat "$dir/body")" ;;
+    esac
+    [ "$(js "$dir/body" 'typeof j.choices[0].message.tool_calls[0].function.arguments')" = string ] ||
+      fail "arguments are not a string: $(cat "$dir/body")"
+    [ "$(js "$dir/body" 'j.choices[0].message.tool_calls[0].id.startsWith("call_")')" = true ] ||
+      fail "tool call id: $(cat "$dir/body")"
+    # The forced opening is the prompt's, never the reply's content.
+    js "$dir/body" 'j.choices[0].message.content || ""' | grep -q '<tool_call>' &&
+      fail "the forced opening shows as content: $(cat "$dir/body")"
+  done
+done
+expect_error 400 tool_choice /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}'
+expect_error 400 tool_choice.function.name /v1/chat/completions \
+  "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}}"
+
 # Errors: status, OpenAI's shape, the field named.
 expect_error 400 null /v1/chat/completions '{"messages": '
 expect_error 400 temperature /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}'
@@ -125,6 +151,30 @@ curl -s "$url/health" | grep -q '"queued":0,"running":0' || fail "disconnected s
 for i in 1 2; do
   grep -q '\[DONE\]' "$dir/long$i.txt" && fail "stream $i ran to its end although its client left"
 done
+
+# A non-streaming client that goes away frees its slot as soon: its request is cancelled
+# (it would otherwise run all its 4000 tokens, which /metrics would count).
+tokens() { curl -s "$url/metrics" | sed -n 's/^herd_completion_tokens_total \([0-9]*\).*/\1/p'; }
+before=$(tokens)
+curl -s -H 'Authorization: Bearer secret' -H 'Content-Type: application/json' \
+  -d '{"prompt": "Hold on", "max_tokens": 4000, "ignore_eos": true}' "$url/v1/completions" > /dev/null &
+holder=$!
+for _ in $(seq 1 100); do
+  curl -s "$url/health" | grep -q '"running":1' && break
+  sleep 0.02
+done
+curl -s "$url/health" | grep -q '"running":1' || fail "the non-streaming request does not run: $(curl -s "$url/health")"
+sleep 0.1
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+freed=0
+for _ in $(seq 1 40); do  # 2 seconds
+  curl -s "$url/health" | grep -q '"queued":0,"running":0' && { freed=1; break; }
+  sleep 0.05
+done
+[ "$freed" = 1 ] || fail "a gone non-streaming client still holds its slot: $(curl -s "$url/health")"
+generated=$(($(tokens) - before))
+[ "$generated" -lt 4000 ] || fail "the request of a gone client ran to its end ($generated tokens)"
 
 # Metrics, the page.
 curl -s "$url/metrics" > "$dir/metrics"

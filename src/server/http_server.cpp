@@ -2,7 +2,14 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 #include "server/request.h"
@@ -44,15 +51,72 @@ struct InFlight {
   std::atomic<int64_t>* n_;
 };
 
-// Reads a stream to its end (non-streaming responses).
+// The socket of the connection `req` came on, found by its addresses: cpp-httplib 0.11
+// (Debian's) hands handlers no socket and no way to ask whether the client is still there.
+// -1 when none matches. The connection stays open while its handler runs, so the socket
+// found is this connection's for that long.
+int connection_socket(const httplib::Request& req) {
+  auto port_and_address = [](const sockaddr_storage& a, std::string& address) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+      inet_ntop(AF_INET, &in.sin_addr, text, sizeof text);
+      address = text;
+      return static_cast<int>(ntohs(in.sin_port));
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+      inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+      address = text;
+      return static_cast<int>(ntohs(in6.sin6_port));
+    }
+    return -1;
+  };
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = entry.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;
+    }
+    std::string local_address, peer_address;
+    if (port_and_address(local, local_address) == req.local_port &&
+        port_and_address(peer, peer_address) == req.remote_port &&
+        peer_address == req.remote_addr) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
+// Whether the client of a connection has gone: it closed (or reset) the connection. A
+// client that only half-closes after sending its request counts as gone too; HTTP clients
+// do not do that while they wait for a response.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// Reads a stream to its end (non-streaming responses). A client that goes away meanwhile
+// has its request cancelled, which frees the slot at the next step (as streams do when a
+// write fails).
 struct Collected {
   std::string text;
   std::vector<TokenLogprob> logprobs;
   Finish finish;
 };
-Collected collect(RequestStream& stream) {
+Collected collect(RequestStream& stream, const httplib::Request& req) {
+  const int fd = connection_socket(req);
   Collected c;
   for (;;) {
+    if (!stream.cancelled() && client_gone(fd)) stream.cancel();
     StreamUpdate u = stream.wait(kWaitSlice);
     c.text += u.text;
     c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
@@ -301,7 +365,6 @@ struct ChatStream {
   bool include_usage = false;
   bool logprobs = false;
   bool sent_role = false;
-  int n_tool_calls = 0;
   Clock::time_point last_write = Clock::now();
   std::unique_ptr<InFlight> in_flight;
 };
@@ -327,13 +390,27 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     throw ApiError(400, std::string("the chat template failed: ") + e.what(),
                    "invalid_request_error", "messages");
   }
-  const bool parse_tools = !r.tools.is_null() && r.tool_choice != "none";
+  const bool parse_tools = !r.tools.is_null() && r.tool_choice.kind != ToolChoice::Kind::kNone;
   OutputParserOptions po;
   po.reasoning = m.template_source.find("<think>") != std::string::npos;
   po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   const uint64_t n = next_id_.fetch_add(1);
   po.id_prefix = "call_" + std::to_string(n) + "_";
+  if (r.tool_choice.forces_call()) {
+    // Without a grammar engine a call is forced by writing its opening at the end of the
+    // prompt, in the family's format: generation continues inside the call.
+    if (po.tools == ToolFormat::kNone) {
+      throw ApiError(400,
+                     "tool_choice cannot be enforced for this model's chat template: it "
+                     "shows no tool-call format herd reads",
+                     "invalid_request_error", "tool_choice");
+    }
+    po.forced_call = true;
+    po.forced_name = r.tool_choice.function;
+    po.tool_names = tool_names(r.tools);
+    prompt += forced_reply_opening(po);
+  }
 
   GenerationParams g = generation_params(r.sampling);
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>).
@@ -345,14 +422,11 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
 
   if (!r.sampling.stream) {
-    Collected c = collect(*stream);
+    Collected c = collect(*stream, req);
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     OutputParser parser(po);
     ParsedDelta all = parser.push(c.text);
-    ParsedDelta tail = parser.finish();
-    all.content += tail.content;
-    all.reasoning += tail.reasoning;
-    all.tool_calls.insert(all.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+    all.append(parser.finish());
     const json lp = r.sampling.top_logprobs >= 0 ? logprobs_json(*m.tokenizer, c.logprobs) : json();
     send_json(res, 200, chat_completion(header, all, c.finish, lp));
     return;
@@ -360,7 +434,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
 
   auto state = std::make_shared<ChatStream>(
       ChatStream{stream, OutputParser(po), header, m.tokenizer, r.sampling.include_usage,
-                 r.sampling.top_logprobs >= 0, false, 0, Clock::now(), std::move(in_flight)});
+                 r.sampling.top_logprobs >= 0, false, Clock::now(), std::move(in_flight)});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -375,9 +449,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
         StreamUpdate u = state->stream->wait(kWaitSlice);
         auto add_delta = [&](const ParsedDelta& d, const json& logprobs) {
           if (d.empty() && logprobs.is_null()) return;
-          out += sse_event(
-              chat_chunk(state->header, chat_delta(d, state->n_tool_calls), nullptr, logprobs));
-          state->n_tool_calls += static_cast<int>(d.tool_calls.size());
+          out += sse_event(chat_chunk(state->header, chat_delta(d), nullptr, logprobs));
         };
         if (!u.text.empty() || !u.tokens.empty()) {
           json lp;
@@ -425,7 +497,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
 
   if (!r.sampling.stream) {
-    Collected c = collect(*stream);
+    Collected c = collect(*stream, req);
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     json lp;
     if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);

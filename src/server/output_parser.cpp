@@ -14,6 +14,7 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
+constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 bool is_space(char c) {
@@ -34,11 +35,285 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
+// A JSON string token (quotes included) as text; what lies between the quotes when it does
+// not parse (a token cut short).
+std::string decode_string(const std::string& token) {
+  const nlohmann::json value = nlohmann::json::parse(token, nullptr, false);
+  if (value.is_string()) return value.get<std::string>();
+  std::string_view inner(token);
+  if (inner.starts_with('"')) inner.remove_prefix(1);
+  if (inner.ends_with('"')) inner.remove_suffix(1);
+  return std::string(inner);
+}
+
+// One tool call as a reader has seen it so far.
+struct ReadCall {
+  std::string name;  // complete once `named`
+  bool named = false;
+  std::string arguments;  // the value's text so far, whitespace outside strings removed
+  bool has_arguments = false;
+  bool arguments_string = false;  // the value is a JSON string (of JSON, some models do that)
+  bool done = false;              // nothing more will be added
+};
+
+// Reads tool calls written as JSON while they stream, one character at a time: a call
+// object, an array of them, or several in a row, each {"name": ..., "arguments" or
+// "parameters": ...} with its keys in any order. Text between top-level values is ignored.
+class JsonCallReader {
+ public:
+  void feed(std::string_view text) {
+    for (char c : text) feed(c);
+  }
+  std::vector<ReadCall>& calls() { return calls_; }
+  // The name being written when the text stops inside it (a forced call cut short).
+  std::string partial_name() const { return role_ == Role::kName ? decode_string(token_) : ""; }
+
+ private:
+  enum class Phase { kKey, kColon, kValue, kAfterValue };
+  enum class Role { kNone, kKey, kName };  // what the string being read is
+  enum class Value { kNone, kArguments, kSkip };
+
+  void feed(char c) {
+    if (in_string_) {
+      if (role_ != Role::kNone) token_ += c;
+      if (value_ == Value::kArguments) calls_.back().arguments += c;
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        end_string();
+      }
+      return;
+    }
+    if (value_ != Value::kNone) {
+      const bool at_call = stack_.size() == call_depth_;
+      if (at_call && (c == ',' || c == '}' || c == ']')) {
+        end_value();  // a scalar ends before c, which belongs to the call object
+      } else {
+        if (value_ == Value::kArguments && !is_space(c)) calls_.back().arguments += c;
+        if (c == '"') {
+          in_string_ = true;
+        } else if (c == '{' || c == '[') {
+          stack_ += c;
+        } else if ((c == '}' || c == ']') && stack_.size() > call_depth_) {
+          stack_.pop_back();
+          if (stack_.size() == call_depth_ && !value_scalar_) end_value();
+        }
+        return;
+      }
+    }
+    if (call_depth_ > 0 && stack_.size() == call_depth_) {
+      call_level(c);
+      return;
+    }
+    // Outside any call object.
+    if (c == '"') {
+      if (!stack_.empty()) in_string_ = true;  // a string inside a value that is no call
+    } else if (c == '{') {
+      stack_ += c;
+      if (stack_.size() == 1 || stack_ == "[{") {
+        call_depth_ = stack_.size();
+        calls_.emplace_back();
+        phase_ = Phase::kKey;
+      }
+    } else if (c == '[') {
+      stack_ += c;
+    } else if ((c == '}' || c == ']') && !stack_.empty()) {
+      stack_.pop_back();
+    }
+  }
+
+  void call_level(char c) {
+    if (c == '}') {
+      stack_.pop_back();
+      call_depth_ = 0;
+      calls_.back().done = true;
+      return;
+    }
+    switch (phase_) {
+      case Phase::kKey:
+        if (c == '"') start_token(Role::kKey);
+        break;
+      case Phase::kColon:
+        if (c == ':') phase_ = Phase::kValue;
+        break;
+      case Phase::kValue:
+        if (is_space(c)) break;
+        if (key_ == "name" && c == '"') {
+          start_token(Role::kName);
+          break;
+        }
+        value_ = Value::kSkip;
+        if (key_ == "arguments" || key_ == "parameters") {
+          ReadCall& call = calls_.back();
+          value_ = Value::kArguments;
+          call.has_arguments = true;
+          call.arguments.clear();  // a repeated key: the last one counts
+          call.arguments_string = c == '"';
+        }
+        value_scalar_ = c != '"' && c != '{' && c != '[';
+        feed(c);
+        break;
+      case Phase::kAfterValue:
+        if (c == ',') phase_ = Phase::kKey;
+        break;
+    }
+  }
+
+  void start_token(Role role) {
+    role_ = role;
+    token_ = "\"";
+    in_string_ = true;
+  }
+
+  void end_string() {
+    if (role_ == Role::kKey) {
+      key_ = decode_string(token_);
+      phase_ = Phase::kColon;
+    } else if (role_ == Role::kName) {
+      calls_.back().name = decode_string(token_);
+      calls_.back().named = true;
+      phase_ = Phase::kAfterValue;
+    } else if (value_ != Value::kNone && stack_.size() == call_depth_ && !value_scalar_) {
+      end_value();  // a string value
+    }
+    role_ = Role::kNone;
+  }
+
+  void end_value() {
+    value_ = Value::kNone;
+    phase_ = Phase::kAfterValue;
+  }
+
+  std::vector<ReadCall> calls_;
+  std::string stack_;      // the open containers, '{' or '['
+  size_t call_depth_ = 0;  // stack_.size() inside the current call object, 0: none
+  bool in_string_ = false, escape_ = false;
+  Phase phase_ = Phase::kKey;
+  Role role_ = Role::kNone;
+  std::string token_;  // the string being read (role_ != kNone), quotes included
+  std::string key_;    // the last key of the call object
+  Value value_ = Value::kNone;
+  bool value_scalar_ = false;  // the value is a number, literal or junk: ends at , } or ]
+};
+
+// Reads Mistral's name[ARGS]{...} calls, [TOOL_CALLS] between them, while they stream.
+class NameArgsReader {
+ public:
+  void feed(std::string_view text, bool at_end) {
+    buffer_ += text;
+    for (;;) {
+      if (!in_arguments_) {
+        const size_t args = buffer_.find(kMistralArgs);
+        if (args == std::string::npos) return;
+        ReadCall call;
+        // Some templates write name[CALL_ID]id[ARGS]: the id is the model's, not kept.
+        const std::string_view head = std::string_view(buffer_).substr(0, args);
+        call.name = std::string(trim(head.substr(0, head.find(kMistralCallId))));
+        call.named = !call.name.empty();
+        call.has_arguments = true;
+        calls_.push_back(std::move(call));
+        buffer_.erase(0, args + kMistralArgs.size());
+        in_arguments_ = true;
+        in_string_ = escape_ = false;
+        continue;
+      }
+      const size_t next = buffer_.find(kMistralCalls);
+      const size_t take = next != std::string::npos ? next
+                          : at_end                  ? buffer_.size()
+                                   : buffer_.size() - partial_marker(buffer_, kMistralCalls);
+      for (size_t i = 0; i < take; ++i) add(buffer_[i]);
+      if (next == std::string::npos) {
+        buffer_.erase(0, take);
+        return;
+      }
+      buffer_.erase(0, next + kMistralCalls.size());
+      calls_.back().done = true;
+      in_arguments_ = false;
+    }
+  }
+  std::vector<ReadCall>& calls() { return calls_; }
+  std::string partial_name() const {
+    return in_arguments_ ? "" : std::string(trim(buffer_.substr(0, buffer_.find('['))));
+  }
+
+ private:
+  void add(char c) {
+    if (in_string_ || !is_space(c)) calls_.back().arguments += c;
+    if (!in_string_) {
+      in_string_ = c == '"';
+    } else if (escape_) {
+      escape_ = false;
+    } else if (c == '\\') {
+      escape_ = true;
+    } else if (c == '"') {
+      in_string_ = false;
+    }
+  }
+
+  std::vector<ReadCall> calls_;
+  std::string buffer_;
+  bool in_arguments_ = false;
+  bool in_string_ = false, escape_ = false;
+};
+
+// The listed name closest to `written` (see OutputParserOptions::tool_names).
+std::string closest_name(const std::string& written, const std::vector<std::string>& names) {
+  if (names.empty() || std::find(names.begin(), names.end(), written) != names.end()) {
+    return written;
+  }
+  size_t best = 0, best_shared = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto [a, b] =
+        std::mismatch(written.begin(), written.end(), names[i].begin(), names[i].end());
+    const size_t shared = static_cast<size_t>(a - written.begin());
+    if (shared > best_shared) {
+      best = i;
+      best_shared = shared;
+    }
+  }
+  return names[best];
+}
+
 }  // namespace
 
+// One tool-call block: from its marker to its closing marker, or to the end of the reply.
+struct OutputParser::CallBlock {
+  enum class Form { kUndecided, kJson, kNameArgs };
+  std::string marker;      // what opened it, restored with the text when it holds no call
+  std::string_view close;  // empty: the block runs to the end of the reply
+  std::string raw;         // its text so far
+  bool closed = false;     // its closing marker was read
+  bool forced = false;     // the forced call's block: it holds a call whatever is written
+  Form form = Form::kUndecided;
+  bool mistral = false;  // [TOOL_CALLS] opened it: name[ARGS] is possible
+  JsonCallReader json;
+  NameArgsReader name_args;
+  struct Sent {
+    int index = -1;  // the call's index in the reply once announced
+    size_t arguments = 0;
+    bool done = false;
+  };
+  std::vector<Sent> sent;  // per call read
+
+  std::vector<ReadCall>& calls() {
+    return form == Form::kNameArgs ? name_args.calls() : json.calls();
+  }
+  std::string partial_name() const {
+    return form == Form::kNameArgs ? name_args.partial_name() : json.partial_name();
+  }
+};
+
 ToolFormat detect_tool_format(std::string_view source) {
+  // Qwen3-Coder and Qwen3.5 write <tool_call><function=name><parameter=...>: XML, not JSON.
+  if (source.find("<function=") != std::string_view::npos) return ToolFormat::kNone;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolFormat::kHermes;
-  if (source.find(kMistralCalls) != std::string_view::npos) return ToolFormat::kMistral;
+  if (source.find(kMistralCalls) != std::string_view::npos) {
+    return source.find(kMistralArgs) != std::string_view::npos ? ToolFormat::kMistralArgs
+                                                               : ToolFormat::kMistral;
+  }
   if (source.find("ipython") != std::string_view::npos ||
       source.find(kPythonTag) != std::string_view::npos) {
     return ToolFormat::kLlama3Json;
@@ -53,76 +328,161 @@ bool prompt_opens_reasoning(std::string_view prompt) {
   return close == std::string_view::npos || close < open;
 }
 
+// The openings are written as each family's template writes a call into the history, so
+// that the model continues a text it has been shown.
+std::string forced_call_prefix(ToolFormat format, std::string_view name) {
+  const std::string quoted = nlohmann::json(std::string(name)).dump();
+  auto json_call = [&](std::string_view arguments_key) {
+    if (name.empty()) return std::string(R"({"name": ")");
+    return R"({"name": )" + quoted + ", \"" + std::string(arguments_key) + "\": ";
+  };
+  switch (format) {
+    case ToolFormat::kHermes:
+      return std::string(kHermesOpen) + "\n" + json_call("arguments");
+    case ToolFormat::kLlama3Json:
+      return json_call("parameters");
+    case ToolFormat::kMistral:
+      return std::string(kMistralCalls) + "[" + json_call("arguments");
+    case ToolFormat::kMistralArgs:
+      return std::string(kMistralCalls) +
+             (name.empty() ? "" : std::string(name) + std::string(kMistralArgs));
+    case ToolFormat::kNone:
+      break;
+  }
+  return {};
+}
+
+std::string forced_reply_opening(const OutputParserOptions& o) {
+  if (!o.forced_call || o.tools == ToolFormat::kNone) return {};
+  // A forced call skips the reasoning a template opened.
+  const std::string think_close =
+      o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
+  return think_close + forced_call_prefix(o.tools, o.forced_name);
+}
+
+void ParsedDelta::append(const ParsedDelta& more) {
+  content += more.content;
+  reasoning += more.reasoning;
+  for (const ToolCall& piece : more.tool_calls) {
+    auto same = std::find_if(tool_calls.begin(), tool_calls.end(),
+                             [&](const ToolCall& c) { return c.index == piece.index; });
+    if (same == tool_calls.end()) {
+      tool_calls.push_back(piece);
+    } else {
+      same->arguments += piece.arguments;
+    }
+  }
+}
+
 OutputParser::OutputParser(OutputParserOptions options)
     : options_(std::move(options)),
       state_(options_.reasoning && options_.starts_in_reasoning ? State::kReasoning
-                                                                : State::kContent) {}
+                                                                : State::kContent) {
+  // The prompt ends with the call's opening: read it as if the model had written it.
+  held_ = forced_reply_opening(options_);
+  if (!held_.empty()) drain(pending_, false);
+}
+
+OutputParser::~OutputParser() = default;
+OutputParser::OutputParser(OutputParser&&) noexcept = default;
+OutputParser& OutputParser::operator=(OutputParser&&) noexcept = default;
 
 ParsedDelta OutputParser::push(std::string_view text) {
   held_ += text;
-  ParsedDelta out;
+  ParsedDelta out = std::move(pending_);
+  pending_ = {};
   drain(out, false);
   return out;
 }
 
 ParsedDelta OutputParser::finish() {
-  ParsedDelta out;
+  ParsedDelta out = std::move(pending_);
+  pending_ = {};
   drain(out, true);
   return out;
 }
 
-void OutputParser::add_call(std::string name, std::string arguments, ParsedDelta& out) {
-  ToolCall call;
-  call.id = options_.id_prefix + std::to_string(n_tool_calls_++);
-  call.name = std::move(name);
-  call.arguments = std::move(arguments);
-  out.tool_calls.push_back(std::move(call));
+void OutputParser::feed_block(std::string_view text, ParsedDelta& out) {
+  CallBlock& b = *block_;
+  b.raw += text;
+  if (b.form == CallBlock::Form::kUndecided) {
+    // The first character decides: JSON, or a Mistral call's bare name.
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return;
+    const char c = text[first];
+    b.form =
+        b.mistral && c != '[' && c != '{' ? CallBlock::Form::kNameArgs : CallBlock::Form::kJson;
+    text = std::string_view(b.raw);  // what came before was white space
+  }
+  if (b.form == CallBlock::Form::kNameArgs) {
+    b.name_args.feed(text, false);
+  } else {
+    b.json.feed(text);
+  }
+  emit_calls(out, false);
 }
 
-// All or nothing: the calls are added only when every one of them parses.
-bool OutputParser::parse_calls(std::string_view text, ParsedDelta& out) {
-  using json = nlohmann::ordered_json;
-  text = trim(text);
-  while (text.starts_with(kPythonTag)) text = trim(text.substr(kPythonTag.size()));
-  std::vector<std::pair<std::string, std::string>> calls;
-  auto from_object = [&](const json& call) {
-    if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return false;
-    const json* args = nullptr;
-    if (call.contains("arguments")) args = &call["arguments"];
-    if (!args && call.contains("parameters")) args = &call["parameters"];
-    std::string arguments = "{}";
-    if (args) arguments = args->is_string() ? args->get<std::string>() : args->dump();
-    calls.emplace_back(call["name"].get<std::string>(), std::move(arguments));
-    return true;
+// Announces the calls whose names are complete and hands out the arguments text read since
+// the last time; at the end of the block, whatever each call still owes.
+void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
+  CallBlock& b = *block_;
+  std::vector<ReadCall>& calls = b.calls();
+  auto add_piece = [&](ToolCall piece) {
+    if (!out.tool_calls.empty() && out.tool_calls.back().index == piece.index) {
+      out.tool_calls.back().arguments += piece.arguments;
+    } else {
+      out.tool_calls.push_back(std::move(piece));
+    }
   };
-  if (text.find(kMistralArgs) != std::string_view::npos) {
-    // name[ARGS]{...}, repeated with [TOOL_CALLS] between.
-    while (!text.empty()) {
-      const size_t args = text.find(kMistralArgs);
-      if (args == std::string_view::npos) return false;
-      const std::string name(trim(text.substr(0, args)));
-      text.remove_prefix(args + kMistralArgs.size());
-      const size_t next = text.find(kMistralCalls);
-      const json value = json::parse(text.substr(0, next), nullptr, false);
-      if (name.empty() || value.is_discarded() || !value.is_object()) return false;
-      calls.emplace_back(name, value.dump());
-      text = next == std::string_view::npos ? std::string_view()
-                                            : trim(text.substr(next + kMistralCalls.size()));
-    }
-  } else {
-    const json value = json::parse(text, nullptr, false);
-    if (value.is_discarded()) return false;
-    if (value.is_array()) {
-      if (value.empty()) return false;
-      for (const json& call : value) {
-        if (!from_object(call)) return false;
-      }
-    } else if (!from_object(value)) {
-      return false;
-    }
+  if (at_end && b.forced && calls.empty()) {
+    // A forced call whose text never got as far as a call (Mistral's name cut short).
+    calls.emplace_back();
   }
-  for (auto& [name, arguments] : calls) add_call(std::move(name), std::move(arguments), out);
-  return true;
+  b.sent.resize(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ReadCall& call = calls[i];
+    CallBlock::Sent& sent = b.sent[i];
+    if (sent.done) continue;
+    if (sent.index < 0) {
+      const bool forced_first = at_end && b.forced && i == 0;
+      if (!call.named && !forced_first) continue;
+      ToolCall piece;
+      sent.index = n_tool_calls_++;
+      piece.index = sent.index;
+      piece.id = options_.id_prefix + std::to_string(sent.index);
+      piece.name = closest_name(call.named ? call.name : b.partial_name(), options_.tool_names);
+      add_piece(std::move(piece));
+    }
+    const bool done = at_end || call.done;
+    ToolCall more;
+    more.index = sent.index;
+    if (!call.arguments_string) {
+      more.arguments = call.arguments.substr(sent.arguments);
+      sent.arguments = call.arguments.size();
+      if (done && !call.has_arguments) more.arguments = "{}";
+    } else if (done) {
+      more.arguments = decode_string(call.arguments);
+    }
+    if (!more.arguments.empty()) add_piece(std::move(more));
+    sent.done = done;
+  }
+}
+
+void OutputParser::close_block(ParsedDelta& out) {
+  if (block_->form == CallBlock::Form::kNameArgs) {
+    block_->name_args.feed("", true);
+  }
+  emit_calls(out, true);
+  const bool any = std::any_of(block_->sent.begin(), block_->sent.end(),
+                               [](const CallBlock::Sent& s) { return s.index >= 0; });
+  if (!any) {
+    // No call in it: the block was text after all.
+    std::string text = block_->marker + block_->raw;
+    if (block_->closed) text += block_->close;
+    if (!trim(text).empty()) seen_content_ = true;
+    out.content += text;
+  }
+  block_.reset();
 }
 
 void OutputParser::drain(ParsedDelta& out, bool at_end) {
@@ -132,6 +492,17 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
     }
     out.content += text;
   };
+  auto open_block = [&](std::string_view marker) {
+    block_ = std::make_unique<CallBlock>();
+    block_->marker = std::string(marker);
+    block_->close = marker == kHermesOpen ? kHermesClose : std::string_view();
+    block_->mistral = marker == kMistralCalls;
+    block_->forced = options_.forced_call && n_tool_calls_ == 0 && !opened_block_;
+    opened_block_ = true;
+    state_ = State::kCallBlock;
+  };
+  const bool mistral =
+      options_.tools == ToolFormat::kMistral || options_.tools == ToolFormat::kMistralArgs;
   for (;;) {
     switch (state_) {
       case State::kReasoning: {
@@ -158,13 +529,12 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
           held_.erase(0, first);
           trim_next_ = false;
         }
-        if (options_.tools == ToolFormat::kLlama3Json && !seen_content_) {
+        if (options_.tools == ToolFormat::kLlama3Json && !seen_content_ && !opened_block_) {
           // A Llama 3 tool call is the whole reply as one JSON object.
           const size_t first = held_.find_first_not_of(" \t\r\n");
           if (first == std::string::npos && !at_end) return;
           if (first != std::string::npos && held_[first] == '{') {
-            state_ = State::kRestIsCalls;
-            rest_marker_.clear();
+            open_block("");
             continue;
           }
         }
@@ -172,7 +542,7 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         size_t n_markers = 0;
         if (options_.reasoning) markers[n_markers++] = kThinkOpen;
         if (options_.tools == ToolFormat::kHermes) markers[n_markers++] = kHermesOpen;
-        if (options_.tools == ToolFormat::kMistral) markers[n_markers++] = kMistralCalls;
+        if (mistral) markers[n_markers++] = kMistralCalls;
         if (options_.tools == ToolFormat::kLlama3Json) markers[n_markers++] = kPythonTag;
         size_t at = std::string::npos;
         std::string_view found;
@@ -188,11 +558,8 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
           held_.erase(0, at + found.size());
           if (found == kThinkOpen) {
             state_ = State::kReasoning;
-          } else if (found == kHermesOpen) {
-            state_ = State::kHermesCall;
           } else {
-            state_ = State::kRestIsCalls;
-            rest_marker_ = std::string(found);
+            open_block(found);
           }
           continue;
         }
@@ -206,26 +573,26 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         held_.erase(0, held_.size() - keep);
         return;
       }
-      case State::kHermesCall: {
-        const size_t close = held_.find(kHermesClose);
-        if (close == std::string::npos && !at_end) return;
-        const std::string body = held_.substr(0, close);
-        if (!parse_calls(body, out)) {
-          emit_content(std::string(kHermesOpen) + body +
-                       (close == std::string::npos ? "" : std::string(kHermesClose)));
+      case State::kCallBlock: {
+        const std::string_view close = block_->close;
+        const size_t end = close.empty() ? std::string::npos : held_.find(close);
+        if (end != std::string::npos) {
+          feed_block(std::string_view(held_).substr(0, end), out);
+          held_.erase(0, end + close.size());
+          block_->closed = true;
+          close_block(out);
+          state_ = State::kContent;
+          trim_next_ = true;
+          if (at_end && held_.empty()) return;
+          continue;
         }
-        held_.erase(0, close == std::string::npos ? held_.size() : close + kHermesClose.size());
-        state_ = State::kContent;
-        trim_next_ = true;
-        if (at_end && held_.empty()) return;
-        continue;
-      }
-      case State::kRestIsCalls: {
-        if (!at_end) return;
-        std::string body = held_;
-        // Mistral writes [TOOL_CALLS] before each call of the name[ARGS] form.
-        if (!parse_calls(body, out)) emit_content(rest_marker_ + body);
-        held_.clear();
+        const size_t keep = at_end || close.empty() ? 0 : partial_marker(held_, close);
+        feed_block(std::string_view(held_).substr(0, held_.size() - keep), out);
+        held_.erase(0, held_.size() - keep);
+        if (at_end) {
+          close_block(out);
+          state_ = State::kContent;
+        }
         return;
       }
     }

@@ -6,33 +6,56 @@
 //   Mistral         [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
 //                   or [TOOL_CALLS]name[ARGS]{...}
 // It holds back text that may be the start of a marker, so a marker is never streamed as
-// content. A tool call that does not parse is returned as content, unchanged.
+// content.
+//
+// Tool calls stream as pieces, as OpenAI streams them: a call's first piece carries its
+// index, id and name as soon as the name is complete; later pieces carry more of its
+// arguments text as it is generated. The arguments are the model's JSON text with the
+// whitespace outside strings removed (so a call reads the same streamed or not, and a
+// well-formed object comes out compact); when they are not valid JSON they are returned as
+// written, which clients must check anyway (`arguments` is a string in OpenAI's API). A
+// call block in which no name is ever complete is returned as content, unchanged.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace herd::server {
 
-enum class ToolFormat { kNone, kHermes, kLlama3Json, kMistral };
+// kMistral writes calls as a JSON array after [TOOL_CALLS]; kMistralArgs (v11 templates and
+// later) as [TOOL_CALLS]name[ARGS]{...}. The parser reads both forms for either.
+enum class ToolFormat { kNone, kHermes, kLlama3Json, kMistral, kMistralArgs };
 
-// The tool-call format a chat template's source implies (kNone when it shows none).
+// The tool-call format a chat template's source implies (kNone when it shows none, or shows
+// one this parser does not read, such as Qwen3-Coder's <function=...> XML).
 ToolFormat detect_tool_format(std::string_view template_source);
 // Whether a rendered prompt ends inside an open <think> block (the template opened it).
 bool prompt_opens_reasoning(std::string_view prompt);
 
+// The opening of a tool call in `format`, appended to a rendered prompt so that generation
+// continues inside a call (tool_choice "required" or a named function): up to the opening
+// quote of the name when `name` is empty, else up to where the arguments value begins.
+// REQUIRES: format != kNone.
+std::string forced_call_prefix(ToolFormat format, std::string_view name);
+
+// A piece of a tool call (see above): id and name are set on the first piece of a call only.
 struct ToolCall {
   std::string id;
   std::string name;
-  std::string arguments;  // JSON text of an object
+  std::string arguments;  // the next text of the arguments
+  int index = 0;          // which call of the reply, from 0
 };
 
 struct ParsedDelta {
   std::string content;
   std::string reasoning;
-  std::vector<ToolCall> tool_calls;  // complete calls, in order
+  std::vector<ToolCall> tool_calls;  // pieces, in order
   bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+  // Adds `more` after this: text is appended, and a piece of a call already here extends
+  // that call's arguments (so appending every delta of a reply gives its whole calls).
+  void append(const ParsedDelta& more);
 };
 
 struct OutputParserOptions {
@@ -40,27 +63,45 @@ struct OutputParserOptions {
   bool starts_in_reasoning = false;  // the prompt opened <think>
   ToolFormat tools = ToolFormat::kNone;
   std::string id_prefix = "call_";  // tool-call ids are id_prefix + index
+  // The prompt ends with forced_call_prefix(tools, forced_name): the parser starts inside
+  // that call, and the reply holds at least that call even when its text is broken.
+  bool forced_call = false;
+  std::string forced_name;  // empty: the model writes the name
+  // When not empty, every call's name is one of these: a name the model wrote that is not
+  // here becomes the listed name sharing the longest prefix with it (the first on a tie).
+  std::vector<std::string> tool_names;
 };
+
+// What a prompt must end with for a parser with these options: the forced call's opening
+// (after closing a <think> block the prompt opened), or nothing when no call is forced.
+std::string forced_reply_opening(const OutputParserOptions& options);
 
 class OutputParser {
  public:
   explicit OutputParser(OutputParserOptions options);
+  ~OutputParser();
+  OutputParser(OutputParser&&) noexcept;
+  OutputParser& operator=(OutputParser&&) noexcept;
   ParsedDelta push(std::string_view text);
   ParsedDelta finish();  // end of generation: everything held
   int n_tool_calls() const { return n_tool_calls_; }
 
  private:
-  enum class State { kContent, kReasoning, kHermesCall, kRestIsCalls };
+  enum class State { kContent, kReasoning, kCallBlock };
+  struct CallBlock;
   void drain(ParsedDelta& out, bool at_end);
-  bool parse_calls(std::string_view text, ParsedDelta& out);
-  void add_call(std::string name, std::string arguments, ParsedDelta& out);
+  void feed_block(std::string_view text, ParsedDelta& out);
+  void close_block(ParsedDelta& out);
+  void emit_calls(ParsedDelta& out, bool at_end);
 
   OutputParserOptions options_;
   State state_;
   std::string held_;
-  std::string rest_marker_;    // the marker that started kRestIsCalls, restored if no call parses
-  bool seen_content_ = false;  // some non-space content was emitted
-  bool trim_next_ = false;     // drop whitespace that follows </think>
+  std::unique_ptr<CallBlock> block_;  // the call block being read (kCallBlock)
+  ParsedDelta pending_;               // what the forced prefix produced, handed out first
+  bool seen_content_ = false;         // some non-space content was emitted
+  bool trim_next_ = false;            // drop whitespace that follows </think>
+  bool opened_block_ = false;         // a call block was opened (the forced one is the first)
   int n_tool_calls_ = 0;
 };
 

@@ -8,9 +8,7 @@ namespace herd::server {
 namespace {
 
 void append(ParsedDelta& all, const ParsedDelta& d) {
-  all.content += d.content;
-  all.reasoning += d.reasoning;
-  all.tool_calls.insert(all.tool_calls.end(), d.tool_calls.begin(), d.tool_calls.end());
+  all.append(d);
 }
 
 ParsedDelta parse(const OutputParserOptions& o, const std::string& text, bool by_char,
@@ -41,6 +39,12 @@ ParsedDelta both(const OutputParserOptions& o, const std::string& text, bool che
   EXPECT_EQ(whole.content, chars.content);
   EXPECT_EQ(whole.reasoning, chars.reasoning);
   EXPECT_EQ(whole.tool_calls.size(), chars.tool_calls.size());
+  for (size_t i = 0; i < std::min(whole.tool_calls.size(), chars.tool_calls.size()); ++i) {
+    EXPECT_EQ(whole.tool_calls[i].index, chars.tool_calls[i].index);
+    EXPECT_EQ(whole.tool_calls[i].id, chars.tool_calls[i].id);
+    EXPECT_EQ(whole.tool_calls[i].name, chars.tool_calls[i].name);
+    EXPECT_EQ(whole.tool_calls[i].arguments, chars.tool_calls[i].arguments);
+  }
   return whole;
 }
 
@@ -142,6 +146,181 @@ TEST(OutputParser, DetectsTheTemplatesFormat) {
   EXPECT_EQ(detect_tool_format("<|start_header_id|>ipython<|end_header_id|>"),
             ToolFormat::kLlama3Json);
   EXPECT_EQ(detect_tool_format("{{ messages }}"), ToolFormat::kNone);
+}
+
+// Streamed, a call is announced once its name is complete, then its arguments follow in
+// pieces as they are generated; the pieces add up to the whole call.
+TEST(OutputParser, ToolCallsStreamAsPieces) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  o.id_prefix = "call_x_";
+  OutputParser p(o);
+  ParsedDelta all = p.push("Checking.<tool_call>\n{\"name\": \"get_wea");
+  EXPECT_TRUE(all.tool_calls.empty());
+  ParsedDelta d = p.push("ther\", \"arguments\": {\"city\": ");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].index, 0);
+  EXPECT_EQ(d.tool_calls[0].id, "call_x_0");
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":");
+  all.append(d);
+  d = p.push("\"Paris, France\"");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].id, "");  // a later piece: arguments only
+  EXPECT_EQ(d.tool_calls[0].name, "");
+  EXPECT_EQ(d.tool_calls[0].arguments, "\"Paris, France\"");
+  all.append(d);
+  all.append(
+      p.push("}}\n</tool_call><tool_call>{\"arguments\": {\"x\": [1, 2]}, \"name\": \"b\"}"));
+  all.append(p.finish());
+  EXPECT_EQ(all.content, "Checking.");
+  ASSERT_EQ(all.tool_calls.size(), 2u);
+  EXPECT_EQ(all.tool_calls[0].arguments, "{\"city\":\"Paris, France\"}");
+  // Arguments before the name: the call is announced with them once the name is read.
+  EXPECT_EQ(all.tool_calls[1].name, "b");
+  EXPECT_EQ(all.tool_calls[1].index, 1);
+  EXPECT_EQ(all.tool_calls[1].arguments, "{\"x\":[1,2]}");
+  EXPECT_EQ(p.n_tool_calls(), 2);
+}
+
+TEST(OutputParser, CallArgumentsKeepTheirStringsAndStringArguments) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  // White space inside strings stays; a call without arguments gets {}; arguments written
+  // as a JSON string are decoded.
+  const ParsedDelta d = both(o,
+                             "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"a  {b}\\\"\"}}"
+                             "</tool_call><tool_call>{\"name\": \"g\"}</tool_call>"
+                             "<tool_call>{\"name\": \"h\", \"arguments\": \"{\\\"n\\\": 1}\"}"
+                             "</tool_call>");
+  ASSERT_EQ(d.tool_calls.size(), 3u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"q\":\"a  {b}\\\"\"}");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(d.tool_calls[2].arguments, "{\"n\": 1}");
+}
+
+TEST(OutputParser, NamedCallWithBrokenArgumentsIsStillACall) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  // The name was complete (and may have been streamed): the call stands, its arguments as
+  // written, cut off by the end of the block.
+  const ParsedDelta d =
+      both(o, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": tru</tool_call>");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"a\":tru");
+  EXPECT_EQ(d.content, "");
+}
+
+TEST(OutputParser, MistralArgsCallsStream) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kMistralArgs;
+  OutputParser p(o);
+  ParsedDelta all = p.push("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Ro");
+  ASSERT_EQ(all.tool_calls.size(), 1u);
+  EXPECT_EQ(all.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(all.tool_calls[0].arguments, "{\"city\":\"Ro");
+  // Mistral Small 3.2 writes a call id between name and arguments.
+  all.append(p.push("me\"}[TOOL_CALLS]now[CALL_ID]a1b2c3d4e[ARGS]{}"));
+  all.append(p.finish());
+  ASSERT_EQ(all.tool_calls.size(), 2u);
+  EXPECT_EQ(all.tool_calls[0].arguments, "{\"city\":\"Rome\"}");
+  EXPECT_EQ(all.tool_calls[1].name, "now");
+  EXPECT_EQ(all.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(all.content, "");
+}
+
+// The opening of a forced call per format: what the prompt ends with.
+TEST(OutputParser, ForcedCallPrefixPerFormat) {
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kHermes, "f"),
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": ");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kHermes, ""), "<tool_call>\n{\"name\": \"");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kLlama3Json, "f"), "{\"name\": \"f\", \"parameters\": ");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kLlama3Json, ""), "{\"name\": \"");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kMistral, "f"),
+            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": ");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kMistralArgs, "f"), "[TOOL_CALLS]f[ARGS]");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kMistralArgs, ""), "[TOOL_CALLS]");
+  // A name is written as a JSON string.
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kHermes, "a\"b"),
+            "<tool_call>\n{\"name\": \"a\\\"b\", \"arguments\": ");
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  EXPECT_EQ(forced_reply_opening(o), "");  // nothing forced
+  o.forced_call = true;
+  o.reasoning = o.starts_in_reasoning = true;
+  EXPECT_EQ(forced_reply_opening(o), "</think>\n\n<tool_call>\n{\"name\": \"");
+}
+
+// A forced call: the parser starts inside it, the opening never shows as content, and the
+// reply is that call whatever the model wrote after it.
+TEST(OutputParser, ForcedCallStartsInsideTheCall) {
+  for (ToolFormat format : {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+                            ToolFormat::kMistralArgs}) {
+    SCOPED_TRACE(static_cast<int>(format));
+    OutputParserOptions o;
+    o.tools = format;
+    o.forced_call = true;
+    o.forced_name = "get_weather";
+    o.tool_names = {"now", "get_weather"};
+    // The rest of the call, closing what the opening opened.
+    const std::string close = format == ToolFormat::kMistral       ? "}]"
+                              : format == ToolFormat::kMistralArgs ? ""
+                                                                   : "}";
+    const ParsedDelta good = both(o, "{\"city\": \"Oslo\"}" + close);
+    ASSERT_EQ(good.tool_calls.size(), 1u);
+    EXPECT_EQ(good.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(good.tool_calls[0].arguments, "{\"city\":\"Oslo\"}");
+    EXPECT_EQ(good.content, "");
+    // Text that is no JSON: still the call, its arguments the text as written.
+    const ParsedDelta junk = both(o, "hello world", false);
+    ASSERT_EQ(junk.tool_calls.size(), 1u);
+    EXPECT_EQ(junk.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(junk.tool_calls[0].arguments, "helloworld");
+    EXPECT_EQ(junk.content, "");
+    // Nothing at all (max_tokens reached at once).
+    const ParsedDelta nothing = both(o, "");
+    ASSERT_EQ(nothing.tool_calls.size(), 1u);
+    EXPECT_EQ(nothing.tool_calls[0].name, "get_weather");
+  }
+}
+
+// "required": the model writes the name; one that is not a tool becomes the closest tool.
+TEST(OutputParser, RequiredCallNamesOneOfTheTools) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  o.forced_call = true;
+  o.tool_names = {"get_weather", "get_time"};
+  ParsedDelta d = both(o, "get_time\", \"arguments\": {}}</tool_call>");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_time");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{}");
+  d = both(o, "get_tim\", \"arguments\": {}}");
+  EXPECT_EQ(d.tool_calls.at(0).name, "get_time");
+  // A name never closed: the text written so far picks the tool.
+  d = both(o, "get_w");
+  EXPECT_EQ(d.tool_calls.at(0).name, "get_weather");
+  d = both(o, "zzz zz");
+  EXPECT_EQ(d.tool_calls.at(0).name, "get_weather");  // nothing shared: the first
+  EXPECT_EQ(d.content, "");
+  o.tools = ToolFormat::kMistralArgs;
+  d = both(o, "get_tim[ARGS]{\"a\": 1}");
+  EXPECT_EQ(d.tool_calls.at(0).name, "get_time");
+  EXPECT_EQ(d.tool_calls.at(0).arguments, "{\"a\":1}");
+}
+
+TEST(OutputParser, ForcedCallAfterOpenedReasoning) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  o.reasoning = o.starts_in_reasoning = true;
+  o.forced_call = true;
+  o.forced_name = "f";
+  o.tool_names = {"f"};
+  const ParsedDelta d = both(o, "{}}\n</tool_call>");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "{}");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -137,6 +138,13 @@ nlohmann::json ApiError::to_json() const {
   return {{"error", e}};
 }
 
+std::vector<std::string> tool_names(const nlohmann::ordered_json& tools) {
+  std::vector<std::string> names;
+  if (!tools.is_array()) return names;
+  for (const json& t : tools) names.push_back(t["function"]["name"].get<std::string>());
+  return names;
+}
+
 engine::SamplerParams default_sampler() {
   engine::SamplerParams p;
   p.temperature = 1.0f;
@@ -197,16 +205,31 @@ ChatRequest parse_chat_request(std::string_view body_text) {
   }
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const json& c = body["tool_choice"];
-    if (c.is_string()) {
-      r.tool_choice = c.get<std::string>();
-      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required") {
-        bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
-      }
+    const char* shape =
+        "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
+        "\"function\", \"function\": {\"name\": ...}}";
+    using Kind = ToolChoice::Kind;
+    if (c == "auto") {
+      r.tool_choice.kind = Kind::kAuto;
+    } else if (c == "none") {
+      r.tool_choice.kind = Kind::kNone;
+    } else if (c == "required") {
+      r.tool_choice.kind = Kind::kRequired;
     } else if (c.is_object() && c.contains("function") && c["function"].is_object() &&
                c["function"].contains("name") && c["function"]["name"].is_string()) {
-      r.tool_choice = c["function"]["name"].get<std::string>();
+      r.tool_choice.kind = Kind::kFunction;
+      r.tool_choice.function = c["function"]["name"].get<std::string>();
     } else {
-      bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object");
+      bad("tool_choice", shape);
+    }
+    const std::vector<std::string> names = tool_names(r.tools);
+    if (r.tool_choice.forces_call() && names.empty()) {
+      bad("tool_choice", "'tool_choice' asks for a tool call but the request has no 'tools'");
+    }
+    if (r.tool_choice.kind == Kind::kFunction &&
+        std::find(names.begin(), names.end(), r.tool_choice.function) == names.end()) {
+      bad("tool_choice.function.name", "'tool_choice' names the function '" +
+                                           r.tool_choice.function + "', which is not in 'tools'");
     }
   }
   if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {

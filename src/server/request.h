@@ -42,11 +42,21 @@ struct SamplingRequest {
   bool ignore_eos = false;  // generate max_tokens whatever the model says (benchmarks)
 };
 
+// OpenAI's tool_choice: "auto", "none", "required" or {"type": "function", "function":
+// {"name": ...}} (kFunction, the name in `function`).
+struct ToolChoice {
+  enum class Kind { kAuto, kNone, kRequired, kFunction };
+  Kind kind = Kind::kAuto;
+  std::string function;
+  // Whether the reply must be a tool call (required, or a named function).
+  bool forces_call() const { return kind == Kind::kRequired || kind == Kind::kFunction; }
+};
+
 struct ChatRequest {
   SamplingRequest sampling;
-  nlohmann::ordered_json messages;   // array of objects with a string "role"
-  nlohmann::ordered_json tools;      // array, or null
-  std::string tool_choice = "auto";  // "auto", "none", "required", or a function name
+  nlohmann::ordered_json messages;  // array of objects with a string "role"
+  nlohmann::ordered_json tools;     // array, or null
+  ToolChoice tool_choice;           // a forced call has tools; a named one is among them
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
@@ -59,6 +69,9 @@ struct CompletionRequest {
 // The defaults a request starts from: OpenAI's temperature 1 and top_p 1, no top-k/min-p
 // unless asked, so that an unconfigured client samples the model's own distribution.
 engine::SamplerParams default_sampler();
+
+// The function names of a request's tools (an array of tool objects, or null), in order.
+std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 
 // Throw ApiError(400, ...) naming the field for malformed JSON, wrong types, out-of-range
 // values or missing required fields.

@@ -50,7 +50,8 @@ TEST(Request, ChatFieldsReachTheSampler) {
   EXPECT_EQ(r.sampling.top_logprobs, 3);
   EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
   EXPECT_EQ(r.tools.size(), 1u);
-  EXPECT_EQ(r.tool_choice, "auto");
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kAuto);
+  EXPECT_FALSE(r.tool_choice.forces_call());
   EXPECT_FALSE(r.sampling.ignore_eos);
   EXPECT_TRUE(parse_chat_request(std::string("{") + kHello + R"(, "ignore_eos": true})")
                   .sampling.ignore_eos);
@@ -140,6 +141,35 @@ TEST(Request, ErrorHasOpenAIsShape) {
   EXPECT_EQ(j["error"]["param"], "model");
   EXPECT_EQ(j["error"]["code"], "model_not_found");
   EXPECT_TRUE(ApiError(400, "x").to_json()["error"]["code"].is_null());
+}
+
+TEST(Request, ToolChoiceThatForcesACallNeedsItsTool) {
+  const std::string m = std::string("{") + kHello + ", ";
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather"}},
+                   {"type": "function", "function": {"name": "auto"}}], )";
+  // "required" and a named function need tools; a named one must be among them.
+  EXPECT_EQ(rejected_param(m + R"("tool_choice": "required"})"), "tool_choice");
+  EXPECT_EQ(
+      rejected_param(m + R"("tool_choice": {"type": "function", "function": {"name": "f"}}})"),
+      "tool_choice");
+  EXPECT_EQ(rejected_param(m + tools +
+                           R"("tool_choice": {"type": "function", "function": {"name": "f"}}})"),
+            "tool_choice.function.name");
+  EXPECT_EQ(rejected_param(m + tools + R"("tool_choice": {"type": "function"}})"), "tool_choice");
+
+  ChatRequest r = parse_chat_request(m + tools + R"("tool_choice": "required"})");
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kRequired);
+  EXPECT_TRUE(r.tool_choice.forces_call());
+  EXPECT_EQ(tool_names(r.tools), (std::vector<std::string>{"get_weather", "auto"}));
+  // A function may be called "auto": the object form names it, unlike the string "auto".
+  r = parse_chat_request(m + tools +
+                         R"("tool_choice": {"type": "function", "function": {"name": "auto"}}})");
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kFunction);
+  EXPECT_EQ(r.tool_choice.function, "auto");
+  r = parse_chat_request(m + tools + R"("tool_choice": "none"})");
+  EXPECT_EQ(r.tool_choice.kind, ToolChoice::Kind::kNone);
+  EXPECT_FALSE(r.tool_choice.forces_call());
 }
 
 }  // namespace

@@ -73,18 +73,22 @@ std::string openai_finish_reason(const Finish& finish, bool has_tool_calls) {
   return finish.reason == FinishReason::kLength ? "length" : "stop";
 }
 
-json chat_delta(const ParsedDelta& delta, int first_tool_index) {
+json chat_delta(const ParsedDelta& delta) {
   json d = json::object();
   if (!delta.content.empty()) d["content"] = delta.content;
   if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
   if (!delta.tool_calls.empty()) {
     json calls = json::array();
-    int index = first_tool_index;
     for (const ToolCall& c : delta.tool_calls) {
-      calls.push_back({{"index", index++},
-                       {"id", c.id},
-                       {"type", "function"},
-                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      // A call's first piece names it; later ones only add to its arguments.
+      if (c.id.empty()) {
+        calls.push_back({{"index", c.index}, {"function", {{"arguments", c.arguments}}}});
+      } else {
+        calls.push_back({{"index", c.index},
+                         {"id", c.id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      }
     }
     d["tool_calls"] = calls;
   }
@@ -114,7 +118,7 @@ json chat_completion(const ResponseHeader& h, const ParsedDelta& m, const Finish
   json message = {{"role", "assistant"}};
   message["content"] = m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content);
   if (!m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
-  if (!m.tool_calls.empty()) message["tool_calls"] = chat_delta(m, 0)["tool_calls"];
+  if (!m.tool_calls.empty()) message["tool_calls"] = chat_delta(m)["tool_calls"];
   return {{"id", h.id},
           {"object", "chat.completion"},
           {"created", h.created},

@@ -40,9 +40,10 @@ nlohmann::json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
 // "stop", "length" or "tool_calls" (when the reply holds tool calls).
 std::string openai_finish_reason(const Finish& finish, bool has_tool_calls);
 
-// The delta of a chat chunk for what the parser produced; tool calls are numbered from
-// first_tool_index.
-nlohmann::json chat_delta(const ParsedDelta& delta, int first_tool_index);
+// The delta of a chat chunk for what the parser produced: a tool call's first piece with its
+// index, id, type and name, later pieces with the index and more arguments text, as OpenAI
+// streams them. For a whole reply (ParsedDelta::append of every delta) each call is whole.
+nlohmann::json chat_delta(const ParsedDelta& delta);
 nlohmann::json chat_chunk(const ResponseHeader& header, const nlohmann::json& delta,
                           const nlohmann::json& finish_reason, const nlohmann::json& logprobs);
 // The final chunk of include_usage: no choices, the usage.

@@ -52,11 +52,21 @@ TEST(Response, StreamedToolCallDeltaIsIndexed) {
   ParsedDelta d;
   d.content = "x";
   d.reasoning = "r";
-  d.tool_calls.push_back({"call_2", "g", "{}"});
-  const auto delta = chat_delta(d, 2);
+  d.tool_calls.push_back({"call_2", "g", "{\"a\"", 2});
+  d.tool_calls.push_back({"", "", ":1}", 2});
+  const auto delta = chat_delta(d);
   EXPECT_EQ(delta["content"], "x");
   EXPECT_EQ(delta["reasoning_content"], "r");
+  // The first piece names the call; the next only adds arguments, as OpenAI streams them.
+  ASSERT_EQ(delta["tool_calls"].size(), 2u);
   EXPECT_EQ(delta["tool_calls"][0]["index"], 2);
+  EXPECT_EQ(delta["tool_calls"][0]["id"], "call_2");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["name"], "g");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["arguments"], "{\"a\"");
+  EXPECT_EQ(delta["tool_calls"][1]["index"], 2);
+  EXPECT_FALSE(delta["tool_calls"][1].contains("id"));
+  EXPECT_FALSE(delta["tool_calls"][1]["function"].contains("name"));
+  EXPECT_EQ(delta["tool_calls"][1]["function"]["arguments"], ":1}");
   const auto chunk = chat_chunk({"id", 1, "m"}, delta, nullptr, nullptr);
   EXPECT_EQ(chunk["object"], "chat.completion.chunk");
   EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());

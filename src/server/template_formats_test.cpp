@@ -50,10 +50,18 @@ ParsedDelta round_trip(const std::string& name, const std::string& begin, const 
   o.tools = detect_tool_format(source);
   OutputParser parser(o);
   ParsedDelta all = parser.push(reply);
-  ParsedDelta tail = parser.finish();
-  all.content += tail.content;
-  all.tool_calls.insert(all.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+  all.append(parser.finish());
   return all;
+}
+
+// The history `name` renders for a conversation holding a get_weather call.
+std::string history_with_call(const std::string& name) {
+  const json messages = json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "abc123def", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "abc123def", "content": "sunny"}])");
+  return render(read_template(name), messages, false);
 }
 
 void expect_weather_call(const ParsedDelta& d) {
@@ -76,6 +84,10 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
             ToolFormat::kLlama3Json);
   EXPECT_EQ(detect_tool_format(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")),
             ToolFormat::kMistral);
+  EXPECT_EQ(detect_tool_format(read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja")),
+            ToolFormat::kMistralArgs);
+  // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
+  EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")), ToolFormat::kNone);
 }
 
@@ -92,6 +104,37 @@ TEST(TemplateFormats, Llama3ToolCallRoundTrips) {
 
 TEST(TemplateFormats, MistralToolCallRoundTrips) {
   expect_weather_call(round_trip("mistralai-Mistral-Nemo-Instruct-2407.jinja", "[/INST]", "</s>"));
+}
+
+// A forced call's opening is the text the family's own template writes for a call, so the
+// model continues what it was trained on; and the parser, fed the rest of that call, reads
+// it back as the call.
+TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
+  for (const char* name :
+       {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        "unsloth-mistral-Devstral-Small-2507.jinja"}) {
+    SCOPED_TRACE(name);
+    const std::string history = history_with_call(name);
+    OutputParserOptions o;
+    o.tools = detect_tool_format(read_template(name));
+    o.forced_call = true;
+    for (const std::string forced : {"get_weather", ""}) {
+      o.forced_name = forced;
+      const std::string opening = forced_reply_opening(o);
+      const size_t at = history.find(opening);
+      ASSERT_NE(at, std::string::npos) << opening << "\n" << history;
+      // The rest of the call as the template wrote it, up to the end of the turn.
+      std::string rest = history.substr(at + opening.size());
+      for (const char* end : {"</tool_call>", "<|eot_id|>", "</s>"}) {
+        rest = rest.substr(0, rest.find(end));
+      }
+      OutputParser parser(o);
+      ParsedDelta d = parser.push(rest);
+      d.append(parser.finish());
+      expect_weather_call(d);
+    }
+  }
 }
 
 TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {

@@ -92,6 +92,33 @@ await check('tools reach the template', async () => {
   assert.equal(followUp.object, 'chat.completion');
 });
 
+await check('forced tool calls: streamed pieces add up to the whole reply', async () => {
+  const tools = ['get_weather', 'get_time'].map((name) => ({
+    type: 'function',
+    function: { name, parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+  }));
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'get_time' } }]) {
+    const request = { model, messages, tools, tool_choice, max_tokens: 40, temperature: 0.8, seed: 7 };
+    const whole = await client.chat.completions.create(request);
+    const calls = whole.choices[0].message.tool_calls;
+    assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+    assert.ok(calls.length >= 1);
+    assert.ok(['get_weather', 'get_time'].includes(calls[0].function.name));
+    if (tool_choice !== 'required') assert.equal(calls[0].function.name, 'get_time');
+    // The client's streaming helper puts the call back together from its pieces.
+    const stream = client.beta.chat.completions.stream({ ...request, stream: true });
+    let pieces = 0;
+    stream.on('chunk', (chunk) => { pieces += chunk.choices[0]?.delta?.tool_calls?.length ?? 0; });
+    const assembled = await stream.finalChatCompletion();
+    const streamed = assembled.choices[0].message.tool_calls;
+    assert.equal(assembled.choices[0].finish_reason, 'tool_calls');
+    assert.deepEqual(streamed.map((c) => [c.id.replace(/^call_\d+_/, ''), c.type, c.function.name, c.function.arguments]),
+      calls.map((c) => [c.id.replace(/^call_\d+_/, ''), c.type, c.function.name, c.function.arguments]));
+    assert.equal(assembled.choices[0].message.content ?? null, whole.choices[0].message.content);
+    assert.ok(pieces >= 1);
+  }
+});
+
 await check('multi-turn reuses the cached prefix', async () => {
   const turn1 = [{ role: 'user', content: 'Tell me about herds.' }];
   const r1 = await client.chat.completions.create({ model, messages: turn1, max_tokens: 16, temperature: 0 });
