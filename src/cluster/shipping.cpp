@@ -84,11 +84,12 @@ ShipStats ship_weights(net::Connection& connection, const gguf::File& file, cons
   return stats;
 }
 
-void receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
-                     net::Millis timeout) {
+ShipStats receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
+                          net::Millis timeout) {
   // The metadata first: a GGUF file with no tensors, parsed like any other.
   net::Frame first;
   net::Weights head = net::recv_message<net::Weights>(connection, timeout, first);
+  const auto start = std::chrono::steady_clock::now();
   if (head.tensor_name != kMetadataName) {
     throw Error("cluster", "weights: expected the metadata first, got '" +
                                net::printable(head.tensor_name) + "'");
@@ -119,6 +120,11 @@ void receive_weights(net::Connection& connection, const Assignment& a, const fs:
   writer.write_streamed(path.string(), [&](size_t index, const gguf::Writer::Emit& emit) {
     receive_tensor(connection, a.tensors[index].name, writer.tensor_bytes(index), 0, timeout, emit);
   });
+  ShipStats stats;
+  stats.bytes = metadata.size();
+  for (size_t i = 0; i < a.tensors.size(); ++i) stats.bytes += writer.tensor_bytes(i);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
 }
 
 }  // namespace herd::cluster
