@@ -73,24 +73,27 @@ void receive_tensor(net::Connection& connection, const std::string& name, uint64
   }
 }
 
-// Received chunks on their way from the session thread to the thread that writes the
-// cache file, so that receiving and verifying the next chunk overlaps writing this one.
-// Bounded: at most kCapacity chunks wait, so the node holds a few chunks beyond the
-// transport's queue, and their payload buffers go back to the connection's pool (no fresh,
-// page-faulting buffers for every chunk). Either side may stop it, which wakes the other.
-// Thread-safety: push/finish/abandon from one thread, pop/stop from another.
 // Thrown on the receiving side when the writer stopped; the writer's error is the one reported.
 struct WriteStopped {};
 
+// Received chunks on their way from the session thread to the thread that writes the
+// cache file, so that receiving and verifying the next chunk overlaps writing this one.
+// Bounded by bytes (kMaxBytes, or one chunk of any size): three chunks of the size senders
+// use (net::kWeightsChunkBytes), while a hostile sender's 64 MiB chunks wait one at a time,
+// so the node holds little beyond the transport's own queue. Either side may stop it,
+// which wakes the other. Thread-safety: push/abandon from one thread, pop/stop from another.
 class ChunkQueue {
  public:
-  static constexpr size_t kCapacity = 3;
+  static constexpr uint64_t kMaxBytes = 3 * net::kWeightsChunkBytes;
 
   // Waits for room; false when the writing side stopped (its error says why).
   bool push(Chunk&& chunk) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return chunks_.size() < kCapacity || stopped_; });
+    changed_.wait(lock, [&] {
+      return chunks_.empty() || bytes_ + chunk.data.size() <= kMaxBytes || stopped_;
+    });
     if (stopped_) return false;
+    bytes_ += chunk.data.size();
     chunks_.push_back(std::move(chunk));
     changed_.notify_all();
     return true;
@@ -102,6 +105,7 @@ class ChunkQueue {
     if (abandoned_) throw Error("cluster", "weights: transfer abandoned");
     Chunk chunk = std::move(chunks_.front());
     chunks_.pop_front();
+    bytes_ -= chunk.data.size();
     changed_.notify_all();
     return chunk;
   }
@@ -110,6 +114,7 @@ class ChunkQueue {
     std::lock_guard lock(mutex_);
     abandoned_ = true;
     chunks_.clear();
+    bytes_ = 0;
     changed_.notify_all();
   }
   // The writing side failed: the receiver stops at its next push.
@@ -117,6 +122,7 @@ class ChunkQueue {
     std::lock_guard lock(mutex_);
     stopped_ = true;
     chunks_.clear();
+    bytes_ = 0;
     changed_.notify_all();
   }
 
@@ -124,6 +130,7 @@ class ChunkQueue {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Chunk> chunks_;
+  uint64_t bytes_ = 0;  // of the chunks waiting
   bool abandoned_ = false;
   bool stopped_ = false;
 };
