@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -338,7 +340,11 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         source = "the cache";
       } else {
         net::send_message(c, 0, net::Want{});
-        receive_weights(c, a, path, net::Millis(60000));
+        const ShipStats got = receive_weights(c, a, path, net::Millis(60000));
+        char rate[96];
+        std::snprintf(rate, sizeof rate, "received %.1f MB in %.3f s (%.2f GB/s)", got.bytes / 1e6,
+                      got.seconds, got.bytes / std::max(got.seconds, 1e-9) / 1e9);
+        log(std::string(rate) + " into " + path.string());
         source = "the coordinator";
       }
     }

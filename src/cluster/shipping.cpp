@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "gguf/writer.h"
 #include "util/error.h"
@@ -38,14 +43,20 @@ void send_tensor(net::Connection& connection, const std::string& name,
   }
 }
 
+// One verified chunk: the frame owns the bytes that `data` points into.
+struct Chunk {
+  net::Frame frame;
+  std::span<const uint8_t> data;
+};
+
 // Receives the chunks of tensor `name`, `total` bytes of which `received` have arrived
-// already, passing each chunk's bytes to `take` in order.
+// already, passing each verified chunk to `take` in order.
 void receive_tensor(net::Connection& connection, const std::string& name, uint64_t total,
                     uint64_t received, net::Millis timeout,
-                    const std::function<void(std::span<const uint8_t>)>& take) {
+                    const std::function<void(Chunk&&)>& take) {
   while (received < total) {
-    net::Frame frame;
-    net::Weights w = net::recv_message<net::Weights>(connection, timeout, frame);
+    Chunk chunk;
+    net::Weights w = net::recv_message<net::Weights>(connection, timeout, chunk.frame);
     if (w.tensor_name != name) {
       throw Error("cluster", "weights: expected tensor '" + name + "', got '" +
                                  net::printable(w.tensor_name) + "'");
@@ -56,10 +67,73 @@ void receive_tensor(net::Connection& connection, const std::string& name, uint64
                                  " bytes, expected offset " + std::to_string(received) + " of " +
                                  std::to_string(total));
     }
-    take(w.data);
     received += w.data.size();
+    chunk.data = w.data;
+    take(std::move(chunk));
   }
 }
+
+// Thrown on the receiving side when the writer stopped; the writer's error is the one reported.
+struct WriteStopped {};
+
+// Received chunks on their way from the session thread to the thread that writes the
+// cache file, so that receiving and verifying the next chunk overlaps writing this one.
+// Bounded by bytes (kMaxBytes, or one chunk of any size): three chunks of the size senders
+// use (net::kWeightsChunkBytes), while a hostile sender's 64 MiB chunks wait one at a time,
+// so the node holds little beyond the transport's own queue. Either side may stop it,
+// which wakes the other. Thread-safety: push/abandon from one thread, pop/stop from another.
+class ChunkQueue {
+ public:
+  static constexpr uint64_t kMaxBytes = 3 * net::kWeightsChunkBytes;
+
+  // Waits for room; false when the writing side stopped (its error says why).
+  bool push(Chunk&& chunk) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      return chunks_.empty() || bytes_ + chunk.data.size() <= kMaxBytes || stopped_;
+    });
+    if (stopped_) return false;
+    bytes_ += chunk.data.size();
+    chunks_.push_back(std::move(chunk));
+    changed_.notify_all();
+    return true;
+  }
+  // The next chunk; throws when the receiving side abandoned the transfer before it came.
+  Chunk pop() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !chunks_.empty() || abandoned_; });
+    if (abandoned_) throw Error("cluster", "weights: transfer abandoned");
+    Chunk chunk = std::move(chunks_.front());
+    chunks_.pop_front();
+    bytes_ -= chunk.data.size();
+    changed_.notify_all();
+    return chunk;
+  }
+  // The receiving side failed: the writer stops at its next pop.
+  void abandon() {
+    std::lock_guard lock(mutex_);
+    abandoned_ = true;
+    chunks_.clear();
+    bytes_ = 0;
+    changed_.notify_all();
+  }
+  // The writing side failed: the receiver stops at its next push.
+  void stop() {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    chunks_.clear();
+    bytes_ = 0;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Chunk> chunks_;
+  uint64_t bytes_ = 0;  // of the chunks waiting
+  bool abandoned_ = false;
+  bool stopped_ = false;
+};
 
 }  // namespace
 
@@ -84,11 +158,12 @@ ShipStats ship_weights(net::Connection& connection, const gguf::File& file, cons
   return stats;
 }
 
-void receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
-                     net::Millis timeout) {
+ShipStats receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
+                          net::Millis timeout) {
   // The metadata first: a GGUF file with no tensors, parsed like any other.
   net::Frame first;
   net::Weights head = net::recv_message<net::Weights>(connection, timeout, first);
+  const auto start = std::chrono::steady_clock::now();
   if (head.tensor_name != kMetadataName) {
     throw Error("cluster", "weights: expected the metadata first, got '" +
                                net::printable(head.tensor_name) + "'");
@@ -103,9 +178,9 @@ void receive_weights(net::Connection& connection, const Assignment& a, const fs:
   std::vector<uint8_t> metadata(head.total_size);
   std::memcpy(metadata.data(), head.data.data(), head.data.size());
   receive_tensor(connection, kMetadataName, metadata.size(), head.data.size(), timeout,
-                 [&, at = head.data.size()](std::span<const uint8_t> bytes) mutable {
-                   std::memcpy(metadata.data() + at, bytes.data(), bytes.size());
-                   at += bytes.size();
+                 [&, at = head.data.size()](Chunk&& chunk) mutable {
+                   std::memcpy(metadata.data() + at, chunk.data.data(), chunk.data.size());
+                   at += chunk.data.size();
                  });
   const gguf::File meta = gguf::File::parse(metadata, "metadata from the coordinator");
   if (!meta.tensors().empty()) throw Error("cluster", "weights: the metadata declares tensors");
@@ -115,10 +190,45 @@ void receive_weights(net::Connection& connection, const Assignment& a, const fs:
   for (const TensorDesc& t : a.tensors) writer.add_tensor(t.name, t.type, t.shape);
 
   fs::create_directories(path.parent_path());
-  // Chunks go from the received frame straight to the file: no whole-tensor buffer.
-  writer.write_streamed(path.string(), [&](size_t index, const gguf::Writer::Emit& emit) {
-    receive_tensor(connection, a.tensors[index].name, writer.tensor_bytes(index), 0, timeout, emit);
+  // This thread receives and verifies; a second one writes the file. Chunks go from the
+  // received frame straight to the file: no whole-tensor buffer.
+  ChunkQueue queue;
+  std::exception_ptr write_error;
+  std::thread write_thread([&] {
+    try {
+      writer.write_streamed(path.string(), [&](size_t index, const gguf::Writer::Emit& emit) {
+        for (uint64_t left = writer.tensor_bytes(index); left > 0;) {
+          const Chunk chunk = queue.pop();
+          emit(chunk.data);
+          left -= std::min<uint64_t>(left, chunk.data.size());
+        }
+      });
+    } catch (...) {
+      write_error = std::current_exception();
+      queue.stop();
+    }
   });
+  try {
+    for (size_t i = 0; i < a.tensors.size(); ++i) {
+      receive_tensor(connection, a.tensors[i].name, writer.tensor_bytes(i), 0, timeout,
+                     [&](Chunk&& chunk) {
+                       if (!queue.push(std::move(chunk))) throw WriteStopped{};
+                     });
+    }
+  } catch (const WriteStopped&) {
+    // The writer's error, rethrown below, says why.
+  } catch (...) {
+    queue.abandon();  // the writer removes the partial file
+    write_thread.join();
+    throw;
+  }
+  write_thread.join();
+  if (write_error) std::rethrow_exception(write_error);
+  ShipStats stats;
+  stats.bytes = metadata.size();
+  for (size_t i = 0; i < a.tensors.size(); ++i) stats.bytes += writer.tensor_bytes(i);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
 }
 
 }  // namespace herd::cluster

@@ -22,7 +22,7 @@ inline constexpr const char* kMetadataName = "gguf.metadata";
 using ShipProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 struct ShipStats {
-  uint64_t bytes = 0;  // tensor and metadata bytes sent
+  uint64_t bytes = 0;  // tensor and metadata bytes sent (or received)
   double seconds = 0;
 };
 
@@ -33,8 +33,9 @@ ShipStats ship_weights(net::Connection& connection, const gguf::File& file, cons
 
 // Receives what ship_weights sends and writes it to `path`. Every frame is checked against
 // the assignment (tensor names in order, offsets contiguous, sizes as declared); anything
-// else is an error naming the problem, and no file is left behind.
-void receive_weights(net::Connection& connection, const Assignment& a,
-                     const std::filesystem::path& path, net::Millis timeout);
+// else is an error naming the problem, and no file is left behind. Returns the bytes
+// received and the time from the first frame to the file renamed into place.
+ShipStats receive_weights(net::Connection& connection, const Assignment& a,
+                          const std::filesystem::path& path, net::Millis timeout);
 
 }  // namespace herd::cluster

@@ -74,10 +74,13 @@ struct FrameHeader {
 };
 
 // Largest WEIGHTS chunk a sender may put in one frame (bytes of tensor data), and the size
-// weight shipping should use: chunks of 1 to 64 MiB all ran at 2.7-3.4 GB/s on loopback
-// (bench/net_bench.cpp); 16 MiB keeps frames few and the memory in flight modest.
+// weight shipping uses. Raw frames of 1 to 64 MiB all ran at 2.7-3.4 GB/s on loopback
+// (bench/net_bench.cpp); shipping into a file prefers 4 MiB: a chunk is still in the 32 MiB L3
+// when the node verifies it and copies it into the cache file, and the chunks in flight
+// reuse a few pooled buffers; bench/ship_bench.cpp on a loaded 2-core VM: 16 MiB 0.53 s,
+// 4 MiB 0.43-0.49 s, 2 and 1 MiB no better (end to end; see docs/performance.md).
 inline constexpr uint64_t kMaxWeightsChunkBytes = uint64_t{64} << 20;
-inline constexpr uint64_t kWeightsChunkBytes = uint64_t{16} << 20;
+inline constexpr uint64_t kWeightsChunkBytes = uint64_t{4} << 20;
 
 // Per-type payload limits. Control messages are small; WEIGHTS is one chunk plus its
 // fields; FORWARD/RESULT/COLLECTIVE carry activations or logits and are bounded by a

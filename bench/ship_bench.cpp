@@ -1,0 +1,96 @@
+// Weight shipping over loopback TCP, end to end: ship_weights sends every tensor of a GGUF
+// file from one TcpTransport and receive_weights writes them into a cache file through
+// another, in the same process, as a coordinator and a `herd node --no-model-files` do.
+// Reports the sender's time (what the coordinator's progress line shows) and the time
+// until the received file is complete and renamed into place, in GB/s (1 GB = 1e9 bytes).
+// Usage: ship_bench --model FILE --out FILE [--repeat N]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <string>
+
+#include "cluster/shipping.h"
+#include "net/tcp_transport.h"
+#include "util/error.h"
+
+namespace {
+
+using namespace herd;
+
+struct Args {
+  std::string model;
+  std::string out;
+  int repeat = 1;
+};
+
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--model" && i + 1 < argc) {
+      args.model = argv[++i];
+    } else if (a == "--out" && i + 1 < argc) {
+      args.out = argv[++i];
+    } else if (a == "--repeat" && i + 1 < argc) {
+      args.repeat = std::atoi(argv[++i]);
+    } else {
+      args.model.clear();
+      break;
+    }
+  }
+  if (args.model.empty() || args.out.empty()) {
+    std::fprintf(stderr, "usage: ship_bench --model FILE --out FILE [--repeat N]\n");
+    std::exit(2);
+  }
+  return args;
+}
+
+int run(const Args& args) {
+  const gguf::File file = gguf::File::open(args.model);
+  cluster::Assignment a;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    a.tensors.push_back({std::string(t.name), t.type, t.shape});
+  }
+
+  net::TcpTransportOptions options;
+  options.auth = net::AuthConfig{"bench-node", nullptr};
+  net::TcpTransport node(options);
+  node.listen(net::ListenOptions{});
+  options.auth.node_name = "bench-coordinator";
+  net::TcpTransport coordinator(options);
+  for (int i = 0; i < args.repeat; ++i) {
+    std::filesystem::remove(args.out);
+    auto to_node =
+        coordinator.connect("127.0.0.1:" + std::to_string(node.port()), net::Millis(5000));
+    auto from_coordinator = node.accept(net::Millis(5000));
+    if (!from_coordinator) throw Error("bench", "no connection");
+    const auto start = std::chrono::steady_clock::now();
+    auto received = std::async(std::launch::async, [&] {
+      cluster::receive_weights(*from_coordinator, a, args.out, net::Millis(10000));
+      return std::chrono::steady_clock::now();
+    });
+    const cluster::ShipStats sent = cluster::ship_weights(*to_node, file, a);
+    const double end_to_end = std::chrono::duration<double>(received.get() - start).count();
+    std::printf(
+        "ship_bench: %.1f MB in %zu tensors: sent in %.3f s (%.2f GB/s), file complete "
+        "in %.3f s (%.2f GB/s)\n",
+        sent.bytes / 1e6, a.tensors.size(), sent.seconds, sent.bytes / sent.seconds / 1e9,
+        end_to_end, sent.bytes / end_to_end / 1e9);
+    to_node->close();
+    from_coordinator->close();
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ship_bench: %s\n", e.what());
+    return 1;
+  }
+}
