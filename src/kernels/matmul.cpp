@@ -158,8 +158,11 @@ namespace {
 // more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
-// Row slices per thread (see split_work).
+// Row slices per thread (see split_work). A single token reads each weight once and is
+// bound by memory: fewer, longer runs keep the hardware prefetchers streaming (2 slices
+// per thread decoded q4_k_m ~5% faster than 4 with two threads, 16 ~10% slower).
 constexpr int64_t kChunksPerThread = 4;
+constexpr int64_t kOneTokenChunksPerThread = 2;
 
 // How the (row group x token) work is cut into tasks.
 struct Split {
@@ -174,7 +177,8 @@ Split split_work(int64_t row_groups, int64_t n_tokens, int n_threads, bool paral
   // A few contiguous slices of rows per thread, handed out dynamically: each slice still
   // streams its weights in one long run (decode), and a thread that the OS preempts or
   // that runs slower holds up only its current slice, not the whole product.
-  s.row_chunks = std::min<int64_t>(row_groups, int64_t(n_threads) * kChunksPerThread);
+  const int64_t per_thread = n_tokens == 1 ? kOneTokenChunksPerThread : kChunksPerThread;
+  s.row_chunks = std::min<int64_t>(row_groups, int64_t(n_threads) * per_thread);
   if (n_tokens > 1 && s.row_chunks < 2 * n_threads) {
     // Few rows, many tokens (e.g. attn_k): split the tokens too.
     s.token_chunks = std::min<int64_t>(n_tokens, (2 * n_threads + s.row_chunks - 1) / s.row_chunks);
