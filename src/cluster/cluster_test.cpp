@@ -20,32 +20,13 @@
 #include "engine/generate.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
+#include "util/temp_dir.h"
 
 namespace herd::cluster {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-// A fresh directory under $TMPDIR, removed again when the test ends.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              ("herd-cluster-test-" + std::to_string(getpid()) + "-" + name)) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  operator const fs::path&() const { return path_; }
-  fs::path operator/(const char* child) const { return path_ / child; }
-
- private:
-  fs::path path_;
-};
 
 // A node daemon serving on a free port of 127.0.0.1 in a thread of this process.
 class TestNode {
@@ -114,7 +95,7 @@ class PipelineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
   const std::string model = "../shared/models/" + GetParam() + ".gguf";
-  const TempDir cache("pipeline-" + GetParam());
+  const TempDir cache("cluster-test", "pipeline-" + GetParam());
   engine::LocalOptions lo;
   lo.threads = 1;
   lo.n_ctx = 64;
@@ -172,7 +153,7 @@ class TensorParallelTest : public ::testing::TestWithParam<TensorCase> {};
 TEST_P(TensorParallelTest, MatchesOneProcess) {
   const TensorCase& c = GetParam();
   const std::string model = "../shared/models/" + c.model + ".gguf";
-  const TempDir cache("tensor");
+  const TempDir cache("cluster-test", "tensor");
   engine::LocalOptions lo;
   lo.threads = 1;
   lo.n_ctx = 64;
@@ -220,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
   const std::string model = "../shared/models/llama-q8_0.gguf";
-  const TempDir cache("nolocal");
+  const TempDir cache("cluster-test", "nolocal");
   engine::LocalOptions lo;
   lo.threads = 1;
   lo.n_ctx = 64;
@@ -236,7 +217,7 @@ TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
 
 TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
-  const TempDir cache("ship");
+  const TempDir cache("cluster-test", "ship");
   engine::LocalOptions lo;
   lo.threads = 1;
   lo.n_ctx = 64;
@@ -264,7 +245,7 @@ TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
 
 TEST(ClusterTest, ASecondCoordinatorIsToldTheNodeIsBusy) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
-  const TempDir cache("busy");
+  const TempDir cache("cluster-test", "busy");
   TestNode node("node-a", cache);
   auto first = ClusterRunner::open(model, pipeline_options({node.address()}));
   try {
@@ -283,7 +264,7 @@ TEST(ClusterTest, ASecondCoordinatorIsToldTheNodeIsBusy) {
 
 TEST(ClusterTest, ANodeThatGoesAwayFailsTheRequestNamingIt) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
-  const TempDir cache("gone");
+  const TempDir cache("cluster-test", "gone");
   auto node = std::make_unique<TestNode>("node-gone", cache);
   auto cluster = ClusterRunner::open(model, pipeline_options({node->address()}));
   node.reset();  // the node stops: its connection closes
@@ -304,7 +285,7 @@ TEST(ClusterTest, ANodeThatGoesAwayFailsTheRequestNamingIt) {
 
 TEST(ClusterTest, AFailedBatchIsReportedAndTheSessionGoesOn) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
-  const TempDir cache("badbatch");
+  const TempDir cache("cluster-test", "badbatch");
   TestNode node("node-a", cache);
   ClusterOptions o = pipeline_options({node.address()});
   o.plan.use_local = false;
@@ -322,7 +303,7 @@ TEST(ClusterTest, AFailedBatchIsReportedAndTheSessionGoesOn) {
 }
 
 TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
-  const TempDir cache("hostile");
+  const TempDir cache("cluster-test", "hostile");
   TestNode node("node-a", cache);
   {
     net::TcpTransportOptions t;

@@ -14,30 +14,13 @@
 #include "gguf/writer.h"
 #include "net/loopback.h"
 #include "util/error.h"
+#include "util/temp_dir.h"
 
 namespace herd::cluster {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              ("herd-shipping-test-" + std::to_string(getpid()) + "-" + name)) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const char* child) const { return path_ / child; }
-
- private:
-  fs::path path_;
-};
 
 // A model file with a tensor larger than one WEIGHTS chunk, so that it travels in pieces.
 gguf::File write_model(const fs::path& path) {
@@ -105,7 +88,7 @@ class CutConnection final : public net::Connection {
 };
 
 TEST(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
-  const TempDir dir("round-trip");
+  const TempDir dir("shipping-test", "round-trip");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   net::LoopbackPair pair = connected_pair();
@@ -125,7 +108,7 @@ TEST(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
 }
 
 TEST(ShippingTest, ATransferCutMidwayLeavesNoFile) {
-  const TempDir dir("cut");
+  const TempDir dir("shipping-test", "cut");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   // Metadata, the first tensor and the first chunk of the second, then the peer is gone.
@@ -148,7 +131,7 @@ TEST(ShippingTest, ATransferCutMidwayLeavesNoFile) {
 }
 
 TEST(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
-  const TempDir dir("order");
+  const TempDir dir("shipping-test", "order");
   const gguf::File model = write_model(dir / "model.gguf");
   Assignment sent_order = all_tensors(model);
   Assignment expected_order = sent_order;
@@ -174,7 +157,7 @@ TEST(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
 }
 
 TEST(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
-  const TempDir dir("unwritable");
+  const TempDir dir("shipping-test", "unwritable");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   fs::create_directories(dir / "shard.gguf.tmp");  // in the way of the file being written
