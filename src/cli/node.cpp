@@ -13,7 +13,9 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/node.h"
+#include "plan/local_profile.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace herd::cli {
 namespace {
@@ -33,6 +35,7 @@ struct NodeArgs {
   std::string cache_dir;
   bool no_model_files = false;
   std::string isa = "auto";
+  double bandwidth_gbs = 0;
 };
 
 void log_line(std::string_view line) {
@@ -61,6 +64,10 @@ void add_node(CLI::App& app) {
                 "Never map a model file the coordinator names; receive the weights");
   cmd->add_option("--isa", a->isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
+  cmd->add_option("--bandwidth", a->bandwidth_gbs,
+                  "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
+                  "that share a machine, whose probes would slow each other")
+      ->check(CLI::Range(0.01, 1e5));
   cmd->callback([a] {
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
@@ -83,6 +90,13 @@ void add_node(CLI::App& app) {
     o.insecure_listen = a->insecure_listen;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
+    o.bandwidth_gbs = a->bandwidth_gbs;
+    // The matmul probe is compute-bound (the planner's prefill term needs it): measured
+    // even when the bandwidth is given.
+    if (o.bandwidth_gbs > 0) {
+      ThreadPool pool(o.threads);
+      o.matmul_gflops = measure_matmul_gflops(pool);
+    }
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;
