@@ -146,11 +146,12 @@ class JsonCallReader {
           break;
         }
         value_ = Value::kSkip;
-        if (key_ == "arguments" || key_ == "parameters") {
+        // A repeated arguments key is skipped: the first one's text may have been streamed
+        // already, and a stream cannot take text back.
+        if ((key_ == "arguments" || key_ == "parameters") && !calls_.back().has_arguments) {
           ReadCall& call = calls_.back();
           value_ = Value::kArguments;
           call.has_arguments = true;
-          call.arguments.clear();  // a repeated key: the last one counts
           call.arguments_string = c == '"';
         }
         value_scalar_ = c != '"' && c != '{' && c != '[';
@@ -457,8 +458,9 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
     ToolCall more;
     more.index = sent.index;
     if (!call.arguments_string) {
-      more.arguments = call.arguments.substr(sent.arguments);
-      sent.arguments = call.arguments.size();
+      // Arguments only grow (readers never take text back); min() keeps a slip harmless.
+      more.arguments = call.arguments.substr(std::min(sent.arguments, call.arguments.size()));
+      sent.arguments = std::max(sent.arguments, call.arguments.size());
       if (done && !call.has_arguments) more.arguments = "{}";
     } else if (done) {
       more.arguments = decode_string(call.arguments);

@@ -212,6 +212,42 @@ TEST(OutputParser, NamedCallWithBrokenArgumentsIsStillACall) {
   EXPECT_EQ(d.content, "");
 }
 
+TEST(OutputParser, RepeatedArgumentsKeyKeepsTheFirst) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kHermes;
+  // The first arguments may have been streamed already; a stream cannot take them back.
+  const ParsedDelta d = both(
+      o, R"(<tool_call>{"name": "f", "arguments": {"a": 123456}, "arguments": {}}</tool_call>)");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"a":123456})");
+}
+
+TEST(OutputParser, FuzzFoundRepeatedArgumentsInEveryFormat) {
+  // server_request_fuzz: a repeated arguments key after part of the first had been handed
+  // out made the parser cut its text at a position past its end (std::out_of_range).
+  using namespace std::string_literals;  // the text holds NUL bytes
+  const std::string text =
+      "[TOOL[CALLS]\0\1ARGS][ZOOL[CALLS]\0\1AOL[CALLS]\0\1ARGS][ZOOL[CALLS]\0\1ARGS]"
+      "{\", \"arguments\": {}}]"s;
+  for (ToolFormat format : {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+                            ToolFormat::kMistralArgs}) {
+    for (bool forced : {false, true}) {
+      OutputParserOptions o;  // as the fuzz target sets them
+      o.reasoning = true;
+      o.starts_in_reasoning = text.size() % 2 == 1;
+      o.tools = format;
+      o.forced_call = forced;
+      o.forced_name = text.size() % 3 == 0 ? "f" : "";
+      o.tool_names = {"f", "g"};
+      OutputParser p(o);
+      ParsedDelta all = p.push(text.substr(0, text.size() / 2));
+      all.append(p.push(text.substr(text.size() / 2)));
+      all.append(p.finish());
+      if (forced) EXPECT_FALSE(all.tool_calls.empty());
+    }
+  }
+}
+
 TEST(OutputParser, MistralArgsCallsStream) {
   OutputParserOptions o;
   o.tools = ToolFormat::kMistralArgs;
