@@ -13,9 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/node.h"
-#include "plan/local_profile.h"
 #include "util/error.h"
-#include "util/thread_pool.h"
 
 namespace herd::cli {
 namespace {
@@ -90,13 +88,7 @@ void add_node(CLI::App& app) {
     o.insecure_listen = a->insecure_listen;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
-    o.bandwidth_gbs = a->bandwidth_gbs;
-    // The matmul probe is compute-bound (the planner's prefill term needs it): measured
-    // even when the bandwidth is given.
-    if (o.bandwidth_gbs > 0) {
-      ThreadPool pool(o.threads);
-      o.matmul_gflops = measure_matmul_gflops(pool);
-    }
+    o.bandwidth_gbs = a->bandwidth_gbs;  // the matmul speed is measured either way
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;

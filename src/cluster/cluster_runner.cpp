@@ -557,18 +557,16 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
       for (const auto& stage : r.stages) r.run_stage(*stage, job);
     } catch (const std::exception& e) {
       r.fail(e.what());
+      job.failed = true;
     }
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.forward_seconds += seconds_since(start);
-    if (!r.error.empty()) throw Error("cluster", r.error);
-    logits = std::move(job.data);
-    return;
-  }
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    Job job;
-    job.index = i;
-    job.batch = std::move(pieces[i]);
-    r.stages[0]->in.push(std::move(job));
+    r.finish(std::move(job));
+  } else {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      Job job;
+      job.index = i;
+      job.batch = std::move(pieces[i]);
+      r.stages[0]->in.push(std::move(job));
+    }
   }
   std::unique_lock<std::mutex> lock(r.mutex);
   r.changed.wait(lock, [&] { return r.n_finished == pieces.size(); });
@@ -576,6 +574,10 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
   if (!r.error.empty()) throw Error("cluster", r.error);
   std::sort(r.finished.begin(), r.finished.end(),
             [](const Job& a, const Job& b) { return a.index < b.index; });
+  if (r.finished.size() == 1) {
+    logits = std::move(r.finished[0].data);
+    return;
+  }
   logits.clear();
   for (const Job& job : r.finished) logits.insert(logits.end(), job.data.begin(), job.data.end());
 }

@@ -36,7 +36,8 @@ class TestNode {
     o.name = name;
     o.threads = 1;
     o.cache_dir = std::move(cache);
-    o.bandwidth_gbs = 10;  // skip the measurement
+    o.bandwidth_gbs = 10;  // skip the measurements
+    o.measure_matmul = false;
     o.use_model_files = use_model_files;
     o.log = [this](std::string_view line) {
       std::lock_guard<std::mutex> lock(mutex_);

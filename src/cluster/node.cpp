@@ -134,10 +134,8 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.name = s.options.name;
   p.address = s.options.host + ":" + std::to_string(s.transport->port());
   p.bandwidth_gbs = s.options.bandwidth_gbs;
-  // A given bandwidth alone means: measure nothing (tests); a given matmul speed is reported.
-  p.measure_matmul = s.options.bandwidth_gbs <= 0 && s.options.matmul_gflops <= 0;
+  p.measure_matmul = s.options.measure_matmul;
   s.profile = measure_local_profile(*s.pool, p);
-  if (s.options.matmul_gflops > 0) s.profile.matmul_gflops = s.options.matmul_gflops;
   s.log("node '" + s.options.name + "' listening on " + p.address + " (" +
         std::to_string(s.pool->size()) + " threads, " +
         std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available, " +
