@@ -110,23 +110,19 @@ class ChunkQueue {
     return chunk;
   }
   // The receiving side failed: the writer stops at its next pop.
-  void abandon() {
-    std::lock_guard lock(mutex_);
-    abandoned_ = true;
-    chunks_.clear();
-    bytes_ = 0;
-    changed_.notify_all();
-  }
+  void abandon() { end(abandoned_); }
   // The writing side failed: the receiver stops at its next push.
-  void stop() {
+  void stop() { end(stopped_); }
+
+ private:
+  void end(bool& flag) {
     std::lock_guard lock(mutex_);
-    stopped_ = true;
+    flag = true;
     chunks_.clear();
     bytes_ = 0;
     changed_.notify_all();
   }
 
- private:
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Chunk> chunks_;
