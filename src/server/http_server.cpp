@@ -10,6 +10,7 @@
 #include <charconv>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "server/request.h"
@@ -348,8 +349,18 @@ bool write_events(httplib::DataSink& sink, std::string& out, RequestStream& stre
   return true;
 }
 
-// Ends a stream: its last events, then [DONE].
-bool finish_events(httplib::DataSink& sink, std::string& out) {
+// Ends a stream: a failed generation's error event, or else the final chunk that `last`
+// builds (called only then) and, when `usage_object` is given, the usage chunk; then [DONE].
+bool finish_events(httplib::DataSink& sink, std::string& out, const Finish& finish,
+                   const std::function<json()>& last, const ResponseHeader& header,
+                   const char* usage_object) {
+  if (finish.reason == FinishReason::kError) {
+    out += sse_event(generation_error(finish).to_json());
+  } else {
+    const json chunk = last();
+    out += sse_event(chunk);
+    if (usage_object != nullptr) out += sse_event(usage_chunk(header, finish, usage_object));
+  }
   out += sse_done();
   const bool ok = sink.write(out.data(), out.size());
   sink.done();
@@ -459,18 +470,14 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
           add_delta(state->parser.push(u.text), lp);
         }
         if (u.finish) {
-          if (u.finish->reason == FinishReason::kError) {
-            out += sse_event(generation_error(*u.finish).to_json());
-          } else {
+          auto last = [&] {
             add_delta(state->parser.finish(), json());
-            out += sse_event(chat_chunk(
-                state->header, json::object(),
-                openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0), nullptr));
-            if (state->include_usage) {
-              out += sse_event(usage_chunk(state->header, *u.finish, "chat.completion.chunk"));
-            }
-          }
-          return finish_events(sink, out);
+            return chat_chunk(state->header, json::object(),
+                              openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0),
+                              nullptr);
+          };
+          return finish_events(sink, out, *u.finish, last, state->header,
+                               state->include_usage ? "chat.completion.chunk" : nullptr);
         }
         return write_events(sink, out, *state->stream, state->last_write);
       },
@@ -533,16 +540,12 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
           state->text_offset += static_cast<int64_t>(u.text.size());
         }
         if (u.finish) {
-          if (u.finish->reason == FinishReason::kError) {
-            out += sse_event(generation_error(*u.finish).to_json());
-          } else {
-            out += sse_event(completion_chunk(state->header, "",
-                                              openai_finish_reason(*u.finish, false), nullptr));
-            if (state->include_usage) {
-              out += sse_event(usage_chunk(state->header, *u.finish, "text_completion"));
-            }
-          }
-          return finish_events(sink, out);
+          auto last = [&] {
+            return completion_chunk(state->header, "", openai_finish_reason(*u.finish, false),
+                                    nullptr);
+          };
+          return finish_events(sink, out, *u.finish, last, state->header,
+                               state->include_usage ? "text_completion" : nullptr);
         }
         return write_events(sink, out, *state->stream, state->last_write);
       },
