@@ -309,14 +309,15 @@ grep -q "herd: error:" "$dir/open.err" && grep -q -- "--insecure-listen" "$dir/o
 echo "cluster_e2e: shipping, keys ok ($((SECONDS - start)) s)"
 
 # --- Failures: a node that stops answering, a node that dies. -------------------------------
-# fail_node <signal> <name> <max seconds>: a long decode (bench: tens of seconds) across n1
-# and <name>; once <name> has loaded and decoding is under way, send it <signal>; the
-# coordinator must exit non-zero within <max seconds> with herd: error: naming the node.
+# fail_node <signal> <name> <max seconds> [parallel]: a long decode (bench: tens of seconds)
+# across n1 and <name> (a pipeline, or the two ranks of a tensor-parallel stage); once <name>
+# has loaded and decoding is under way, send it <signal>; the coordinator must exit non-zero
+# within <max seconds> with herd: error: naming the node.
 fail_node() {
-  local sig=$1 name=$2 max=$3 m run_pid code=0 t0 elapsed
+  local sig=$1 name=$2 max=$3 parallel=${4:-pipeline} m run_pid code=0 t0 elapsed
   m=$(mark "$name")
   "$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \
-    --peers "${addr[n1]},${addr[$name]}" --no-local --parallel pipeline \
+    --peers "${addr[n1]},${addr[$name]}" --no-local --parallel "$parallel" \
     >/dev/null 2>"$dir/coordinator.err" &
   run_pid=$!
   for _ in $(seq 200); do
@@ -331,12 +332,15 @@ fail_node() {
   t0=$EPOCHREALTIME
   wait "$run_pid" || code=$?
   elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
-  echo "cluster_e2e: SIG$sig $name: coordinator exited $code after ${elapsed} s:" \
+  echo "cluster_e2e: SIG$sig $name ($parallel): coordinator exited $code after ${elapsed} s:" \
     "$(grep "herd: error:" "$dir/coordinator.err" || true)"
   [ "$code" -ne 0 ] || fail "$sig $name: the coordinator succeeded"
   awk -v e="$elapsed" -v m="$max" 'BEGIN {exit !(e < m)}' || fail "$sig $name: the coordinator took ${elapsed} s"
   grep -q "herd: error:" "$dir/coordinator.err" && grep -q "$name" "$dir/coordinator.err" ||
     fail "$sig $name: error does not name the node: $(cat "$dir/coordinator.err")"
+  grep -q "\[cluster\] \[cluster\]" "$dir/coordinator.err" &&
+    fail "$sig $name: the error names its module twice: $(cat "$dir/coordinator.err")"
+  true
 }
 start_node victim
 start_node victim2
@@ -347,6 +351,13 @@ kill -CONT "${pid_of[victim]}"
 eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[victim]}" --no-local \
   --parallel pipeline:2
 cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "victim after SIGCONT: logits differ"
+# A stopped rank of a tensor-parallel stage: its ring neighbour n1 gives up on it (the ring
+# links have heartbeats of their own), and both serve again once it resumes.
+fail_node STOP victim 6.5 tensor
+kill -CONT "${pid_of[victim]}"
+eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[victim]}" --no-local \
+  --parallel tensor
+close_logits "$dir/ref-synth5.f32" "$dir/out.f32" "tensor parallel after SIGCONT"
 fail_node KILL victim2 3
 wait "${pid_of[victim2]}" 2>/dev/null || true
 # A coordinator killed mid-run: its nodes serve the next one.

@@ -571,7 +571,11 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
   std::unique_lock<std::mutex> lock(r.mutex);
   r.changed.wait(lock, [&] { return r.n_finished == pieces.size(); });
   r.forward_seconds += seconds_since(start);
-  if (!r.error.empty()) throw Error("cluster", r.error);
+  if (!r.error.empty()) {
+    // The first failure as its module reported it ("[cluster] node 'a': ..."): not wrapped
+    // in a second "[cluster]".
+    throw r.error.starts_with('[') ? Error(r.error) : Error("cluster", r.error);
+  }
   std::sort(r.finished.begin(), r.finished.end(),
             [](const Job& a, const Job& b) { return a.index < b.index; });
   if (r.finished.size() == 1) {
