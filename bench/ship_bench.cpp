@@ -11,6 +11,8 @@
 #include <future>
 #include <string>
 
+#include <unistd.h>
+
 #include "cluster/shipping.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
@@ -62,6 +64,9 @@ int run(const Args& args) {
   net::TcpTransport coordinator(options);
   for (int i = 0; i < args.repeat; ++i) {
     std::filesystem::remove(args.out);
+    // The previous run's file is still being written back to disk: let that finish first,
+    // or its writeback shares the CPU with this run (each run then measures the one before).
+    ::sync();
     auto to_node =
         coordinator.connect("127.0.0.1:" + std::to_string(node.port()), net::Millis(5000));
     auto from_coordinator = node.accept(net::Millis(5000));
