@@ -72,17 +72,19 @@ int run(const Args& args) {
     auto from_coordinator = node.accept(net::Millis(5000));
     if (!from_coordinator) throw Error("bench", "no connection");
     const auto start = std::chrono::steady_clock::now();
+    uint64_t placed = 0;
     auto received = std::async(std::launch::async, [&] {
-      cluster::receive_weights(*from_coordinator, a, args.out, net::Millis(10000));
+      placed =
+          cluster::receive_weights(*from_coordinator, a, args.out, net::Millis(10000)).placed_bytes;
       return std::chrono::steady_clock::now();
     });
     const cluster::ShipStats sent = cluster::ship_weights(*to_node, file, a);
     const double end_to_end = std::chrono::duration<double>(received.get() - start).count();
     std::printf(
         "ship_bench: %.1f MB in %zu tensors: sent in %.3f s (%.2f GB/s), file complete "
-        "in %.3f s (%.2f GB/s)\n",
+        "in %.3f s (%.2f GB/s), %.1f MB spliced straight into it\n",
         sent.bytes / 1e6, a.tensors.size(), sent.seconds, sent.bytes / sent.seconds / 1e9,
-        end_to_end, sent.bytes / end_to_end / 1e9);
+        end_to_end, sent.bytes / end_to_end / 1e9, placed / 1e6);
     to_node->close();
     from_coordinator->close();
   }

@@ -3,7 +3,8 @@
 // another exception type, an allocation beyond the frame limits) is a bug.
 // Two paths: the input as a whole frame (header + payload), and the input's first byte
 // choosing a message type whose payload decoder gets the rest (so payload decoders are
-// reached without the fuzzer first having to find a valid header).
+// reached without the fuzzer first having to find a valid header; for WEIGHTS, also the
+// decoder of its fields alone).
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -35,6 +36,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (a.rows != 0 && a.rows != forward->batch.tokens.size()) std::abort();
       }
     } catch (const herd::Error&) {
+    }
+    // The fields of a WEIGHTS chunk alone, as a transport that places the data in a file
+    // reads them (messages.h: decode_weights_head).
+    if (type == MessageType::WEIGHTS) {
+      try {
+        const WeightsHead head = decode_weights_head(ConstBytes(data + 1, size - 1));
+        if (head.n_bytes > kMaxWeightsChunkBytes || head.offset > head.total_size ||
+            head.n_bytes > head.total_size - head.offset) {
+          std::abort();
+        }
+      } catch (const herd::Error&) {
+      }
     }
   }
   return 0;

@@ -341,9 +341,11 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       } else {
         net::send_message(c, 0, net::Want{});
         const ShipStats got = receive_weights(c, a, path, net::Millis(60000));
-        char rate[96];
-        std::snprintf(rate, sizeof rate, "received %.1f MB in %.3f s (%.2f GB/s)", got.bytes / 1e6,
-                      got.seconds, got.bytes / std::max(got.seconds, 1e-9) / 1e9);
+        char rate[128];
+        std::snprintf(rate, sizeof rate,
+                      "received %.1f MB in %.3f s (%.2f GB/s; %.1f MB spliced straight in)",
+                      got.bytes / 1e6, got.seconds, got.bytes / std::max(got.seconds, 1e-9) / 1e9,
+                      got.placed_bytes / 1e6);
         log(std::string(rate) + " into " + path.string());
         source = "the coordinator";
       }

@@ -1,13 +1,20 @@
 #include "cluster/shipping.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "gguf/writer.h"
 #include "util/error.h"
@@ -43,72 +50,217 @@ void send_tensor(net::Connection& connection, const std::string& name,
   }
 }
 
-// One verified chunk: the frame owns the bytes that `data` points into.
+// One chunk as it arrived: its data in memory (verified by the decoder), or already in the
+// file (placed by the transport through a WeightsSink; verified where it landed).
 struct Chunk {
-  net::Frame frame;
-  std::span<const uint8_t> data;
+  net::Frame frame;  // owns the fields and, in memory, `data`
+  std::string tensor_name;
+  uint64_t offset = 0, total_size = 0, n_bytes = 0, chunk_hash = 0;
+  std::span<const uint8_t> data;  // empty when placed
+  bool placed = false;
 };
 
-// Receives the chunks of tensor `name`, `total` bytes of which `received` have arrived
-// already, passing each verified chunk to `take` in order.
-void receive_tensor(net::Connection& connection, const std::string& name, uint64_t total,
-                    uint64_t received, net::Millis timeout,
-                    const std::function<void(Chunk&&)>& take) {
-  while (received < total) {
-    Chunk chunk;
-    net::Weights w = net::recv_message<net::Weights>(connection, timeout, chunk.frame);
-    if (w.tensor_name != name) {
-      throw Error("cluster", "weights: expected tensor '" + name + "', got '" +
-                                 net::printable(w.tensor_name) + "'");
-    }
-    if (w.total_size != total || w.offset != received || w.data.size() > total - received) {
-      throw Error("cluster", "weights: tensor '" + name + "': chunk at offset " +
-                                 std::to_string(w.offset) + " of " + std::to_string(w.total_size) +
-                                 " bytes, expected offset " + std::to_string(received) + " of " +
-                                 std::to_string(total));
-    }
-    received += w.data.size();
-    chunk.data = w.data;
-    take(std::move(chunk));
+Chunk receive_chunk(net::Connection& connection, net::Millis timeout) {
+  Chunk chunk;
+  chunk.frame = connection.recv_frame(timeout);
+  if (chunk.frame.placed_bytes > 0) {
+    net::WeightsHead h = net::decode_weights_head(chunk.frame.payload());
+    chunk.tensor_name = std::move(h.tensor_name);
+    chunk.offset = h.offset;
+    chunk.total_size = h.total_size;
+    chunk.n_bytes = h.n_bytes;
+    chunk.chunk_hash = h.chunk_hash;
+    chunk.placed = true;
+    return chunk;
+  }
+  net::Weights w = net::expect_message<net::Weights>(chunk.frame, connection.peer_name());
+  chunk.tensor_name = std::move(w.tensor_name);
+  chunk.offset = w.offset;
+  chunk.total_size = w.total_size;
+  chunk.n_bytes = w.data.size();
+  chunk.chunk_hash = w.chunk_hash;
+  chunk.data = w.data;
+  return chunk;
+}
+
+// Throws unless `chunk` is the next piece of tensor `name` (`total` bytes, `received` so far).
+void check_next(const Chunk& chunk, const std::string& name, uint64_t total, uint64_t received) {
+  if (chunk.tensor_name != name) {
+    throw Error("cluster", "weights: expected tensor '" + name + "', got '" +
+                               net::printable(chunk.tensor_name) + "'");
+  }
+  if (chunk.total_size != total || chunk.offset != received || chunk.n_bytes > total - received) {
+    throw Error("cluster", "weights: tensor '" + name + "': chunk at offset " +
+                               std::to_string(chunk.offset) + " of " +
+                               std::to_string(chunk.total_size) + " bytes, expected offset " +
+                               std::to_string(received) + " of " + std::to_string(total));
   }
 }
+
+// The cache file being received: "<path>.tmp", sized for the whole shard with its GGUF
+// header written first. Chunks land at their tensor's place (spliced there by the transport,
+// or written from memory), and a read-only mapping lets each placed chunk be verified where
+// it landed. The file is removed unless commit() renamed it into place.
+class ShardFile {
+ public:
+  ShardFile(const fs::path& path, const gguf::Writer& writer)
+      : path_(path), tmp_(path.string() + ".tmp") {
+    const std::vector<uint8_t> header = writer.header();
+    data_start_ = header.size();
+    size_ = data_start_ + writer.total_tensor_bytes();
+    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("cannot create");
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) fail("cannot size");
+    write(0, header);
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    if (map == MAP_FAILED) fail("cannot map");
+    map_ = static_cast<const uint8_t*>(map);
+  }
+  ~ShardFile() {
+    close();
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t data_start() const { return data_start_; }
+  void write(uint64_t at, std::span<const uint8_t> bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write");
+      bytes = bytes.subspan(static_cast<size_t>(n));
+      at += static_cast<uint64_t>(n);
+    }
+  }
+  std::span<const uint8_t> bytes(uint64_t at, uint64_t n) const { return {map_ + at, n}; }
+  // REQUIRES: nothing writes to the file any more.
+  void commit() {
+    close();
+    std::error_code ec;
+    fs::rename(tmp_, path_, ec);
+    if (ec) throw Error("cluster", "weights: cannot rename '" + tmp_ + "': " + ec.message());
+    committed_ = true;
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) {
+    throw Error("cluster",
+                std::string("weights: ") + what + " '" + tmp_ + "': " + std::strerror(errno));
+  }
+  void close() {
+    if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), size_);
+    map_ = nullptr;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  const fs::path path_;
+  const std::string tmp_;
+  uint64_t data_start_ = 0, size_ = 0;
+  int fd_ = -1;
+  const uint8_t* map_ = nullptr;
+  bool committed_ = false;
+};
+
+// Tells the transport where each tensor's chunks go in the ShardFile. Chunks are placed
+// only going forward (each after the end of the one before), so no chunk can land over
+// bytes already verified; anything else is declined and arrives in memory, where the
+// receiver reports it. Thread-safety: place/placed on the transport's reader thread,
+// close on the receiving thread.
+class ShardSink final : public net::WeightsSink {
+ public:
+  ShardSink(std::shared_ptr<ShardFile> file, const Assignment& a, const gguf::Writer& writer)
+      : file_(std::move(file)) {
+    for (size_t i = 0; i < a.tensors.size(); ++i) {
+      tensors_.emplace(a.tensors[i].name, Region{i, file_->data_start() + writer.tensor_offset(i),
+                                                 writer.tensor_bytes(i)});
+    }
+  }
+  std::optional<Place> place(const net::WeightsHead& chunk) override {
+    std::lock_guard lock(mutex_);
+    const auto it = tensors_.find(chunk.tensor_name);
+    if (closed_ || it == tensors_.end() || chunk.total_size != it->second.bytes)
+      return std::nullopt;
+    const std::pair<size_t, uint64_t> at{it->second.index, chunk.offset};
+    if (at < next_) return std::nullopt;
+    next_ = {it->second.index, chunk.offset + chunk.n_bytes};
+    ++in_flight_;
+    return Place{file_->fd(), it->second.start + chunk.offset};
+  }
+  void placed() override {
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+    changed_.notify_all();
+  }
+  // Places nothing more; returns once a chunk being written has landed.
+  void close() {
+    std::unique_lock lock(mutex_);
+    closed_ = true;
+    changed_.wait(lock, [&] { return in_flight_ == 0; });
+  }
+
+ private:
+  struct Region {
+    size_t index;
+    uint64_t start, bytes;
+  };
+  const std::shared_ptr<ShardFile> file_;
+  std::unordered_map<std::string, Region> tensors_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::pair<size_t, uint64_t> next_{0, 0};  // (tensor, offset) the next chunk may start at
+  int in_flight_ = 0;
+  bool closed_ = false;
+};
 
 // Thrown on the receiving side when the writer stopped; the writer's error is the one reported.
 struct WriteStopped {};
 
-// Received chunks on their way from the session thread to the thread that writes the
-// cache file, so that receiving and verifying the next chunk overlaps writing this one.
-// Bounded by bytes (kMaxBytes, or one chunk of any size): three chunks of the size senders
-// use (net::kWeightsChunkBytes), while a hostile sender's 64 MiB chunks wait one at a time,
-// so the node holds little beyond the transport's own queue. Either side may stop it,
-// which wakes the other. Thread-safety: push/abandon from one thread, pop/stop from another.
+// A chunk that arrived in memory, on its way to the file at `at`.
+struct Pending {
+  Chunk chunk;
+  uint64_t at = 0;
+};
+
+// Chunks that arrived in memory, on their way from the session thread to the thread that
+// writes them into the file, so that receiving and verifying the next chunk overlaps
+// writing this one. Bounded by bytes (kMaxBytes, or one chunk of any size): three chunks
+// of the size senders use (net::kWeightsChunkBytes), while a hostile sender's 64 MiB
+// chunks wait one at a time, so the node holds little beyond the transport's own queue.
+// Either side may stop it, which wakes the other. Thread-safety: push/finish/abandon
+// from one thread, pop/stop from another.
 class ChunkQueue {
  public:
   static constexpr uint64_t kMaxBytes = 3 * net::kWeightsChunkBytes;
 
   // Waits for room; false when the writing side stopped (its error says why).
-  bool push(Chunk&& chunk) {
+  bool push(Pending&& pending) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] {
-      return chunks_.empty() || bytes_ + chunk.data.size() <= kMaxBytes || stopped_;
-    });
+    const uint64_t n = pending.chunk.n_bytes;
+    changed_.wait(lock, [&] { return chunks_.empty() || bytes_ + n <= kMaxBytes || stopped_; });
     if (stopped_) return false;
-    bytes_ += chunk.data.size();
-    chunks_.push_back(std::move(chunk));
+    bytes_ += n;
+    chunks_.push_back(std::move(pending));
     changed_.notify_all();
     return true;
   }
-  // The next chunk; throws when the receiving side abandoned the transfer before it came.
-  Chunk pop() {
+  // The next chunk; nullopt once finished and empty; throws when the receiving side
+  // abandoned the transfer.
+  std::optional<Pending> pop() {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return !chunks_.empty() || abandoned_; });
+    changed_.wait(lock, [&] { return !chunks_.empty() || finished_ || abandoned_; });
     if (abandoned_) throw Error("cluster", "weights: transfer abandoned");
-    Chunk chunk = std::move(chunks_.front());
+    if (chunks_.empty()) return std::nullopt;
+    Pending pending = std::move(chunks_.front());
     chunks_.pop_front();
-    bytes_ -= chunk.data.size();
+    bytes_ -= pending.chunk.n_bytes;
     changed_.notify_all();
-    return chunk;
+    return pending;
   }
+  // Every chunk is pushed: the writer stops once it wrote them.
+  void finish() { end(finished_); }
   // The receiving side failed: the writer stops at its next pop.
   void abandon() { end(abandoned_); }
   // The writing side failed: the receiver stops at its next push.
@@ -118,15 +270,18 @@ class ChunkQueue {
   void end(bool& flag) {
     std::lock_guard lock(mutex_);
     flag = true;
-    chunks_.clear();
-    bytes_ = 0;
+    if (&flag != &finished_) {
+      chunks_.clear();
+      bytes_ = 0;
+    }
     changed_.notify_all();
   }
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Chunk> chunks_;
+  std::deque<Pending> chunks_;
   uint64_t bytes_ = 0;  // of the chunks waiting
+  bool finished_ = false;
   bool abandoned_ = false;
   bool stopped_ = false;
 };
@@ -157,8 +312,7 @@ ShipStats ship_weights(net::Connection& connection, const gguf::File& file, cons
 ShipStats receive_weights(net::Connection& connection, const Assignment& a, const fs::path& path,
                           net::Millis timeout) {
   // The metadata first: a GGUF file with no tensors, parsed like any other.
-  net::Frame first;
-  net::Weights head = net::recv_message<net::Weights>(connection, timeout, first);
+  Chunk head = receive_chunk(connection, timeout);
   const auto start = std::chrono::steady_clock::now();
   if (head.tensor_name != kMetadataName) {
     throw Error("cluster", "weights: expected the metadata first, got '" +
@@ -168,16 +322,15 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
     throw Error("cluster",
                 "weights: metadata of " + std::to_string(head.total_size) + " bytes is too large");
   }
-  if (head.offset != 0 || head.data.size() > head.total_size) {
-    throw Error("cluster", "weights: metadata chunk out of order");
+  std::vector<uint8_t> metadata;
+  for (;;) {
+    check_next(head, kMetadataName, head.total_size, metadata.size());
+    if (head.placed) throw Error("cluster", "weights: the metadata was placed in a file");
+    if (metadata.empty()) metadata.reserve(head.total_size);
+    metadata.insert(metadata.end(), head.data.begin(), head.data.end());
+    if (metadata.size() == head.total_size) break;
+    head = receive_chunk(connection, timeout);
   }
-  std::vector<uint8_t> metadata(head.total_size);
-  std::memcpy(metadata.data(), head.data.data(), head.data.size());
-  receive_tensor(connection, kMetadataName, metadata.size(), head.data.size(), timeout,
-                 [&, at = head.data.size()](Chunk&& chunk) mutable {
-                   std::memcpy(metadata.data() + at, chunk.data.data(), chunk.data.size());
-                   at += chunk.data.size();
-                 });
   const gguf::File meta = gguf::File::parse(metadata, "metadata from the coordinator");
   if (!meta.tensors().empty()) throw Error("cluster", "weights: the metadata declares tensors");
 
@@ -186,19 +339,23 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
   for (const TensorDesc& t : a.tensors) writer.add_tensor(t.name, t.type, t.shape);
 
   fs::create_directories(path.parent_path());
-  // This thread receives and verifies; a second one writes the file. Chunks go from the
-  // received frame straight to the file: no whole-tensor buffer.
+  auto file = std::make_shared<ShardFile>(path, writer);
+  // From here the transport may put chunks straight into the file (Linux); the chunks it
+  // read before, and every chunk elsewhere, arrive in memory and a second thread writes them,
+  // so that receiving and verifying the next chunk overlaps writing this one.
+  auto sink = std::make_shared<ShardSink>(file, a, writer);
+  connection.set_weights_sink(sink);
+  auto stop_placing = [&] {
+    connection.set_weights_sink(nullptr);
+    sink->close();
+  };
+  ShipStats stats;
   ChunkQueue queue;
   std::exception_ptr write_error;
   std::thread write_thread([&] {
     try {
-      writer.write_streamed(path.string(), [&](size_t index, const gguf::Writer::Emit& emit) {
-        for (uint64_t left = writer.tensor_bytes(index); left > 0;) {
-          const Chunk chunk = queue.pop();
-          emit(chunk.data);
-          left -= std::min<uint64_t>(left, chunk.data.size());
-        }
-      });
+      while (std::optional<Pending> pending = queue.pop())
+        file->write(pending->at, pending->chunk.data);
     } catch (...) {
       write_error = std::current_exception();
       queue.stop();
@@ -206,21 +363,39 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
   });
   try {
     for (size_t i = 0; i < a.tensors.size(); ++i) {
-      receive_tensor(connection, a.tensors[i].name, writer.tensor_bytes(i), 0, timeout,
-                     [&](Chunk&& chunk) {
-                       if (!queue.push(std::move(chunk))) throw WriteStopped{};
-                     });
+      const std::string& name = a.tensors[i].name;
+      const uint64_t total = writer.tensor_bytes(i);
+      const uint64_t at = file->data_start() + writer.tensor_offset(i);
+      for (uint64_t received = 0; received < total;) {
+        Chunk chunk = receive_chunk(connection, timeout);
+        check_next(chunk, name, total, received);
+        const uint64_t chunk_at = at + received;
+        received += chunk.n_bytes;
+        if (chunk.placed) {
+          stats.placed_bytes += chunk.n_bytes;
+          if (net::chunk_hash(file->bytes(chunk_at, chunk.n_bytes)) != chunk.chunk_hash) {
+            throw Error("cluster", "weights: tensor '" + name + "' chunk at offset " +
+                                       std::to_string(chunk.offset) +
+                                       " does not match its hash (corrupted)");
+          }
+        } else if (!queue.push(Pending{std::move(chunk), chunk_at})) {
+          throw WriteStopped{};
+        }
+      }
     }
+    queue.finish();
   } catch (const WriteStopped&) {
     // The writer's error, rethrown below, says why.
   } catch (...) {
-    queue.abandon();  // the writer removes the partial file
+    queue.abandon();
     write_thread.join();
-    throw;
+    stop_placing();
+    throw;  // the file is removed with the last reference to it
   }
   write_thread.join();
+  stop_placing();
   if (write_error) std::rethrow_exception(write_error);
-  ShipStats stats;
+  file->commit();
   stats.bytes = metadata.size();
   for (size_t i = 0; i < a.tensors.size(); ++i) stats.bytes += writer.tensor_bytes(i);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

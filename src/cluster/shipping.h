@@ -22,7 +22,8 @@ inline constexpr const char* kMetadataName = "gguf.metadata";
 using ShipProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 struct ShipStats {
-  uint64_t bytes = 0;  // tensor and metadata bytes sent (or received)
+  uint64_t bytes = 0;         // tensor and metadata bytes sent (or received)
+  uint64_t placed_bytes = 0;  // of those received, the bytes the transport put in the file
   double seconds = 0;
 };
 

@@ -1,6 +1,8 @@
-// Weight shipping between two in-process connections: the received file holds exactly the
-// sent tensors; a transfer cut mid-way, a chunk out of order or a file that cannot be
-// written fails with an error saying so and leaves no file (nor its .tmp) behind.
+// Weight shipping between two in-process connections, over the in-memory loopback and over
+// TCP (where, on Linux, chunks are spliced straight into the file and verified there): the
+// received file holds exactly the sent tensors; a transfer cut mid-way, a chunk out of
+// order, repeated or corrupted, or a file that cannot be written fails with an error saying
+// so and leaves no file (nor its .tmp) behind.
 #include "cluster/shipping.h"
 
 #include <gmock/gmock.h>
@@ -10,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <thread>
 
 #include "gguf/writer.h"
 #include "net/loopback.h"
+#include "net/tcp_transport.h"
 #include "util/error.h"
 #include "util/temp_dir.h"
 
@@ -20,6 +24,7 @@ namespace herd::cluster {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 // A model file with a tensor larger than one WEIGHTS chunk, so that it travels in pieces.
@@ -45,25 +50,50 @@ Assignment all_tensors(const gguf::File& file) {
   return a;
 }
 
-net::LoopbackPair connected_pair() {
-  // a: the node's end, whose peer is the coordinator; b: the coordinator's end.
-  net::LoopbackPair pair = net::make_loopback_pair("coordinator", "node");
-  pair.a->finish_handshake("coordinator", net::FrameLimits{});
-  pair.b->finish_handshake("node", net::FrameLimits{});
-  return pair;
+// The node's end (whose peer is the coordinator) and the coordinator's end of one
+// connection, over the transport the test is parameterised with.
+struct Ends {
+  std::unique_ptr<net::TcpTransport> node_transport, coordinator_transport;
+  std::shared_ptr<net::Connection> node, coordinator;
+};
+
+Ends connected(const std::string& transport) {
+  Ends ends;
+  if (transport == "loopback") {
+    net::LoopbackPair pair = net::make_loopback_pair("coordinator", "node");
+    pair.a->finish_handshake("coordinator", net::FrameLimits{});
+    pair.b->finish_handshake("node", net::FrameLimits{});
+    ends.node = pair.a;
+    ends.coordinator = pair.b;
+    return ends;
+  }
+  net::TcpTransportOptions options;
+  options.auth = net::AuthConfig{"node", nullptr};
+  ends.node_transport = std::make_unique<net::TcpTransport>(options);
+  ends.node_transport->listen(net::ListenOptions{});
+  options.auth.node_name = "coordinator";
+  ends.coordinator_transport = std::make_unique<net::TcpTransport>(options);
+  ends.coordinator = ends.coordinator_transport->connect(
+      "127.0.0.1:" + std::to_string(ends.node_transport->port()), net::Millis(5000));
+  ends.node = ends.node_transport->accept(net::Millis(5000));
+  if (!ends.node) throw Error("test", "no connection");
+  return ends;
 }
 
-// Forwards to a connection and fails it after `frames` frames, as a coordinator that dies
-// in the middle of a transfer.
-class CutConnection final : public net::Connection {
+class ShippingTest : public ::testing::TestWithParam<std::string> {};
+
+#ifdef __linux__
+constexpr bool kCanPlace = true;  // TCP splices WEIGHTS chunks into the file
+#else
+constexpr bool kCanPlace = false;
+#endif
+
+// Forwards to a connection; a subclass changes what is sent.
+class ForwardingConnection : public net::Connection {
  public:
-  CutConnection(net::Connection& inner, int frames) : inner_(inner), frames_left_(frames) {}
+  explicit ForwardingConnection(net::Connection& inner) : inner_(inner) {}
   void send_frame_parts(const net::FrameHeader& header,
                         std::span<const net::ConstBytes> parts) override {
-    if (frames_left_-- == 0) {
-      inner_.close();
-      throw Error("test", "cut");
-    }
     inner_.send_frame_parts(header, parts);
   }
   bool try_send_frame(const net::FrameHeader& header, net::ConstBytes payload) override {
@@ -82,19 +112,92 @@ class CutConnection final : public net::Connection {
   }
   net::ConnectionStats stats() const override { return inner_.stats(); }
 
- private:
+ protected:
   net::Connection& inner_;
-  int frames_left_;
 };
 
-TEST(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
+// Fails the connection after `frames` frames, as a coordinator that dies in the middle of
+// a transfer.
+class CutConnection final : public ForwardingConnection {
+ public:
+  CutConnection(net::Connection& inner, int frames) : ForwardingConnection(inner), left_(frames) {}
+  void send_frame_parts(const net::FrameHeader& header,
+                        std::span<const net::ConstBytes> parts) override {
+    if (left_-- == 0) {
+      inner_.close();
+      throw Error("test", "cut");
+    }
+    inner_.send_frame_parts(header, parts);
+  }
+
+ private:
+  int left_;
+};
+
+// Pauses after the metadata (frame 0), so that the node has set up its file and every
+// tensor chunk can be placed in it; frame `target` goes out with one byte of its data
+// flipped (its hash kept), or twice.
+class DamagingConnection final : public ForwardingConnection {
+ public:
+  enum class Damage { kNone, kFlipAByte, kRepeat };
+  DamagingConnection(net::Connection& inner, int target, Damage damage)
+      : ForwardingConnection(inner), target_(target), damage_(damage) {}
+  void send_frame_parts(const net::FrameHeader& header,
+                        std::span<const net::ConstBytes> parts) override {
+    if (sent_ == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (sent_++ != target_ || damage_ == Damage::kNone)
+      return inner_.send_frame_parts(header, parts);
+    if (damage_ == Damage::kRepeat) {
+      inner_.send_frame_parts(header, parts);
+      return inner_.send_frame_parts(header, parts);
+    }
+    std::vector<uint8_t> data(parts.back().begin(), parts.back().end());
+    data[data.size() / 2] ^= 0x40;
+    std::vector<net::ConstBytes> damaged(parts.begin(), parts.end());
+    damaged.back() = data;
+    inner_.send_frame_parts(header, damaged);
+  }
+
+ private:
+  int sent_ = 0;
+  const int target_;
+  const Damage damage_;
+};
+
+// Runs ship_weights through `sender` (which may throw when the node gives up first) beside
+// receive_weights, and returns the receiver's error; "" when it succeeded.
+std::string receive_error(Ends& ends, net::Connection& sender, const gguf::File& model,
+                          const Assignment& sent, const Assignment& expected, const fs::path& out) {
+  auto shipping = std::async(std::launch::async, [&] {
+    try {
+      ship_weights(sender, model, sent);
+    } catch (const Error&) {
+    }
+  });
+  std::string error;
+  try {
+    receive_weights(*ends.node, expected, out, net::Millis(10000));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ends.node->close();
+  shipping.get();
+  return error;
+}
+
+TEST_P(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
   const TempDir dir("shipping-test", "round-trip");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
-  net::LoopbackPair pair = connected_pair();
-  auto sent = std::async(std::launch::async, [&] { return ship_weights(*pair.b, model, a); });
-  const ShipStats got = receive_weights(*pair.a, a, dir / "shard.gguf", net::Millis(10000));
+  Ends ends = connected(GetParam());
+  DamagingConnection sender(*ends.coordinator, -1, DamagingConnection::Damage::kNone);
+  auto sent = std::async(std::launch::async, [&] { return ship_weights(sender, model, a); });
+  const ShipStats got = receive_weights(*ends.node, a, dir / "shard.gguf", net::Millis(10000));
   EXPECT_EQ(got.bytes, sent.get().bytes);
+  // Over TCP on Linux every tensor went from the socket straight into the file.
+  uint64_t tensor_bytes = 0;
+  for (const gguf::TensorInfo& t : model.tensors()) tensor_bytes += t.n_bytes;
+  EXPECT_EQ(got.placed_bytes, kCanPlace && GetParam() == "tcp" ? tensor_bytes : 0);
   EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
 
   const gguf::File shard = gguf::File::open((dir / "shard.gguf").string());
@@ -107,77 +210,80 @@ TEST(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
   EXPECT_EQ(shard.metadata().size(), model.metadata().size());
 }
 
-TEST(ShippingTest, ATransferCutMidwayLeavesNoFile) {
+TEST_P(ShippingTest, ATransferCutMidwayLeavesNoFile) {
   const TempDir dir("shipping-test", "cut");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   // Metadata, the first tensor and the first chunk of the second, then the peer is gone.
   for (int frames : {1, 3}) {
-    net::LoopbackPair pair = connected_pair();
-    auto sent = std::async(std::launch::async, [&] {
-      CutConnection cut(*pair.b, frames);
-      EXPECT_THROW(ship_weights(cut, model, a), Error);
-    });
-    try {
-      receive_weights(*pair.a, a, dir / "shard.gguf", net::Millis(10000));
-      FAIL() << "a cut transfer was accepted";
-    } catch (const Error& e) {
-      EXPECT_THAT(e.what(), HasSubstr("coordinator"));
-    }
-    sent.get();
+    Ends ends = connected(GetParam());
+    CutConnection cut(*ends.coordinator, frames);
+    EXPECT_THAT(receive_error(ends, cut, model, a, a, dir / "shard.gguf"),
+                HasSubstr("coordinator"));
     EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
     EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
   }
 }
 
-TEST(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
+TEST_P(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
   const TempDir dir("shipping-test", "order");
   const gguf::File model = write_model(dir / "model.gguf");
   Assignment sent_order = all_tensors(model);
   Assignment expected_order = sent_order;
   std::swap(expected_order.tensors[1], expected_order.tensors[2]);
-  net::LoopbackPair pair = connected_pair();
-  auto sent = std::async(std::launch::async, [&] {
-    try {
-      ship_weights(*pair.b, model, sent_order);
-    } catch (const Error&) {
-      // The node may close first.
-    }
-  });
-  try {
-    receive_weights(*pair.a, expected_order, dir / "shard.gguf", net::Millis(10000));
-    FAIL() << "tensors out of order were accepted";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("expected tensor 'output_norm.weight'"));
-  }
-  pair.a->close();
-  sent.get();
+  Ends ends = connected(GetParam());
+  EXPECT_THAT(
+      receive_error(ends, *ends.coordinator, model, sent_order, expected_order, dir / "shard.gguf"),
+      HasSubstr("expected tensor 'output_norm.weight'"));
   EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
   EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
 }
 
-TEST(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
+// Frames: 0 the metadata, 1 token_embd, 2 and 3 the two chunks of blk.0.ffn_up.
+TEST_P(ShippingTest, ACorruptedChunkIsRefusedWhereverItLanded) {
+  const TempDir dir("shipping-test", "corrupt");
+  const gguf::File model = write_model(dir / "model.gguf");
+  const Assignment a = all_tensors(model);
+  for (int frame : {1, 3}) {
+    Ends ends = connected(GetParam());
+    DamagingConnection damaging(*ends.coordinator, frame, DamagingConnection::Damage::kFlipAByte);
+    EXPECT_THAT(receive_error(ends, damaging, model, a, a, dir / "shard.gguf"),
+                HasSubstr("does not match its hash"));
+    EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
+    EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
+  }
+}
+
+TEST_P(ShippingTest, AChunkSentTwiceIsRefused) {
+  const TempDir dir("shipping-test", "repeat");
+  const gguf::File model = write_model(dir / "model.gguf");
+  const Assignment a = all_tensors(model);
+  for (int frame : {2, 3}) {
+    Ends ends = connected(GetParam());
+    DamagingConnection damaging(*ends.coordinator, frame, DamagingConnection::Damage::kRepeat);
+    const std::string error = receive_error(ends, damaging, model, a, a, dir / "shard.gguf");
+    // The first chunk again where the second belongs; the last again where the next tensor does.
+    EXPECT_THAT(error, ContainsRegex(frame == 2 ? "chunk at offset 0 .* expected offset"
+                                                : "expected tensor 'output_norm.weight'"))
+        << "frame " << frame;
+    EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
+    EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
+  }
+}
+
+TEST_P(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
   const TempDir dir("shipping-test", "unwritable");
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   fs::create_directories(dir / "shard.gguf.tmp");  // in the way of the file being written
-  net::LoopbackPair pair = connected_pair();
-  auto sent = std::async(std::launch::async, [&] {
-    try {
-      ship_weights(*pair.b, model, a);
-    } catch (const Error&) {
-    }
-  });
-  try {
-    receive_weights(*pair.a, a, dir / "shard.gguf", net::Millis(10000));
-    FAIL() << "an unwritable file was reported written";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("cannot create"));
-  }
-  pair.a->close();
-  sent.get();
+  Ends ends = connected(GetParam());
+  EXPECT_THAT(receive_error(ends, *ends.coordinator, model, a, a, dir / "shard.gguf"),
+              HasSubstr("cannot create"));
   EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, ShippingTest, ::testing::Values("loopback", "tcp"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace herd::cluster

@@ -40,6 +40,8 @@ class Writer {
   size_t add_tensor(std::string_view name, TensorType type, std::vector<int64_t> shape);
   size_t n_tensors() const { return tensors_.size(); }
   size_t tensor_bytes(size_t index) const { return tensors_[index].n_bytes; }
+  // Where tensor `index`'s data starts, from the end of header() (aligned).
+  uint64_t tensor_offset(size_t index) const { return tensors_[index].offset; }
   uint64_t total_tensor_bytes() const;
 
   // fill(index, out) writes exactly out.size() bytes of tensor `index`; tensors are

@@ -107,8 +107,14 @@ struct FrameLimits {
 // zeroing pass over large WEIGHTS chunks), possibly recycled from the connection's pool.
 struct Frame {
   FrameHeader header;
-  PayloadStorage storage;  // [header.length]
-  ConstBytes payload() const { return {storage.get(), static_cast<size_t>(header.length)}; }
+  PayloadStorage storage;  // [header.length - placed_bytes]
+  // The last bytes of the payload that the transport wrote into a file instead of
+  // `storage`: a WEIGHTS chunk's data, with a WeightsSink installed (transport.h). 0 for
+  // every other frame. payload() is then the chunk's fields alone.
+  uint64_t placed_bytes = 0;
+  ConstBytes payload() const {
+    return {storage.get(), static_cast<size_t>(header.length - placed_bytes)};
+  }
 };
 
 std::array<uint8_t, kFrameHeaderSize> encode_header(const FrameHeader& header);

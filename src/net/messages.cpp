@@ -205,29 +205,50 @@ Payload encode(const Weights& m) {
   return Payload{w.take(), m.data};
 }
 
-Weights decode_weights(ConstBytes payload) {
-  WireReader r(payload, "WEIGHTS");
-  Weights m;
-  m.tensor_name = r.name(kMaxTensorNameBytes, "tensor_name");
-  m.offset = r.u64("offset");
-  m.total_size = r.u64("total_size");
-  m.chunk_hash = r.u64("chunk_hash");
-  uint64_t n_bytes = r.u64("n_bytes");
-  if (n_bytes > kMaxWeightsChunkBytes) {
-    r.fail("n_bytes", "chunk of " + std::to_string(n_bytes) + " bytes exceeds the maximum " +
+namespace {
+
+WeightsHead read_weights_head(WireReader& r) {
+  WeightsHead h;
+  h.tensor_name = r.name(kMaxTensorNameBytes, "tensor_name");
+  h.offset = r.u64("offset");
+  h.total_size = r.u64("total_size");
+  h.chunk_hash = r.u64("chunk_hash");
+  h.n_bytes = r.u64("n_bytes");
+  if (h.n_bytes > kMaxWeightsChunkBytes) {
+    r.fail("n_bytes", "chunk of " + std::to_string(h.n_bytes) + " bytes exceeds the maximum " +
                           std::to_string(kMaxWeightsChunkBytes));
   }
-  if (m.offset > m.total_size || n_bytes > m.total_size - m.offset) {
-    r.fail("offset", "chunk [" + std::to_string(m.offset) + ", +" + std::to_string(n_bytes) +
-                         ") lies outside the tensor's " + std::to_string(m.total_size) + " bytes");
+  if (h.offset > h.total_size || h.n_bytes > h.total_size - h.offset) {
+    r.fail("offset", "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(h.n_bytes) +
+                         ") lies outside the tensor's " + std::to_string(h.total_size) + " bytes");
   }
-  m.data = r.bytes(n_bytes, "data");
+  return h;
+}
+
+}  // namespace
+
+Weights decode_weights(ConstBytes payload) {
+  WireReader r(payload, "WEIGHTS");
+  WeightsHead h = read_weights_head(r);
+  Weights m;
+  m.tensor_name = std::move(h.tensor_name);
+  m.offset = h.offset;
+  m.total_size = h.total_size;
+  m.chunk_hash = h.chunk_hash;
+  m.data = r.bytes(h.n_bytes, "data");
   r.expect_end();
   if (chunk_hash(m.data) != m.chunk_hash) {
     r.fail("chunk_hash", "tensor '" + m.tensor_name + "' chunk at offset " +
                              std::to_string(m.offset) + " does not match its hash (corrupted)");
   }
   return m;
+}
+
+WeightsHead decode_weights_head(ConstBytes fields) {
+  WireReader r(fields, "WEIGHTS");
+  WeightsHead h = read_weights_head(r);
+  r.expect_end();
+  return h;
 }
 
 // ---- READY, BYE, WANT: empty ----

@@ -99,6 +99,20 @@ struct Weights {
 // XXH3-64 of a WEIGHTS chunk.
 uint64_t chunk_hash(ConstBytes data);
 
+// The fields of a WEIGHTS payload, without the data that follows them: what a transport
+// reads first when it may write the data straight into a file (see WeightsSink).
+struct WeightsHead {
+  std::string tensor_name;
+  uint64_t offset = 0;
+  uint64_t total_size = 0;
+  uint64_t chunk_hash = 0;
+  uint64_t n_bytes = 0;  // of data, after the fields
+};
+// Bytes of the fields before the data: u32 name length | name | 4 x u64.
+inline constexpr uint64_t weights_head_bytes(uint64_t name_bytes) {
+  return 4 + name_bytes + 32;
+}
+
 struct Ready {
   static constexpr MessageType kType = MessageType::READY;
 };
@@ -219,6 +233,9 @@ Hello decode_hello(ConstBytes payload);
 Profile decode_profile(ConstBytes payload);
 Load decode_load(ConstBytes payload);
 Weights decode_weights(ConstBytes payload);
+// The fields alone (`fields` holds nothing after them; the data is elsewhere). Checks them
+// as decode_weights does; the chunk hash is left to whoever has the data.
+WeightsHead decode_weights_head(ConstBytes fields);
 Ready decode_ready(ConstBytes payload);
 Forward decode_forward(ConstBytes payload);
 Result decode_result(ConstBytes payload);

@@ -1,9 +1,15 @@
 #include "net/tcp.h"
 
 #include <sys/socket.h>
+#ifdef __linux__
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+#endif
 
 #include <asio.hpp>
 #include <charconv>
+#include <cstring>
 #include <vector>
 
 #include "util/error.h"
@@ -163,6 +169,11 @@ TcpConnection::TcpConnection(std::unique_ptr<Impl> impl, std::string address,
 
 TcpConnection::~TcpConnection() {
   close();
+#ifdef __linux__
+  for (int fd : splice_pipe_) {
+    if (fd >= 0) ::close(fd);
+  }
+#endif
 }
 
 void TcpConnection::mark_progress() {
@@ -363,8 +374,17 @@ void TcpConnection::reader_loop() {
         fail("sent a malformed frame: " + reason);
         return;
       }
-      frame.storage = pool_->allocate(frame.header.length);
-      if (!read_fully(frame.storage.get(), frame.header.length)) return;
+#ifdef __linux__
+      std::shared_ptr<WeightsSink> sink;
+      if (frame.header.type == MessageType::WEIGHTS) {
+        std::lock_guard lock(mutex_);
+        sink = weights_sink_;
+      }
+      const bool read = sink ? read_weights(frame, *sink) : read_payload(frame, {});
+#else
+      const bool read = read_payload(frame, {});
+#endif
+      if (!read) return;
       frames_received_.fetch_add(1, std::memory_order_relaxed);
       bytes_received_.fetch_add(kFrameHeaderSize + frame.header.length, std::memory_order_relaxed);
 
@@ -386,7 +406,7 @@ void TcpConnection::reader_loop() {
       }
       {
         std::lock_guard lock(mutex_);
-        queued_bytes_ += frame.header.length;
+        queued_bytes_ += frame.payload().size();
         queue_.push_back(std::move(frame));
       }
       changed_.notify_all();
@@ -395,6 +415,118 @@ void TcpConnection::reader_loop() {
     fail("receive failed: " + without_module(e.what()));
   }
 }
+
+bool TcpConnection::read_payload(Frame& frame, ConstBytes prefix) {
+  frame.storage = pool_->allocate(frame.header.length);
+  if (!prefix.empty()) std::memcpy(frame.storage.get(), prefix.data(), prefix.size());
+  return read_fully(frame.storage.get() + prefix.size(), frame.header.length - prefix.size());
+}
+
+void TcpConnection::set_weights_sink(std::shared_ptr<WeightsSink> sink) {
+#ifdef __linux__
+  std::lock_guard lock(mutex_);
+  weights_sink_ = std::move(sink);
+#else
+  (void)sink;
+#endif
+}
+
+#ifdef __linux__
+// A WEIGHTS frame while a sink is installed: reads the chunk's fields, asks the sink where
+// its data goes and splices it there from the socket; the frame keeps the fields alone.
+// Fields that do not parse, and chunks the sink declines, are read into memory whole, as
+// without a sink, for the receiver to see and report.
+bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
+  const uint64_t length = frame.header.length;
+  std::vector<uint8_t> fields(sizeof(uint32_t));
+  if (length < fields.size()) return read_payload(frame, {});
+  if (!read_fully(fields.data(), fields.size())) return false;
+  uint32_t name_bytes;
+  std::memcpy(&name_bytes, fields.data(), sizeof name_bytes);
+  const uint64_t head_bytes = weights_head_bytes(name_bytes);
+  if (name_bytes > kMaxTensorNameBytes || head_bytes > length) return read_payload(frame, fields);
+  fields.resize(head_bytes);
+  if (!read_fully(fields.data() + sizeof name_bytes, head_bytes - sizeof name_bytes)) return false;
+  std::optional<WeightsHead> head;
+  try {
+    head = decode_weights_head(fields);
+  } catch (const Error&) {
+  }
+  if (!head || head->n_bytes != length - head_bytes) return read_payload(frame, fields);
+  const std::optional<WeightsSink::Place> place = sink.place(*head);
+  if (!place) return read_payload(frame, fields);
+  const bool moved = splice_to_file(place->fd, place->offset, head->n_bytes);
+  sink.placed();
+  if (!moved) return false;
+  frame.storage = allocate_payload(fields.size());
+  std::memcpy(frame.storage.get(), fields.data(), fields.size());
+  frame.placed_bytes = head->n_bytes;
+  return true;
+}
+
+// Moves n bytes from the socket into `fd` at `offset` through a pipe: the kernel copies the
+// socket's buffers into the file's page cache, and nothing passes through user memory (one
+// copy instead of two). False when the connection ended (the failure is recorded).
+bool TcpConnection::splice_to_file(int fd, uint64_t offset, uint64_t n) {
+  constexpr size_t kPipeBytes = size_t{1} << 20;  // the default limit for unprivileged users
+  if (splice_pipe_[0] < 0) {
+    if (::pipe2(splice_pipe_, O_CLOEXEC) != 0) {
+      fail(std::string("cannot make a pipe for received weights: ") + std::strerror(errno));
+      return false;
+    }
+    ::fcntl(splice_pipe_[1], F_SETPIPE_SZ, static_cast<int>(kPipeBytes));  // else 64 KiB: slower
+  }
+  const int socket = impl_->socket.native_handle();
+  auto at = static_cast<loff_t>(offset);
+  while (n > 0) {
+    ssize_t got = ::splice(socket, nullptr, splice_pipe_[1], nullptr,
+                           std::min<uint64_t>(n, kPipeBytes), SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (got == 0) {
+      fail("closed the connection");
+      return false;
+    }
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        if (!wait_readable(socket)) return false;
+        continue;
+      }
+      fail(std::string("receive failed: ") + std::strerror(errno));
+      return false;
+    }
+    mark_progress();
+    n -= static_cast<uint64_t>(got);
+    while (got > 0) {
+      const ssize_t put =
+          ::splice(splice_pipe_[0], nullptr, fd, &at, static_cast<size_t>(got), SPLICE_F_MOVE);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        fail(std::string("cannot write received weights: ") +
+             (put < 0 ? std::strerror(errno) : "the file took no bytes"));
+        return false;
+      }
+      got -= put;
+    }
+  }
+  return true;
+}
+
+// The socket has no bytes yet (Asio keeps it non-blocking): waits until it has, or has
+// ended (the next splice says which); false once the connection failed or was closed.
+bool TcpConnection::wait_readable(int socket) {
+  for (;;) {
+    pollfd p{socket, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) {
+      fail(std::string("receive failed: ") + std::strerror(errno));
+      return false;
+    }
+    std::lock_guard lock(mutex_);
+    if (failure_ || closed_) return false;
+  }
+}
+#endif
 
 std::optional<Frame> TcpConnection::try_recv_frame(Millis timeout) {
   std::unique_lock lock(mutex_);
@@ -408,7 +540,7 @@ std::optional<Frame> TcpConnection::try_recv_frame(Millis timeout) {
   if (!queue_.empty()) {
     Frame frame = std::move(queue_.front());
     queue_.pop_front();
-    queued_bytes_ -= frame.header.length;
+    queued_bytes_ -= frame.payload().size();
     lock.unlock();
     changed_.notify_all();  // a paused reader may resume
     return frame;

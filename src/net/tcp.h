@@ -69,6 +69,8 @@ class TcpConnection final : public Connection {
   std::string peer_name() const override;
   void finish_handshake(const std::string& name, const FrameLimits& limits) override;
   ConnectionStats stats() const override;
+  // Linux only (splice); elsewhere WEIGHTS chunks keep arriving in memory.
+  void set_weights_sink(std::shared_ptr<WeightsSink> sink) override;
 
   const std::string& address() const { return address_; }
   // Round-trip time of the last PING this side sent that was answered; 0 before any.
@@ -81,6 +83,13 @@ class TcpConnection final : public Connection {
   void reader_loop();
   // Reads exactly `size` bytes on the reader thread; false when the connection ended.
   bool read_fully(uint8_t* data, size_t size);
+  // Reads frame.header.length payload bytes into storage, of which `prefix` were read
+  // already; false when the connection ended.
+  bool read_payload(Frame& frame, ConstBytes prefix);
+  // A WEIGHTS frame while a sink is installed (Linux): see tcp.cpp.
+  bool read_weights(Frame& frame, WeightsSink& sink);
+  bool splice_to_file(int fd, uint64_t offset, uint64_t n);
+  bool wait_readable(int socket);
   void answer_ping(uint64_t timestamp_ns);
   void mark_progress();
   // Records the first failure and wakes everyone; REQUIRES: mutex_ held.
@@ -93,7 +102,7 @@ class TcpConnection final : public Connection {
   const TcpOptions options_;
   const std::shared_ptr<PayloadPool> pool_;  // recycles large payload buffers
 
-  mutable std::mutex mutex_;  // guards the fields down to reader_started_
+  mutable std::mutex mutex_;  // guards the fields down to weights_sink_
   std::condition_variable changed_;
   std::string name_;  // from the HELLO; empty before
   FrameLimits limits_ = FrameLimits::handshake();
@@ -104,6 +113,9 @@ class TcpConnection final : public Connection {
   bool socket_closed_ = false;
   bool reader_paused_ = false;
   bool reader_started_ = false;
+  std::shared_ptr<WeightsSink> weights_sink_;
+
+  int splice_pipe_[2] = {-1, -1};  // the reader's pipe for splice_to_file, made on first use
 
   std::mutex send_mutex_;  // one frame on the wire at a time
   std::atomic<bool> sending_{false};

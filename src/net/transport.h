@@ -35,6 +35,26 @@ struct ConnectionStats {
   uint64_t bytes_received = 0;  // headers included
 };
 
+// Where a transport may put the data of WEIGHTS chunks as they arrive: straight into a
+// file, never through the frame's memory (TCP on Linux splices the socket's bytes into the
+// file's page cache: one copy instead of two). Receiving weights installs one; a transport
+// that cannot do this ignores it and delivers every chunk in memory as usual. A frame whose
+// data went to the file has Frame::placed_bytes set and carries the fields alone.
+class WeightsSink {
+ public:
+  struct Place {
+    int fd = -1;
+    uint64_t offset = 0;  // in the file, of the chunk's first byte
+  };
+  virtual ~WeightsSink() = default;
+  // Where the data of this chunk goes, or nullopt to deliver it in memory (a chunk the
+  // receiver does not expect there; the receiver then sees it and reports it). Called on
+  // the transport's reader thread, which then calls placed() once the data is written or
+  // the connection broke off.
+  virtual std::optional<Place> place(const WeightsHead& chunk) = 0;
+  virtual void placed() = 0;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -58,6 +78,10 @@ class Connection {
   virtual void fail(const std::string& reason) = 0;
   // Says BYE (best effort) and releases the connection. Idempotent.
   virtual void close() = 0;
+
+  // Installs (nullptr: removes) the sink for the data of WEIGHTS chunks that arrive from
+  // now on. The default keeps delivering every chunk in memory.
+  virtual void set_weights_sink(std::shared_ptr<WeightsSink> sink) { (void)sink; }
   virtual bool is_open() const = 0;
 
   // How long the peer has made no progress (no bytes in, none of ours accepted); zero while
