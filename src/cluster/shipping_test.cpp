@@ -92,7 +92,8 @@ TEST(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
   const gguf::File model = write_model(dir / "model.gguf");
   const Assignment a = all_tensors(model);
   net::LoopbackPair pair = connected_pair();
-  auto sent = std::async(std::launch::async, [&] { return ship_weights(*pair.b, model, a); });
+  auto sent =
+      std::async(std::launch::async, [&] { return ship_weights(*pair.b, model, ModelInfo{}, a); });
   const ShipStats got = receive_weights(*pair.a, a, dir / "shard.gguf", net::Millis(10000));
   EXPECT_EQ(got.bytes, sent.get().bytes);
   EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
@@ -116,7 +117,7 @@ TEST(ShippingTest, ATransferCutMidwayLeavesNoFile) {
     net::LoopbackPair pair = connected_pair();
     auto sent = std::async(std::launch::async, [&] {
       CutConnection cut(*pair.b, frames);
-      EXPECT_THROW(ship_weights(cut, model, a), Error);
+      EXPECT_THROW(ship_weights(cut, model, ModelInfo{}, a), Error);
     });
     try {
       receive_weights(*pair.a, a, dir / "shard.gguf", net::Millis(10000));
@@ -139,7 +140,7 @@ TEST(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
   net::LoopbackPair pair = connected_pair();
   auto sent = std::async(std::launch::async, [&] {
     try {
-      ship_weights(*pair.b, model, sent_order);
+      ship_weights(*pair.b, model, ModelInfo{}, sent_order);
     } catch (const Error&) {
       // The node may close first.
     }
@@ -164,7 +165,7 @@ TEST(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
   net::LoopbackPair pair = connected_pair();
   auto sent = std::async(std::launch::async, [&] {
     try {
-      ship_weights(*pair.b, model, a);
+      ship_weights(*pair.b, model, ModelInfo{}, a);
     } catch (const Error&) {
     }
   });
