@@ -51,6 +51,7 @@ Args parse(int argc, char** argv) {
 
 int run(const Args& args) {
   const gguf::File file = gguf::File::open(args.model);
+  const ModelInfo info = read_model_info(file);
   cluster::Assignment a;
   for (const gguf::TensorInfo& t : file.tensors()) {
     a.tensors.push_back({std::string(t.name), t.type, t.shape});
@@ -78,7 +79,7 @@ int run(const Args& args) {
           cluster::receive_weights(*from_coordinator, a, args.out, net::Millis(10000)).placed_bytes;
       return std::chrono::steady_clock::now();
     });
-    const cluster::ShipStats sent = cluster::ship_weights(*to_node, file, a);
+    const cluster::ShipStats sent = cluster::ship_weights(*to_node, file, info, a);
     const double end_to_end = std::chrono::duration<double>(received.get() - start).count();
     std::printf(
         "ship_bench: %.1f MB in %zu tensors: sent in %.3f s (%.2f GB/s), file complete "

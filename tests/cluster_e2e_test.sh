@@ -2,9 +2,10 @@
 # End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run,
 # bench, plan) driving them. Pipelines of 2 and 3 nodes (with and without --no-local) give
 # logits identical to one process; f16 on the wire stays close and greedy text the same;
-# weights are shipped to nodes without the file, then read from their caches; cluster keys
-# are enforced both ways; plan names the nodes; garbage on a node's port and a hostile
-# coordinator (cluster_e2e_hostile.py) do not stop it serving; a node that stops answering
+# weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
+# then read from their caches; cluster keys are enforced both ways; plan names the nodes;
+# garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
+# it serving; a node that stops answering
 # or dies fails the coordinator within the heartbeat timeout with an error naming it, and
 # nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
@@ -260,6 +261,30 @@ for m in llama-q4_0 llama-q4_k_m qwen3-f16 qwen3moe-f16; do
     loads=$( { since ship1 "$m1"; since ship2 "$m2"; } | grep "loaded layers" || true)
     [ -n "$loads" ] || fail "ship $m: no node loaded"
     grep -v -q "from $want" <<<"$loads" && fail "ship $m: expected 'from $want' in: $loads"
+  done
+done
+# Tensor parallel over the same nodes: each rank is shipped only its cut of every weight
+# (the two ranks together receive about one model plus what both hold whole, where whole
+# tensors made it two), logits close to one process; then both read their cut from the cache.
+for m in llama-q4_0 qwen3moe-f16; do
+  for want in "the coordinator" "the cache"; do
+    m1=$(mark ship1) m2=$(mark ship2)
+    eval_model "$models/$m.gguf" "$dir/tp.f32" --peers "${addr[ship1]},${addr[ship2]}" \
+      --no-local --parallel tensor
+    close_logits "$dir/ref-$m.f32" "$dir/tp.f32" "tensor parallel, shipped cuts of $m ($want)"
+    logs=$( { since ship1 "$m1"; since ship2 "$m2"; } )
+    [ "$(grep -c "loaded layers.* from $want" <<<"$logs")" -eq 2 ] ||
+      fail "ship tensor $m: expected both ranks to load from $want in: $logs"
+    received=$( { grep -o "received [0-9.]* MB" <<<"$logs" || true; } |
+      awk '{s += $2} END {print s + 0}')
+    if [ "$want" = "the cache" ]; then
+      [ "$received" = 0 ] || fail "ship tensor $m: $received MB shipped on a second start"
+    else
+      model_mb=$(awk -v b="$(stat -c %s "$models/$m.gguf")" 'BEGIN {print b / 1e6}')
+      awk -v r="$received" -v m="$model_mb" 'BEGIN {exit !(r > 0.5 * m && r < 1.5 * m)}' ||
+        fail "ship tensor $m: the ranks received $received MB of a $model_mb MB model"
+      echo "cluster_e2e: tensor parallel $m: 2 ranks received $received MB of a $model_mb MB model"
+    fi
   done
 done
 [ -n "$(find "$dir/ship1-cache/herd/models" -name '*.gguf')" ] || fail "ship: nothing cached"

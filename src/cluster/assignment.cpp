@@ -2,6 +2,7 @@
 
 #include "plan/shard_spec.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "util/error.h"
@@ -200,12 +201,6 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   return a;
 }
 
-std::vector<std::string> tensor_names(const Assignment& a) {
-  std::vector<std::string> names;
-  for (const TensorDesc& t : a.tensors) names.push_back(t.name);
-  return names;
-}
-
 std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
                                       const engine::ShardSpec& spec) {
   const int64_t end = spec.layer_end < 0 ? info.hp.n_layer : spec.layer_end;
@@ -217,9 +212,22 @@ std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& i
     take = take || (needs_embd && name == "token_embd.weight");
     take = take || (spec.output && (name == "output_norm.weight" || name == "output.weight"));
     take = take || name == "rope_freqs.weight";
-    if (take) tensors.push_back({std::string(t.name), t.type, t.shape});
+    if (!take) continue;
+    // Tensors the model's table does not list (rope_freqs) are never cut.
+    const TensorSpec* spec_of_t = find_tensor_spec(info, name);
+    const WeightCut cut =
+        spec_of_t != nullptr ? weight_cut(*spec_of_t, spec.slice, info.hp) : WeightCut{};
+    std::vector<int64_t> shape = cut_shape(name, t.type, t.shape, cut);
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) continue;  // none of it
+    tensors.push_back({std::string(t.name), t.type, std::move(shape)});
   }
   return tensors;
+}
+
+uint64_t data_bytes(const TensorDesc& t) {
+  uint64_t bytes = row_bytes(t.type, t.shape.at(0));
+  for (size_t d = 1; d < t.shape.size(); ++d) bytes *= static_cast<uint64_t>(t.shape[d]);
+  return bytes;
 }
 
 Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::File& file,

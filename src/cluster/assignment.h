@@ -20,12 +20,16 @@
 namespace herd::cluster {
 
 // A weight the node needs: enough to declare it in the file the node writes when the
-// weights are shipped to it.
+// weights are shipped to it. A tensor-parallel rank needs only its cut of a weight
+// (model/tensor_slice.h): the shape is the cut's.
 struct TensorDesc {
   std::string name;
   TensorType type = TensorType::F32;
   std::vector<int64_t> shape;  // GGUF order: shape[0] is the innermost dimension
 };
+
+// Bytes of the tensor's GGUF data.
+uint64_t data_bytes(const TensorDesc& t);
 
 // The links of a tensor-parallel rank's ring all-reduce: to the next rank and from the
 // previous one. A link is dialled by one side (`connect` names the address to dial) and
@@ -53,7 +57,6 @@ struct Assignment {
 };
 
 nlohmann::json to_json(const Assignment& a);
-std::vector<std::string> tensor_names(const Assignment& a);
 
 // Throws herd::Error("cluster", "assignment: field '...' ...") on anything missing,
 // mistyped or out of range (a hostile coordinator gets an error, never a crash).
@@ -61,7 +64,9 @@ Assignment assignment_from_json(const nlohmann::json& j);
 
 // The tensors a shard of `file` reads: every blk.N.* of its layers, token_embd when it
 // embeds (or computes logits with a tied head), output_norm and output when it computes
-// logits, and the tensors every layer uses (rope_freqs). In file order.
+// logits, and the tensors every layer uses (rope_freqs). In file order, each cut to the
+// spec's slice (a weight of which the slice holds nothing is left out). Throws
+// herd::Error("model", ...) naming the tensor when the slice cuts a quant block.
 std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
                                       const engine::ShardSpec& spec);
 

@@ -367,12 +367,11 @@ void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& has
         std::optional<Progress> bar;
         ShipProgress progress;
         if (options.progress) {
-          uint64_t total = 0;
-          for (const TensorDesc& t : s.assignment.tensors) total += file.tensor(t.name).n_bytes;
-          bar.emplace(options.progress, "shipping weights to '" + s.node_name + "'", total);
+          bar.emplace(options.progress, "shipping weights to '" + s.node_name + "'",
+                      tensor_bytes(s.assignment));
           progress = [&](uint64_t done, uint64_t) { bar->update(done); };
         }
-        ship_weights(*s.remote, file, s.assignment, progress);
+        ship_weights(*s.remote, file, info, s.assignment, progress);
         if (bar) bar->finish();
         break;
       }

@@ -334,7 +334,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       }
     }
     if (path.empty()) {
-      path = shard_cache_path(options.cache_dir, request.model_hash, tensor_names(a));
+      path = shard_cache_path(options.cache_dir, request.model_hash, a);
       std::error_code ec;
       if (fs::is_regular_file(path, ec)) {
         source = "the cache";

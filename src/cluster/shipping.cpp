@@ -23,32 +23,72 @@ namespace herd::cluster {
 namespace fs = std::filesystem;
 namespace {
 
-// The model's metadata as a GGUF file with no tensors.
-std::vector<uint8_t> metadata_bytes(const gguf::File& file) {
+// The model's metadata as a GGUF file with no tensors, and the slice a rank's tensors are
+// cut to (none for a whole stage: its file is a plain part of the model).
+std::vector<uint8_t> metadata_bytes(const gguf::File& file, const ModelInfo& info,
+                                    const Assignment& a) {
   gguf::Writer writer(file.alignment());
   for (const auto& [key, value] : file.metadata()) writer.set_value(key, value);
+  if (a.shard.slice != TensorSlice{}) write_slice_metadata(writer, a.shard.slice, info.hp.n_vocab);
   return writer.header();
 }
 
-// Sends `bytes` as the WEIGHTS chunks of tensor `name`.
-void send_tensor(net::Connection& connection, const std::string& name,
-                 std::span<const uint8_t> bytes, uint64_t& frame_id, uint64_t& done, uint64_t total,
-                 const ShipProgress& progress) {
-  uint64_t offset = 0;
-  while (offset < bytes.size()) {
-    const uint64_t n = std::min<uint64_t>(net::kWeightsChunkBytes, bytes.size() - offset);
-    net::Weights w;
-    w.tensor_name = name;
-    w.offset = offset;
-    w.total_size = bytes.size();
-    w.data = bytes.subspan(offset, n);
-    w.chunk_hash = net::chunk_hash(w.data);
-    net::send_message(connection, ++frame_id, w);
-    offset += n;
-    done += n;
-    if (progress) progress(done, total);
+// Where a transfer stands: frames sent, bytes done of all, whom to tell.
+struct Shipment {
+  net::Connection& connection;
+  uint64_t frame_id = 0;
+  uint64_t done = 0, total = 0;
+  const ShipProgress& progress;
+};
+
+// Sends one tensor as WEIGHTS chunks of at most net::kWeightsChunkBytes, from pieces given
+// in order: whole chunks go straight from the caller's memory (the mapped model), while
+// small pieces (the rows of a column cut) are gathered into one chunk first.
+class TensorSender {
+ public:
+  TensorSender(Shipment& shipment, std::string name, uint64_t size)
+      : shipment_(shipment), name_(std::move(name)), size_(size) {}
+
+  void add(std::span<const uint8_t> bytes) {
+    while (!bytes.empty()) {
+      const uint64_t left = size_ - sent_ - staged_.size();
+      if (staged_.empty() && (bytes.size() >= net::kWeightsChunkBytes || bytes.size() == left)) {
+        const size_t n = std::min<size_t>(bytes.size(), net::kWeightsChunkBytes);
+        send(bytes.first(n));
+        bytes = bytes.subspan(n);
+        continue;
+      }
+      const size_t n = std::min<size_t>(bytes.size(), net::kWeightsChunkBytes - staged_.size());
+      staged_.insert(staged_.end(), bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(n));
+      bytes = bytes.subspan(n);
+      if (staged_.size() == net::kWeightsChunkBytes || sent_ + staged_.size() == size_) {
+        send(staged_);
+        staged_.clear();
+      }
+    }
   }
-}
+  // REQUIRES: exactly `size` bytes were added.
+  void finish() const { HERD_CHECK(sent_ == size_ && staged_.empty()); }
+
+ private:
+  void send(std::span<const uint8_t> data) {
+    net::Weights w;
+    w.tensor_name = name_;
+    w.offset = sent_;
+    w.total_size = size_;
+    w.data = data;
+    w.chunk_hash = net::chunk_hash(w.data);
+    net::send_message(shipment_.connection, ++shipment_.frame_id, w);
+    sent_ += data.size();
+    shipment_.done += data.size();
+    if (shipment_.progress) shipment_.progress(shipment_.done, shipment_.total);
+  }
+
+  Shipment& shipment_;
+  std::string name_;
+  uint64_t size_ = 0, sent_ = 0;
+  std::vector<uint8_t> staged_;  // at most one chunk
+};
 
 // One chunk as it arrived: its data in memory (verified by the decoder), or already in the
 // file (placed by the transport through a WeightsSink; verified where it landed).
@@ -288,23 +328,35 @@ class ChunkQueue {
 
 }  // namespace
 
-ShipStats ship_weights(net::Connection& connection, const gguf::File& file, const Assignment& a,
-                       const ShipProgress& progress) {
+uint64_t tensor_bytes(const Assignment& a) {
+  uint64_t total = 0;
+  for (const TensorDesc& t : a.tensors) total += data_bytes(t);
+  return total;
+}
+
+ShipStats ship_weights(net::Connection& connection, const gguf::File& file, const ModelInfo& info,
+                       const Assignment& a, const ShipProgress& progress) {
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<uint8_t> metadata = metadata_bytes(file);
-  uint64_t total = metadata.size();
-  for (const TensorDesc& t : a.tensors) total += file.tensor(t.name).n_bytes;
-  uint64_t frame_id = 0, done = 0;
-  send_tensor(connection, kMetadataName, metadata, frame_id, done, total, progress);
+  const std::vector<uint8_t> metadata = metadata_bytes(file, info, a);
+  Shipment shipment{connection, 0, 0, metadata.size() + tensor_bytes(a), progress};
+  TensorSender(shipment, kMetadataName, metadata.size()).add(metadata);
   for (const TensorDesc& t : a.tensors) {
-    const gguf::TensorInfo& info = file.tensor(t.name);
-    send_tensor(connection, t.name, info.bytes(), frame_id, done, total, progress);
+    const gguf::TensorInfo& whole = file.tensor(t.name);
+    // Tensors the model's table does not list (rope_freqs) are never cut.
+    const TensorSpec* spec = find_tensor_spec(info, t.name);
+    const WeightCut cut = spec != nullptr ? weight_cut(*spec, a.shard.slice, info.hp) : WeightCut{};
+    HERD_CHECK(cut_shape(t.name, whole.type, whole.shape, cut) == t.shape);
+    TensorSender sender(shipment, t.name, data_bytes(t));
+    for_each_cut_run(whole.type, whole.shape, cut, [&](uint64_t offset, uint64_t size) {
+      sender.add(whole.bytes().subspan(offset, size));
+    });
+    sender.finish();
     // The pages read for sending are not needed again (a stage this process runs maps them
     // back in on use): do not let shipping inflate the coordinator's memory.
-    file.release(info);
+    file.release(whole);
   }
   ShipStats stats;
-  stats.bytes = done;
+  stats.bytes = shipment.done;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
@@ -333,6 +385,11 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
   }
   const gguf::File meta = gguf::File::parse(metadata, "metadata from the coordinator");
   if (!meta.tensors().empty()) throw Error("cluster", "weights: the metadata declares tensors");
+  // The slice the file will say it holds must be the one this node was told to run.
+  if (const std::optional<FileSlice> held = read_slice_metadata(meta);
+      held && held->slice != a.shard.slice) {
+    throw Error("cluster", "weights: the metadata's slice (herd.slice.*) is not the assignment's");
+  }
 
   gguf::Writer writer(meta.alignment());
   for (const auto& [key, value] : meta.metadata()) writer.set_value(key, value);

@@ -4,6 +4,10 @@
 // "tensor" is the model's metadata as a GGUF file without tensors (kMetadataName), then
 // the tensors follow in the assignment's order. The file is written to "<path>.tmp" and
 // renamed only when complete, so an interrupted transfer leaves nothing behind.
+//
+// A tensor-parallel rank is sent only its cut of each weight (the assignment's TensorDesc
+// shapes are the cuts'), and the metadata then records the slice (herd.slice.*), so that
+// the node's file is loaded as that slice of the model and never taken for another.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +16,7 @@
 
 #include "cluster/assignment.h"
 #include "gguf/reader.h"
+#include "model/model_info.h"
 #include "net/transport.h"
 
 namespace herd::cluster {
@@ -27,14 +32,18 @@ struct ShipStats {
   double seconds = 0;
 };
 
-// Sends the metadata of `file` and the tensors of `a`. Throws herd::Error naming the peer
-// or the tensor on failure.
-ShipStats ship_weights(net::Connection& connection, const gguf::File& file, const Assignment& a,
-                       const ShipProgress& progress = {});
+// Bytes ship_weights() sends for the tensors of `a` (the metadata comes on top).
+uint64_t tensor_bytes(const Assignment& a);
+
+// Sends the metadata of `file` (the model `info`) and the tensors of `a`, each cut to a's
+// slice. Throws herd::Error naming the peer or the tensor on failure.
+ShipStats ship_weights(net::Connection& connection, const gguf::File& file, const ModelInfo& info,
+                       const Assignment& a, const ShipProgress& progress = {});
 
 // Receives what ship_weights sends and writes it to `path`. Every frame is checked against
-// the assignment (tensor names in order, offsets contiguous, sizes as declared); anything
-// else is an error naming the problem, and no file is left behind. Returns the bytes
+// the assignment (tensor names in order, offsets contiguous, sizes as declared, a slice in
+// the metadata equal to the assignment's); anything else is an error naming the problem,
+// and no file is left behind. Returns the bytes
 // received and the time from the first frame to the file renamed into place.
 ShipStats receive_weights(net::Connection& connection, const Assignment& a,
                           const std::filesystem::path& path, net::Millis timeout);

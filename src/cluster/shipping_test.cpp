@@ -170,7 +170,7 @@ std::string receive_error(Ends& ends, net::Connection& sender, const gguf::File&
                           const Assignment& sent, const Assignment& expected, const fs::path& out) {
   auto shipping = std::async(std::launch::async, [&] {
     try {
-      ship_weights(sender, model, sent);
+      ship_weights(sender, model, ModelInfo{}, sent);
     } catch (const Error&) {
     }
   });
@@ -191,7 +191,8 @@ TEST_P(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
   const Assignment a = all_tensors(model);
   Ends ends = connected(GetParam());
   DamagingConnection sender(*ends.coordinator, -1, DamagingConnection::Damage::kNone);
-  auto sent = std::async(std::launch::async, [&] { return ship_weights(sender, model, a); });
+  auto sent =
+      std::async(std::launch::async, [&] { return ship_weights(sender, model, ModelInfo{}, a); });
   const ShipStats got = receive_weights(*ends.node, a, dir / "shard.gguf", net::Millis(10000));
   EXPECT_EQ(got.bytes, sent.get().bytes);
   // Over TCP on Linux every tensor went from the socket straight into the file.

@@ -107,13 +107,21 @@ net::ContentHash file_content_hash(const fs::path& path_in, const fs::path& cach
 }
 
 fs::path shard_cache_path(const fs::path& cache_dir, const net::ContentHash& model_hash,
-                          const std::vector<std::string>& tensor_names) {
+                          const Assignment& a) {
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
-  for (const std::string& name : tensor_names) {
-    XXH64_update(state, name.data(), name.size());
+  auto add = [&](const std::string& text) {
+    XXH64_update(state, text.data(), text.size());
     XXH64_update(state, "\n", 1);
+  };
+  for (const TensorDesc& t : a.tensors) {
+    // (Appended piece by piece: g++ 12 warns falsely on " " + string.)
+    std::string line = t.name;
+    line.append(" ").append(std::to_string(static_cast<uint32_t>(t.type)));
+    for (int64_t dim : t.shape) line.append(" ").append(std::to_string(dim));
+    add(line);
   }
+  add(to_json(a)["slice"].dump());
   const unsigned long long key = XXH64_digest(state);
   XXH64_freeState(state);
   char file[32];

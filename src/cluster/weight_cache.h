@@ -4,7 +4,8 @@
 //
 // Layout under the cache directory ($XDG_CACHE_HOME/herd, else ~/.cache/herd):
 //   hashes/<xxh64 of the absolute path>   "size mtime_ns hash" memo of a file's hash
-//   models/<model hash>/<shard key>.gguf  a shard's tensors with the model's metadata
+//   models/<model hash>/<shard key>.gguf  a shard's tensors (a rank's cuts of them) with the
+//                                         model's metadata
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/assignment.h"
 #include "net/messages.h"
 
 namespace herd::cluster {
@@ -29,9 +31,10 @@ std::string to_hex(const net::ContentHash& hash);
 net::ContentHash file_content_hash(const std::filesystem::path& path,
                                    const std::filesystem::path& cache_dir);
 
-// The cached file holding exactly `tensor_names` of the model `model_hash`.
+// The cached file holding exactly the tensors of `a` (names, types and shapes) of the
+// model `model_hash`, cut to a's slice: a tensor-parallel rank's file is never taken for
+// the whole of those tensors, nor for another rank's cut of the same shapes.
 std::filesystem::path shard_cache_path(const std::filesystem::path& cache_dir,
-                                       const net::ContentHash& model_hash,
-                                       const std::vector<std::string>& tensor_names);
+                                       const net::ContentHash& model_hash, const Assignment& a);
 
 }  // namespace herd::cluster

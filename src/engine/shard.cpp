@@ -178,11 +178,40 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   auto release_if_copied = [&](const gguf::TensorInfo& t, bool copied) {
     if (copied && !(spec.embedding && t.name == "token_embd.weight")) file.release(t);
   };
-  // Packs rows `rows` and columns `cols` of m (named `name` in errors); sets `copied` when
-  // the result no longer reads m's bytes. An empty slice is an empty matrix (not used).
-  auto pack_slice = [&](const MatrixView& m, const std::string& name, Range rows, Range cols,
-                        bool& copied) {
-    if (rows.size() == 0 || cols.size() == 0) return PackedMatrix();
+  // Where the model's rows (dim 1) or columns (dim 0) `want` of weight `name` are in the
+  // file: the same, unless the file holds a rank's cut (info.file_slice), whose tensors
+  // start at the cut's first row or column.
+  auto in_file = [&](const std::string& name, int dim, Range want) {
+    const TensorSpec* ts = info.file_slice ? find_tensor_spec(info, name) : nullptr;
+    if (ts == nullptr || want.size() == 0) return want;
+    const WeightCut held = weight_cut(*ts, *info.file_slice, hp);
+    if (held.dim != dim) return want;
+    if (want.begin < held.begin || want.end > held.end) {
+      throw Error("engine", "tensor '" + name + "': the file holds " +
+                                (dim == 0 ? "columns " : "rows ") +
+                                range_text({held.begin, held.end}) + " of it, the shard needs " +
+                                range_text(want));
+    }
+    return Range{want.begin - held.begin, want.end - held.begin};
+  };
+  // Expert e's index in the file's expert tensor `name` (a cut file holds some experts).
+  auto expert_in_file = [&](const std::string& name, int64_t e) -> int64_t {
+    if (!info.file_slice || !info.file_slice->experts) return e;
+    const std::vector<int64_t>& held = *info.file_slice->experts;
+    const auto it = std::lower_bound(held.begin(), held.end(), e);
+    if (it == held.end() || *it != e) {
+      throw Error("engine",
+                  "tensor '" + name + "': the file does not hold expert " + std::to_string(e));
+    }
+    return it - held.begin();
+  };
+  // Packs the model's rows `rows` and columns `cols` of m, the file's tensor `name`; sets
+  // `copied` when the result no longer reads m's bytes. An empty slice is an empty matrix
+  // (not used).
+  auto pack_slice = [&](const MatrixView& m, const std::string& name, Range model_rows,
+                        Range model_cols, bool& copied) {
+    if (model_rows.size() == 0 || model_cols.size() == 0) return PackedMatrix();
+    const Range rows = in_file(name, 1, model_rows), cols = in_file(name, 0, model_cols);
     const size_t row_size = row_bytes(m.type, m.cols);
     MatrixView view{m.type, rows.size(), m.cols,
                     m.data + row_size * static_cast<size_t>(rows.begin)};
@@ -192,20 +221,16 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       return packed;
     }
     // A column slice: the partial dot products of a row-split input. Each row's columns
-    // [cols.begin, cols.end) must be whole quant blocks to be cut out of it.
-    const TypeTraits& tt = type_traits(m.type);
-    if (cols.begin % tt.block_size != 0 || cols.end % tt.block_size != 0) {
-      throw Error("engine", "tensor '" + name + "': columns " + range_text(cols) + " cut its " +
-                                std::string(tt.name) + " blocks of " +
-                                std::to_string(tt.block_size) +
-                                " (a tensor slice must hold whole blocks)");
-    }
-    const size_t offset = row_bytes(m.type, cols.begin), size = row_bytes(m.type, cols.size());
-    std::vector<uint8_t> copy(size * static_cast<size_t>(rows.size()));
-    for (int64_t r = 0; r < rows.size(); ++r) {
-      std::copy_n(view.data + row_size * static_cast<size_t>(r) + offset, size,
-                  copy.data() + size * static_cast<size_t>(r));
-    }
+    // [cols.begin, cols.end) must be whole quant blocks to be cut out of it (cut_shape
+    // refuses them otherwise, naming the tensor).
+    const std::vector<int64_t> shape = {m.cols, rows.size()};
+    const WeightCut cut{0, cols.begin, cols.end, std::nullopt};
+    cut_shape(name, m.type, shape, cut);
+    std::vector<uint8_t> copy;  // [rows][row_bytes(cols)]
+    copy.reserve(row_bytes(m.type, cols.size()) * static_cast<size_t>(rows.size()));
+    for_each_cut_run(m.type, shape, cut, [&](uint64_t offset, uint64_t size) {
+      copy.insert(copy.end(), view.data + offset, view.data + offset + size);
+    });
     PackedMatrix packed =
         kernels::pack_matrix({m.type, rows.size(), cols.size(), copy.data()}, isa);
     if (packed.owned_bytes() == 0) s->column_copies.push_back(std::move(copy));
@@ -213,6 +238,8 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     return packed;
   };
   auto pack = [&](const std::string& name, Range rows, Range cols) {
+    // A file cut for an empty slice does not have the tensor at all.
+    if (rows.size() == 0 || cols.size() == 0) return PackedMatrix();
     const gguf::TensorInfo& t = file.tensor(name);
     bool copied = false;
     PackedMatrix m = pack_slice(view_of(t), name, rows, cols, copied);
@@ -239,10 +266,13 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     l.wk = pack(p + "attn_k.weight", kv_rows, all_embd);
     l.wv = pack(p + "attn_v.weight", kv_rows, all_embd);
     l.wo = pack(p + "attn_output.weight", all_embd, q_rows);
-    if (s->arch->qkv_bias) {
-      l.bq = slice_of(load_vector(file.tensor(p + "attn_q.bias")), q_rows);
-      l.bk = slice_of(load_vector(file.tensor(p + "attn_k.bias")), kv_rows);
-      l.bv = slice_of(load_vector(file.tensor(p + "attn_v.bias")), kv_rows);
+    if (s->arch->qkv_bias && q_rows.size() > 0) {  // (no heads: no attention, no biases)
+      auto bias = [&](const std::string& name, Range r) {
+        return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
+      };
+      l.bq = bias(p + "attn_q.bias", q_rows);
+      l.bk = bias(p + "attn_k.bias", kv_rows);
+      l.bv = bias(p + "attn_v.bias", kv_rows);
     }
     if (s->arch->qk_norm) {  // per head, the same for every head: whole on every rank
       l.q_norm = load_vector(file.tensor(p + "attn_q_norm.weight"));
@@ -253,22 +283,23 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       const std::string gate_name = p + "ffn_gate_exps.weight";
       const std::string up_name = p + "ffn_up_exps.weight";
       const std::string down_name = p + "ffn_down_exps.weight";
-      const gguf::TensorInfo& gate = file.tensor(gate_name);
-      const gguf::TensorInfo& up = file.tensor(up_name);
-      const gguf::TensorInfo& down = file.tensor(down_name);
-      bool gate_copied = false, up_copied = false, down_copied = false;
-      if (ff.size() > 0) {  // else the rank holds nothing of any expert
+      if (ff.size() > 0 && !s->experts.empty()) {  // else the rank holds nothing of any expert
+        const gguf::TensorInfo& gate = file.tensor(gate_name);
+        const gguf::TensorInfo& up = file.tensor(up_name);
+        const gguf::TensorInfo& down = file.tensor(down_name);
+        bool gate_copied = false, up_copied = false, down_copied = false;
         for (int64_t e : s->experts) {
-          l.gate_exps.push_back(
-              pack_slice(expert_view(gate, e), gate_name, ff, all_embd, gate_copied));
-          l.up_exps.push_back(pack_slice(expert_view(up, e), up_name, ff, all_embd, up_copied));
-          l.down_exps.push_back(
-              pack_slice(expert_view(down, e), down_name, all_embd, ff, down_copied));
+          l.gate_exps.push_back(pack_slice(expert_view(gate, expert_in_file(gate_name, e)),
+                                           gate_name, ff, all_embd, gate_copied));
+          l.up_exps.push_back(pack_slice(expert_view(up, expert_in_file(up_name, e)), up_name, ff,
+                                         all_embd, up_copied));
+          l.down_exps.push_back(pack_slice(expert_view(down, expert_in_file(down_name, e)),
+                                           down_name, all_embd, ff, down_copied));
         }
+        release_if_copied(gate, gate_copied);
+        release_if_copied(up, up_copied);
+        release_if_copied(down, down_copied);
       }
-      release_if_copied(gate, gate_copied);
-      release_if_copied(up, up_copied);
-      release_if_copied(down, down_copied);
     } else {
       l.ffn_gate = pack(p + "ffn_gate.weight", ff, all_embd);
       l.ffn_up = pack(p + "ffn_up.weight", ff, all_embd);

@@ -21,28 +21,13 @@
 #include "gguf/reader.h"
 #include "kernels/matmul.h"
 #include "model/model_info.h"
+#include "model/tensor_slice.h"
 #include "util/thread_pool.h"
 
 namespace herd::engine {
 
-// The part of every layer (and of the output head) one tensor-parallel rank holds, as
-// plan.h's Rank describes it. Ranges are half-open; an end of -1 means "through the last",
-// so the default is the whole model (a stage of one rank). A range may be empty (the rank
-// then contributes zeros to that all-reduce).
-struct TensorSlice {
-  int64_t head_begin = 0, head_end = -1;  // query heads: rows of attn_q, columns of attn_output
-  // KV heads its query heads read: rows of attn_k / attn_v and the KV cache. Must contain
-  // every KV head of [head_begin, head_end) (h / (n_head / n_head_kv)); may overlap another
-  // rank's when a GQA group is cut (each computes and caches it itself).
-  int64_t kv_head_begin = 0, kv_head_end = -1;
-  // FFN rows: rows of ffn_gate / ffn_up, columns of ffn_down (of every held expert, MoE).
-  int64_t ff_begin = 0, ff_end = -1;
-  // MoE: the experts held (ascending, distinct); nullopt: every expert. Expert-parallel
-  // ranks hold whole experts (ff range whole); split-experts ranks hold every expert's rows
-  // [ff_begin, ff_end). The router is always whole.
-  std::optional<std::vector<int64_t>> experts;
-  int64_t vocab_begin = 0, vocab_end = -1;  // output-head rows (logits) computed
-};
+// The part of the model a tensor-parallel rank holds (model/tensor_slice.h).
+using TensorSlice = herd::TensorSlice;
 
 struct ShardSpec {
   int64_t layer_begin = 0;
@@ -63,10 +48,12 @@ class Shard {
   // Binds (and repacks where the kernels want it) the weights of `spec` from `file`, which
   // must outlive the shard, and allocates the KV cache. Only the slice's rows and columns
   // are packed (column slices of attn_output / ffn_down are copied out of the file first),
-  // and the KV cache holds only the slice's KV heads. Throws herd::Error on a bad spec: a
-  // range outside the model, KV heads that miss one the query heads read, or a column
-  // slice that cuts a quant block (the message names the tensor). The returned spec()
-  // has every -1 end resolved.
+  // and the KV cache holds only the slice's KV heads. A file that holds a rank's cut
+  // already (info.file_slice) is read as that part of the model: its tensors must contain
+  // the spec's slice, and a file cut for exactly this slice is packed without slicing. Throws
+  // herd::Error on a bad spec: a range outside the model, KV heads that miss one the query heads
+  // read, or a column slice that cuts a quant block (the message names the tensor). The returned
+  // spec() has every -1 end resolved.
   static Shard load(const gguf::File& file, const ModelInfo& info, const ShardSpec& spec,
                     const ShardOptions& options);
 

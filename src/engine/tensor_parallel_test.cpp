@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -18,6 +17,7 @@
 
 #include "engine/all_reduce.h"
 #include "engine/shard.h"
+#include "engine/shared_memory_sum.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "net/frame.h"
@@ -35,40 +35,6 @@ namespace {
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr int64_t kCtx = 64;
-
-// The sum over T threads in shared memory: each rank publishes its partial, all wait, each
-// adds the partials up in rank order (so every rank gets bit-identical sums), and all wait
-// again so that no partial is overwritten while another rank still reads it.
-class SharedMemorySum {
- public:
-  explicit SharedMemorySum(int n_ranks)
-      : partials_(static_cast<size_t>(n_ranks)), barrier_(n_ranks) {}
-
-  void sum(int rank, float* data, size_t n) {
-    partials_[static_cast<size_t>(rank)].assign(data, data + n);
-    barrier_.arrive_and_wait();
-    for (size_t i = 0; i < n; ++i) {
-      float total = 0;
-      for (const std::vector<float>& p : partials_) total += p[i];
-      data[i] = total;
-    }
-    barrier_.arrive_and_wait();
-  }
-
- private:
-  std::vector<std::vector<float>> partials_;  // [n_ranks][n]
-  std::barrier<> barrier_;
-};
-
-class SharedMemoryRank final : public AllReduce {
- public:
-  SharedMemoryRank(SharedMemorySum& shared, int rank) : shared_(shared), rank_(rank) {}
-  void sum(float* data, size_t n) override { shared_.sum(rank_, data, n); }
-
- private:
-  SharedMemorySum& shared_;
-  int rank_;
-};
 
 // The net ring's collectives seen through the engine's interface (what the cluster does).
 class RingRank final : public AllReduce {

@@ -64,11 +64,19 @@ enum class TensorRole {
   kExpertsDown
 };
 
+// Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.
+enum class SplitBy { kNone, kHeads, kKvHeads, kFf, kVocab };
+
 struct TensorSpec {
   std::string name;            // GGUF name, e.g. "blk.3.attn_q.weight"
   std::vector<int64_t> shape;  // GGUF order: shape[0] is the contiguous dimension
   TensorRole role;
   int layer = -1;  // -1 for tensors outside the blocks
+  // A rank's slice keeps elements of dimension split_dim (0: columns, 1: rows) in its
+  // `split` range (heads count head_dim elements each). Expert tensors (kExperts,
+  // kExpertsDown) are also cut to the rank's experts along dimension 2.
+  SplitBy split = SplitBy::kNone;
+  int split_dim = 0;
 };
 
 // Every tensor a model of this architecture and shape has, in file order.

@@ -80,11 +80,21 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   }
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   const gguf::TensorInfo* head = f.find_tensor("output.weight");
-  const gguf::TensorInfo* vocab_rows = embd != nullptr ? embd : partial ? head : nullptr;
+  const std::optional<FileSlice> held = read_slice_metadata(f);
+  // A cut output head shows only some of the vocabulary; token_embd is never cut.
+  const gguf::TensorInfo* vocab_rows = embd != nullptr ? embd : partial && !held ? head : nullptr;
   if (vocab_rows == nullptr && !partial) fail(f, "missing tensor 'token_embd.weight'");
   if (vocab_rows != nullptr) {
     if (vocab_rows->shape.size() != 2) fail(f, std::string(vocab_rows->name) + " must be 2-D");
     hp.n_vocab = vocab_rows->shape[1];
+  }
+  if (held) {
+    if (vocab_rows != nullptr && hp.n_vocab != held->n_vocab) {
+      fail(f, "herd.slice.n_vocab " + std::to_string(held->n_vocab) + " disagrees with " +
+                  std::string(vocab_rows->name));
+    }
+    hp.n_vocab = held->n_vocab;
+    info.file_slice = held->slice;
   }
   hp.tied_output = head == nullptr;
 
@@ -92,9 +102,12 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     const gguf::TensorInfo* t = f.find_tensor(spec.name);
     if (t == nullptr && partial) continue;
     if (t == nullptr) fail(f, "missing tensor '" + spec.name + "'");
-    if (t->shape != spec.shape) {
+    const std::vector<int64_t> expected =
+        held ? cut_shape(spec.name, t->type, spec.shape, weight_cut(spec, held->slice, hp))
+             : spec.shape;
+    if (t->shape != expected) {
       fail(f, "tensor '" + spec.name + "' has shape " + shape_text(t->shape) + ", expected " +
-                  shape_text(spec.shape));
+                  shape_text(expected) + (held ? " (the file's slice of it)" : ""));
     }
     info.weight_bytes += t->n_bytes;
     info.tensors.push_back(spec);
@@ -106,6 +119,13 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     info.has_rope_freqs = true;
   }
   return info;
+}
+
+const TensorSpec* find_tensor_spec(const ModelInfo& info, std::string_view name) {
+  for (const TensorSpec& spec : info.tensors) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
 }
 
 }  // namespace herd
