@@ -213,6 +213,24 @@ TEST(JsonConstraint, StartsWithPrefixAlternatives) {
   expect_prefix(g, "get_");
 }
 
+TEST(JsonConstraint, ObjectsOfASchema) {
+  JsonGrammar g;
+  g.add_start("", g.objects_of(g.add_schema(json::parse("{}"))));
+  g.add_start("", g.objects_of(g.add_schema(json::parse(R"({"anyOf": [{"type": "null"},
+      {"type": "object", "properties": {"a": {"type": "null"}}}]})"))));
+  expect_whole(g, R"({"a": null})");
+  expect_refused(g, "null");
+  expect_refused(g, "1");
+  JsonGrammar none;
+  EXPECT_THROW(none.objects_of(none.add_schema(json::parse(R"({"type": "string"})"))),
+               SchemaError);
+  // A shared node keeps its values: any value is still any value elsewhere.
+  JsonGrammar shared;
+  shared.add_start("", shared.objects_of(shared.any_value()));
+  shared.add_start("x", shared.any_value());
+  expect_whole(shared, "x1");
+}
+
 TEST(JsonConstraint, CopiesAreIndependent) {
   JsonGrammar g;
   g.add_start("", g.any_object());

@@ -114,6 +114,38 @@ int32_t JsonGrammar::add_schema(const json& schema) {
   return root;
 }
 
+int32_t JsonGrammar::objects_of(int32_t id) {
+  const int32_t objects = objects_or_none(id);
+  if (objects < 0) fail("type", "the schema allows no JSON object");
+  return objects;
+}
+
+int32_t JsonGrammar::objects_or_none(int32_t id) {
+  if (id == any_value()) return any_object();
+  SchemaNode n = nodes_[static_cast<size_t>(id)];
+  if (!n.alternatives.empty()) {
+    // Acyclic and at most 16 deep (checked when they compiled).
+    std::vector<int32_t> alternatives;
+    for (int32_t alternative : n.alternatives) {
+      const int32_t objects = objects_or_none(alternative);
+      if (objects >= 0) alternatives.push_back(objects);
+    }
+    if (alternatives.empty()) return -1;
+    n.alternatives = std::move(alternatives);
+  } else {
+    if (n.enumerated) {
+      std::erase_if(n.literals, [](const std::string& l) { return !l.starts_with('{'); });
+    } else {
+      n.literals.clear();
+    }
+    n.types &= kTypeObject;
+    if (n.types == 0 || (n.enumerated && n.literals.empty())) return -1;
+  }
+  const int32_t copy = new_node();
+  nodes_[static_cast<size_t>(copy)] = std::move(n);
+  return copy;
+}
+
 int32_t JsonGrammar::reference(const std::string& ref, const std::string& path) {
   for (const auto& [name, id] : refs_) {
     if (name == ref) return id;

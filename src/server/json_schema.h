@@ -87,6 +87,10 @@ class JsonGrammar {
 
   // Compiles `schema` into this grammar and returns its root node. Throws SchemaError.
   int32_t add_schema(const nlohmann::ordered_json& schema);
+  // A node for the objects among `node`'s values (a function's parameters: `{}` means any
+  // object there, not any value). New nodes: nodes shared with other schema parts stay as
+  // they are. Throws SchemaError when it allows no object.
+  int32_t objects_of(int32_t node);
   // The node of any JSON value, and of any JSON object (json_object mode).
   int32_t any_value() const { return 0; }
   int32_t any_object() const { return 1; }
@@ -111,6 +115,7 @@ class JsonGrammar {
   void compile_object(const nlohmann::ordered_json& schema, const std::string& path, int depth,
                       int32_t id);
   int32_t reference(const std::string& ref, const std::string& path);
+  int32_t objects_or_none(int32_t node);  // objects_of, or -1 when it allows none
   void check_alternatives_acyclic() const;
 
   std::vector<SchemaNode> nodes_;

@@ -15,7 +15,7 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(const OutputParserOptions
     int32_t arguments = grammar->any_object();
     if (function.contains("parameters") && function["parameters"].is_object()) {
       try {
-        arguments = grammar->add_schema(function["parameters"]);
+        arguments = grammar->objects_of(grammar->add_schema(function["parameters"]));
       } catch (const SchemaError&) {
         // Outside the subset: the arguments are still held to be a JSON object.
       }
