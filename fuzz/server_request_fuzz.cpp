@@ -1,8 +1,9 @@
 // libFuzzer target: arbitrary bytes as the body of a chat and a completion request (its
 // response_format schema compiled), as model output for the reasoning/tool-call parser in
 // every format (fed in two pieces, then finished), and as a reply fed to the JSON
-// constraint of the request's schema, or of any object. An ApiError (a 400 naming the field) is the expected refusal; anything else --
-// a crash, a hang, a sanitizer report, another exception -- is a bug.
+// constraint of the request's schema, or of any object. An ApiError (a 400 naming the field) is the
+// expected refusal; anything else -- a crash, a hang, a sanitizer report, another exception -- is a
+// bug.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -37,9 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (e.status() != 400) __builtin_trap();
   }
   using herd::server::ToolFormat;
-  for (ToolFormat format : {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json,
-                            ToolFormat::kMistral, ToolFormat::kMistralArgs,
-                            ToolFormat::kMistralCallId}) {
+  for (ToolFormat format :
+       {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+        ToolFormat::kMistralArgs, ToolFormat::kMistralCallId}) {
     for (bool forced : {false, true}) {
       herd::server::OutputParserOptions options;
       options.reasoning = true;

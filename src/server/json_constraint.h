@@ -73,8 +73,8 @@ class JsonConstraint {
     uint8_t phase = 0;
     uint8_t ws = 0;  // white space bytes in the current run
     StringScan scan;
-    int32_t node = -1;   // schema node (kText: index of the start)
-    int32_t child = -1;  // kObject: the node of the value after the key just read
+    int32_t node = -1;                 // schema node (kText: index of the start)
+    int32_t child = -1;                // kObject: the node of the value after the key just read
     uint32_t lo = 0, hi = 0, pos = 0;  // candidates [lo, hi) of sorted texts; bytes matched
     uint64_t seen = 0;                 // kObject: properties written; kArray: elements
   };

@@ -48,8 +48,8 @@ TEST(JsonConstraint, AnyObject) {
   expect_whole(g, "{\n  \"a\": 1\n}");
   EXPECT_TRUE(feed(g, "{}").complete);
   expect_prefix(g, R"({"a": [1, )");
-  expect_refused(g, "[]");       // the root must be an object
-  expect_refused(g, "{} ");      // nothing after the value
+  expect_refused(g, "[]");        // the root must be an object
+  expect_refused(g, "{} ");       // nothing after the value
   expect_refused(g, "{'a': 1}");  // JSON, not JavaScript
   expect_refused(g, R"({"a" 1})");
   expect_refused(g, R"({"a": 1,})");
@@ -88,13 +88,13 @@ TEST(JsonConstraint, StringsEscapesAndUnicode) {
   expect_prefix(g, R"("\ud83d)");
   expect_refused(g, R"("\x")");
   expect_refused(g, R"("\u00g0")");
-  expect_refused(g, R"("\ude00")");         // a low surrogate alone
-  expect_refused(g, R"("\ud83d")");         // a high surrogate alone
+  expect_refused(g, R"("\ude00")");  // a low surrogate alone
+  expect_refused(g, R"("\ud83d")");  // a high surrogate alone
   expect_refused(g, R"("\ud83dx")");
-  expect_refused(g, R"("\ud83d\u0041")");  // not followed by a low surrogate
-  expect_refused(g, "\"a\nb\"");            // raw control character
-  expect_refused(g, "\"\xc0\xaf\"");        // overlong
-  expect_refused(g, "\"\xed\xa0\x80\"");    // a surrogate in UTF-8
+  expect_refused(g, R"("\ud83d\u0041")");     // not followed by a low surrogate
+  expect_refused(g, "\"a\nb\"");              // raw control character
+  expect_refused(g, "\"\xc0\xaf\"");          // overlong
+  expect_refused(g, "\"\xed\xa0\x80\"");      // a surrogate in UTF-8
   expect_refused(g, "\"\xf4\x90\x80\x80\"");  // above U+10FFFF
   expect_refused(g, "\"\x80\"");              // a lone continuation byte
   expect_refused(g, "\"\xe2\x82\"");          // a character cut short
@@ -111,7 +111,7 @@ TEST(JsonConstraint, PropertiesRequiredAndAdditional) {
   expect_refused(g, R"({"other")");
   expect_refused(g, R"({"nam")"
                     "\"");
-  expect_refused(g, R"({"name": "a", "name")");  // a key twice
+  expect_refused(g, R"({"name": "a", "name")");                   // a key twice
   expect_refused(g, R"({"name": "a", "age": 1, "nick": "b", )");  // no key left
   expect_prefix(g, R"({"na)");
 
@@ -222,8 +222,7 @@ TEST(JsonConstraint, ObjectsOfASchema) {
   expect_refused(g, "null");
   expect_refused(g, "1");
   JsonGrammar none;
-  EXPECT_THROW(none.objects_of(none.add_schema(json::parse(R"({"type": "string"})"))),
-               SchemaError);
+  EXPECT_THROW(none.objects_of(none.add_schema(json::parse(R"({"type": "string"})"))), SchemaError);
   // A shared node keeps its values: any value is still any value elsewhere.
   JsonGrammar shared;
   shared.add_start("", shared.objects_of(shared.any_value()));

@@ -18,11 +18,12 @@ constexpr int kMaxSchemaDepth = 64;
 constexpr int kMaxAlternativeChain = 16;
 
 constexpr std::array<std::string_view, 13> kAnnotations = {
-    "title",    "description", "default",  "examples", "$schema",     "$id",        "$comment",
-    "$defs",    "definitions", "readOnly", "writeOnly", "deprecated", "$anchor"};
+    "title", "description", "default",  "examples",  "$schema",    "$id",    "$comment",
+    "$defs", "definitions", "readOnly", "writeOnly", "deprecated", "$anchor"};
 constexpr std::array<std::string_view, 12> kSupported = {
-    "type",     "properties", "required", "additionalProperties", "items", "minItems",
-    "maxItems", "enum",       "const",    "anyOf",                "oneOf", "$ref"};
+    "type",  "properties", "required", "additionalProperties",
+    "items", "minItems",   "maxItems", "enum",
+    "const", "anyOf",      "oneOf",    "$ref"};
 
 bool is_one_of(std::string_view key, std::span<const std::string_view> set) {
   return std::find(set.begin(), set.end(), key) != set.end();
@@ -68,8 +69,8 @@ uint8_t value_type(const json& v) {
 int64_t count(const json& schema, const char* key, const std::string& path) {
   const json& v = schema[key];
   if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    fail(join(path, key), std::string("'") + key + "' (at " + path +
-                              ") must be a non-negative integer");
+    fail(join(path, key),
+         std::string("'") + key + "' (at " + path + ") must be a non-negative integer");
   }
   return v.get<int64_t>();
 }
@@ -261,8 +262,8 @@ void JsonGrammar::compile_object(const json& schema, const std::string& path, in
 
   if (schema.contains("enum") || schema.contains("const")) {
     if (object_keys || array_keys) {
-      fail(join(path, "enum"), "'enum'/'const' (at " + where +
-                                   ") beside object or array keywords is not supported");
+      fail(join(path, "enum"),
+           "'enum'/'const' (at " + where + ") beside object or array keywords is not supported");
     }
     if (schema.contains("enum") && schema.contains("const")) {
       fail(join(path, "const"), "'enum' and 'const' together (at " + where + ")");
@@ -301,10 +302,9 @@ void JsonGrammar::compile_object(const json& schema, const std::string& path, in
       const int32_t child = compile(sub, join(join(path, "properties"), name), depth + 1);
       n.properties.push_back({json(name).dump(), child});
     }
-    std::sort(n.properties.begin(), n.properties.end(),
-              [](const SchemaNode::Property& a, const SchemaNode::Property& b) {
-                return a.key < b.key;
-              });
+    std::sort(
+        n.properties.begin(), n.properties.end(),
+        [](const SchemaNode::Property& a, const SchemaNode::Property& b) { return a.key < b.key; });
   }
   if (schema.contains("required")) {
     const json& required = schema["required"];

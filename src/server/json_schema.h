@@ -101,9 +101,7 @@ class JsonGrammar {
     std::string prefix;
     int32_t node = 0;
   };
-  void add_start(std::string prefix, int32_t node) {
-    starts_.push_back({std::move(prefix), node});
-  }
+  void add_start(std::string prefix, int32_t node) { starts_.push_back({std::move(prefix), node}); }
 
   const std::vector<Start>& starts() const { return starts_; }
   const SchemaNode& node(int32_t id) const { return nodes_[static_cast<size_t>(id)]; }

@@ -23,8 +23,8 @@ namespace herd::server {
 struct ConstraintVocabulary {
   ConstraintVocabulary(const tokenizer::Tokenizer& tokenizer, bool render_special);
 
-  std::vector<std::string> texts;  // [n_vocab]; empty: never allowed (control tokens)
-  std::vector<int32_t> end_tokens;  // end-of-generation tokens: allowed once the reply is whole
+  std::vector<std::string> texts;     // [n_vocab]; empty: never allowed (control tokens)
+  std::vector<int32_t> end_tokens;    // end-of-generation tokens: allowed once the reply is whole
   bool strips_leading_space = false;  // the first piece's leading space is not shown
   engine::TokenTrie trie;
 };

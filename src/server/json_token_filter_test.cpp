@@ -43,9 +43,9 @@ TEST(JsonTokenFilter, TheTrieAgreesWithAskingEveryToken) {
   const tokenizer::Tokenizer& tok = vocabulary("qwen2");
   const ConstraintVocabulary vocab(tok, false);
   const auto grammar = grammar_of(kPerson);
-  for (const std::string& text : {std::string(""), std::string(R"({"na)"),
-                                  std::string(R"({"name": "J)"), std::string(R"({"name": "x", )"),
-                                  std::string(R"({"name": "x", "age": 1)")}) {
+  for (const std::string& text :
+       {std::string(""), std::string(R"({"na)"), std::string(R"({"name": "J)"),
+        std::string(R"({"name": "x", )"), std::string(R"({"name": "x", "age": 1)")}) {
     JsonTokenFilter filter(grammar, vocab);
     for (int32_t t : tok.encode(text, false, false)) {
       ASSERT_TRUE(filter.allows(t)) << text;

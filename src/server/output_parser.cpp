@@ -332,8 +332,7 @@ bool prompt_opens_reasoning(std::string_view prompt) {
 
 // The openings are written as each family's template writes a call into the history, so
 // that the model continues a text it has been shown.
-std::string forced_call_prefix(ToolFormat format, std::string_view name,
-                               std::string_view call_id) {
+std::string forced_call_prefix(ToolFormat format, std::string_view name, std::string_view call_id) {
   const std::string quoted = nlohmann::json(std::string(name)).dump();
   auto json_call = [&](std::string_view arguments_key) {
     if (name.empty()) return std::string(R"({"name": ")");

@@ -138,12 +138,14 @@ ResponseFormat parse_response_format(const json& body) {
     f.kind = ResponseFormat::Kind::kJsonSchema;
     const char* where = "response_format.json_schema";
     if (!r.contains("json_schema") || !r["json_schema"].is_object()) {
-      bad(where, "'response_format' of type json_schema needs 'json_schema': {\"name\": ..., "
-                 "\"schema\": {...}}");
+      bad(where,
+          "'response_format' of type json_schema needs 'json_schema': {\"name\": ..., "
+          "\"schema\": {...}}");
     }
     const json& s = r["json_schema"];
     if (!s.contains("name") || !s["name"].is_string()) {
-      bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+      bad("response_format.json_schema.name",
+          "'response_format.json_schema.name' must be a string");
     }
     f.name = s["name"].get<std::string>();
     if (s.contains("strict") && !s["strict"].is_null()) {
@@ -163,8 +165,10 @@ ResponseFormat parse_response_format(const json& body) {
           "'response_format.json_schema.schema': " + e.message());
     }
   } else {
-    bad("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or "
-                                "\"json_schema\", not \"" + type + "\"");
+    bad("response_format.type",
+        "'response_format.type' must be \"text\", \"json_object\" or "
+        "\"json_schema\", not \"" +
+            type + "\"");
   }
   f.grammar = std::move(grammar);
   return f;

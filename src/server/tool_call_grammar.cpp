@@ -23,8 +23,7 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(const OutputParserOptions
     // Every opening with a name begins with the one without (the name's opening quote, or
     // the marker), so the rest of it is what the model writes before the arguments.
     const std::string named = forced_call_prefix(options.tools, name, id);
-    grammar->add_start(options.forced_name.empty() ? named.substr(unnamed.size()) : "",
-                       arguments);
+    grammar->add_start(options.forced_name.empty() ? named.substr(unnamed.size()) : "", arguments);
   }
   return grammar;
 }
