@@ -1,21 +1,36 @@
-// libFuzzer target: arbitrary bytes as the body of a chat and a completion request, and as
-// model output for the reasoning/tool-call parser in every format (fed in two pieces, then
-// finished). An ApiError (a 400 naming the field) is the expected refusal; anything else --
-// a crash, a hang, a sanitizer report, another exception -- is a bug.
+// libFuzzer target: arbitrary bytes as the body of a chat and a completion request (its
+// response_format schema compiled), as model output for the reasoning/tool-call parser in
+// every format (fed in two pieces, then finished), and as a reply fed to the JSON
+// constraint of the request's schema, or of any object. An ApiError (a 400 naming the field) is the
+// expected refusal; anything else -- a crash, a hang, a sanitizer report, another exception -- is a
+// bug.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "server/json_constraint.h"
 #include "server/output_parser.h"
 #include "server/request.h"
 #include "server/response.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
+  std::shared_ptr<const herd::server::JsonGrammar> grammar;
   try {
-    herd::server::parse_chat_request(input);
+    grammar = herd::server::parse_chat_request(input).response_format.grammar;
   } catch (const herd::server::ApiError& e) {
     if (e.status() != 400) __builtin_trap();
+  }
+  if (!grammar) {
+    auto any = std::make_shared<herd::server::JsonGrammar>();
+    any->add_start("", any->any_object());
+    grammar = any;
+  }
+  herd::server::JsonConstraint constraint(*grammar);
+  for (char c : input) {
+    if (!constraint.push(static_cast<unsigned char>(c))) break;
+    // A whole reply takes nothing more.
+    if (constraint.complete() && constraint.push(std::string_view(" "))) __builtin_trap();
   }
   try {
     herd::server::parse_completion_request(input);
@@ -23,8 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (e.status() != 400) __builtin_trap();
   }
   using herd::server::ToolFormat;
-  for (ToolFormat format : {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json,
-                            ToolFormat::kMistral, ToolFormat::kMistralArgs}) {
+  for (ToolFormat format :
+       {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+        ToolFormat::kMistralArgs, ToolFormat::kMistralCallId}) {
     for (bool forced : {false, true}) {
       herd::server::OutputParserOptions options;
       options.reasoning = true;

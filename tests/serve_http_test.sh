@@ -106,6 +106,63 @@ for choice in '"required"' '{"type": "function", "function": {"name": "get_time"
       fail "the forced opening shows as content: $(cat "$dir/body")"
   done
 done
+# response_format: the random model writes no JSON by itself; held to a schema (greedy and
+# sampled, streamed and not) its reply parses and matches it, and ends when whole (stop).
+person='{"type": "object", "properties": {"name": {"enum": ["Ann", "Bob"]}, "age": {"type": "integer"}, "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3}, "score": {"type": ["number", "null"]}}, "required": ["name", "age", "ok", "tags", "score"], "additionalProperties": false}'
+matches_person='typeof j === "object" && ["Ann", "Bob"].includes(j.name) && Number.isInteger(j.age) && typeof j.ok === "boolean" && Array.isArray(j.tags) && j.tags.length <= 3 && j.tags.every((t) => ["a", "b", "c"].includes(t)) && (j.score === null || typeof j.score === "number") && Object.keys(j).length === 5'
+free='{"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 64, "temperature": 0}'
+[ "$(post /v1/chat/completions "$free")" = 200 ] || fail "free reply: $(cat "$dir/body")"
+js "$dir/body" 'j.choices[0].message.content' > "$dir/free.txt"
+node -e 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))' "$dir/free.txt" 2>/dev/null &&
+  fail "the model writes JSON by itself; the test proves nothing: $(cat "$dir/free.txt")"
+for temperature in 0 1; do
+  for seed in 1 2 3; do
+    body="{\"messages\": [{\"role\": \"user\", \"content\": \"Who?\"}], \"max_tokens\": 300, \"temperature\": $temperature, \"seed\": $seed, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"person\", \"strict\": true, \"schema\": $person}}}"
+    [ "$(post /v1/chat/completions "$body")" = 200 ] || fail "json_schema: $(cat "$dir/body")"
+    [ "$(js "$dir/body" 'j.choices[0].finish_reason')" = stop ] || fail "json_schema did not end when whole: $(cat "$dir/body")"
+    js "$dir/body" 'j.choices[0].message.content' > "$dir/person.json"
+    [ "$(js "$dir/person.json" "$matches_person")" = true ] || fail "reply does not match the schema: $(cat "$dir/person.json")"
+  done
+done
+body="{\"messages\": [{\"role\": \"user\", \"content\": \"Who?\"}], \"max_tokens\": 300, \"seed\": 9, \"stream\": true, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"person\", \"schema\": $person}}}"
+[ "$(post /v1/chat/completions "$body" -N)" = 200 ] || fail "json_schema stream: $(cat "$dir/body")"
+node - "$dir/body" > "$dir/person.json" <<'JS' || fail "json_schema stream: $(cat "$dir/body")"
+const events = require('fs').readFileSync(process.argv[2], 'utf8').split('\n\n').filter((e) => e.startsWith('data: {'));
+let text = '', finish = null;
+for (const e of events) {
+  const c = JSON.parse(e.slice(6)).choices[0];
+  if (!c) continue;
+  text += c.delta.content ?? '';
+  finish = c.finish_reason ?? finish;
+}
+if (finish !== 'stop') throw new Error('finish ' + finish);
+console.log(text);
+JS
+[ "$(js "$dir/person.json" "$matches_person")" = true ] || fail "streamed reply does not match: $(cat "$dir/person.json")"
+# json_object: one object (a free key may run to max_tokens: then the text is cut, "length").
+body='{"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 200, "seed": 4, "response_format": {"type": "json_object"}}'
+[ "$(post /v1/chat/completions "$body")" = 200 ] || fail "json_object: $(cat "$dir/body")"
+case $(js "$dir/body" 'j.choices[0].finish_reason') in
+  stop) [ "$(js "$dir/body" 'typeof JSON.parse(j.choices[0].message.content)')" = object ] ||
+    fail "json_object: $(cat "$dir/body")" ;;
+  length) [ "$(js "$dir/body" 'j.choices[0].message.content[0]')" = '{' ] || fail "json_object: $(cat "$dir/body")" ;;
+  *) fail "json_object finish: $(cat "$dir/body")" ;;
+esac
+expect_error 400 response_format.json_schema.schema.properties.when.format /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}}}}'
+expect_error 400 response_format.type /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}'
+# A forced call's arguments are held to the function's parameters.
+weather='{"type": "object", "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit", "days"], "additionalProperties": false}'
+for choice in '"required"' '{"type": "function", "function": {"name": "get_weather"}}'; do
+  body="{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": $weather}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": $weather}}], \"tool_choice\": $choice, \"max_tokens\": 100, \"seed\": 5}"
+  [ "$(post /v1/chat/completions "$body")" = 200 ] || fail "constrained call: $(cat "$dir/body")"
+  [ "$(js "$dir/body" 'j.choices[0].message.tool_calls.length')" = 1 ] || fail "constrained call: $(cat "$dir/body")"
+  js "$dir/body" 'j.choices[0].message.tool_calls[0].function.arguments' > "$dir/args.json"
+  [ "$(js "$dir/args.json" '["c", "f"].includes(j.unit) && Number.isInteger(j.days) && Object.keys(j).length === 2')" = true ] ||
+    fail "arguments do not match the parameters: $(cat "$dir/body")"
+done
+
 expect_error 400 tool_choice /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}'
 expect_error 400 tool_choice.function.name /v1/chat/completions \
   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}}"

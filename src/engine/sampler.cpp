@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace herd::engine {
@@ -23,7 +24,29 @@ void Sampler::accept(int32_t token) {
   if (static_cast<int32_t>(recent_.size()) > params_.penalty_last_n) recent_.erase(recent_.begin());
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> logits, TokenFilter* filter) {
+  const int32_t first = sample_unfiltered(logits);
+  if (filter == nullptr || filter->allows(first)) return first;
+  // Drawing from the model's distribution and keeping an allowed token, else drawing again
+  // from the allowed ones, gives each allowed token p(t) / p(allowed): the masked
+  // distribution, without masking when the model already agrees with the filter.
+  allowed_.assign(logits.size(), 0);
+  filter->allowed_tokens(allowed_);
+  masked_.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t i = 0; i < masked_.size(); ++i) {
+    if (allowed_[i]) {
+      any = true;
+    } else {
+      masked_[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) return -1;
+  const int32_t second = sample_unfiltered(masked_);
+  return allowed_[static_cast<size_t>(second)] ? second : -1;
+}
+
+int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
   const SamplerParams& p = params_;
   const bool penalize =
       !recent_.empty() &&
@@ -39,6 +62,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     for (const auto& [token, count] : counts) {
       if (token < 0 || static_cast<size_t>(token) >= candidates_.size()) continue;
       float& l = candidates_[static_cast<size_t>(token)].logit;
+      if (std::isinf(l)) continue;  // masked: stays out whatever the penalty (0 * inf is NaN)
       // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
       l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
       l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;

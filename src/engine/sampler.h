@@ -1,12 +1,15 @@
 // Sampler: picks the next token from logits. The chain runs in llama.cpp's order:
 // penalties (repetition / presence / frequency over the recent tokens), top-k, top-p,
 // min-p, temperature, then a draw from the seeded generator. Temperature <= 0 is greedy.
+// A TokenFilter, when given, restricts the draw to the tokens it allows (see token_filter.h).
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "engine/token_filter.h"
 
 namespace herd::engine {
 
@@ -28,13 +31,16 @@ class Sampler {
 
   // Chooses a token from logits [n_vocab]. Does not remember it: call accept() with the
   // token that was actually used (the prompt's tokens too, for the penalties).
-  int32_t sample(std::span<const float> logits);
+  // With a filter, the token is one it allows; -1 when it allows none.
+  int32_t sample(std::span<const float> logits, TokenFilter* filter = nullptr);
   void accept(int32_t token);
   void reset();
 
   const SamplerParams& params() const { return params_; }
 
  private:
+  int32_t sample_unfiltered(std::span<const float> logits);
+
   struct Candidate {
     int32_t id;
     float logit;
@@ -43,6 +49,8 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> recent_;  // the last penalty_last_n accepted tokens
   std::vector<Candidate> candidates_;
+  std::vector<uint8_t> allowed_;  // [n_vocab], filtered draws only
+  std::vector<float> masked_;     // [n_vocab] logits with refused tokens at -inf
 };
 
 // argmax with the lowest id winning ties.

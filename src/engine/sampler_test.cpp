@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -76,6 +77,58 @@ TEST(Sampler, PenaltiesDiscourageRepeats) {
   f.accept(0);
   f.accept(0);
   EXPECT_EQ(f.sample(logits), 1);  // 3 - 0.5 - 0.6 < 2
+}
+
+// Allows the tokens in a set; counts how often the whole set was asked for.
+struct SetFilter : TokenFilter {
+  std::vector<int32_t> ids;
+  int n_masks = 0;
+  bool allows(int32_t token) override {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  }
+  void allowed_tokens(std::span<uint8_t> allowed) override {
+    ++n_masks;
+    for (int32_t t : ids) allowed[static_cast<size_t>(t)] = 1;
+  }
+};
+
+TEST(Sampler, FilterRestrictsGreedyAndSampledDraws) {
+  std::vector<float> logits = {0, 10, 9.5f, 1, 2};
+  SetFilter filter;
+  filter.ids = {3, 4};
+  SamplerParams greedy_params;
+  greedy_params.temperature = 0;
+  Sampler greedy_sampler(greedy_params);
+  EXPECT_EQ(greedy_sampler.sample(logits, &filter), 4);
+  SamplerParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.repeat_penalty = 0.0f;  // 0 * -inf must not turn a masked token into NaN
+  Sampler s(p);
+  s.accept(0);
+  s.accept(1);
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 400; ++i) ++seen[s.sample(logits, &filter)];
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[4], seen[3]);  // e^2 against e^1 among the allowed
+}
+
+TEST(Sampler, FilterIsAskedForTheWholeSetOnlyWhenTheDrawIsRefused) {
+  std::vector<float> logits = {0, 10, 0, 0};
+  SamplerParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  SetFilter filter;
+  filter.ids = {1, 2};
+  EXPECT_EQ(s.sample(logits, &filter), 1);
+  EXPECT_EQ(filter.n_masks, 0);
+  filter.ids = {2};
+  EXPECT_EQ(s.sample(logits, &filter), 2);
+  EXPECT_EQ(filter.n_masks, 1);
+  filter.ids = {};
+  EXPECT_EQ(s.sample(logits, &filter), -1);  // nothing allowed
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "server/request.h"
 #include "server/response.h"
+#include "server/tool_call_grammar.h"
 #include "server/web_assets.h"
 
 namespace herd::server {
@@ -408,9 +409,18 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   const uint64_t n = next_id_.fetch_add(1);
   po.id_prefix = "call_" + std::to_string(n) + "_";
+  std::shared_ptr<const JsonGrammar> grammar = r.response_format.grammar;
+  if (grammar && !r.tool_choice.forces_call()) {
+    // A reply held to JSON is content only: it skips the reasoning the template opened (as a
+    // forced call does), and markers inside its strings are text, not calls or reasoning.
+    if (po.starts_in_reasoning) prompt += "</think>\n\n";
+    po.reasoning = po.starts_in_reasoning = false;
+    po.tools = ToolFormat::kNone;
+  }
   if (r.tool_choice.forces_call()) {
-    // Without a grammar engine a call is forced by writing its opening at the end of the
-    // prompt, in the family's format: generation continues inside the call.
+    // A call is forced by writing its opening at the end of the prompt, in the family's
+    // format (generation continues inside the call), and by holding the rest of it to the
+    // function's name and parameters.
     if (po.tools == ToolFormat::kNone) {
       throw ApiError(400,
                      "tool_choice cannot be enforced for this model's chat template: it "
@@ -421,11 +431,13 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     po.forced_name = r.tool_choice.function;
     po.tool_names = tool_names(r.tools);
     prompt += forced_reply_opening(po);
+    grammar = forced_call_grammar(po, r.tools);
   }
 
   GenerationParams g = generation_params(r.sampling);
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>).
   g.render_special = po.tools != ToolFormat::kNone;
+  g.grammar = std::move(grammar);
   // The template writes the special tokens itself (BOS included where it wants one).
   g.prompt = m.tokenizer->encode(prompt, false, true);
   auto in_flight = std::make_unique<InFlight>(in_flight_);

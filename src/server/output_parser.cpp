@@ -312,8 +312,9 @@ ToolFormat detect_tool_format(std::string_view source) {
   if (source.find("<function=") != std::string_view::npos) return ToolFormat::kNone;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolFormat::kHermes;
   if (source.find(kMistralCalls) != std::string_view::npos) {
-    return source.find(kMistralArgs) != std::string_view::npos ? ToolFormat::kMistralArgs
-                                                               : ToolFormat::kMistral;
+    if (source.find(kMistralArgs) == std::string_view::npos) return ToolFormat::kMistral;
+    return source.find(kMistralCallId) != std::string_view::npos ? ToolFormat::kMistralCallId
+                                                                 : ToolFormat::kMistralArgs;
   }
   if (source.find("ipython") != std::string_view::npos ||
       source.find(kPythonTag) != std::string_view::npos) {
@@ -331,7 +332,7 @@ bool prompt_opens_reasoning(std::string_view prompt) {
 
 // The openings are written as each family's template writes a call into the history, so
 // that the model continues a text it has been shown.
-std::string forced_call_prefix(ToolFormat format, std::string_view name) {
+std::string forced_call_prefix(ToolFormat format, std::string_view name, std::string_view call_id) {
   const std::string quoted = nlohmann::json(std::string(name)).dump();
   auto json_call = [&](std::string_view arguments_key) {
     if (name.empty()) return std::string(R"({"name": ")");
@@ -347,6 +348,11 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name) {
     case ToolFormat::kMistralArgs:
       return std::string(kMistralCalls) +
              (name.empty() ? "" : std::string(name) + std::string(kMistralArgs));
+    case ToolFormat::kMistralCallId:
+      return std::string(kMistralCalls) +
+             (name.empty() ? ""
+                           : std::string(name) + std::string(kMistralCallId) +
+                                 std::string(call_id) + std::string(kMistralArgs));
     case ToolFormat::kNone:
       break;
   }
@@ -358,7 +364,23 @@ std::string forced_reply_opening(const OutputParserOptions& o) {
   // A forced call skips the reasoning a template opened.
   const std::string think_close =
       o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
-  return think_close + forced_call_prefix(o.tools, o.forced_name);
+  return think_close + forced_call_prefix(o.tools, o.forced_name, tool_call_id(o, 0));
+}
+
+std::string tool_call_id(const OutputParserOptions& o, int index) {
+  const std::string id = o.id_prefix + std::to_string(index);
+  if (o.tools != ToolFormat::kMistralCallId) return id;
+  // FNV-1a of the usual id, as nine base-62 digits.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : id) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  constexpr std::string_view kDigits =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string out(9, '0');
+  for (char& c : out) {
+    c = kDigits[hash % kDigits.size()];
+    hash /= kDigits.size();
+  }
+  return out;
 }
 
 void ParsedDelta::append(const ParsedDelta& more) {
@@ -450,7 +472,7 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
       ToolCall piece;
       sent.index = n_tool_calls_++;
       piece.index = sent.index;
-      piece.id = options_.id_prefix + std::to_string(sent.index);
+      piece.id = tool_call_id(options_, sent.index);
       piece.name = closest_name(call.named ? call.name : b.partial_name(), options_.tool_names);
       add_piece(std::move(piece));
     }
@@ -503,8 +525,9 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
     opened_block_ = true;
     state_ = State::kCallBlock;
   };
-  const bool mistral =
-      options_.tools == ToolFormat::kMistral || options_.tools == ToolFormat::kMistralArgs;
+  const bool mistral = options_.tools == ToolFormat::kMistral ||
+                       options_.tools == ToolFormat::kMistralArgs ||
+                       options_.tools == ToolFormat::kMistralCallId;
   for (;;) {
     switch (state_) {
       case State::kReasoning: {

@@ -25,8 +25,10 @@
 namespace herd::server {
 
 // kMistral writes calls as a JSON array after [TOOL_CALLS]; kMistralArgs (v11 templates and
-// later) as [TOOL_CALLS]name[ARGS]{...}. The parser reads both forms for either.
-enum class ToolFormat { kNone, kHermes, kLlama3Json, kMistral, kMistralArgs };
+// later) as [TOOL_CALLS]name[ARGS]{...}; kMistralCallId (Mistral Small 3.2) as
+// [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, where the template refuses any id that is not 9
+// letters and digits. The parser reads all three forms for any of them.
+enum class ToolFormat { kNone, kHermes, kLlama3Json, kMistral, kMistralArgs, kMistralCallId };
 
 // The tool-call format a chat template's source implies (kNone when it shows none, or shows
 // one this parser does not read, such as Qwen3-Coder's <function=...> XML).
@@ -37,8 +39,10 @@ bool prompt_opens_reasoning(std::string_view prompt);
 // The opening of a tool call in `format`, appended to a rendered prompt so that generation
 // continues inside a call (tool_choice "required" or a named function): up to the opening
 // quote of the name when `name` is empty, else up to where the arguments value begins.
+// call_id: the call's id, for formats that write one (kMistralCallId).
 // REQUIRES: format != kNone.
-std::string forced_call_prefix(ToolFormat format, std::string_view name);
+std::string forced_call_prefix(ToolFormat format, std::string_view name,
+                               std::string_view call_id = {});
 
 // A piece of a tool call (see above): id and name are set on the first piece of a call only.
 struct ToolCall {
@@ -62,7 +66,7 @@ struct OutputParserOptions {
   bool reasoning = false;            // split out <think>...</think>
   bool starts_in_reasoning = false;  // the prompt opened <think>
   ToolFormat tools = ToolFormat::kNone;
-  std::string id_prefix = "call_";  // tool-call ids are id_prefix + index
+  std::string id_prefix = "call_";  // tool-call ids: see tool_call_id()
   // The prompt ends with forced_call_prefix(tools, forced_name): the parser starts inside
   // that call, and the reply holds at least that call even when its text is broken.
   bool forced_call = false;
@@ -71,6 +75,11 @@ struct OutputParserOptions {
   // here becomes the listed name sharing the longest prefix with it (the first on a tie).
   std::vector<std::string> tool_names;
 };
+
+// The id of the reply's call `index`: id_prefix + index, or for kMistralCallId 9 letters
+// and digits derived from them (the template refuses other ids when the client sends the
+// call back).
+std::string tool_call_id(const OutputParserOptions& options, int index);
 
 // What a prompt must end with for a parser with these options: the forced call's opening
 // (after closing a <think> block the prompt opened), or nothing when no call is forced.

@@ -120,6 +120,60 @@ SamplingRequest parse_sampling(const json& body) {
   return r;
 }
 
+ResponseFormat parse_response_format(const json& body) {
+  ResponseFormat f;
+  if (!body.contains("response_format") || body["response_format"].is_null()) return f;
+  const json& r = body["response_format"];
+  if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) {
+    bad("response_format",
+        "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+  }
+  const std::string type = r["type"].get<std::string>();
+  if (type == "text") return f;
+  auto grammar = std::make_shared<JsonGrammar>();
+  if (type == "json_object") {
+    f.kind = ResponseFormat::Kind::kJsonObject;
+    grammar->add_start("", grammar->any_object());
+  } else if (type == "json_schema") {
+    f.kind = ResponseFormat::Kind::kJsonSchema;
+    const char* where = "response_format.json_schema";
+    if (!r.contains("json_schema") || !r["json_schema"].is_object()) {
+      bad(where,
+          "'response_format' of type json_schema needs 'json_schema': {\"name\": ..., "
+          "\"schema\": {...}}");
+    }
+    const json& s = r["json_schema"];
+    if (!s.contains("name") || !s["name"].is_string()) {
+      bad("response_format.json_schema.name",
+          "'response_format.json_schema.name' must be a string");
+    }
+    f.name = s["name"].get<std::string>();
+    if (s.contains("strict") && !s["strict"].is_null()) {
+      if (!s["strict"].is_boolean()) {
+        bad("response_format.json_schema.strict",
+            "'response_format.json_schema.strict' must be a boolean");
+      }
+      f.strict = s["strict"].get<bool>();
+    }
+    // OpenAI's default when no schema is given: any JSON value.
+    const json schema = s.contains("schema") ? s["schema"] : json::object();
+    const std::string base = "response_format.json_schema.schema";
+    try {
+      grammar->add_start("", grammar->add_schema(schema));
+    } catch (const SchemaError& e) {
+      bad(e.path().empty() ? base : base + "." + e.path(),
+          "'response_format.json_schema.schema': " + e.message());
+    }
+  } else {
+    bad("response_format.type",
+        "'response_format.type' must be \"text\", \"json_object\" or "
+        "\"json_schema\", not \"" +
+            type + "\"");
+  }
+  f.grammar = std::move(grammar);
+  return f;
+}
+
 }  // namespace
 
 ApiError::ApiError(int status, std::string message, std::string type, std::string param,
@@ -238,6 +292,7 @@ ChatRequest parse_chat_request(std::string_view body_text) {
     }
     r.template_kwargs = body["chat_template_kwargs"];
   }
+  r.response_format = parse_response_format(body);
   const bool logprobs = boolean(body, "logprobs").value_or(false);
   const auto top = integer(body, "top_logprobs", 0, 20);
   if (top && !logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");

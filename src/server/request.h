@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
+#include "server/json_schema.h"
 #include "util/error.h"
 
 namespace herd::server {
@@ -52,12 +54,25 @@ struct ToolChoice {
   bool forces_call() const { return kind == Kind::kRequired || kind == Kind::kFunction; }
 };
 
+// OpenAI's response_format: "text", "json_object" (the reply is one JSON object) or
+// "json_schema" (the reply is JSON matching json_schema.schema, within JsonGrammar's subset).
+struct ResponseFormat {
+  enum class Kind { kText, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kText;
+  std::string name;  // json_schema.name
+  bool strict = false;
+  // The reply's grammar (null for text), compiled while the request is read so that an
+  // unsupported schema is a 400 naming its keyword.
+  std::shared_ptr<const JsonGrammar> grammar;
+};
+
 struct ChatRequest {
   SamplingRequest sampling;
   nlohmann::ordered_json messages;  // array of objects with a string "role"
   nlohmann::ordered_json tools;     // array, or null
   ToolChoice tool_choice;           // a forced call has tools; a named one is among them
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  ResponseFormat response_format;
 };
 
 struct CompletionRequest {

@@ -172,5 +172,46 @@ TEST(Request, ToolChoiceThatForcesACallNeedsItsTool) {
   EXPECT_FALSE(r.tool_choice.forces_call());
 }
 
+TEST(Request, ResponseFormat) {
+  auto chat = [](const std::string& format) {
+    return parse_chat_request(std::string("{") + kHello + R"(, "response_format": )" + format +
+                              "}");
+  };
+  EXPECT_EQ(chat(R"({"type": "text"})").response_format.grammar, nullptr);
+  EXPECT_EQ(parse_chat_request(std::string("{") + kHello + "}").response_format.grammar, nullptr);
+  const ChatRequest object = chat(R"({"type": "json_object"})");
+  EXPECT_EQ(object.response_format.kind, ResponseFormat::Kind::kJsonObject);
+  ASSERT_NE(object.response_format.grammar, nullptr);
+  const ChatRequest schema = chat(R"({"type": "json_schema", "json_schema": {"name": "p",
+      "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+      "required": ["a"], "additionalProperties": false}}})");
+  EXPECT_EQ(schema.response_format.kind, ResponseFormat::Kind::kJsonSchema);
+  EXPECT_EQ(schema.response_format.name, "p");
+  EXPECT_TRUE(schema.response_format.strict);
+  ASSERT_NE(schema.response_format.grammar, nullptr);
+
+  auto refused = [](const std::string& format) {
+    return rejected_param(std::string("{") + kHello + R"(, "response_format": )" + format + "}");
+  };
+  EXPECT_EQ(refused("\"json\""), "response_format");
+  EXPECT_EQ(refused(R"({"type": "yaml"})"), "response_format.type");
+  EXPECT_EQ(refused(R"({"type": "json_schema"})"), "response_format.json_schema");
+  EXPECT_EQ(refused(R"({"type": "json_schema", "json_schema": {"schema": {}}})"),
+            "response_format.json_schema.name");
+  EXPECT_EQ(refused(R"({"type": "json_schema", "json_schema": {"name": "x", "strict": 1}})"),
+            "response_format.json_schema.strict");
+  // A keyword outside the subset is named, with where it is.
+  EXPECT_EQ(refused(R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {
+      "type": "object", "properties": {"when": {"type": "string", "format": "date"}}}}})"),
+            "response_format.json_schema.schema.properties.when.format");
+  try {
+    chat(R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
+        "pattern": "a+"}}})");
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_NE(e.message().find("'pattern'"), std::string::npos) << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace herd::server

@@ -113,6 +113,7 @@ struct Scheduler::Active {
   engine::Sampler sampler;
   tokenizer::StreamDecoder decoder;
   engine::StopMatcher stops;
+  std::optional<JsonTokenFilter> filter;  // params.grammar's, when set
   int32_t slot = -1;
   size_t n_prefilled = 0;   // prompt tokens in the slot's KV cache
   int64_t n_cached = 0;     // of which were reused
@@ -226,6 +227,10 @@ void Scheduler::admit() {
     if (best < 0) break;
     auto active = std::make_unique<Active>(std::move(w.params), std::move(w.stream), tokenizer_);
     active->submitted = w.submitted;
+    if (active->params.grammar) {
+      active->filter.emplace(active->params.grammar,
+                             constraint_vocabulary(active->params.render_special));
+    }
     queue_.pop_front();
     // At least the last prompt token runs again: its logits choose the first token.
     const size_t keep = std::min(best_prefix, active->params.prompt.size() - 1);
@@ -241,6 +246,12 @@ void Scheduler::admit() {
   }
   n_running_.store(static_cast<int64_t>(running_.size()));
   if (metrics_) metrics_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
+}
+
+const ConstraintVocabulary& Scheduler::constraint_vocabulary(bool render_special) {
+  std::unique_ptr<ConstraintVocabulary>& v = vocabularies_[render_special ? 1 : 0];
+  if (!v) v = std::make_unique<ConstraintVocabulary>(tokenizer_, render_special);
+  return *v;
 }
 
 void Scheduler::drop_cancelled() {
@@ -293,24 +304,31 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
 void Scheduler::sample_and_emit(Active& a, const float* logits) {
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
   std::span<const float> row(logits, n_vocab);
-  const int32_t token = a.sampler.sample(row);
+  const int32_t token = a.sampler.sample(row, a.filter ? &*a.filter : nullptr);
+  if (token < 0) {
+    finish(a, FinishReason::kError,
+           "no token of the vocabulary continues the reply within its JSON schema");
+    return;
+  }
   const auto now = Clock::now();
   if (a.n_generated == 0) {
     a.first_token = now;
     if (metrics_) metrics_->observe_ttft(seconds_between(a.submitted, now));
   }
-  if (a.params.stop_at_eog && tokenizer_.is_eog(token)) {
+  // Under a grammar an end token is allowed only where the reply is whole: it ends it.
+  if ((a.params.stop_at_eog || a.filter) && tokenizer_.is_eog(token)) {
     finish(a, FinishReason::kStop);
     return;
   }
   ++a.n_generated;
   if (metrics_) metrics_->add_completion_tokens(1);
   a.sampler.accept(token);
+  if (a.filter) a.filter->accept(token);
   TokenLogprob lp;
   if (a.params.top_logprobs >= 0) lp = logprobs_of(row, token, a.params.top_logprobs);
   const std::string text = a.stops.push(a.decoder.push(token));
   a.stream->publish(text, token, a.params.top_logprobs >= 0 ? &lp : nullptr);
-  if (a.stops.stopped()) {
+  if (a.stops.stopped() || (a.filter && a.filter->complete())) {
     finish(a, FinishReason::kStop);
     return;
   }

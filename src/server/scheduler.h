@@ -25,6 +25,7 @@
 
 #include "engine/runner.h"
 #include "engine/sampler.h"
+#include "server/json_token_filter.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -39,6 +40,9 @@ struct GenerationParams {
   int top_logprobs = -1;          // < 0: no logprobs; 0..20: chosen token plus that many
   bool render_special = false;    // decode control tokens as text (tool-call markers)
   bool stop_at_eog = true;        // false: end-of-generation tokens are generated as text
+  // When set, every token keeps the text a prefix of a reply of this grammar, and the
+  // reply ends (kStop) once it is whole; an end token is allowed only then.
+  std::shared_ptr<const JsonGrammar> grammar;
 };
 
 struct TopLogprob {
@@ -163,6 +167,7 @@ class Scheduler {
   void finish(Active& active, FinishReason reason, const std::string& error = {});
   void sample_and_emit(Active& active, const float* logits);
   void drop_cancelled();
+  const ConstraintVocabulary& constraint_vocabulary(bool render_special);
 
   engine::ModelRunner& runner_;
   const tokenizer::Tokenizer& tokenizer_;
@@ -181,6 +186,8 @@ class Scheduler {
 
   engine::Batch batch_;
   std::vector<float> logits_;
+  // Built on the first constrained request (engine thread), one per render_special.
+  std::unique_ptr<ConstraintVocabulary> vocabularies_[2];
 };
 
 }  // namespace herd::server

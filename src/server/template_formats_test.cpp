@@ -3,6 +3,7 @@
 // parsed back to the same name and arguments.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <iterator>
 
@@ -85,6 +86,8 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
   EXPECT_EQ(detect_tool_format(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")),
             ToolFormat::kMistral);
   EXPECT_EQ(detect_tool_format(read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja")),
+            ToolFormat::kMistralCallId);
+  EXPECT_EQ(detect_tool_format(read_template("unsloth-mistral-Devstral-Small-2507.jinja")),
             ToolFormat::kMistralArgs);
   // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
   EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
@@ -135,6 +138,42 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
       expect_weather_call(d);
     }
   }
+}
+
+// Mistral Small 3.2 writes name[CALL_ID]id[ARGS]: the forced opening writes the id too (the
+// reply's own id, 9 letters and digits), and the call read back, sent as history with that
+// id, is accepted by the template and rendered with the same opening.
+TEST(TemplateFormats, MistralSmallForcedCallCarriesItsCallId) {
+  const std::string name = "Mistral-Small-3.2-24B-Instruct-2506.jinja";
+  OutputParserOptions o;
+  o.tools = detect_tool_format(read_template(name));
+  o.forced_call = true;
+  o.forced_name = "get_weather";
+  o.id_prefix = "call_7_";
+  const std::string id = tool_call_id(o, 0);
+  ASSERT_EQ(id.size(), 9u);
+  for (char c : id) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << id;
+  const std::string opening = forced_reply_opening(o);
+  EXPECT_EQ(opening, "[TOOL_CALLS]get_weather[CALL_ID]" + id + "[ARGS]");
+  OutputParser parser(o);
+  ParsedDelta d = parser.push(R"({"city": "Paris"})");
+  d.append(parser.finish());
+  expect_weather_call(d);
+  ASSERT_EQ(d.tool_calls[0].id, id);
+  json messages = json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "content": "sunny"}])");
+  messages[1]["tool_calls"][0]["id"] = id;
+  messages[2]["tool_call_id"] = id;
+  const std::string history = render(read_template(name), messages, false);
+  EXPECT_NE(history.find(opening), std::string::npos) << history;
+  // "required": the model writes name[CALL_ID]id[ARGS]; the parser reads the call.
+  o.forced_name = "";
+  OutputParser required(o);
+  ParsedDelta r = required.push(R"(get_weather[CALL_ID]abc123def[ARGS]{"city": "Paris"})");
+  r.append(required.finish());
+  expect_weather_call(r);
 }
 
 TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {

@@ -44,6 +44,25 @@ await check('streaming equals the whole reply', async () => {
   assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
 });
 
+await check('response_format json_schema', async () => {
+  const schema = {
+    type: 'object', additionalProperties: false, required: ['city', 'days', 'metric'],
+    properties: { city: { enum: ['Oslo', 'Paris'] }, days: { type: 'integer' }, metric: { type: 'boolean' } },
+  };
+  const r = await client.chat.completions.create({
+    model, messages, max_tokens: 200, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'forecast', strict: true, schema } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const j = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(j).sort(), ['city', 'days', 'metric']);
+  assert.ok(['Oslo', 'Paris'].includes(j.city) && Number.isInteger(j.days) && typeof j.metric === 'boolean');
+  await assert.rejects(client.chat.completions.create({
+    model, messages, max_tokens: 5,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } },
+  }), (e) => e.status === 400 && /pattern/.test(e.message));
+});
+
 await check('seeded sampling repeats; logprobs', async () => {
   const ask = () => client.chat.completions.create({
     model, messages, max_tokens: 12, temperature: 0.9, top_p: 0.95, top_k: 50, seed: 1234,

@@ -53,7 +53,14 @@ try {
   assert.ok(reply.length > 0);
   assert.match(await page.textContent('.msg.assistant .meta'), /finish: length · 400 tokens/);
 
-  // Stop: a long reply is cut when the button is pressed, and the slot is freed.
+  // Stop: a long reply is cut when the button is pressed, and the slot is freed. The page's
+  // request gets ignore_eos (the page has no such setting), so that the model cannot end
+  // the reply on its own before the click lands on a busy machine.
+  const longReplies = async (route) => {
+    const body = JSON.parse(route.request().postData());
+    await route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
+  };
+  await page.route('**/v1/chat/completions', longReplies);
   await page.click('#clear');
   await page.fill('#max_tokens', '4000');
   await page.fill('#input', message);  // the same long reply, from a new chat
@@ -70,6 +77,7 @@ try {
     await new Promise((r) => setTimeout(r, 20));
   }
   assert.equal(health.running, 0, 'the stopped reply still holds a slot');
+  await page.unroute('**/v1/chat/completions', longReplies);
 
   // Markdown renders; HTML in a message is shown as text, never run.
   await page.click('#clear');
