@@ -243,7 +243,9 @@ TEST(OutputParser, FuzzFoundRepeatedArgumentsInEveryFormat) {
       ParsedDelta all = p.push(text.substr(0, text.size() / 2));
       all.append(p.push(text.substr(text.size() / 2)));
       all.append(p.finish());
-      if (forced) EXPECT_FALSE(all.tool_calls.empty());
+      if (forced) {
+        EXPECT_FALSE(all.tool_calls.empty());
+      }
     }
   }
 }
