@@ -93,6 +93,8 @@ SamplingRequest parse_sampling(const json& body) {
     r.sampler.frequency_penalty = static_cast<float>(*x);
   }
   if (auto x = number(body, "repetition_penalty", 0, 10)) {
+    // The sampler divides positive logits by it.
+    if (*x == 0) bad("repetition_penalty", "'repetition_penalty' must be above 0 (1 is off)");
     r.sampler.repeat_penalty = static_cast<float>(*x);
   }
   if (auto n = integer(body, "seed", INT64_MIN, INT64_MAX)) {

@@ -96,6 +96,8 @@ TEST(Request, MistakesNameTheirField) {
   EXPECT_EQ(rejected_param(m + R"("seed": 18446744073709551615})"), "seed");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": 18446744073709551615})"), "max_tokens");
   EXPECT_EQ(rejected_param(m + R"("max_tokens": 1.5})"), "max_tokens");
+  EXPECT_EQ(rejected_param(m + R"("repetition_penalty": 0})"), "repetition_penalty");
+  EXPECT_EQ(rejected_param(m + R"("repetition_penalty": 11})"), "repetition_penalty");
   EXPECT_EQ(rejected_param(m + R"("stream": "yes"})"), "stream");
   EXPECT_EQ(rejected_param(m + R"("stop": [1]})"), "stop");
   EXPECT_EQ(rejected_param(m + R"("top_logprobs": 2})"), "top_logprobs");
