@@ -91,7 +91,7 @@ struct Shard::State {
 
   // Scratch, grown to the largest batch seen (no allocation once warm).
   std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
-  std::vector<float> scores;  // [n_threads][n_ctx]
+  std::vector<float> scores;  // [n_threads][heads per KV head][n_ctx]
   std::vector<float> moe_in, moe_a, moe_b, moe_out;
   std::vector<int32_t> moe_experts;  // [n][n_expert_used]
   std::vector<float> moe_weights;    // [n][n_expert_used]
@@ -405,16 +405,29 @@ void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
     }
   });
 
-  // Per (token, head): causal attention over the sequence's cached positions [0, pos].
+  // Per (token, run of this shard's query heads that share a KV head): causal attention
+  // over the sequence's cached positions [0, pos]; the kernel reads each cached row once for
+  // the run's heads. A run is a whole GQA group unless the shard's heads cut one.
+  struct HeadRun {
+    int64_t head, n_heads, kv_head;
+  };
+  std::vector<HeadRun> runs;
+  for (int64_t h = 0; h < n_head; ++h) {
+    const int64_t g = (head_begin + h) / group - kv_head_begin;
+    if (runs.empty() || runs.back().kv_head != g) runs.push_back({h, 0, g});
+    ++runs.back().n_heads;
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_ctx = kv.n_ctx();
-  pool.run(n * n_head, [&](int64_t task, int thread) {
-    const int64_t t = task / n_head, h = task % n_head;
-    const int64_t g = (head_begin + h) / group - kv_head_begin;
+  const auto n_runs = static_cast<int64_t>(runs.size());
+  pool.run(n * n_runs, [&](int64_t task, int thread) {
+    const int64_t t = task / n_runs;
+    const HeadRun& r = runs[static_cast<size_t>(task % n_runs)];
     const int64_t n_pos = batch.pos[t] + 1;
-    attend(q.data() + t * q_dim + h * hd, kv.k(layer, batch.seq[t], 0) + g * hd,
-           kv.v(layer, batch.seq[t], 0) + g * hd, kv_dim, n_pos, hd, scale,
-           scores.data() + thread * n_ctx, attn.data() + t * q_dim + h * hd);
+    attend(q.data() + t * q_dim + r.head * hd, r.n_heads,
+           kv.k(layer, batch.seq[t], 0) + r.kv_head * hd,
+           kv.v(layer, batch.seq[t], 0) + r.kv_head * hd, kv_dim, n_pos, hd, scale,
+           scores.data() + thread * group * n_ctx, attn.data() + t * q_dim + r.head * hd);
   });
 }
 
@@ -527,7 +540,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   grow(s.ffn_a, n * n_ff);
   grow(s.ffn_b, n * n_ff);
   grow(s.ffn_out, n * n_embd);
-  grow(s.scores, static_cast<int64_t>(pool.size()) * s.kv.n_ctx());
+  // Per thread, the scores of one GQA group's heads.
+  grow(s.scores, static_cast<int64_t>(pool.size()) * (hp.n_head / hp.n_head_kv) * s.kv.n_ctx());
   if (s.arch->moe) {
     grow(s.router_logits, n * hp.n_expert);
     grow(s.moe_in, n * n_embd);

@@ -13,8 +13,10 @@ void silu_mul(float* x, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
 }
 
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+namespace {
+
+void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+                int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
   float max = -INFINITY;
   for (int64_t j = 0; j < n_pos; ++j) {
     const uint16_t* k = keys + j * stride;
@@ -33,6 +35,17 @@ void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace
+
+void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+            float* out) {
+  for (int64_t h = 0; h < n_q; ++h) {
+    attend_one(q + h * head_dim, keys, values, stride, n_pos, head_dim, scale, scores,
+               out + h * head_dim);
+  }
 }
 
 }  // namespace scalar

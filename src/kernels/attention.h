@@ -1,7 +1,7 @@
-// Attention of one query head over cached keys and values (F16), the inner loop of the
-// forward pass's attention (and the FFN's SiLU product, which shares its vector exp): out = sum_j
-// softmax_j(q . k_j * scale) v_j. One kernel per ISA, chosen once (attend_kernel); the scalar one
-// is the reference the others are tested against.
+// Attention of query heads that share one KV head over its cached keys and values (F16),
+// the inner loop of the forward pass's attention (and the FFN's SiLU product, which shares its
+// vector exp): out = sum_j softmax_j(q . k_j * scale) v_j. One kernel per ISA, chosen once
+// (attend_kernel); the scalar one is the reference the others are tested against.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,12 @@
 
 namespace herd::kernels {
 
-// q: [head_dim] floats; keys, values: n_pos rows of head_dim F16 values, row j at
-// keys + j * stride (stride in elements); scores: scratch of n_pos floats; out: [head_dim].
-// REQUIRES: n_pos >= 1.
-using AttendFn = void (*)(const float* q, const uint16_t* keys, const uint16_t* values,
+// q: [n_q][head_dim] floats, n_q query heads that share the KV head (grouped-query
+// attention: the SIMD kernels widen each cached row once for several of them); keys,
+// values: n_pos rows of head_dim F16 values, row j at keys + j * stride (stride in
+// elements); scores: scratch of n_q * n_pos floats; out: [n_q][head_dim].
+// REQUIRES: n_q >= 1, n_pos >= 1.
+using AttendFn = void (*)(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
                           int64_t stride, int64_t n_pos, int64_t head_dim, float scale,
                           float* scores, float* out);
 
@@ -28,20 +30,23 @@ SiluMulFn silu_mul_kernel(Isa isa);
 
 namespace scalar {
 void silu_mul(float* x, const float* up, int64_t n);
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+            float* out);
 }  // namespace scalar
 namespace avx2 {
 void silu_mul(float* x, const float* up, int64_t n);
 // REQUIRES: head_dim % 8 == 0 and head_dim <= 256.
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+            float* out);
 }  // namespace avx2
 namespace avx512 {
 void silu_mul(float* x, const float* up, int64_t n);
 // REQUIRES: head_dim % 16 == 0 and head_dim <= 256.
-void attend(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-            int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out);
+void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+            float* out);
 }  // namespace avx512
 
 }  // namespace herd::kernels

@@ -56,17 +56,46 @@ void silu_mul_with(float* x, const float* up, int64_t n) {
   for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
 }
 
-// REQUIRES: head_dim % V::kWidth == 0 and head_dim <= 256 (see attend_kernel).
+// Softmax weights of scores[0, n_pos) in place (unnormalized: e^(s - max)); returns their sum.
 template <class V>
-void attend_with(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-                 int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+float softmax_weights(float* scores, int64_t n_pos) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth;
+  int64_t j = 0;
+  F vmax = V::set1(-INFINITY);
+  for (; j + w <= n_pos; j += w) vmax = V::max(vmax, V::load(scores + j));
+  float max = V::reduce_max(vmax);
+  for (; j < n_pos; ++j) max = std::max(max, scores[j]);
+  const F m = V::set1(max);
+  F vsum = V::zero();
+  for (j = 0; j + w <= n_pos; j += w) {
+    const F e = exp_nonpositive<V>(V::sub(V::load(scores + j), m));
+    V::store(scores + j, e);
+    vsum = V::add(vsum, e);
+  }
+  float sum = V::reduce_add(vsum);
+  if (j < n_pos) {
+    // The last n_pos - j < kWidth scores through a copy padded with the maximum (whose e^0
+    // is neither stored nor summed).
+    float tail[w];
+    std::fill(tail, tail + w, max);
+    std::copy(scores + j, scores + n_pos, tail);
+    V::store(tail, exp_nonpositive<V>(V::sub(V::load(tail), m)));
+    for (int64_t i = 0; j + i < n_pos; ++i) sum += scores[j + i] = tail[i];
+  }
+  return sum;
+}
+
+// One query head: scores four keys at a time (four independent FMA chains).
+template <class V>
+void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+                int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
   using F = typename V::F;
   constexpr int64_t w = V::kWidth;
   const int64_t nv = head_dim / w;
   F qv[256 / w];
   for (int64_t i = 0; i < nv; ++i) qv[i] = V::mul(V::load(q + w * i), V::set1(scale));
 
-  // Scores, four keys at a time.
   int64_t j = 0;
   for (; j + 4 <= n_pos; j += 4) {
     const uint16_t* k = keys + j * stride;
@@ -88,31 +117,8 @@ void attend_with(const float* q, const uint16_t* keys, const uint16_t* values, i
     for (int64_t i = 0; i < nv; ++i) a = V::fma(qv[i], V::load_f16(k + w * i), a);
     scores[j] = V::reduce_add(a);
   }
+  const F inv = V::set1(1.0f / softmax_weights<V>(scores, n_pos));
 
-  // Softmax weights (unnormalized) and their sum.
-  F vmax = V::set1(-INFINITY);
-  for (j = 0; j + w <= n_pos; j += w) vmax = V::max(vmax, V::load(scores + j));
-  float max = V::reduce_max(vmax);
-  for (; j < n_pos; ++j) max = std::max(max, scores[j]);
-  const F m = V::set1(max);
-  F vsum = V::zero();
-  for (j = 0; j + w <= n_pos; j += w) {
-    const F e = exp_nonpositive<V>(V::sub(V::load(scores + j), m));
-    V::store(scores + j, e);
-    vsum = V::add(vsum, e);
-  }
-  float sum = V::reduce_add(vsum);
-  if (j < n_pos) {
-    // The last n_pos - j < kWidth scores through a copy padded with the maximum (whose e^0
-    // is neither stored nor summed).
-    float tail[w];
-    std::fill(tail, tail + w, max);
-    std::copy(scores + j, scores + n_pos, tail);
-    V::store(tail, exp_nonpositive<V>(V::sub(V::load(tail), m)));
-    for (int64_t i = 0; j + i < n_pos; ++i) sum += scores[j + i] = tail[i];
-  }
-
-  // Weighted sum of the values.
   F acc[256 / w];
   for (int64_t i = 0; i < nv; ++i) acc[i] = V::zero();
   for (j = 0; j < n_pos; ++j) {
@@ -120,8 +126,84 @@ void attend_with(const float* q, const uint16_t* keys, const uint16_t* values, i
     const uint16_t* v = values + j * stride;
     for (int64_t i = 0; i < nv; ++i) acc[i] = V::fma(p, V::load_f16(v + w * i), acc[i]);
   }
-  const F inv = V::set1(1.0f / sum);
   for (int64_t i = 0; i < nv; ++i) V::store(out + w * i, V::mul(acc[i], inv));
+}
+
+// NQ query heads that share a KV head: each key and value row is widened from F16 once
+// for all of them (grouped-query attention reads a KV head for several query heads).
+// q, out: [NQ][head_dim]; scores: [NQ][n_pos].
+template <class V, int NQ>
+void attend_shared(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
+                   int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth;
+  const int64_t nv = head_dim / w;
+  F qv[NQ][256 / w];
+  for (int h = 0; h < NQ; ++h) {
+    for (int64_t i = 0; i < nv; ++i)
+      qv[h][i] = V::mul(V::load(q + h * head_dim + w * i), V::set1(scale));
+  }
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const uint16_t* k = keys + j * stride;
+    F a[NQ];
+    for (int h = 0; h < NQ; ++h) a[h] = V::zero();
+    for (int64_t i = 0; i < nv; ++i) {
+      const F kv = V::load_f16(k + w * i);
+      for (int h = 0; h < NQ; ++h) a[h] = V::fma(qv[h][i], kv, a[h]);
+    }
+    for (int h = 0; h < NQ; ++h) scores[h * n_pos + j] = V::reduce_add(a[h]);
+  }
+  float inv[NQ];
+  for (int h = 0; h < NQ; ++h) inv[h] = 1.0f / softmax_weights<V>(scores + h * n_pos, n_pos);
+
+  F acc[NQ][256 / w];
+  for (int h = 0; h < NQ; ++h) {
+    for (int64_t i = 0; i < nv; ++i) acc[h][i] = V::zero();
+  }
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const uint16_t* v = values + j * stride;
+    F p[NQ];
+    for (int h = 0; h < NQ; ++h) p[h] = V::set1(scores[h * n_pos + j]);
+    for (int64_t i = 0; i < nv; ++i) {
+      const F vv = V::load_f16(v + w * i);
+      for (int h = 0; h < NQ; ++h) acc[h][i] = V::fma(p[h], vv, acc[h][i]);
+    }
+  }
+  for (int h = 0; h < NQ; ++h) {
+    const F scale_h = V::set1(inv[h]);
+    for (int64_t i = 0; i < nv; ++i)
+      V::store(out + h * head_dim + w * i, V::mul(acc[h][i], scale_h));
+  }
+}
+
+// n_q query heads over one KV head, in runs of heads whose accumulators fit the registers
+// (NQ x head_dim / kWidth vectors of at most 16); a lone head takes attend_one.
+// REQUIRES: head_dim % V::kWidth == 0 and head_dim <= 256 (see attend_kernel).
+template <class V>
+void attend_with(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+                 int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+                 float* out) {
+  const int64_t per_run = std::clamp<int64_t>(16 / (head_dim / V::kWidth), 1, 4);
+  for (int64_t h = 0; h < n_q;) {
+    const int64_t run = std::min(per_run, n_q - h);
+    const float* qh = q + h * head_dim;
+    float* outh = out + h * head_dim;
+    switch (run) {
+      case 4:
+        attend_shared<V, 4>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        break;
+      case 3:
+        attend_shared<V, 3>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        break;
+      case 2:
+        attend_shared<V, 2>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        break;
+      default:
+        attend_one<V>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        break;
+    }
+    h += run;
+  }
 }
 
 }  // namespace

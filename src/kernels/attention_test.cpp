@@ -17,12 +17,14 @@ TEST(Attention, ScalarWeighsValuesBySoftmax) {
   const uint16_t keys[4] = {fp32_to_fp16(0), 0, fp32_to_fp16(std::log(3.0f)), 0};
   const uint16_t values[4] = {fp32_to_fp16(4), fp32_to_fp16(0), fp32_to_fp16(0), fp32_to_fp16(8)};
   float scores[2], out[2];
-  scalar::attend(q, keys, values, 2, 2, 2, 1.0f, scores, out);
+  scalar::attend(q, 1, keys, values, 2, 2, 2, 1.0f, scores, out);
   EXPECT_NEAR(out[0], 1.0f, 1e-3);
   EXPECT_NEAR(out[1], 6.0f, 1e-2);
 }
 
 // Every SIMD attention kernel against the scalar reference on random heads.
+// Every SIMD kernel against the scalar one, for one query head and for groups of heads that
+// share a KV head (runs of 2-4 and a remainder: 5 = 4 + 1, 8 = 4 + 4 or 2 x 4 ...).
 TEST(Attention, SimdMatchesScalar) {
   const CpuFeatures cpu = detect_cpu();
   std::mt19937 rng(7);
@@ -33,23 +35,28 @@ TEST(Attention, SimdMatchesScalar) {
       continue;
     }
     for (int64_t head_dim : {32, 64, 128, 256}) {
-      for (int64_t n_pos : {1, 3, 4, 17, 100, 1000}) {
-        const int64_t stride = head_dim * 3;  // other heads sit between rows, as in the cache
-        std::vector<float> q(static_cast<size_t>(head_dim));
-        std::vector<uint16_t> k(static_cast<size_t>(n_pos * stride)), v(k.size());
-        for (float& x : q) x = normal(rng);
-        for (uint16_t& x : k) x = fp32_to_fp16(normal(rng));
-        for (uint16_t& x : v) x = fp32_to_fp16(normal(rng));
-        std::vector<float> scores(static_cast<size_t>(n_pos)), want(q.size()), got(q.size());
-        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        scalar::attend(q.data(), k.data(), v.data(), stride, n_pos, head_dim, scale, scores.data(),
-                       want.data());
-        AttendFn fn = attend_kernel(isa, head_dim);
-        ASSERT_NE(fn, &scalar::attend);
-        fn(q.data(), k.data(), v.data(), stride, n_pos, head_dim, scale, scores.data(), got.data());
-        for (int64_t d = 0; d < head_dim; ++d) {
-          EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
-              << isa_name(isa) << " head_dim " << head_dim << " n_pos " << n_pos << " d " << d;
+      for (int64_t n_q : {1, 2, 3, 4, 5, 8}) {
+        for (int64_t n_pos : {1, 3, 4, 17, 100, 1000}) {
+          const int64_t stride = head_dim * 3;  // other heads sit between rows, as in the cache
+          std::vector<float> q(static_cast<size_t>(n_q * head_dim));
+          std::vector<uint16_t> k(static_cast<size_t>(n_pos * stride)), v(k.size());
+          for (float& x : q) x = normal(rng);
+          for (uint16_t& x : k) x = fp32_to_fp16(normal(rng));
+          for (uint16_t& x : v) x = fp32_to_fp16(normal(rng));
+          std::vector<float> scores(static_cast<size_t>(n_q * n_pos)), want(q.size()),
+              got(q.size());
+          const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          scalar::attend(q.data(), n_q, k.data(), v.data(), stride, n_pos, head_dim, scale,
+                         scores.data(), want.data());
+          AttendFn fn = attend_kernel(isa, head_dim);
+          ASSERT_NE(fn, &scalar::attend);
+          fn(q.data(), n_q, k.data(), v.data(), stride, n_pos, head_dim, scale, scores.data(),
+             got.data());
+          for (size_t d = 0; d < got.size(); ++d) {
+            EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
+                << isa_name(isa) << " head_dim " << head_dim << " n_q " << n_q << " n_pos " << n_pos
+                << " at " << d;
+          }
         }
       }
     }
