@@ -240,36 +240,38 @@ TEST_P(ShippingTest, TensorsOutOfOrderAreRefusedNamingTheTensor) {
   EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
 }
 
-// Frames: 0 the metadata, 1 token_embd, 2 and 3 the two chunks of blk.0.ffn_up.
+// The node's error when the model is shipped with frame `frame` damaged, after checking that
+// it left neither the file nor its .tmp behind. Frames: 0 the metadata, 1 token_embd, 2 and
+// 3 the two chunks of blk.0.ffn_up.
+std::string damaged_error(const std::string& transport, const fs::path& dir,
+                          const gguf::File& model, int frame, DamagingConnection::Damage damage) {
+  const Assignment a = all_tensors(model);
+  Ends ends = connected(transport);
+  DamagingConnection damaging(*ends.coordinator, frame, damage);
+  const std::string error = receive_error(ends, damaging, model, a, a, dir / "shard.gguf");
+  EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
+  EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
+  return error;
+}
+
 TEST_P(ShippingTest, ACorruptedChunkIsRefusedWhereverItLanded) {
   const TempDir dir("shipping-test", "corrupt");
   const gguf::File model = write_model(dir / "model.gguf");
-  const Assignment a = all_tensors(model);
   for (int frame : {1, 3}) {
-    Ends ends = connected(GetParam());
-    DamagingConnection damaging(*ends.coordinator, frame, DamagingConnection::Damage::kFlipAByte);
-    EXPECT_THAT(receive_error(ends, damaging, model, a, a, dir / "shard.gguf"),
-                HasSubstr("does not match its hash"));
-    EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
-    EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
+    EXPECT_THAT(
+        damaged_error(GetParam(), dir, model, frame, DamagingConnection::Damage::kFlipAByte),
+        HasSubstr("does not match its hash"));
   }
 }
 
 TEST_P(ShippingTest, AChunkSentTwiceIsRefused) {
   const TempDir dir("shipping-test", "repeat");
   const gguf::File model = write_model(dir / "model.gguf");
-  const Assignment a = all_tensors(model);
-  for (int frame : {2, 3}) {
-    Ends ends = connected(GetParam());
-    DamagingConnection damaging(*ends.coordinator, frame, DamagingConnection::Damage::kRepeat);
-    const std::string error = receive_error(ends, damaging, model, a, a, dir / "shard.gguf");
-    // The first chunk again where the second belongs; the last again where the next tensor does.
-    EXPECT_THAT(error, ContainsRegex(frame == 2 ? "chunk at offset 0 .* expected offset"
-                                                : "expected tensor 'output_norm.weight'"))
-        << "frame " << frame;
-    EXPECT_FALSE(fs::exists(dir / "shard.gguf"));
-    EXPECT_FALSE(fs::exists(dir / "shard.gguf.tmp"));
-  }
+  // The first chunk again where the second belongs; the last again where the next tensor does.
+  EXPECT_THAT(damaged_error(GetParam(), dir, model, 2, DamagingConnection::Damage::kRepeat),
+              ContainsRegex("chunk at offset 0 .* expected offset"));
+  EXPECT_THAT(damaged_error(GetParam(), dir, model, 3, DamagingConnection::Damage::kRepeat),
+              HasSubstr("expected tensor 'output_norm.weight'"));
 }
 
 TEST_P(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
