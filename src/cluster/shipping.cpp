@@ -234,11 +234,14 @@ class ShardSink final : public net::WeightsSink {
     --in_flight_;
     changed_.notify_all();
   }
-  // Places nothing more; returns once a chunk being written has landed.
-  void close() {
+  // Places nothing more. With `settle`, returns once a chunk being written has landed, so
+  // the file is final (after a complete transfer only an empty chunk can still be placed);
+  // a failed transfer does not wait: a stalled sender could hold a chunk forever, and the
+  // file, unlinked with its last reference, is never read.
+  void close(bool settle) {
     std::unique_lock lock(mutex_);
     closed_ = true;
-    changed_.wait(lock, [&] { return in_flight_ == 0; });
+    if (settle) changed_.wait(lock, [&] { return in_flight_ == 0; });
   }
 
  private:
@@ -402,9 +405,9 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
   // so that receiving and verifying the next chunk overlaps writing this one.
   auto sink = std::make_shared<ShardSink>(file, a, writer);
   connection.set_weights_sink(sink);
-  auto stop_placing = [&] {
+  auto stop_placing = [&](bool settle) {
     connection.set_weights_sink(nullptr);
-    sink->close();
+    sink->close(settle);
   };
   ShipStats stats;
   ChunkQueue queue;
@@ -446,11 +449,11 @@ ShipStats receive_weights(net::Connection& connection, const Assignment& a, cons
   } catch (...) {
     queue.abandon();
     write_thread.join();
-    stop_placing();
+    stop_placing(false);
     throw;  // the file is removed with the last reference to it
   }
   write_thread.join();
-  stop_placing();
+  stop_placing(!write_error);
   if (write_error) std::rethrow_exception(write_error);
   file->commit();
   stats.bytes = metadata.size();
