@@ -31,11 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string host_name() {
-  char host[256] = {};
-  return gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "node";
-}
-
 // What a session has loaded: the file (mapped model or cached shard) and its shard.
 struct Loaded {
   Assignment assignment;
@@ -115,10 +110,6 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   if (s.options.cache_dir.empty()) s.options.cache_dir = default_cache_dir();
   s.pool = std::make_unique<ThreadPool>(s.options.threads);
 
-  if (s.options.name.empty()) {
-    s.options.name = host_name();
-    if (s.options.port != 0) s.options.name += ":" + std::to_string(s.options.port);
-  }
   net::TcpTransportOptions t;
   t.auth.key = s.options.key;
   t.auth.node_name = s.options.name;
@@ -129,6 +120,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   listen.port = s.options.port;
   listen.insecure_listen = s.options.insecure_listen;
   s.transport->listen(listen);
+  s.options.name = s.transport->node_name();  // "<host>:<port>" when none was given
 
   LocalProfileOptions p;
   p.name = s.options.name;

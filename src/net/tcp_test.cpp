@@ -119,6 +119,16 @@ TEST(TcpTest, TwoEndpointsExchangeFrames) {
             kFrameHeaderSize + encode(got).size());
 }
 
+// A transport given no name takes "<host>:<port>" once bound, the port it really got.
+TEST(TcpTest, AnUnnamedListenerIsNamedByItsPort) {
+  TcpTransport server(options_for("", nullptr));
+  server.listen(ListenOptions{});  // port 0: any free one
+  EXPECT_THAT(server.node_name(), ::testing::EndsWith(":" + std::to_string(server.port())));
+  TcpTransport client(options_for("client", nullptr));
+  std::shared_ptr<Connection> to_server = client.connect(local(server.port()), Millis(2000));
+  EXPECT_THAT(to_server->peer_name(), HasSubstr(server.node_name() + " (127.0.0.1:"));
+}
+
 TEST(TcpTest, GarbageAndHostilePeersAreDroppedAndOthersStillServed) {
   Log log;
   TcpTransport server(options_for("server", test_key(), log.fn()));

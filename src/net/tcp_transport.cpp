@@ -1,5 +1,7 @@
 #include "net/tcp_transport.h"
 
+#include <unistd.h>
+
 #include "util/error.h"
 
 namespace herd::net {
@@ -34,6 +36,11 @@ void TcpTransport::listen(ListenOptions listen) {
   HERD_CHECK(!listener_);
   listen.has_key = options_.auth.key != nullptr;
   listener_ = TcpListener::bind(listen, options_.tcp);
+  if (options_.auth.node_name.empty()) {
+    char host[256] = {};
+    const bool named = gethostname(host, sizeof host - 1) == 0 && host[0] != '\0';
+    options_.auth.node_name = std::string(named ? host : "node") + ":" + std::to_string(port());
+  }
   acceptor_ = std::thread(&TcpTransport::accept_loop, this);
 }
 

@@ -22,6 +22,8 @@
 namespace herd::net {
 
 struct TcpTransportOptions {
+  // auth.node_name empty: listen() names this end "<host name>:<port>" once it has bound
+  // (so a node on port 0 is named by the port it got).
   AuthConfig auth;
   TcpOptions tcp;
   Millis handshake_timeout{5000};
@@ -42,6 +44,8 @@ class TcpTransport final : public Transport {
   // herd::Error. REQUIRES: called at most once.
   void listen(ListenOptions listen);
   uint16_t port() const;  // REQUIRES: listen() succeeded
+  // The name this end gives peers in its HELLO.
+  const std::string& node_name() const { return options_.auth.node_name; }
 
   std::string_view name() const override { return "tcp"; }
   std::shared_ptr<Connection> connect(const std::string& address, Millis timeout) override;
