@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/assignment.h"
+#include "cluster/weight_cache.h"
 #include "util/error.h"
 
 namespace {
@@ -37,8 +38,10 @@ void check(const nlohmann::json& j) {
       }
       if (elements > (static_cast<unsigned __int128>(1) << 44)) std::abort();
     }
-    // What the node does next with it: the names, and the JSON the coordinator would send.
-    (void)tensor_names(a);
+    // What the node does next with it: its cache file's name and the tensors' sizes, and the
+    // JSON the coordinator would send.
+    (void)shard_cache_path("/cache", herd::net::ContentHash{}, a);
+    for (const TensorDesc& t : a.tensors) (void)data_bytes(t);
     const Assignment b = assignment_from_json(nlohmann::json::parse(to_json(a).dump()));
     if (b.tensors.size() != a.tensors.size() || b.shard.layer_end != a.shard.layer_end) {
       std::abort();

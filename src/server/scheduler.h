@@ -186,7 +186,9 @@ class Scheduler {
 
   engine::Batch batch_;
   std::vector<float> logits_;
-  // Built on the first constrained request (engine thread), one per render_special.
+  // Built by the first constrained request's submit(), one per render_special; read by
+  // the engine thread when it admits requests (locks: mutex_, then this one).
+  std::mutex vocabularies_mutex_;
   std::unique_ptr<ConstraintVocabulary> vocabularies_[2];
 };
 
