@@ -54,6 +54,8 @@ SiluMulFn silu_mul_kernel(Isa isa) {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::kAvx512) return &avx512::silu_mul;
   if (isa == Isa::kAvx2) return &avx2::silu_mul;
+#elif defined(__aarch64__)
+  if (isa == Isa::kNeon) return &neon::silu_mul;
 #else
   static_cast<void>(isa);
 #endif
@@ -65,6 +67,8 @@ AttendFn attend_kernel(Isa isa, int64_t head_dim) {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::kAvx512 && fits && head_dim % 16 == 0) return &avx512::attend;
   if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && fits && head_dim % 8 == 0) return &avx2::attend;
+#elif defined(__aarch64__)
+  if (isa == Isa::kNeon && fits && head_dim % 4 == 0) return &neon::attend;
 #else
   static_cast<void>(fits);
 #endif

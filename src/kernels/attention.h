@@ -48,5 +48,12 @@ void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* v
             int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
             float* out);
 }  // namespace avx512
+namespace neon {
+void silu_mul(float* x, const float* up, int64_t n);
+// REQUIRES: head_dim % 4 == 0 and head_dim <= 256.
+void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
+            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
+            float* out);
+}  // namespace neon
 
 }  // namespace herd::kernels

@@ -29,7 +29,7 @@ TEST(Attention, SimdMatchesScalar) {
   const CpuFeatures cpu = detect_cpu();
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (best_isa(cpu, isa) != isa) {
       std::printf("attention: %s not available here\n", std::string(isa_name(isa)).c_str());
       continue;
@@ -78,7 +78,7 @@ TEST(SiluMul, SimdMatchesScalar) {
   }
   std::vector<float> want = x;
   scalar::silu_mul(want.data(), up.data(), n);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (best_isa(cpu, isa) != isa) continue;
     SiluMulFn fn = silu_mul_kernel(isa);
     ASSERT_NE(fn, &scalar::silu_mul);
@@ -95,6 +95,7 @@ TEST(Attention, OddHeadSizesFallBackToScalar) {
   EXPECT_EQ(attend_kernel(Isa::kAvx512, 40), attend_kernel(Isa::kAvx2, 40));
   EXPECT_EQ(attend_kernel(Isa::kScalar, 64), &scalar::attend);
   EXPECT_EQ(attend_kernel(Isa::kAvx512, 20), &scalar::attend);
+  EXPECT_EQ(attend_kernel(Isa::kNeon, 30), &scalar::attend);
 }
 
 }  // namespace
