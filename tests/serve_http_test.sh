@@ -139,6 +139,12 @@ if (finish !== 'stop') throw new Error('finish ' + finish);
 console.log(text);
 JS
 [ "$(js "$dir/person.json" "$matches_person")" = true ] || fail "streamed reply does not match: $(cat "$dir/person.json")"
+# The legacy completions take response_format too.
+body="{\"prompt\": \"Who?\", \"max_tokens\": 300, \"seed\": 5, \"temperature\": 1, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"person\", \"schema\": $person}}}"
+[ "$(post /v1/completions "$body")" = 200 ] || fail "completions json_schema: $(cat "$dir/body")"
+[ "$(js "$dir/body" 'j.choices[0].finish_reason')" = stop ] || fail "completions json_schema did not end when whole: $(cat "$dir/body")"
+js "$dir/body" 'j.choices[0].text' > "$dir/person.json"
+[ "$(js "$dir/person.json" "$matches_person")" = true ] || fail "completion does not match the schema: $(cat "$dir/person.json")"
 # json_object: one object (a free key may run to max_tokens: then the text is cut, "length").
 body='{"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 200, "seed": 4, "response_format": {"type": "json_object"}}'
 [ "$(post /v1/chat/completions "$body")" = 200 ] || fail "json_object: $(cat "$dir/body")"

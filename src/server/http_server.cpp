@@ -507,6 +507,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   CompletionRequest r = parse_completion_request(req.body);
   check_model(r.sampling, m);
   GenerationParams g = generation_params(r.sampling);
+  g.grammar = r.response_format.grammar;
   // A text prompt gets the model's BOS, as `herd run` gives it.
   g.prompt = r.prompt_text ? m.tokenizer->encode(*r.prompt_text, true, false) : r.prompt_tokens;
   if (g.prompt.empty())

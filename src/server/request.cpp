@@ -327,6 +327,7 @@ CompletionRequest parse_completion_request(std::string_view body_text) {
   }
   // The legacy API's logprobs is the number of top tokens.
   if (auto n = integer(body, "logprobs", 0, 20)) r.sampling.top_logprobs = static_cast<int>(*n);
+  r.response_format = parse_response_format(body);
   return r;
 }
 

@@ -79,6 +79,7 @@ struct CompletionRequest {
   SamplingRequest sampling;
   std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_tokens;  // when the prompt is given as token ids
+  ResponseFormat response_format;      // as in chat (llama.cpp's server takes it here too)
 };
 
 // The defaults a request starts from: OpenAI's temperature 1 and top_p 1, no top-k/min-p

@@ -213,6 +213,14 @@ TEST(Request, ResponseFormat) {
   } catch (const ApiError& e) {
     EXPECT_NE(e.message().find("'pattern'"), std::string::npos) << e.message();
   }
+  // The legacy completions take it too.
+  const CompletionRequest completion =
+      parse_completion_request(R"({"prompt": "x", "response_format": {"type": "json_object"}})");
+  EXPECT_EQ(completion.response_format.kind, ResponseFormat::Kind::kJsonObject);
+  EXPECT_NE(completion.response_format.grammar, nullptr);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x"})").response_format.grammar, nullptr);
+  EXPECT_EQ(rejected_param(R"({"prompt": "x", "response_format": {"type": "yaml"}})", false),
+            "response_format.type");
 }
 
 }  // namespace
