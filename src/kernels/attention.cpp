@@ -52,10 +52,10 @@ void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* v
 
 SiluMulFn silu_mul_kernel(Isa isa) {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::kAvx512) return &avx512::silu_mul;
-  if (isa == Isa::kAvx2) return &avx2::silu_mul;
+  if (isa == Isa::kAvx512) return avx512::silu_mul;
+  if (isa == Isa::kAvx2) return avx2::silu_mul;
 #elif defined(__aarch64__)
-  if (isa == Isa::kNeon) return &neon::silu_mul;
+  if (isa == Isa::kNeon) return neon::silu_mul;
 #else
   static_cast<void>(isa);
 #endif
@@ -65,10 +65,10 @@ SiluMulFn silu_mul_kernel(Isa isa) {
 AttendFn attend_kernel(Isa isa, int64_t head_dim) {
   const bool fits = head_dim <= 256;
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::kAvx512 && fits && head_dim % 16 == 0) return &avx512::attend;
-  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && fits && head_dim % 8 == 0) return &avx2::attend;
+  if (isa == Isa::kAvx512 && fits && head_dim % 16 == 0) return avx512::attend;
+  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && fits && head_dim % 8 == 0) return avx2::attend;
 #elif defined(__aarch64__)
-  if (isa == Isa::kNeon && fits && head_dim % 4 == 0) return &neon::attend;
+  if (isa == Isa::kNeon && fits && head_dim % 4 == 0) return neon::attend;
 #else
   static_cast<void>(fits);
 #endif

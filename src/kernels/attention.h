@@ -34,26 +34,20 @@ void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* v
             int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
             float* out);
 }  // namespace scalar
+// Each SIMD ISA's kernels: the shared ones of attention_simd.h instantiated over its vectors
+// (attention_<isa>.cpp). attend REQUIRES head_dim % width == 0 (avx2 8, avx512 16, neon 4)
+// and head_dim <= 256; attend_kernel checks both.
 namespace avx2 {
-void silu_mul(float* x, const float* up, int64_t n);
-// REQUIRES: head_dim % 8 == 0 and head_dim <= 256.
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out);
+extern const SiluMulFn silu_mul;
+extern const AttendFn attend;
 }  // namespace avx2
 namespace avx512 {
-void silu_mul(float* x, const float* up, int64_t n);
-// REQUIRES: head_dim % 16 == 0 and head_dim <= 256.
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out);
+extern const SiluMulFn silu_mul;
+extern const AttendFn attend;
 }  // namespace avx512
 namespace neon {
-void silu_mul(float* x, const float* up, int64_t n);
-// REQUIRES: head_dim % 4 == 0 and head_dim <= 256.
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out);
+extern const SiluMulFn silu_mul;
+extern const AttendFn attend;
 }  // namespace neon
 
 }  // namespace herd::kernels

@@ -37,14 +37,7 @@ struct V {
 
 }  // namespace
 
-void silu_mul(float* x, const float* up, int64_t n) {
-  silu_mul_with<V>(x, up, n);
-}
-
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out) {
-  attend_with<V>(q, n_q, keys, values, stride, n_pos, head_dim, scale, scores, out);
-}
+extern const SiluMulFn silu_mul = &silu_mul_with<V>;
+extern const AttendFn attend = &attend_with<V>;
 
 }  // namespace herd::kernels::neon
