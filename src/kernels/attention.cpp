@@ -13,38 +13,29 @@ void silu_mul(float* x, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
 }
 
-namespace {
-
-void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-                int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
-  float max = -INFINITY;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* k = keys + j * stride;
-    float dot = 0;
-    for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * fp16_to_fp32(k[d]);
-    scores[j] = dot * scale;
-    max = std::max(max, scores[j]);
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < n_pos; ++j) sum += scores[j] = std::exp(scores[j] - max);
-  std::fill(out, out + head_dim, 0.0f);
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* v = values + j * stride;
-    const float p = scores[j];
-    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * fp16_to_fp32(v[d]);
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
-}
-
-}  // namespace
-
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out) {
-  for (int64_t h = 0; h < n_q; ++h) {
-    attend_one(q + h * head_dim, keys, values, stride, n_pos, head_dim, scale, scores,
-               out + h * head_dim);
+void attend(const AttendArgs& a) {
+  for (int64_t h = 0; h < a.n_q; ++h) {
+    const float* q = a.q + h * a.k_dim;
+    float* scores = a.scores;
+    float* out = a.out + h * a.v_dim;
+    float max = a.sinks != nullptr ? a.sinks[h] : -INFINITY;
+    for (int64_t j = 0; j < a.n_pos; ++j) {
+      const uint16_t* k = a.keys + j * a.stride;
+      float dot = 0;
+      for (int64_t d = 0; d < a.k_dim; ++d) dot += q[d] * fp16_to_fp32(k[d]);
+      scores[j] = dot * a.scale;
+      max = std::max(max, scores[j]);
+    }
+    float sum = a.sinks != nullptr ? std::exp(a.sinks[h] - max) : 0.0f;
+    for (int64_t j = 0; j < a.n_pos; ++j) sum += scores[j] = std::exp(scores[j] - max);
+    std::fill(out, out + a.v_dim, 0.0f);
+    for (int64_t j = 0; j < a.n_pos; ++j) {
+      const uint16_t* v = a.values + j * a.stride;
+      const float p = scores[j];
+      for (int64_t d = 0; d < a.v_dim; ++d) out[d] += p * fp16_to_fp32(v[d]);
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t d = 0; d < a.v_dim; ++d) out[d] *= inv;
   }
 }
 
@@ -62,15 +53,20 @@ SiluMulFn silu_mul_kernel(Isa isa) {
   return &scalar::silu_mul;
 }
 
-AttendFn attend_kernel(Isa isa, int64_t head_dim) {
-  const bool fits = head_dim <= 256;
+AttendFn attend_kernel(Isa isa, int64_t k_dim, int64_t v_dim) {
+  // Keys and values of one size up to 256 fit the registers (attend); longer or unequal ones
+  // (MLA) stream through memory (attend_wide).
+  const bool fits = k_dim == v_dim && k_dim <= 256;
+  auto multiple = [&](int64_t width) { return k_dim % width == 0 && v_dim % width == 0; };
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::kAvx512 && fits && head_dim % 16 == 0) return avx512::attend;
-  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && fits && head_dim % 8 == 0) return avx2::attend;
+  if (isa == Isa::kAvx512 && multiple(16)) return fits ? avx512::attend : avx512::attend_wide;
+  if ((isa == Isa::kAvx512 || isa == Isa::kAvx2) && multiple(8))
+    return fits ? avx2::attend : avx2::attend_wide;
 #elif defined(__aarch64__)
-  if (isa == Isa::kNeon && fits && head_dim % 4 == 0) return neon::attend;
+  if (isa == Isa::kNeon && multiple(4)) return fits ? neon::attend : neon::attend_wide;
 #else
   static_cast<void>(fits);
+  static_cast<void>(multiple);
 #endif
   return &scalar::attend;
 }

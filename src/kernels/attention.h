@@ -10,17 +10,31 @@
 
 namespace herd::kernels {
 
-// q: [n_q][head_dim] floats, n_q query heads that share the KV head (grouped-query
-// attention: the SIMD kernels widen each cached row once for several of them); keys,
-// values: n_pos rows of head_dim F16 values, row j at keys + j * stride (stride in
-// elements); scores: scratch of n_q * n_pos floats; out: [n_q][head_dim].
+// One call: n_q query heads that share a KV head (grouped-query attention: the SIMD kernels
+// widen each cached row once for several of them; MLA: every head shares the one latent).
+struct AttendArgs {
+  const float* q = nullptr;  // [n_q][k_dim]
+  int64_t n_q = 1;
+  // n_pos rows of F16 values, row j at keys + j * stride / values + j * stride (stride in
+  // elements); keys have k_dim values, values v_dim (MLA: the values are the first v_dim
+  // of the key row, values == keys).
+  const uint16_t* keys = nullptr;
+  const uint16_t* values = nullptr;
+  int64_t stride = 0;
+  int64_t n_pos = 0;
+  int64_t k_dim = 0, v_dim = 0;
+  float scale = 1.0f;  // on q . k
+  // [n_q] or null: per head an extra logit in the softmax with no value (attention sinks,
+  // gpt-oss), not scaled; its share of the weight is dropped.
+  const float* sinks = nullptr;
+  float* scores = nullptr;  // scratch of n_q * n_pos floats
+  float* out = nullptr;     // [n_q][v_dim]
+};
 // REQUIRES: n_q >= 1, n_pos >= 1.
-using AttendFn = void (*)(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-                          int64_t stride, int64_t n_pos, int64_t head_dim, float scale,
-                          float* scores, float* out);
+using AttendFn = void (*)(const AttendArgs& args);
 
-// The best attention kernel of `isa` (or below it) for heads of head_dim values.
-AttendFn attend_kernel(Isa isa, int64_t head_dim);
+// The best attention kernel of `isa` (or below it) for keys of k_dim and values of v_dim.
+AttendFn attend_kernel(Isa isa, int64_t k_dim, int64_t v_dim);
 
 // x[i] = silu(x[i]) * up[i] = x[i] / (1 + e^-x[i]) * up[i] for i < n: the gated product
 // of the FFN, chosen once per ISA like attention (the SIMD ones use the vector exp of
@@ -30,24 +44,26 @@ SiluMulFn silu_mul_kernel(Isa isa);
 
 namespace scalar {
 void silu_mul(float* x, const float* up, int64_t n);
-void attend(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-            int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-            float* out);
+void attend(const AttendArgs& args);
 }  // namespace scalar
 // Each SIMD ISA's kernels: the shared ones of attention_simd.h instantiated over its vectors
 // (attention_<isa>.cpp). attend REQUIRES head_dim % width == 0 (avx2 8, avx512 16, neon 4)
 // and head_dim <= 256; attend_kernel checks both.
+// attend_wide takes any k_dim and v_dim that are multiples of the width (MLA's 576 / 512).
 namespace avx2 {
 extern const SiluMulFn silu_mul;
 extern const AttendFn attend;
+extern const AttendFn attend_wide;
 }  // namespace avx2
 namespace avx512 {
 extern const SiluMulFn silu_mul;
 extern const AttendFn attend;
+extern const AttendFn attend_wide;
 }  // namespace avx512
 namespace neon {
 extern const SiluMulFn silu_mul;
 extern const AttendFn attend;
+extern const AttendFn attend_wide;
 }  // namespace neon
 
 }  // namespace herd::kernels

@@ -42,5 +42,6 @@ struct V {
 
 extern const SiluMulFn silu_mul = &silu_mul_with<V>;
 extern const AttendFn attend = &attend_with<V>;
+extern const AttendFn attend_wide = &attend_wide_with<V>;
 
 }  // namespace herd::kernels::avx512

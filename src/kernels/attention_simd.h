@@ -56,15 +56,16 @@ void silu_mul_with(float* x, const float* up, int64_t n) {
   for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
 }
 
-// Softmax weights of scores[0, n_pos) in place (unnormalized: e^(s - max)); returns their sum.
+// Softmax weights of scores[0, n_pos) in place (unnormalized: e^(s - max)); returns their sum,
+// which counts e^(sink - max) too (-INFINITY: no sink).
 template <class V>
-float softmax_weights(float* scores, int64_t n_pos) {
+float softmax_weights(float* scores, int64_t n_pos, float sink) {
   using F = typename V::F;
   constexpr int64_t w = V::kWidth;
   int64_t j = 0;
   F vmax = V::set1(-INFINITY);
   for (; j + w <= n_pos; j += w) vmax = V::max(vmax, V::load(scores + j));
-  float max = V::reduce_max(vmax);
+  float max = std::max(V::reduce_max(vmax), sink);
   for (; j < n_pos; ++j) max = std::max(max, scores[j]);
   const F m = V::set1(max);
   F vsum = V::zero();
@@ -74,6 +75,7 @@ float softmax_weights(float* scores, int64_t n_pos) {
     vsum = V::add(vsum, e);
   }
   float sum = V::reduce_add(vsum);
+  if (sink != -INFINITY) sum += std::exp(sink - max);
   if (j < n_pos) {
     // The last n_pos - j < kWidth scores through a copy padded with the maximum (whose e^0
     // is neither stored nor summed).
@@ -89,7 +91,8 @@ float softmax_weights(float* scores, int64_t n_pos) {
 // One query head: scores four keys at a time (four independent FMA chains).
 template <class V>
 void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-                int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+                int64_t n_pos, int64_t head_dim, float scale, float sink, float* scores,
+                float* out) {
   using F = typename V::F;
   constexpr int64_t w = V::kWidth;
   const int64_t nv = head_dim / w;
@@ -117,7 +120,7 @@ void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, in
     for (int64_t i = 0; i < nv; ++i) a = V::fma(qv[i], V::load_f16(k + w * i), a);
     scores[j] = V::reduce_add(a);
   }
-  const F inv = V::set1(1.0f / softmax_weights<V>(scores, n_pos));
+  const F inv = V::set1(1.0f / softmax_weights<V>(scores, n_pos, sink));
 
   F acc[256 / w];
   for (int64_t i = 0; i < nv; ++i) acc[i] = V::zero();
@@ -134,7 +137,8 @@ void attend_one(const float* q, const uint16_t* keys, const uint16_t* values, in
 // q, out: [NQ][head_dim]; scores: [NQ][n_pos].
 template <class V, int NQ>
 void attend_shared(const float* q, const uint16_t* keys, const uint16_t* values, int64_t stride,
-                   int64_t n_pos, int64_t head_dim, float scale, float* scores, float* out) {
+                   int64_t n_pos, int64_t head_dim, float scale, const float* sinks, float* scores,
+                   float* out) {
   using F = typename V::F;
   constexpr int64_t w = V::kWidth;
   const int64_t nv = head_dim / w;
@@ -154,7 +158,10 @@ void attend_shared(const float* q, const uint16_t* keys, const uint16_t* values,
     for (int h = 0; h < NQ; ++h) scores[h * n_pos + j] = V::reduce_add(a[h]);
   }
   float inv[NQ];
-  for (int h = 0; h < NQ; ++h) inv[h] = 1.0f / softmax_weights<V>(scores + h * n_pos, n_pos);
+  for (int h = 0; h < NQ; ++h) {
+    const float sink = sinks != nullptr ? sinks[h] : -INFINITY;
+    inv[h] = 1.0f / softmax_weights<V>(scores + h * n_pos, n_pos, sink);
+  }
 
   F acc[NQ][256 / w];
   for (int h = 0; h < NQ; ++h) {
@@ -176,30 +183,147 @@ void attend_shared(const float* q, const uint16_t* keys, const uint16_t* values,
   }
 }
 
+// Heads with long keys and values (multi-head latent attention: 576 and 512): q and the
+// output live in memory (L1), not registers. NH heads share each widened key row, two rows
+// at a time; values are summed in blocks of kBlock positions so that the block stays in L1
+// while every dimension of the output passes over it.
+template <class V, int NH>
+void attend_wide_heads(const AttendArgs& a, int64_t h0) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth;
+  constexpr int64_t kBlock = 32;
+  const int64_t nk = a.k_dim / w, nv = a.v_dim / w, n_pos = a.n_pos;
+  const float* q[NH];
+  float* scores[NH];
+  float* out[NH];
+  for (int h = 0; h < NH; ++h) {
+    q[h] = a.q + (h0 + h) * a.k_dim;
+    scores[h] = a.scores + (h0 + h) * n_pos;
+    out[h] = a.out + (h0 + h) * a.v_dim;
+  }
+  int64_t j = 0;
+  for (; j + 2 <= n_pos; j += 2) {
+    const uint16_t* k0 = a.keys + j * a.stride;
+    const uint16_t* k1 = k0 + a.stride;
+    F acc0[NH], acc1[NH];
+    for (int h = 0; h < NH; ++h) acc0[h] = acc1[h] = V::zero();
+    for (int64_t i = 0; i < nk; ++i) {
+      const F x0 = V::load_f16(k0 + w * i), x1 = V::load_f16(k1 + w * i);
+      for (int h = 0; h < NH; ++h) {
+        const F qv = V::load(q[h] + w * i);
+        acc0[h] = V::fma(qv, x0, acc0[h]);
+        acc1[h] = V::fma(qv, x1, acc1[h]);
+      }
+    }
+    for (int h = 0; h < NH; ++h) {
+      scores[h][j] = V::reduce_add(acc0[h]) * a.scale;
+      scores[h][j + 1] = V::reduce_add(acc1[h]) * a.scale;
+    }
+  }
+  for (; j < n_pos; ++j) {
+    const uint16_t* k0 = a.keys + j * a.stride;
+    F acc[NH];
+    for (int h = 0; h < NH; ++h) acc[h] = V::zero();
+    for (int64_t i = 0; i < nk; ++i) {
+      const F x0 = V::load_f16(k0 + w * i);
+      for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::load(q[h] + w * i), x0, acc[h]);
+    }
+    for (int h = 0; h < NH; ++h) scores[h][j] = V::reduce_add(acc[h]) * a.scale;
+  }
+  float inv[NH];
+  for (int h = 0; h < NH; ++h) {
+    const float sink = a.sinks != nullptr ? a.sinks[h0 + h] : -INFINITY;
+    inv[h] = 1.0f / softmax_weights<V>(scores[h], n_pos, sink);
+    for (int64_t i = 0; i < nv; ++i) V::store(out[h] + w * i, V::zero());
+  }
+  for (int64_t jb = 0; jb < n_pos; jb += kBlock) {
+    const int64_t je = std::min(n_pos, jb + kBlock);
+    int64_t i = 0;
+    for (; i + 2 <= nv; i += 2) {
+      F acc0[NH], acc1[NH];
+      for (int h = 0; h < NH; ++h) {
+        acc0[h] = V::load(out[h] + w * i);
+        acc1[h] = V::load(out[h] + w * (i + 1));
+      }
+      for (int64_t jj = jb; jj < je; ++jj) {
+        const uint16_t* row = a.values + jj * a.stride + w * i;
+        const F x0 = V::load_f16(row), x1 = V::load_f16(row + w);
+        for (int h = 0; h < NH; ++h) {
+          const F p = V::set1(scores[h][jj]);
+          acc0[h] = V::fma(p, x0, acc0[h]);
+          acc1[h] = V::fma(p, x1, acc1[h]);
+        }
+      }
+      for (int h = 0; h < NH; ++h) {
+        V::store(out[h] + w * i, acc0[h]);
+        V::store(out[h] + w * (i + 1), acc1[h]);
+      }
+    }
+    for (; i < nv; ++i) {
+      F acc[NH];
+      for (int h = 0; h < NH; ++h) acc[h] = V::load(out[h] + w * i);
+      for (int64_t jj = jb; jj < je; ++jj) {
+        const F x0 = V::load_f16(a.values + jj * a.stride + w * i);
+        for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::set1(scores[h][jj]), x0, acc[h]);
+      }
+      for (int h = 0; h < NH; ++h) V::store(out[h] + w * i, acc[h]);
+    }
+  }
+  for (int h = 0; h < NH; ++h) {
+    const F scale_h = V::set1(inv[h]);
+    for (int64_t i = 0; i < nv; ++i)
+      V::store(out[h] + w * i, V::mul(V::load(out[h] + w * i), scale_h));
+  }
+}
+
+// REQUIRES: k_dim and v_dim multiples of V::kWidth (see attend_kernel).
+template <class V>
+void attend_wide_with(const AttendArgs& a) {
+  int64_t h = 0;
+  for (; h + 4 <= a.n_q; h += 4) attend_wide_heads<V, 4>(a, h);
+  switch (a.n_q - h) {
+    case 3:
+      attend_wide_heads<V, 3>(a, h);
+      break;
+    case 2:
+      attend_wide_heads<V, 2>(a, h);
+      break;
+    case 1:
+      attend_wide_heads<V, 1>(a, h);
+      break;
+    default:
+      break;
+  }
+}
+
 // n_q query heads over one KV head, in runs of heads whose accumulators fit the registers
 // (NQ x head_dim / kWidth vectors of at most 16); a lone head takes attend_one.
-// REQUIRES: head_dim % V::kWidth == 0 and head_dim <= 256 (see attend_kernel).
+// REQUIRES: k_dim == v_dim, a multiple of V::kWidth, at most 256 (see attend_kernel).
 template <class V>
-void attend_with(const float* q, int64_t n_q, const uint16_t* keys, const uint16_t* values,
-                 int64_t stride, int64_t n_pos, int64_t head_dim, float scale, float* scores,
-                 float* out) {
+void attend_with(const AttendArgs& a) {
+  const int64_t head_dim = a.k_dim;
   const int64_t per_run = std::clamp<int64_t>(16 / (head_dim / V::kWidth), 1, 4);
-  for (int64_t h = 0; h < n_q;) {
-    const int64_t run = std::min(per_run, n_q - h);
-    const float* qh = q + h * head_dim;
-    float* outh = out + h * head_dim;
+  for (int64_t h = 0; h < a.n_q;) {
+    const int64_t run = std::min(per_run, a.n_q - h);
+    const float* qh = a.q + h * head_dim;
+    float* outh = a.out + h * head_dim;
+    const float* sinks = a.sinks != nullptr ? a.sinks + h : nullptr;
     switch (run) {
       case 4:
-        attend_shared<V, 4>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        attend_shared<V, 4>(qh, a.keys, a.values, a.stride, a.n_pos, head_dim, a.scale, sinks,
+                            a.scores, outh);
         break;
       case 3:
-        attend_shared<V, 3>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        attend_shared<V, 3>(qh, a.keys, a.values, a.stride, a.n_pos, head_dim, a.scale, sinks,
+                            a.scores, outh);
         break;
       case 2:
-        attend_shared<V, 2>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        attend_shared<V, 2>(qh, a.keys, a.values, a.stride, a.n_pos, head_dim, a.scale, sinks,
+                            a.scores, outh);
         break;
       default:
-        attend_one<V>(qh, keys, values, stride, n_pos, head_dim, scale, scores, outh);
+        attend_one<V>(qh, a.keys, a.values, a.stride, a.n_pos, head_dim, a.scale,
+                      sinks != nullptr ? *sinks : -INFINITY, a.scores, outh);
         break;
     }
     h += run;

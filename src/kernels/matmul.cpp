@@ -206,6 +206,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tok
   // q4_K attn_q and a q6_K attn_v both read Q8_K blocks).
   struct Format {
     const MatmulKernel* kernel;  // whose quantizer fills it
+    const float* x;              // from these activations
     size_t stride;               // bytes per token, 64-aligned
     uint8_t* data;               // [n_tokens][stride]
   };
@@ -219,10 +220,15 @@ void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tok
     HERD_CHECK_MSG(m.cols == cols,
                    "cols " + std::to_string(m.cols) + " vs " + std::to_string(cols));
     const MatmulKernel& k = *m.kernel;
+    const float* job_x = jobs[j].x != nullptr ? jobs[j].x : x;
     size_t f = 0;
-    while (f < n_formats && formats[f].kernel->quantize_activations != k.quantize_activations) ++f;
-    if (f == n_formats)
-      formats[n_formats++] = {&k, round_up(k.activation_row_bytes(cols), kAlignment), nullptr};
+    while (f < n_formats && (formats[f].kernel->quantize_activations != k.quantize_activations ||
+                             formats[f].x != job_x))
+      ++f;
+    if (f == n_formats) {
+      formats[n_formats++] = {&k, job_x, round_up(k.activation_row_bytes(cols), kAlignment),
+                              nullptr};
+    }
     format_of[j] = int(f);
     if (k.scratch_bytes)
       scratch_stride = std::max(scratch_stride, round_up(k.scratch_bytes(cols), kAlignment));
@@ -243,7 +249,7 @@ void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tok
   auto quantize = [&](int64_t task) {  // task = format * n_tokens + token
     const Format& f = formats[size_t(task / n_tokens)];
     const int64_t t = task % n_tokens;
-    f.kernel->quantize_activations(x + t * cols, cols, f.data + size_t(t) * f.stride);
+    f.kernel->quantize_activations(f.x + t * cols, cols, f.data + size_t(t) * f.stride);
   };
   const int64_t n_quantize = int64_t(n_formats) * n_tokens;
   if (parallel && n_quantize >= 2 * n_threads) {

@@ -85,16 +85,18 @@ class Workspace {
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Workspace& workspace);
 
-// Several products of the same activations (attn_q, attn_k, attn_v; ffn_gate, ffn_up) in
-// one pass over the pool: x is quantized once per activation format the kernels need, and
-// one barrier ends them all, which matters in decode, where a product takes microseconds.
-// jobs[i].y = jobs[i].w * x, each [n_tokens][jobs[i].w->rows()].
+// Several products in one pass over the pool (attn_q, attn_k, attn_v of the same activations;
+// MLA's per-head products of different ones): each distinct x is quantized once per
+// activation format the kernels need, and one barrier ends them all, which matters in
+// decode, where a product takes microseconds.
+// jobs[i].y = jobs[i].w * (jobs[i].x or x), each [n_tokens][jobs[i].w->rows()].
 // REQUIRES: every w has the same cols; at most kMaxBatch jobs; no y overlaps another.
 struct MatmulJob {
   const PackedMatrix* w = nullptr;
   float* y = nullptr;
+  const float* x = nullptr;  // [n_tokens][cols] of this job; null: matmul_batch's x
 };
-inline constexpr size_t kMaxBatch = 8;
+inline constexpr size_t kMaxBatch = 16;
 void matmul_batch(std::span<const MatmulJob> jobs, const float* x, int64_t n_tokens,
                   ThreadPool& pool, Workspace& workspace);
 
