@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "gguf/reader.h"
+#include "model/model_info.h"
 
 namespace herd::cli {
 namespace {
@@ -37,6 +38,95 @@ std::string show_value(const gguf::Value& v) {
   }
 }
 
+const char* attention_name(AttentionKind k) {
+  return k == AttentionKind::kMla ? "multi-head latent attention" : "grouped-query attention";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kSilu:
+      return "SwiGLU";
+    case Activation::kGeluTanh:
+      return "GeGLU (tanh)";
+    case Activation::kSwigluOai:
+      return "gpt-oss SwiGLU (clamped)";
+  }
+  return "?";
+}
+
+const char* scaling_name(RopeScaling r) {
+  return r == RopeScaling::kYarn ? "YaRN" : r == RopeScaling::kLinear ? "linear" : "none";
+}
+
+// One line per run of layers with the same options: what the forward pass will do.
+std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
+  std::string text;
+  if (o.moe) {
+    text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
+           " (" + std::to_string(hp.n_expert_used) + " used";
+    if (hp.n_expert_shared > 0) text += ", " + std::to_string(hp.n_expert_shared) + " shared";
+    text += std::string(", ") + (hp.gating == Gating::kSigmoid ? "sigmoid" : "softmax") + " router";
+    if (hp.n_expert_group > 1) {
+      text += ", " + std::to_string(hp.n_expert_group_used) + " of " +
+              std::to_string(hp.n_expert_group) + " groups";
+    }
+    text += ")";
+  } else {
+    text = "dense FFN " + std::to_string(hp.n_ff);
+  }
+  text +=
+      o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
+  char rope[96];
+  std::snprintf(rope, sizeof rope, ", rope base %g %s", static_cast<double>(o.rope_base),
+                scaling_name(o.rope_scaling));
+  text += rope;
+  if (o.rope_scaling != RopeScaling::kNone) {
+    std::snprintf(rope, sizeof rope, " x%g", static_cast<double>(hp.rope_factor));
+    text += rope;
+  }
+  static_cast<void>(arch);
+  return text;
+}
+
+void print_model_plan(const gguf::File& file) {
+  ModelInfo info;
+  try {
+    info = read_model_info(file);
+  } catch (const std::exception& e) {
+    std::printf("model: not runnable by herd: %s\n", e.what());
+    return;
+  }
+  const ArchSpec& arch = *info.arch;
+  const HParams& hp = info.hp;
+  std::printf(
+      "model: %s, %s, %s norms, %s; %lld layers, embd %lld, %lld heads (%lld KV), "
+      "head %lld/%lld, rope %lld dims\n",
+      std::string(arch.name).c_str(), attention_name(arch.attention),
+      arch.norm == NormPlacement::kSandwich ? "sandwich" : "pre", activation_name(arch.activation),
+      static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
+      static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
+      static_cast<long long>(hp.head_dim), static_cast<long long>(hp.head_dim_v),
+      static_cast<long long>(hp.n_rot));
+  if (arch.attention == AttentionKind::kMla) {
+    std::printf("  latent %lld + rope %lld cached per token per layer, q LoRA rank %lld\n",
+                static_cast<long long>(hp.kv_lora_rank), static_cast<long long>(hp.n_rot),
+                static_cast<long long>(hp.q_lora_rank));
+  }
+  int64_t begin = 0;
+  std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
+  for (int64_t il = 1; il <= hp.n_layer; ++il) {
+    const std::string text =
+        il < hp.n_layer ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
+    if (text == run) continue;
+    const std::string range = il - begin == 1
+                                  ? std::to_string(begin)
+                                  : std::to_string(begin) + "-" + std::to_string(il - 1);
+    std::printf("  layer %-9s %s\n", range.c_str(), run.c_str());
+    begin = il;
+    run = text;
+  }
+}
+
 }  // namespace
 
 void add_inspect(CLI::App& app) {
@@ -56,6 +146,7 @@ void add_inspect(CLI::App& app) {
     uint64_t total = 0;
     for (const gguf::TensorInfo& t : file.tensors()) total += t.n_bytes;
     std::printf("tensor data: %.2f MiB\n", static_cast<double>(total) / (1 << 20));
+    print_model_plan(file);
     if (!*tensors) return;
     for (const gguf::TensorInfo& t : file.tensors()) {
       std::string shape;

@@ -508,6 +508,7 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
       so.n_ctx = r.plan.n_ctx;
       so.n_seq = r.plan.n_seq;
       so.isa = isa;
+      so.n_threads = r.pool->size();
       try {
         rank.shard = std::make_unique<engine::Shard>(
             engine::Shard::load(r.file, r.info, rank.assignment.shard, so));

@@ -349,6 +349,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_ctx = a.n_ctx;
     so.n_seq = a.n_seq;
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
+    so.n_threads = pool->size();
     engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
     std::unique_ptr<RingAllReduce> ring;
     if (a.n_ranks > 1) {

@@ -21,8 +21,71 @@ TEST(Ops, RmsNormScalesToUnitRms) {
 void rope(float* x, int64_t head_dim, int64_t pos, float base, RopeStyle style,
           const float* factors) {
   float cos[64], sin[64];
-  rope_angles(pos, head_dim, base, factors, cos, sin);
+  Rope r;
+  r.n_rot = head_dim;
+  r.base = base;
+  r.freq_factors = factors;
+  rope_angles(r, pos, cos, sin);
   rope_apply(x, head_dim, style, cos, sin);
+}
+
+// The frontier README's deepseek2 YaRN by hand: 16 dims, base 1e4, factor 4, original
+// context 64, beta 32 / 1: correction dims [0, 3], so pair i blends theta / 4 and theta by
+// r = 1, 2/3, 1/3, 0, 0, ...; DeepSeek keeps cos and sin unscaled and puts
+// (1 + 0.1 ln 4)^2 on the logits. gpt-oss's (factor 32, context 4096, base 150000, 64 dims)
+// has correction dims [8, 18] and cos and sin times 1 + 0.1 ln 32.
+TEST(Ops, YarnBlendsScaledAndUnscaledAngles) {
+  HParams hp;
+  hp.n_rot = 16;
+  hp.head_dim = 48;  // 32 without rope + 16 with
+  hp.rope_base = 10000;
+  hp.rope_scaling = RopeScaling::kYarn;
+  hp.rope_factor = 4;
+  hp.rope_original_ctx = 64;
+  hp.yarn_log_multiplier = 0.1f;
+  const ArchSpec& ds = *find_arch("deepseek2");
+  const Rope r = make_rope(ds, hp, layer_options(ds, hp, 0), nullptr);
+  EXPECT_EQ(r.corr_low, 0);
+  EXPECT_EQ(r.corr_high, 3);
+  EXPECT_EQ(r.magnitude, 1.0f);
+  float cos[8], sin[8];
+  const int64_t pos = 5;
+  rope_angles(r, pos, cos, sin);
+  const double ramp[8] = {1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) {
+    const double theta = pos * std::pow(10000.0, -2.0 * i / 16);
+    const double want = theta / 4 * (1 - ramp[i]) + theta * ramp[i];
+    EXPECT_NEAR(std::atan2(sin[i], cos[i]), std::remainder(want, 2 * M_PI), 1e-5) << i;
+  }
+  const double m = 1 + 0.1 * std::log(4.0);
+  EXPECT_NEAR(attention_scale(ds, hp), m * m / std::sqrt(48.0), 1e-6);
+  EXPECT_NEAR(attention_scale(ds, hp), 0.187130, 1e-6);
+
+  HParams oss = hp;
+  oss.n_rot = oss.head_dim = 64;
+  oss.rope_base = 150000;
+  oss.rope_factor = 32;
+  oss.rope_original_ctx = 4096;
+  const ArchSpec& gpt = *find_arch("gpt-oss");
+  const Rope o = make_rope(gpt, oss, layer_options(gpt, oss, 0), nullptr);
+  EXPECT_EQ(o.corr_low, 8);
+  EXPECT_EQ(o.corr_high, 18);
+  EXPECT_NEAR(o.magnitude, 1.346574, 1e-5);
+  EXPECT_NEAR(attention_scale(gpt, oss), 1 / 8.0, 1e-7);
+}
+
+TEST(Ops, GatedActivations) {
+  std::vector<float> x = {-1, 0, 1, 10}, up = {2, 2, 2, -20};
+  std::vector<float> gelu = x;
+  gelu_tanh_mul(gelu.data(), up.data(), 4);
+  EXPECT_NEAR(gelu[0], -0.158808 * 2, 1e-5);
+  EXPECT_NEAR(gelu[1], 0, 1e-7);
+  EXPECT_NEAR(gelu[2], 0.841192 * 2, 1e-5);
+  std::vector<float> oai = x;
+  swiglu_oai_mul(oai.data(), up.data(), 4);
+  EXPECT_NEAR(oai[2], 1 / (1 + std::exp(-1.702)) * 3, 1e-6);
+  // Gate clamped to 7 from above, up to -7 from below: 7 sigmoid(11.914) (-6).
+  EXPECT_NEAR(oai[3], 7 / (1 + std::exp(-1.702 * 7)) * -6, 1e-4);
 }
 
 TEST(Ops, RopeRotatesPairsByStyle) {

@@ -4,8 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/ops.h"
-#include "kernels/attention.h"
+#include "engine/shard_state.h"
 #include "quant/float16.h"
 #include "util/error.h"
 
@@ -15,8 +14,7 @@ namespace {
 using kernels::MatrixView;
 
 // Largest head size the forward pass supports (rope angles live on the stack).
-constexpr int64_t kMaxHeadDim = 512;
-using kernels::PackedMatrix;
+constexpr int64_t kMaxHeadDim = 1024;
 
 // A 1-D weight (norm, bias, rope factors) as floats, whatever its stored type.
 std::vector<float> load_vector(const gguf::TensorInfo& t) {
@@ -50,58 +48,11 @@ std::vector<float> slice_of(const std::vector<float>& v, Range r) {
   return {v.begin() + r.begin, v.begin() + r.end};
 }
 
-struct Layer {
-  std::vector<float> attn_norm, ffn_norm;   // [n_embd]
-  std::vector<float> bq, bk, bv;            // [q_dim], [kv_dim], [kv_dim] or empty
-  std::vector<float> q_norm, k_norm;        // [head_dim] or empty
-  PackedMatrix wq, wk, wv, wo;              // [q_dim x n_embd], ..., [n_embd x q_dim]
-  PackedMatrix ffn_gate, ffn_up, ffn_down;  // dense FFN
-  PackedMatrix router;                      // [n_expert x n_embd], whole on every rank
-  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // per held expert
-};
+Range scaled(Range r, int64_t unit) {
+  return {r.begin * unit, r.end * unit};
+}
 
 }  // namespace
-
-struct Shard::State {
-  const ArchSpec* arch = nullptr;
-  HParams hp;
-  ShardSpec spec;
-  ShardOptions options;
-  // The slice's sizes: the model's own for a whole shard. Weights, biases and the KV cache
-  // hold only these; the forward pass sizes everything by them.
-  int64_t n_head = 0, n_head_kv = 0;  // query heads, KV heads (spec.slice's ranges)
-  int64_t n_ff = 0;                   // FFN rows (of the dense FFN or of each held expert)
-  int64_t n_vocab = 0;                // output-head rows
-  std::vector<int64_t> experts;       // MoE: ids of the held experts, parallel to gate_exps
-  bool sliced = false;                // holds less than the whole model
-  bool partial_sums = false;          // its layers' projections are partial: needs an all-reduce
-
-  const gguf::TensorInfo* token_embd = nullptr;
-  std::vector<float> output_norm;
-  PackedMatrix output;  // [n_vocab x n_embd]: rows [vocab_begin, vocab_end)
-  // Column slices copied out of the file, kept only when the packed matrix is a view of
-  // them (the kernels of some types read the GGUF layout directly).
-  std::vector<std::vector<uint8_t>> column_copies;
-  std::vector<float> rope_freqs;  // empty when the model has none
-  std::vector<Layer> layers;      // layers [spec.layer_begin, spec.layer_end)
-  KvCache kv;
-  kernels::Workspace workspace;
-  kernels::AttendFn attend = nullptr;
-  kernels::SiluMulFn silu_mul = nullptr;
-
-  // Scratch, grown to the largest batch seen (no allocation once warm).
-  std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
-  std::vector<float> scores;  // [n_threads][heads per KV head][n_ctx]
-  std::vector<float> moe_in, moe_a, moe_b, moe_out;
-  std::vector<int32_t> moe_experts;  // [n][n_expert_used]
-  std::vector<float> moe_weights;    // [n][n_expert_used]
-
-  // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
-  void resolve_slice();
-  void attention(int64_t il, const Batch& batch, ThreadPool& pool);
-  void dense_ffn(const Layer& layer, int64_t n, ThreadPool& pool);
-  void moe_ffn(const Layer& layer, int64_t n, ThreadPool& pool);
-};
 
 Shard::Shard(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Shard::Shard(Shard&&) noexcept = default;
@@ -130,14 +81,14 @@ size_t Shard::kv_cache_bytes() const {
 size_t Shard::packed_weight_bytes() const {
   const State& s = *state_;
   size_t total = s.output.owned_bytes();
-  for (const auto& copy : s.column_copies) total += copy.size();
+  for (const auto& copy : s.owned_copies) total += copy.size();
   for (const Layer& l : s.layers) {
-    for (const PackedMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.router}) {
+    for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wq_b, &l.wkv_a,
+                                  &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.router}) {
       total += m->owned_bytes();
     }
-    for (const auto* experts : {&l.gate_exps, &l.up_exps, &l.down_exps}) {
-      for (const PackedMatrix& m : *experts) total += m.owned_bytes();
+    for (const auto* many : {&l.gate_exps, &l.up_exps, &l.down_exps, &l.k_b, &l.v_b}) {
+      for (const PackedMatrix& m : *many) total += m.owned_bytes();
     }
   }
   return total;
@@ -150,6 +101,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   s->hp = info.hp;
   s->spec = spec_in;
   s->options = options;
+  const ArchSpec& arch = *s->arch;
   const HParams& hp = s->hp;
   if (s->spec.layer_end < 0) s->spec.layer_end = hp.n_layer;
   const ShardSpec& spec = s->spec;
@@ -158,16 +110,17 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                               std::to_string(spec.layer_end) + ") is outside the model's " +
                               std::to_string(hp.n_layer) + " layers");
   }
-  if (hp.head_dim > kMaxHeadDim || hp.head_dim % 2 != 0) {
+  if (hp.head_dim > kMaxHeadDim || hp.head_dim % 2 != 0 || hp.n_rot % 2 != 0) {
     throw Error("engine", "head size " + std::to_string(hp.head_dim) +
                               " is not supported (even, at most " + std::to_string(kMaxHeadDim) +
                               ")");
   }
+  if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
   s->resolve_slice();
   const TensorSlice& slice = spec.slice;
-  const int64_t hd = hp.head_dim;
-  const Range q_rows{slice.head_begin * hd, slice.head_end * hd};  // of attn_q, attn_output cols
-  const Range kv_rows{slice.kv_head_begin * hd, slice.kv_head_end * hd};
+  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
+  const Range heads{slice.head_begin, slice.head_end};
+  const Range kv_heads{slice.kv_head_begin, slice.kv_head_end};
   const Range ff{slice.ff_begin, slice.ff_end};
   const Range vocab{slice.vocab_begin, slice.vocab_end};
 
@@ -233,7 +186,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     });
     PackedMatrix packed =
         kernels::pack_matrix({m.type, rows.size(), cols.size(), copy.data()}, isa);
-    if (packed.owned_bytes() == 0) s->column_copies.push_back(std::move(copy));
+    if (packed.owned_bytes() == 0) s->owned_copies.push_back(std::move(copy));
     copied = true;
     return packed;
   };
@@ -247,6 +200,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     return m;
   };
   const Range all_embd{0, hp.n_embd};
+  // A vector cut to the model's elements r of it (dimension 0).
+  auto vector_slice = [&](const std::string& name, Range r) {
+    return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
+  };
 
   if (spec.embedding || (spec.output && hp.tied_output))
     s->token_embd = &file.tensor("token_embd.weight");
@@ -260,26 +217,109 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     Layer l;
+    l.options = layer_options(arch, hp, il);
+    l.rope = make_rope(arch, hp, l.options, s->rope_freqs.empty() ? nullptr : s->rope_freqs.data());
     l.attn_norm = load_vector(file.tensor(p + "attn_norm.weight"));
-    l.ffn_norm = load_vector(file.tensor(p + "ffn_norm.weight"));
-    l.wq = pack(p + "attn_q.weight", q_rows, all_embd);
-    l.wk = pack(p + "attn_k.weight", kv_rows, all_embd);
-    l.wv = pack(p + "attn_v.weight", kv_rows, all_embd);
-    l.wo = pack(p + "attn_output.weight", all_embd, q_rows);
-    if (s->arch->qkv_bias && q_rows.size() > 0) {  // (no heads: no attention, no biases)
-      auto bias = [&](const std::string& name, Range r) {
-        return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
-      };
-      l.bq = bias(p + "attn_q.bias", q_rows);
-      l.bk = bias(p + "attn_k.bias", kv_rows);
-      l.bv = bias(p + "attn_v.bias", kv_rows);
+    l.ffn_norm = load_vector(file.tensor(p + arch.ffn_norm + ".weight"));
+    if (arch.norm == NormPlacement::kSandwich) {
+      l.post_attn_norm = load_vector(file.tensor(p + "post_attention_norm.weight"));
+      l.post_ffn_norm = load_vector(file.tensor(p + "post_ffw_norm.weight"));
     }
-    if (s->arch->qk_norm) {  // per head, the same for every head: whole on every rank
-      l.q_norm = load_vector(file.tensor(p + "attn_q_norm.weight"));
-      l.k_norm = load_vector(file.tensor(p + "attn_k_norm.weight"));
+    const bool has_heads = heads.size() > 0;  // no heads: no attention, no biases
+    if (arch.attention == AttentionKind::kMla) {
+      const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
+      if (hp.q_lora_rank > 0) {
+        l.wq_a = pack(p + "attn_q_a.weight", {0, hp.q_lora_rank}, all_embd);
+        l.q_a_norm = load_vector(file.tensor(p + "attn_q_a_norm.weight"));
+        l.wq_b = pack(p + "attn_q_b.weight", scaled(heads, hd), {0, hp.q_lora_rank});
+      } else {
+        l.wq_b = pack(p + "attn_q.weight", scaled(heads, hd), all_embd);
+      }
+      l.wkv_a = pack(p + "attn_kv_a_mqa.weight", {0, kv_lora + hp.n_rot}, all_embd);
+      l.kv_a_norm = load_vector(file.tensor(p + "attn_kv_a_norm.weight"));
+      if (hp.mla_split_b) {
+        // Per held head h: k_b's rows [h kv_lora, (h + 1) kv_lora) and v_b's [h hdv, ...).
+        const std::string k_name = p + "attn_k_b.weight", v_name = p + "attn_v_b.weight";
+        const gguf::TensorInfo& kb = file.tensor(k_name);
+        const gguf::TensorInfo& vb = file.tensor(v_name);
+        const Range kb_rows = in_file(k_name, 1, scaled(heads, kv_lora));
+        const Range vb_rows = in_file(v_name, 1, scaled(heads, hdv));
+        for (int64_t h = 0; h < heads.size(); ++h) {
+          const size_t k_row = row_bytes(kb.type, nope), v_row = row_bytes(vb.type, kv_lora);
+          const MatrixView k_view{
+              kb.type, kv_lora, nope,
+              kb.data + k_row * static_cast<size_t>(kb_rows.begin + h * kv_lora)};
+          const MatrixView v_view{vb.type, hdv, kv_lora,
+                                  vb.data + v_row * static_cast<size_t>(vb_rows.begin + h * hdv)};
+          l.k_b.push_back(kernels::pack_matrix(k_view, isa));
+          l.v_b.push_back(kernels::pack_matrix(v_view, isa));
+        }
+      } else {
+        // Only attn_kv_b (older files): head h's rows are [k_nope (nope) | v (hdv)] over the
+        // latent. v_b is a view of its v rows; k_b is its k rows transposed ([kv_lora x
+        // nope]), made here in f32.
+        const std::string name = p + "attn_kv_b.weight";
+        const gguf::TensorInfo& kvb = file.tensor(name);
+        const Range rows = in_file(name, 1, scaled(heads, nope + hdv));
+        const size_t row = row_bytes(kvb.type, kv_lora);
+        std::vector<float> k_rows(static_cast<size_t>(nope * kv_lora));
+        for (int64_t h = 0; h < heads.size(); ++h) {
+          const uint8_t* head = kvb.data + row * static_cast<size_t>(rows.begin + h * (nope + hdv));
+          type_traits(kvb.type).dequantize(head, k_rows.data(), nope * kv_lora);
+          std::vector<uint8_t> t(static_cast<size_t>(kv_lora * nope) * sizeof(float));
+          float* kt = reinterpret_cast<float*>(t.data());  // [kv_lora][nope]
+          for (int64_t r = 0; r < nope; ++r) {
+            for (int64_t c = 0; c < kv_lora; ++c)
+              kt[c * nope + r] = k_rows[static_cast<size_t>(r * kv_lora + c)];
+          }
+          PackedMatrix kp = kernels::pack_matrix({TensorType::F32, kv_lora, nope, t.data()}, isa);
+          if (kp.owned_bytes() == 0) s->owned_copies.push_back(std::move(t));
+          l.k_b.push_back(std::move(kp));
+          l.v_b.push_back(kernels::pack_matrix(
+              {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
+        }
+      }
+      l.wo = pack(p + "attn_output.weight", all_embd, scaled(heads, hdv));
+    } else {
+      l.wq = pack(p + "attn_q.weight", scaled(heads, hd), all_embd);
+      l.wk = pack(p + "attn_k.weight", scaled(kv_heads, hd), all_embd);
+      l.wv = pack(p + "attn_v.weight", scaled(kv_heads, hdv), all_embd);
+      l.wo = pack(p + "attn_output.weight", all_embd, scaled(heads, hdv));
+      if (arch.qkv_bias && has_heads) {
+        l.bq = vector_slice(p + "attn_q.bias", scaled(heads, hd));
+        l.bk = vector_slice(p + "attn_k.bias", scaled(kv_heads, hd));
+        l.bv = vector_slice(p + "attn_v.bias", scaled(kv_heads, hdv));
+      }
+      if (arch.qk_norm) {  // per head, the same for every head: whole on every rank
+        l.q_norm = load_vector(file.tensor(p + "attn_q_norm.weight"));
+        l.k_norm = load_vector(file.tensor(p + "attn_k_norm.weight"));
+      }
+      if (arch.attn_sinks && has_heads) l.sinks = vector_slice(p + "attn_sinks.weight", heads);
     }
-    if (s->arch->moe) {
+    if (arch.output_bias) l.bo = load_vector(file.tensor(p + "attn_output.bias"));
+
+    // The dense FFN of a dense layer, or the shared experts of an MoE layer: rows cut in
+    // proportion to the slice's FFN range (model/arch.cpp says by how much).
+    auto pack_dense = [&](const std::string& gate, const std::string& up, const std::string& down) {
+      const TensorSpec* ts = find_tensor_spec(info, gate);
+      HERD_CHECK(ts != nullptr);
+      const WeightCut cut = weight_cut(*ts, slice, hp);  // rows of gate / up
+      const Range rows{cut.begin, cut.end};
+      l.n_ff = rows.size();
+      l.ffn_gate = pack(gate, rows, all_embd);
+      l.ffn_up = pack(up, rows, all_embd);
+      l.ffn_down = pack(down, all_embd, rows);
+    };
+    // Parts every rank would otherwise compute whole (dense layers and shared experts of an
+    // expert-parallel stage, whose FFN range is whole): the rank holding expert 0 does.
+    const bool whole_ffn_once = s->experts.empty() ||
+                                static_cast<int64_t>(s->experts.size()) == hp.n_expert ||
+                                s->experts.front() == 0;
+    if (l.options.moe) {
       l.router = pack(p + "ffn_gate_inp.weight", {0, hp.n_expert}, all_embd);
+      if (arch.expert_bias) l.router_bias = load_vector(file.tensor(p + "ffn_gate_inp.bias"));
+      if (hp.expert_selection_bias)
+        l.selection_bias = load_vector(file.tensor(p + "exp_probs_b.bias"));
       const std::string gate_name = p + "ffn_gate_exps.weight";
       const std::string up_name = p + "ffn_up_exps.weight";
       const std::string down_name = p + "ffn_down_exps.weight";
@@ -299,20 +339,59 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
         release_if_copied(gate, gate_copied);
         release_if_copied(up, up_copied);
         release_if_copied(down, down_copied);
+        if (arch.expert_bias) {
+          // [rows, n_expert] in the file: one row per expert, of the expert's FFN rows.
+          auto rows_of = [&](const std::string& name, Range cols, std::vector<float>& out) {
+            const gguf::TensorInfo& t = file.tensor(name);
+            const std::vector<float> all = load_vector(t);
+            const Range c = in_file(name, 0, cols);
+            for (int64_t e : s->experts) {
+              const float* row = all.data() + expert_in_file(name, e) * t.shape[0];
+              out.insert(out.end(), row + c.begin, row + c.end);
+            }
+          };
+          rows_of(p + "ffn_gate_exps.bias", ff, l.gate_exps_b);
+          rows_of(p + "ffn_up_exps.bias", ff, l.up_exps_b);
+          // Added once per expert: by the rank holding its first FFN rows.
+          if (slice.ff_begin == 0) rows_of(p + "ffn_down_exps.bias", all_embd, l.down_exps_b);
+        }
+      }
+      if (hp.n_expert_shared > 0) {
+        pack_dense(p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
+                   p + "ffn_down_shexp.weight");
+        l.ffn_runs = l.n_ff > 0 && whole_ffn_once;
       }
     } else {
-      l.ffn_gate = pack(p + "ffn_gate.weight", ff, all_embd);
-      l.ffn_up = pack(p + "ffn_up.weight", ff, all_embd);
-      l.ffn_down = pack(p + "ffn_down.weight", all_embd, ff);
+      pack_dense(p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight");
+      l.ffn_runs = l.n_ff > 0 && (!arch.moe || whole_ffn_once);
     }
     s->layers.push_back(std::move(l));
   }
 
-  s->attend = kernels::attend_kernel(isa, hp.head_dim);
+  s->attn_scale = attention_scale(arch, hp);
+  if (arch.attention == AttentionKind::kMla) {
+    s->attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
+  } else {
+    s->attend = kernels::attend_kernel(isa, hd, hdv);
+  }
   s->silu_mul = kernels::silu_mul_kernel(isa);
-  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
-  if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
-  s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, n_ctx, s->n_head_kv * hd);
+  if (arch.moe) s->router = std::make_unique<Router>(router_options(hp));
+  const ShardSizes sizes = Shard::sizes(info, spec, options);
+  s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, sizes.n_ctx, sizes.kv_k_dim,
+                  sizes.kv_v_dim);
+  // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
+  // each, so that one token's attention spreads over several threads.
+  const int64_t group = hp.n_head / hp.n_head_kv;
+  const int64_t per_call = s->max_heads_per_call();
+  for (int64_t h = 0; h < s->n_head; ++h) {
+    const int64_t g = (slice.head_begin + h) / group - slice.kv_head_begin;
+    if (s->head_runs.empty() || s->head_runs.back().kv_head != g ||
+        s->head_runs.back().n_heads == per_call) {
+      s->head_runs.push_back({h, 0, g});
+    }
+    ++s->head_runs.back().n_heads;
+  }
+  s->reserve(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
   return Shard(std::move(s));
 }
 
@@ -365,137 +444,130 @@ void Shard::State::resolve_slice() {
   sliced = partial_sums || (spec.output && n_vocab < hp.n_vocab);
 }
 
-void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
-  const int64_t n = batch.size();
-  const int64_t hd = hp.head_dim;
-  const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd;  // the slice's
-  const int64_t group = hp.n_head / hp.n_head_kv;
-  // Query head h of the slice is the model's head_begin + h; it reads the model's KV head
-  // (head_begin + h) / group, which is that minus kv_head_begin in the slice's cache.
-  const int64_t head_begin = spec.slice.head_begin, kv_head_begin = spec.slice.kv_head_begin;
-  const int64_t layer = il - spec.layer_begin;
-  const float* freqs = rope_freqs.empty() ? nullptr : rope_freqs.data();
-  const Layer& l = layers[static_cast<size_t>(layer)];
+int64_t Shard::State::max_heads_per_call() const {
+  if (arch->attention == AttentionKind::kMla) {
+    // Every head reads the one latent: split them over the threads, each reading it once.
+    const int64_t threads = std::max(1, options.n_threads);
+    return std::max<int64_t>(1, (n_head + threads - 1) / threads);
+  }
+  return hp.n_head / hp.n_head_kv;
+}
 
-  // Per token: biases, q/k norm, rope, then the new keys and values go into the cache.
-  pool.run(n, [&](int64_t t, int) {
-    float cos[kMaxHeadDim / 2], sin[kMaxHeadDim / 2];
-    rope_angles(batch.pos[t], hd, hp.rope_base, freqs, cos, sin);
-    float* qt = q.data() + t * q_dim;
-    float* kt = k.data() + t * kv_dim;
-    float* vt = v.data() + t * kv_dim;
-    if (!l.bq.empty()) {
-      for (int64_t i = 0; i < q_dim; ++i) qt[i] += l.bq[i];
-      for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[i];
-      for (int64_t i = 0; i < kv_dim; ++i) vt[i] += l.bv[i];
-    }
-    for (int64_t h = 0; h < n_head; ++h) {
-      if (!l.q_norm.empty()) rms_norm(qt + h * hd, l.q_norm.data(), hd, hp.rms_eps, qt + h * hd);
-      rope_apply(qt + h * hd, hd, arch->rope_style, cos, sin);
-    }
-    for (int64_t h = 0; h < n_head_kv; ++h) {
-      if (!l.k_norm.empty()) rms_norm(kt + h * hd, l.k_norm.data(), hd, hp.rms_eps, kt + h * hd);
-      rope_apply(kt + h * hd, hd, arch->rope_style, cos, sin);
-    }
-    uint16_t* kc = kv.k(layer, batch.seq[t], batch.pos[t]);
-    uint16_t* vc = kv.v(layer, batch.seq[t], batch.pos[t]);
-    for (int64_t i = 0; i < kv_dim; ++i) {
-      kc[i] = fp32_to_fp16(kt[i]);
-      vc[i] = fp32_to_fp16(vt[i]);
-    }
-  });
+ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
+  const HParams& p = hp;
+  const size_t t = static_cast<size_t>(n);
+  ScratchSizes z;
+  int64_t widest_ff = n_ff;  // the experts' rows, the dense layers' or shared experts' rows
+  if (arch->moe && p.n_ff_expert > 0) {
+    widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, p.n_ff / p.n_ff_expert));
+    widest_ff = std::max(widest_ff, n_ff * p.n_expert_shared);
+  }
+  z.x = z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
+  z.q = t * static_cast<size_t>(n_head * p.head_dim);
+  z.attn = t * static_cast<size_t>(n_head * p.head_dim_v);
+  z.ffn_a = z.ffn_b = t * static_cast<size_t>(widest_ff);
+  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : p.n_ctx;
+  z.scores = static_cast<size_t>(n_threads) * static_cast<size_t>(max_heads_per_call() * n_ctx);
+  if (arch->attention == AttentionKind::kMla) {
+    const int64_t latent = p.kv_lora_rank + p.n_rot, nope = p.head_dim - p.n_rot;
+    z.k = t * static_cast<size_t>(latent);
+    z.v = t * static_cast<size_t>(p.q_lora_rank);
+    z.mla_q = t * static_cast<size_t>(n_head * latent);
+    z.mla_o = t * static_cast<size_t>(n_head * p.kv_lora_rank);
+    z.mla_in = t * static_cast<size_t>(n_head * std::max(nope, p.kv_lora_rank));
+    z.mla_out = t * static_cast<size_t>(n_head * std::max(p.kv_lora_rank, p.head_dim_v));
+  } else {
+    z.k = t * static_cast<size_t>(n_head_kv * p.head_dim);
+    z.v = t * static_cast<size_t>(n_head_kv * p.head_dim_v);
+  }
+  if (arch->moe) {
+    z.router_logits = t * static_cast<size_t>(p.n_expert);
+    z.moe_in = z.moe_out = z.moe_acc = t * static_cast<size_t>(p.n_embd);
+    z.moe_a = z.moe_b = t * static_cast<size_t>(n_ff);
+    z.moe_choices = t * static_cast<size_t>(p.n_expert_used);
+  }
+  return z;
+}
 
-  // Per (token, run of this shard's query heads that share a KV head): causal attention
-  // over the sequence's cached positions [0, pos]; the kernel reads each cached row once for
-  // the run's heads. A run is a whole GQA group unless the shard's heads cut one.
-  struct HeadRun {
-    int64_t head, n_heads, kv_head;
+size_t ScratchSizes::bytes() const {
+  const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
+                        scores + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a + moe_b +
+                        moe_out + moe_acc + 2 * moe_choices;
+  // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
+  // the widest input, plus block scales.
+  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o});
+  return floats * sizeof(float) + widest + widest / 8;
+}
+
+void Shard::State::reserve(int64_t n, int n_threads) {
+  if (n <= capacity && static_cast<int>(scores.size()) > 0 &&
+      n_threads * max_heads_per_call() * kv.n_ctx() <= static_cast<int64_t>(scores.size()))
+    return;
+  n = std::max(n, capacity);
+  const ScratchSizes z = scratch_sizes(n, n_threads);
+  auto grow = [](auto& buf, size_t size) {
+    if (buf.size() < size) buf.resize(size);
   };
-  std::vector<HeadRun> runs;
-  for (int64_t h = 0; h < n_head; ++h) {
-    const int64_t g = (head_begin + h) / group - kv_head_begin;
-    if (runs.empty() || runs.back().kv_head != g) runs.push_back({h, 0, g});
-    ++runs.back().n_heads;
+  for (auto [buf, size] : {std::pair{&x, z.x},
+                           {&h, z.h},
+                           {&q, z.q},
+                           {&k, z.k},
+                           {&v, z.v},
+                           {&attn, z.attn},
+                           {&ffn_a, z.ffn_a},
+                           {&ffn_b, z.ffn_b},
+                           {&ffn_out, z.ffn_out},
+                           {&router_logits, z.router_logits},
+                           {&scores, z.scores},
+                           {&mla_q, z.mla_q},
+                           {&mla_o, z.mla_o},
+                           {&mla_in, z.mla_in},
+                           {&mla_out, z.mla_out},
+                           {&moe_in, z.moe_in},
+                           {&moe_a, z.moe_a},
+                           {&moe_b, z.moe_b},
+                           {&moe_out, z.moe_out},
+                           {&moe_acc, z.moe_acc},
+                           {&moe_weights, z.moe_choices},
+                           {&moe_row_weights, z.moe_choices}}) {
+    grow(*buf, size);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t n_ctx = kv.n_ctx();
-  const auto n_runs = static_cast<int64_t>(runs.size());
-  pool.run(n * n_runs, [&](int64_t task, int thread) {
-    const int64_t t = task / n_runs;
-    const HeadRun& r = runs[static_cast<size_t>(task % n_runs)];
-    const int64_t n_pos = batch.pos[t] + 1;
-    attend(q.data() + t * q_dim + r.head * hd, r.n_heads,
-           kv.k(layer, batch.seq[t], 0) + r.kv_head * hd,
-           kv.v(layer, batch.seq[t], 0) + r.kv_head * hd, kv_dim, n_pos, hd, scale,
-           scores.data() + thread * group * n_ctx, attn.data() + t * q_dim + r.head * hd);
-  });
+  grow(moe_experts, z.moe_choices);
+  grow(moe_rows, z.moe_choices);
+  capacity = n;
 }
 
-void Shard::State::dense_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
-  const kernels::MatmulJob gate_up[] = {{&l.ffn_gate, ffn_a.data()}, {&l.ffn_up, ffn_b.data()}};
-  kernels::matmul_batch(gate_up, h.data(), n, pool, workspace);
-  pool.run(
-      n, [&](int64_t t, int) { silu_mul(ffn_a.data() + t * n_ff, ffn_b.data() + t * n_ff, n_ff); });
-  kernels::matmul(l.ffn_down, ffn_a.data(), n, ffn_out.data(), pool, workspace);
-}
-
-void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
-  const int64_t n_embd = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
-  // Router: softmax over all experts, top-k, weights renormalized to sum to 1.
-  kernels::matmul(l.router, h.data(), n, router_logits.data(), pool, workspace);
-  for (int64_t t = 0; t < n; ++t) {
-    float* p = router_logits.data() + t * n_exp;
-    softmax(p, n_exp);
-    std::vector<int32_t> order(static_cast<size_t>(n_exp));
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + n_used, order.end(),
-                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float sum = 0;
-    for (int64_t j = 0; j < n_used; ++j) sum += p[order[j]];
-    for (int64_t j = 0; j < n_used; ++j) {
-      moe_experts[t * n_used + j] = order[j];
-      moe_weights[t * n_used + j] = p[order[j]] / sum;
-    }
+ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const ShardOptions& options) {
+  Shard::State s;
+  s.arch = info.arch;
+  s.hp = info.hp;
+  s.spec = spec;
+  s.options = options;
+  if (s.spec.layer_end < 0) s.spec.layer_end = info.hp.n_layer;
+  s.resolve_slice();
+  const HParams& hp = info.hp;
+  ShardSizes z;
+  z.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
+  if (info.arch->attention == AttentionKind::kMla) {
+    // One row per token: the normed latent and the roped key; the values are the latent.
+    z.kv_k_dim = hp.kv_lora_rank + hp.n_rot;
+    z.kv_v_dim = 0;
+  } else {
+    z.kv_k_dim = s.n_head_kv * hp.head_dim;
+    z.kv_v_dim = s.n_head_kv * hp.head_dim_v;
   }
-  std::fill(ffn_out.begin(), ffn_out.begin() + n * n_embd, 0.0f);
-  // Each held expert runs once over the tokens routed to it (a tensor-parallel rank holds
-  // some experts, or some rows of each: the all-reduce adds the other ranks' share).
-  std::vector<int64_t> rows;
-  std::vector<float> weights;
-  for (size_t i_exp = 0; i_exp < l.gate_exps.size(); ++i_exp) {
-    const int64_t e = experts[i_exp];
-    rows.clear();
-    weights.clear();
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < n_used; ++j) {
-        if (moe_experts[t * n_used + j] == e) {
-          rows.push_back(t);
-          weights.push_back(moe_weights[t * n_used + j]);
-        }
-      }
-    }
-    const int64_t m = static_cast<int64_t>(rows.size());
-    if (m == 0) continue;
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(h.data() + rows[i] * n_embd, n_embd, moe_in.data() + i * n_embd);
-    }
-    const kernels::MatmulJob gate_up[] = {{&l.gate_exps[i_exp], moe_a.data()},
-                                          {&l.up_exps[i_exp], moe_b.data()}};
-    kernels::matmul_batch(gate_up, moe_in.data(), m, pool, workspace);
-    for (int64_t i = 0; i < m; ++i)
-      silu_mul(moe_a.data() + i * n_ff, moe_b.data() + i * n_ff, n_ff);
-    kernels::matmul(l.down_exps[i_exp], moe_a.data(), m, moe_out.data(), pool, workspace);
-    for (int64_t i = 0; i < m; ++i) {
-      float* out = ffn_out.data() + rows[i] * n_embd;
-      const float* y = moe_out.data() + i * n_embd;
-      for (int64_t c = 0; c < n_embd; ++c) out[c] += weights[i] * y[c];
-    }
-  }
+  z.kv_bytes = KvCache::bytes_for(s.spec.layer_end - s.spec.layer_begin, options.n_seq, z.n_ctx,
+                                  z.kv_k_dim, z.kv_v_dim);
+  z.scratch_bytes =
+      s.scratch_sizes(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads))
+          .bytes();
+  return z;
 }
 
 void Shard::forward(const Batch& batch, const float* input, std::vector<float>& output,
                     ThreadPool& pool, AllReduce* all_reduce) {
   State& s = *state_;
+  const ArchSpec& arch = *s.arch;
   const HParams& hp = s.hp;
   const int64_t n = batch.size();
   if (n == 0) {
@@ -524,42 +596,21 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
                                 " is outside the vocabulary of " + std::to_string(hp.n_vocab));
     }
   }
+  s.reserve(n, static_cast<int>(pool.size()));
 
-  const int64_t n_embd = hp.n_embd, hd = hp.head_dim;
-  const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;  // the slice's
-  const int64_t n_ff = s.n_ff;
-  auto grow = [](std::vector<float>& buf, int64_t size) {
-    if (static_cast<int64_t>(buf.size()) < size) buf.resize(static_cast<size_t>(size));
-  };
-  grow(s.x, n * n_embd);
-  grow(s.h, n * n_embd);
-  grow(s.q, n * q_dim);
-  grow(s.k, n * kv_dim);
-  grow(s.v, n * kv_dim);
-  grow(s.attn, n * q_dim);
-  grow(s.ffn_a, n * n_ff);
-  grow(s.ffn_b, n * n_ff);
-  grow(s.ffn_out, n * n_embd);
-  // Per thread, the scores of one GQA group's heads.
-  grow(s.scores, static_cast<int64_t>(pool.size()) * (hp.n_head / hp.n_head_kv) * s.kv.n_ctx());
-  if (s.arch->moe) {
-    grow(s.router_logits, n * hp.n_expert);
-    grow(s.moe_in, n * n_embd);
-    grow(s.moe_a, n * n_ff);
-    grow(s.moe_b, n * n_ff);
-    grow(s.moe_out, n * n_embd);
-    s.moe_experts.resize(static_cast<size_t>(n * hp.n_expert_used));
-    s.moe_weights.resize(static_cast<size_t>(n * hp.n_expert_used));
-  }
-
+  const int64_t n_embd = hp.n_embd;
   // [n][n_embd] activations entering the first layer.
   float* x = s.x.data();
   if (s.spec.embedding) {
     const TypeTraits& tt = type_traits(s.token_embd->type);
     const size_t row = row_bytes(s.token_embd->type, n_embd);
+    const float scale = arch.embed_scale ? std::sqrt(static_cast<float>(n_embd)) : 1.0f;
     for (int64_t t = 0; t < n; ++t) {
-      tt.dequantize(s.token_embd->data + row * static_cast<size_t>(batch.tokens[t]), x + t * n_embd,
-                    n_embd);
+      float* xt = x + t * n_embd;
+      tt.dequantize(s.token_embd->data + row * static_cast<size_t>(batch.tokens[t]), xt, n_embd);
+      if (scale != 1.0f) {
+        for (int64_t i = 0; i < n_embd; ++i) xt[i] *= scale;
+      }
     }
   } else {
     HERD_CHECK(input != nullptr);
@@ -571,39 +622,38 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   // adds once (adding it, or any per-rank bias, before the sum would count it T times).
   // A rank with an empty range contributes zeros.
   float* proj = s.ffn_out.data();  // [n][n_embd]
-  auto sharded_to_all = [&] {
+  float* h = s.h.data();
+  // x += norm(proj) (sandwich) or x += proj, once the ranks' shares are summed.
+  auto add_branch = [&](const std::vector<float>& post_norm, const std::vector<float>& bias) {
     if (all_reduce != nullptr) all_reduce->sum(proj, static_cast<size_t>(n * n_embd));
+    pool.run(n, [&](int64_t t, int) {
+      float* pt = proj + t * n_embd;
+      if (!bias.empty()) {
+        for (int64_t i = 0; i < n_embd; ++i) pt[i] += bias[static_cast<size_t>(i)];
+      }
+      if (!post_norm.empty()) rms_norm(pt, post_norm.data(), n_embd, hp.rms_eps, pt);
+      float* xt = x + t * n_embd;
+      for (int64_t i = 0; i < n_embd; ++i) xt[i] += pt[i];
+    });
   };
   for (int64_t il = s.spec.layer_begin; il < s.spec.layer_end; ++il) {
     const Layer& l = s.layers[static_cast<size_t>(il - s.spec.layer_begin)];
-    float* h = s.h.data();
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
     if (s.n_head > 0) {
-      const kernels::MatmulJob qkv[] = {
-          {&l.wq, s.q.data()}, {&l.wk, s.k.data()}, {&l.wv, s.v.data()}};
-      kernels::matmul_batch(qkv, h, n, pool, s.workspace);
       s.attention(il, batch, pool);
       kernels::matmul(l.wo, s.attn.data(), n, proj, pool, s.workspace);
     } else {
       std::fill_n(proj, n * n_embd, 0.0f);
     }
-    sharded_to_all();
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
+    add_branch(l.post_attn_norm, l.bo);
 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.ffn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    if (s.arch->moe) {
-      s.moe_ffn(l, n, pool);
-    } else if (n_ff > 0) {
-      s.dense_ffn(l, n, pool);
-    } else {
-      std::fill_n(proj, n * n_embd, 0.0f);
-    }
-    sharded_to_all();
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
+    s.ffn(l, n, pool);
+    add_branch(l.post_ffn_norm, {});
   }
 
   if (!s.spec.output) {
@@ -613,7 +663,6 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   // Only the tokens whose logits are wanted go through the head (every output rank norms
   // them: cheap, and saves a broadcast).
   int64_t m = 0;
-  float* h = s.h.data();
   for (int64_t t = 0; t < n; ++t) {
     if (!batch.want_logits[t]) continue;
     rms_norm(x + t * n_embd, s.output_norm.data(), n_embd, hp.rms_eps, h + m * n_embd);

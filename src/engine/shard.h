@@ -41,6 +41,19 @@ struct ShardOptions {
   int64_t n_ctx = 0;  // positions per sequence; 0: the model's context length
   int64_t n_seq = 1;  // sequence slots in the KV cache
   kernels::Isa isa = kernels::Isa::kScalar;
+  // Scratch is allocated at load for batches of up to n_batch tokens (a larger batch grows
+  // it once) and attention split for n_threads threads.
+  int64_t n_batch = 256;
+  int n_threads = 1;
+};
+
+// What a shard allocates besides its weights, known before loading it (the planner's
+// memory estimate reads it).
+struct ShardSizes {
+  int64_t n_ctx = 0;
+  int64_t kv_k_dim = 0, kv_v_dim = 0;  // F16 values cached per token per layer
+  size_t kv_bytes = 0;
+  size_t scratch_bytes = 0;  // buffers of the forward pass for n_batch tokens
 };
 
 class Shard {
@@ -56,6 +69,11 @@ class Shard {
   // spec() has every -1 end resolved.
   static Shard load(const gguf::File& file, const ModelInfo& info, const ShardSpec& spec,
                     const ShardOptions& options);
+
+  // The KV cache and scratch a shard of this spec would allocate. Throws as load() does
+  // on a bad slice.
+  static ShardSizes sizes(const ModelInfo& info, const ShardSpec& spec,
+                          const ShardOptions& options);
 
   Shard(Shard&&) noexcept;
   Shard& operator=(Shard&&) noexcept;
@@ -89,8 +107,10 @@ class Shard {
   // the file for kernels that read the GGUF layout in place.
   size_t packed_weight_bytes() const;
 
+ public:
+  struct State;  // engine-internal (shard_state.h)
+
  private:
-  struct State;
   explicit Shard(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

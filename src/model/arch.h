@@ -1,5 +1,8 @@
-// Architectures as rows of one table of options. The forward pass, the synthesizer and the
-// planner read these switches; nothing outside this table branches on an architecture name.
+// Architectures as rows of one table of options, plus the per-layer options a model's
+// hyper-parameters give each block. The forward pass, the synthesizer, the loader, the
+// tensor-parallel slicer and the planner read these switches and the one tensor list
+// model_tensors() derives from them; nothing outside this table branches on an
+// architecture name.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +18,59 @@ enum class RopeStyle {
   kNeoxHalves,     // (x0, x_{d/2}), (x1, x_{d/2+1}), ...: NeoX rope (qwen2, qwen3)
 };
 
+// How a layer's attention reads its keys and values.
+enum class AttentionKind {
+  kGqa,  // attn_q / attn_k / attn_v: grouped-query (multi-head when n_head_kv == n_head)
+  kMla,  // DeepSeek's multi-head latent attention: one cached latent + rope key per token
+};
+
+// Where a layer's RMSNorms sit.
+enum class NormPlacement {
+  kPre,       // x += f(norm(x)) (llama)
+  kSandwich,  // x += norm(f(norm(x))): the branch's output is normed too (Gemma 2/3)
+};
+
+// The gated activation of the FFN: act(gate) * up.
+enum class Activation {
+  kSilu,       // silu(g) * u (SwiGLU)
+  kGeluTanh,   // gelu(g) * u with the tanh approximation (GeGLU, Gemma)
+  kSwigluOai,  // gpt-oss: g = min(g, 7), u = clamp(u, -7, 7), g * sigmoid(1.702 g) * (u + 1)
+};
+
+// How the router turns its logits into expert probabilities.
+enum class Gating { kSoftmax, kSigmoid };
+
+// How rope angles are stretched beyond the training context.
+enum class RopeScaling { kNone, kLinear, kYarn };
+
 struct ArchSpec {
   std::string_view name;  // general.architecture
   RopeStyle rope_style;
-  bool qkv_bias;           // attn_q/k/v carry biases (qwen2)
-  bool qk_norm;            // per-head RMSNorm of q and k before rope (qwen3)
-  bool moe;                // FFN is a mixture of experts (ffn_*_exps, ffn_gate_inp)
+  AttentionKind attention;
+  NormPlacement norm;
+  Activation activation;
+  bool qkv_bias;           // attn_q/k/v carry biases (qwen2, gpt-oss)
+  bool output_bias;        // attn_output carries a bias (gpt-oss)
+  bool qk_norm;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
+  bool attn_sinks;         // attn_sinks: a per-head logit with no value in the softmax (gpt-oss)
+  bool moe;                // FFN is a mixture of experts (after leading_dense_block_count)
+  bool expert_bias;        // router and experts carry biases (gpt-oss)
   bool explicit_head_dim;  // head size from attention.key_length, not n_embd / n_head
+  bool embed_scale;        // token embeddings are multiplied by sqrt(n_embd) (Gemma)
+  // Sliding-window layers: with a window, layer il is global iff (il + 1) % swa_period == 0
+  // (Gemma 3: 6, five local then one global; gpt-oss: 2, local and global alternating).
+  // 0: every layer global even when the file names a window.
+  int swa_period;
+  // Rope base of the sliding-window layers, which also skip rope scaling (Gemma 3: 10000);
+  // 0: the same rope as the global layers.
+  float swa_rope_base;
+  // DeepSeek's YaRN: the magnitude correction goes on the attention logits
+  // (mscale^2 / sqrt(head_dim), mscale = 1 + yarn_log_multiplier ln(factor)), not on
+  // rope's cos and sin (which ggml's rope applies as 1 + 0.1 ln(factor) otherwise).
+  bool yarn_scale_on_logits;
+  Gating default_gating;
+  bool default_expert_weights_norm;  // without expert_weights_norm in the file
+  const char* ffn_norm;  // the pre-FFN norm's tensor ("ffn_norm", gpt-oss: "post_attention_norm")
   float default_rms_eps;
   float default_rope_base;
 };
@@ -35,17 +84,45 @@ std::vector<std::string_view> arch_names();
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;  // dense FFN width (0 for MoE models)
+  int64_t n_ff = 0;  // dense FFN width (0 for a model whose every layer is MoE)
   int64_t n_layer = 0;
   int64_t n_head = 0;
-  int64_t n_head_kv = 0;
-  int64_t head_dim = 0;
-  int64_t n_ctx = 0;  // training context length
+  int64_t n_head_kv = 0;   // MLA: 1 (the latent is one KV head shared by every query head)
+  int64_t head_dim = 0;    // key size per head (MLA: nope + rope)
+  int64_t head_dim_v = 0;  // value size per head
+  int64_t n_rot = 0;       // dimensions rope rotates (MLA: the rope part of a key)
+  int64_t n_ctx = 0;       // training context length
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+
+  // Rope scaling (rope.scaling.*).
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_factor = 1.0f;          // positions are divided by this (linear, YaRN)
+  int64_t rope_original_ctx = 0;     // YaRN: the context the model was trained for
+  float yarn_log_multiplier = 0.0f;  // DeepSeek's mscale coefficient (0.1 for V3)
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+
+  int64_t sliding_window = 0;  // positions a local layer sees (0: none)
+
+  // Multi-head latent attention (AttentionKind::kMla).
+  int64_t q_lora_rank = 0;   // 0: queries through plain attn_q
+  int64_t kv_lora_rank = 0;  // latent size
+  bool mla_kv_b = false;     // attn_kv_b present (older files; decompresses the latent)
+  bool mla_split_b = false;  // attn_k_b / attn_v_b present (absorbed form)
+  bool mla_3d_b = false;     // attn_k_b / attn_v_b are 3-D per head (mainline's converter)
+
+  // Mixture of experts.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;
+  int64_t n_expert_shared = 0;  // shared experts (ffn_*_shexp) every token runs through
+  int64_t n_leading_dense = 0;  // the first layers have a dense FFN (n_ff wide)
+  Gating gating = Gating::kSoftmax;
+  bool expert_weights_norm = true;  // the chosen experts' weights are divided by their sum
+  float expert_weights_scale = 1.0f;
+  int64_t n_expert_group = 1, n_expert_group_used = 1;  // grouped choice (DeepSeek V3: 8, 4)
+  bool expert_selection_bias = false;  // exp_probs_b: added to the scores for choosing only
+
   bool tied_output = false;  // no output.weight: token_embd is also the output matrix
 };
 
@@ -73,13 +150,28 @@ struct TensorSpec {
   TensorRole role;
   int layer = -1;  // -1 for tensors outside the blocks
   // A rank's slice keeps elements of dimension split_dim (0: columns, 1: rows) in its
-  // `split` range (heads count head_dim elements each). Expert tensors (kExperts,
-  // kExpertsDown) are also cut to the rank's experts along dimension 2.
+  // `split` range, `split_unit` elements per unit of the range (per head, per FFN row).
+  // Expert tensors (kExperts, kExpertsDown) are also cut to the rank's experts along
+  // dimension 2.
   SplitBy split = SplitBy::kNone;
   int split_dim = 0;
+  int64_t split_unit = 1;
+  // The last dimension counts experts (ffn_*_exps and their biases): a rank keeps its own.
+  bool per_expert = false;
 };
 
-// Every tensor a model of this architecture and shape has, in file order.
+// The options of one block, from the row and the hyper-parameters.
+struct LayerOptions {
+  bool moe = false;      // mixture-of-experts FFN (else dense, n_ff wide)
+  bool sliding = false;  // attends to the last hp.sliding_window positions only
+  // Rope of this layer: base, and the scaling it uses (kNone on Gemma 3's local layers).
+  float rope_base = 10000.0f;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+};
+LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
+
+// Every tensor a model of this architecture and shape has, in file order: what the loader
+// binds, the tensor-parallel slicer cuts, the shipper sends, and the planner counts.
 std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp);
 
 }  // namespace herd

@@ -37,6 +37,7 @@ TEST(FileType, MatchesReferenceQ4KMFile) {
   hp.n_head = f.get_u32("llama.attention.head_count");
   hp.n_head_kv = f.get_u32("llama.attention.head_count_kv");
   hp.head_dim = hp.n_embd / hp.n_head;
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
   hp.n_vocab = static_cast<int64_t>(f.get_string_array("tokenizer.ggml.tokens").size());
   FileType q4km = *find_file_type("q4_k_m");
   for (const TensorSpec& t : model_tensors(*find_arch("llama"), hp)) {

@@ -43,38 +43,138 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   hp.n_ctx = positive(a + "context_length");
   hp.rms_eps = f.get_f32_opt(a + "attention.layer_norm_rms_epsilon").value_or(arch.default_rms_eps);
   hp.rope_base = f.get_f32_opt(a + "rope.freq_base").value_or(arch.default_rope_base);
-  if (f.has(a + "attention.key_length")) {
-    hp.head_dim = positive(a + "attention.key_length");
-    if (f.has(a + "attention.value_length") &&
-        positive(a + "attention.value_length") != hp.head_dim) {
-      fail(f, "different key and value head sizes are not supported");
-    }
+  const bool mla = arch.attention == AttentionKind::kMla;
+  // Mainline's MLA converter stores the latent's sizes in key_length / value_length and the
+  // per-head sizes under *_mla; the reference's own converter stores the per-head sizes.
+  const bool mla_keys = mla && f.has(a + "attention.key_length_mla");
+  const std::string k_key = a + (mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  const std::string v_key =
+      a + (mla_keys ? "attention.value_length_mla" : "attention.value_length");
+  if (f.has(k_key)) {
+    hp.head_dim = positive(k_key);
+    hp.head_dim_v = f.has(v_key) ? positive(v_key) : hp.head_dim;
   } else {
     if (hp.n_embd % hp.n_head != 0) fail(f, "embedding_length is not a multiple of head_count");
-    hp.head_dim = hp.n_embd / hp.n_head;
+    hp.head_dim = hp.head_dim_v = hp.n_embd / hp.n_head;
   }
   if (hp.n_head % hp.n_head_kv != 0) {
     fail(f, "head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
                 std::to_string(hp.n_head_kv));
   }
-  if (f.has(a + "rope.dimension_count") && positive(a + "rope.dimension_count") != hp.head_dim) {
+  hp.n_rot = f.has(a + "rope.dimension_count") ? positive(a + "rope.dimension_count") : hp.head_dim;
+  if (mla) {
+    // One latent (and one rope key) per token, shared by every query head: one KV head.
+    hp.n_head_kv = 1;
+    hp.kv_lora_rank = positive(a + "attention.kv_lora_rank");
+    hp.q_lora_rank = f.has(a + "attention.q_lora_rank") ? positive(a + "attention.q_lora_rank") : 0;
+    if (hp.n_rot >= hp.head_dim || hp.n_rot % 2 != 0) {
+      fail(f, "rope.dimension_count " + std::to_string(hp.n_rot) +
+                  " must be even and smaller than the key size " + std::to_string(hp.head_dim));
+    }
+    auto any_layer_has = [&](const char* name) {
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        if (f.find_tensor("blk." + std::to_string(il) + "." + name) != nullptr) return true;
+        if (!partial) return false;
+      }
+      return false;
+    };
+    hp.mla_kv_b = any_layer_has("attn_kv_b.weight");
+    hp.mla_split_b = any_layer_has("attn_k_b.weight");
+    hp.mla_3d_b = hp.mla_split_b && mla_keys;
+    if (!hp.mla_kv_b && !hp.mla_split_b && !partial) {
+      fail(f,
+           "multi-head latent attention needs 'blk.0.attn_kv_b.weight' or "
+           "'blk.0.attn_k_b.weight' and 'blk.0.attn_v_b.weight'");
+    }
+  } else if (hp.head_dim_v != hp.head_dim) {
+    fail(f, "different key and value head sizes are not supported for grouped-query attention");
+  } else if (hp.n_rot != hp.head_dim) {
     fail(f, "partial rotary embeddings (rope.dimension_count != head size) are not supported");
   }
+  if (hp.head_dim % 2 != 0) fail(f, "the key size " + std::to_string(hp.head_dim) + " is odd");
+
+  // Rope scaling: linear or YaRN, from rope.scaling.* (a factor alone means linear).
+  const std::string scaling = f.has(a + "rope.scaling.type")
+                                  ? std::string(f.get_string(a + "rope.scaling.type"))
+                                  : std::string("linear");
+  hp.rope_factor = f.get_f32_opt(a + "rope.scaling.factor").value_or(1.0f);
+  if (!(hp.rope_factor > 0) || hp.rope_factor > 1e6f) {
+    fail(f, "rope.scaling.factor " + std::to_string(hp.rope_factor) + " is out of range");
+  }
+  if (scaling == "yarn") {
+    hp.rope_scaling = RopeScaling::kYarn;
+    hp.rope_original_ctx = f.has(a + "rope.scaling.original_context_length")
+                               ? positive(a + "rope.scaling.original_context_length")
+                               : hp.n_ctx;
+    hp.yarn_log_multiplier = f.get_f32_opt(a + "rope.scaling.yarn_log_multiplier").value_or(0.0f);
+    hp.yarn_beta_fast = f.get_f32_opt(a + "rope.scaling.yarn_beta_fast").value_or(32.0f);
+    hp.yarn_beta_slow = f.get_f32_opt(a + "rope.scaling.yarn_beta_slow").value_or(1.0f);
+  } else if (scaling == "linear") {
+    hp.rope_scaling = hp.rope_factor != 1.0f ? RopeScaling::kLinear : RopeScaling::kNone;
+  } else if (scaling == "none") {
+    hp.rope_scaling = RopeScaling::kNone;
+  } else {
+    fail(f, "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
+  }
+  if (f.has(a + "attention.sliding_window")) {
+    hp.sliding_window = positive(a + "attention.sliding_window");
+  }
+
   if (arch.moe) {
     hp.n_expert = positive(a + "expert_count");
     hp.n_expert_used = positive(a + "expert_used_count");
     if (hp.n_expert_used > hp.n_expert) fail(f, "expert_used_count exceeds expert_count");
-    // The first layer the file holds (a partial file may start anywhere).
+    hp.n_leading_dense =
+        static_cast<int64_t>(f.get_u64_opt(a + "leading_dense_block_count").value_or(0));
+    if (hp.n_leading_dense > hp.n_layer) fail(f, "leading_dense_block_count exceeds block_count");
+    // The first MoE layer the file holds (a partial file may start anywhere).
     const gguf::TensorInfo* gate = nullptr;
     for (int64_t il = 0; il < hp.n_layer && gate == nullptr; ++il) {
       gate = f.find_tensor("blk." + std::to_string(il) + ".ffn_gate_exps.weight");
-      if (!partial) break;
+      if (!partial && il >= hp.n_leading_dense) break;
     }
     hp.n_ff_expert = f.has(a + "expert_feed_forward_length")
                          ? positive(a + "expert_feed_forward_length")
                      : gate != nullptr && gate->shape.size() == 3 ? gate->shape[1]
                                                                   : 0;
     if (hp.n_ff_expert == 0) fail(f, "missing '" + a + "expert_feed_forward_length'");
+    if (hp.n_leading_dense > 0) hp.n_ff = positive(a + "feed_forward_length");
+    hp.n_expert_shared = static_cast<int64_t>(f.get_u64_opt(a + "expert_shared_count").value_or(0));
+    if (hp.n_expert_shared > 64) fail(f, "expert_shared_count is out of range");
+    hp.gating = arch.default_gating;
+    if (f.has(a + "expert_gating_func")) {
+      const uint64_t func = f.get_u64(a + "expert_gating_func");
+      if (func == 1) {
+        hp.gating = Gating::kSoftmax;
+      } else if (func == 2) {
+        hp.gating = Gating::kSigmoid;
+      } else {
+        fail(f, "expert_gating_func " + std::to_string(func) +
+                    " is not supported (1 softmax, 2 sigmoid)");
+      }
+    }
+    hp.expert_weights_norm = f.has(a + "expert_weights_norm")
+                                 ? f.get_bool(a + "expert_weights_norm")
+                                 : arch.default_expert_weights_norm;
+    hp.expert_weights_scale = f.get_f32_opt(a + "expert_weights_scale").value_or(1.0f);
+    hp.n_expert_group = static_cast<int64_t>(f.get_u64_opt(a + "expert_group_count").value_or(1));
+    hp.n_expert_group_used =
+        static_cast<int64_t>(f.get_u64_opt(a + "expert_group_used_count").value_or(1));
+    if (hp.n_expert_group < 1 || hp.n_expert % hp.n_expert_group != 0 ||
+        hp.n_expert_group_used < 1 || hp.n_expert_group_used > hp.n_expert_group ||
+        hp.n_expert_used > hp.n_expert_group_used * (hp.n_expert / hp.n_expert_group)) {
+      fail(f, "expert groups (" + std::to_string(hp.n_expert_group) + " groups, " +
+                  std::to_string(hp.n_expert_group_used) + " used) do not fit " +
+                  std::to_string(hp.n_expert) + " experts with " +
+                  std::to_string(hp.n_expert_used) + " used");
+    }
+    for (int64_t il = hp.n_leading_dense; il < hp.n_layer; ++il) {
+      if (f.find_tensor("blk." + std::to_string(il) + ".exp_probs_b.bias") != nullptr) {
+        hp.expert_selection_bias = true;
+        break;
+      }
+      if (!partial) break;
+    }
   } else {
     hp.n_ff = positive(a + "feed_forward_length");
   }
@@ -113,8 +213,8 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     info.tensors.push_back(spec);
   }
   if (const gguf::TensorInfo* freqs = f.find_tensor("rope_freqs.weight")) {
-    if (freqs->shape != std::vector<int64_t>{hp.head_dim / 2} || freqs->type != TensorType::F32) {
-      fail(f, "rope_freqs.weight must be f32 of shape [" + std::to_string(hp.head_dim / 2) + "]");
+    if (freqs->shape != std::vector<int64_t>{hp.n_rot / 2} || freqs->type != TensorType::F32) {
+      fail(f, "rope_freqs.weight must be f32 of shape [" + std::to_string(hp.n_rot / 2) + "]");
     }
     info.has_rope_freqs = true;
   }

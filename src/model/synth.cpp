@@ -175,6 +175,7 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     hp.head_dim = hp.n_embd / hp.n_head;
   }
   if (hp.head_dim % 2 != 0) bad_option("the head size must be even for rope");
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
   if (hp.n_head % hp.n_head_kv != 0) {
     bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of --kv-heads " +
                std::to_string(hp.n_head_kv));

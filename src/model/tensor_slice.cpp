@@ -70,18 +70,16 @@ void read_range(const gguf::File& file, const char* key, int64_t& begin, int64_t
 
 WeightCut weight_cut(const TensorSpec& spec, const TensorSlice& slice, const HParams& hp) {
   WeightCut cut;
-  if (spec.role == TensorRole::kExperts || spec.role == TensorRole::kExpertsDown) {
-    cut.experts = slice.experts;
-  }
+  if (spec.per_expert) cut.experts = slice.experts;
   int64_t begin = 0, end = -1, unit = 1;
   switch (spec.split) {
     case SplitBy::kNone:
       return cut;
     case SplitBy::kHeads:
-      begin = slice.head_begin, end = slice.head_end, unit = hp.head_dim;
+      begin = slice.head_begin, end = slice.head_end;
       break;
     case SplitBy::kKvHeads:
-      begin = slice.kv_head_begin, end = slice.kv_head_end, unit = hp.head_dim;
+      begin = slice.kv_head_begin, end = slice.kv_head_end;
       break;
     case SplitBy::kFf:
       begin = slice.ff_begin, end = slice.ff_end;
@@ -90,9 +88,22 @@ WeightCut weight_cut(const TensorSpec& spec, const TensorSlice& slice, const HPa
       begin = slice.vocab_begin, end = slice.vocab_end;
       break;
   }
+  unit = spec.split_unit;
   cut.dim = spec.split_dim;
+  const int64_t whole = spec.shape.at(static_cast<size_t>(cut.dim));
+  if (unit == 0) {
+    // A tensor that cannot follow the slice's range (a dense layer of an MoE model whose
+    // width is not a multiple of an expert's): only a slice holding all of it is valid.
+    if (begin != 0 || end >= 0) {
+      bad_cut(spec.name, "it cannot be cut by the slice's range " + range_text(begin, end) +
+                             " (its width is not a multiple of the range's unit)");
+    }
+    cut.begin = 0;
+    cut.end = whole;
+    return cut;
+  }
   cut.begin = begin * unit;
-  cut.end = end < 0 ? spec.shape.at(static_cast<size_t>(cut.dim)) : end * unit;
+  cut.end = end < 0 ? whole : end * unit;
   return cut;
 }
 
@@ -114,15 +125,19 @@ std::vector<int64_t> cut_shape(std::string_view name, TensorType type,
     out[static_cast<size_t>(cut.dim)] = cut.end - cut.begin;
   }
   if (cut.experts) {
-    if (shape.size() != 3) bad_cut(name, "experts of a tensor that is not [cols, rows, experts]");
+    // Experts along the last dimension: [cols, rows, experts] or a bias [cols, experts].
+    if (shape.size() != 3 && shape.size() != 2) {
+      bad_cut(name, "experts of a tensor that is not [cols, rows, experts] or [cols, experts]");
+    }
+    const size_t expert_dim = shape.size() - 1;
     for (size_t i = 0; i < cut.experts->size(); ++i) {
       const int64_t e = (*cut.experts)[i];
-      if (e < 0 || e >= shape[2] || (i > 0 && e <= (*cut.experts)[i - 1])) {
-        bad_cut(name, "experts must be ascending distinct ids below " + std::to_string(shape[2]) +
-                          " (has " + std::to_string(e) + ")");
+      if (e < 0 || e >= shape[expert_dim] || (i > 0 && e <= (*cut.experts)[i - 1])) {
+        bad_cut(name, "experts must be ascending distinct ids below " +
+                          std::to_string(shape[expert_dim]) + " (has " + std::to_string(e) + ")");
       }
     }
-    out[2] = static_cast<int64_t>(cut.experts->size());
+    out[expert_dim] = static_cast<int64_t>(cut.experts->size());
   }
   return out;
 }
@@ -130,10 +145,12 @@ std::vector<int64_t> cut_shape(std::string_view name, TensorType type,
 void for_each_cut_run(TensorType type, const std::vector<int64_t>& shape, const WeightCut& cut,
                       const std::function<void(uint64_t offset, uint64_t size)>& run) {
   const uint64_t row = row_bytes(type, shape[0]);
-  const int64_t rows = shape.size() > 1 ? shape[1] : 1;
+  // Rows of one expert's matrix: a per-expert bias [cols, experts] has one per expert.
+  const int64_t rows = shape.size() > 1 && !(cut.experts && shape.size() == 2) ? shape[1] : 1;
   const uint64_t matrix = row * static_cast<uint64_t>(rows);  // one expert's, or the tensor's
   int64_t n_matrices = 1;
   for (size_t d = 2; d < shape.size(); ++d) n_matrices *= shape[d];
+  if (cut.experts && shape.size() == 2) n_matrices = shape[1];
   RunMerger merged(run);
   auto cut_matrix = [&](int64_t m) {
     const uint64_t base = matrix * static_cast<uint64_t>(m);

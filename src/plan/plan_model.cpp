@@ -12,6 +12,8 @@ namespace {
 PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
   PlanModel m;
   m.arch = std::string(arch.name);
+  m.arch_row = &arch;
+  m.hp = hp;
   m.n_vocab = hp.n_vocab;
   m.n_embd = hp.n_embd;
   m.n_layer = hp.n_layer;
@@ -89,6 +91,13 @@ uint64_t PlanModel::weight_bytes() const {
   if (!tied_output) total += output_bytes;
   for (const PlanLayer& l : layers) total += l.total();
   return total;
+}
+
+uint64_t PlanModel::kv_bytes_per_head_per_token() const {
+  if (arch_row != nullptr && arch_row->attention == AttentionKind::kMla) {
+    return 2 * static_cast<uint64_t>(hp.kv_lora_rank + hp.n_rot);
+  }
+  return 2 * 2 * static_cast<uint64_t>(head_dim);
 }
 
 double PlanModel::layer_flops_per_token() const {

@@ -30,6 +30,10 @@ struct PlanLayer {
 
 struct PlanModel {
   std::string arch;  // general.architecture, for display
+  // The architecture's row and hyper-parameters: the shard reports its KV cache and scratch
+  // from them (engine::Shard::sizes).
+  const ArchSpec* arch_row = nullptr;
+  HParams hp;
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -58,8 +62,9 @@ struct PlanModel {
   double layer_flops_per_token() const;
   // Bytes of every weight of the model (token_embd counted once when tied).
   uint64_t weight_bytes() const;
-  // F16 KV cache of one KV head of one layer for one position: K and V, head_dim each.
-  uint64_t kv_bytes_per_head_per_token() const { return 2 * 2 * static_cast<uint64_t>(head_dim); }
+  // F16 KV cache of one KV head of one layer for one position: K and V (MLA: the latent
+  // and the rope key of its one KV head).
+  uint64_t kv_bytes_per_head_per_token() const;
 };
 
 // Reads the per-tensor byte sizes of the model's tensors from its file.

@@ -53,6 +53,7 @@ class Generator {
     hp.n_head_kv = pick<int64_t>({1, 2, 3, 4, 8});
     hp.n_head = hp.n_head_kv * pick<int64_t>({1, 2, 4, 6, 8});
     hp.head_dim = pick<int64_t>({32, 64, 128});
+    hp.head_dim_v = hp.n_rot = hp.head_dim;
     hp.n_embd = arch.explicit_head_dim ? 64 * uniform(1, 64) : hp.n_head * hp.head_dim;
     hp.n_layer = uniform(1, 48);
     hp.n_vocab = uniform(100, 160000);

@@ -25,6 +25,7 @@ PlanModel llama(int64_t n_layer, int64_t n_head = 32, int64_t n_head_kv = 8, int
   hp.n_head = n_head;
   hp.n_head_kv = n_head_kv;
   hp.head_dim = 4096 / n_head;
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
   hp.n_ctx = 4096;
   return synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_K);
 }
@@ -37,6 +38,7 @@ PlanModel qwen3moe(int64_t n_layer, int64_t n_expert) {
   hp.n_head = 32;
   hp.n_head_kv = 4;
   hp.head_dim = 128;
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
   hp.n_ctx = 4096;
   hp.n_expert = n_expert;
   hp.n_expert_used = 8;

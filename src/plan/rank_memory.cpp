@@ -5,31 +5,40 @@
 #include <cstdio>
 #include <initializer_list>
 
+#include "engine/shard.h"
 #include "util/error.h"
 
 namespace herd {
 namespace {
 
-// Threads whose attention scores Shard::forward keeps ([threads][n_ctx] floats); a bound
-// on the cores of the machines herd meets, so that the estimate need not know them.
-constexpr uint64_t kScoreThreads = 64;
+// Threads whose attention scores Shard::forward keeps; a bound on the cores of the machines
+// herd meets, so that the estimate need not know them.
+constexpr int kScoreThreads = 64;
 
-// Shard::forward's float buffers for n_batch tokens (engine/shard.cpp), computed with the
-// full model widths even for a tensor slice: an upper bound that does not depend on the
-// slice, and the slices' buffers are not smaller by much.
-uint64_t scratch_bytes(const PlanModel& m, const PlanOptions& o, bool output) {
-  const uint64_t n = static_cast<uint64_t>(o.n_batch);
-  const uint64_t q_dim = static_cast<uint64_t>(m.n_head * m.head_dim);
-  const uint64_t kv_dim = static_cast<uint64_t>(m.n_head_kv * m.head_dim);
-  const uint64_t embd = static_cast<uint64_t>(m.n_embd), ff = static_cast<uint64_t>(m.n_ff);
-  // x, h, ffn_out, q, k, v, attn, ffn_a, ffn_b, plus MoE's router logits, moe_in/out, moe_a/b
-  uint64_t floats = n * (3 * embd + 2 * q_dim + 2 * kv_dim + 2 * ff);
-  if (m.moe()) floats += n * (static_cast<uint64_t>(m.n_expert) + 2 * embd + 2 * ff);
-  floats += kScoreThreads * static_cast<uint64_t>(o.n_ctx);
-  if (output) floats += n * static_cast<uint64_t>(m.n_vocab);  // logits
-  // The matmul workspace holds the activations quantized to 8 bits: a byte per float input.
-  const uint64_t workspace = n * std::max({embd, q_dim, ff});
-  return 4 * floats + workspace;
+// Shard::forward's buffers for n_batch tokens, as the shard reports them (engine/shard.h),
+// computed with every FFN row of the model even for a tensor slice: an upper bound that
+// does not depend on which rows, and the slices' buffers are not smaller by much.
+uint64_t scratch_bytes(const PlanModel& m, const PlanOptions& o, const RankLoad& load) {
+  HERD_CHECK(m.arch_row != nullptr);
+  ModelInfo info;
+  info.arch = m.arch_row;
+  info.hp = m.hp;
+  engine::ShardSpec spec;
+  spec.layer_begin = 0;
+  spec.layer_end = std::min<int64_t>(1, m.hp.n_layer);
+  spec.embedding = load.embedding;
+  spec.output = load.output;
+  spec.slice.head_end = std::min(load.heads, m.hp.n_head);
+  spec.slice.kv_head_end = std::max<int64_t>(std::min(load.kv_heads, m.hp.n_head_kv),
+                                             spec.slice.head_end > 0 ? m.hp.n_head_kv : 0);
+  engine::ShardOptions so;
+  so.n_ctx = o.n_ctx;
+  so.n_seq = 1;
+  so.n_batch = o.n_batch;
+  so.n_threads = kScoreThreads;
+  uint64_t bytes = engine::Shard::sizes(info, spec, so).scratch_bytes;
+  if (load.output) bytes += 4 * static_cast<uint64_t>(o.n_batch) * static_cast<uint64_t>(m.n_vocab);
+  return bytes;
 }
 
 // The product, or kMaxBytes when it is larger: absurd contexts stay comparable without
@@ -73,7 +82,7 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
       capped_product({static_cast<uint64_t>(load.n_layers), static_cast<uint64_t>(load.kv_heads),
                       m.kv_bytes_per_head_per_token(), static_cast<uint64_t>(o.n_ctx),
                       static_cast<uint64_t>(o.n_seq)});
-  e.scratch = scratch_bytes(m, o, load.output);
+  e.scratch = scratch_bytes(m, o, load);
   return e;
 }
 

@@ -1,0 +1,178 @@
+// The attention half of a layer: grouped-query attention (llama, qwen, Gemma 3, gpt-oss)
+// and multi-head latent attention (DeepSeek V2/V3, Kimi K2), over the shard's KV cache.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/shard_state.h"
+#include "quant/float16.h"
+#include "util/error.h"
+
+namespace herd::engine {
+namespace {
+
+// Largest rope width (angles live on the stack).
+constexpr int64_t kMaxRot = 1024;
+
+void store_f16(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
+}
+
+}  // namespace
+
+void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
+  const int64_t layer = il - spec.layer_begin;
+  const Layer& l = layers[static_cast<size_t>(layer)];
+  if (arch->attention == AttentionKind::kMla) {
+    mla_attention(l, layer, batch, pool);
+  } else {
+    gqa_attention(l, layer, batch, pool);
+  }
+}
+
+void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& batch,
+                                 ThreadPool& pool, const float* queries, int64_t q_stride,
+                                 int64_t k_dim, int64_t v_dim, float* out, int64_t out_stride) {
+  const int64_t n = batch.size();
+  const int64_t n_ctx = kv.n_ctx();
+  const bool mla = arch->attention == AttentionKind::kMla;
+  const int64_t window = l.options.sliding ? hp.sliding_window : 0;
+  const auto n_runs = static_cast<int64_t>(head_runs.size());
+  const int64_t scores_per_thread = max_heads_per_call() * n_ctx;
+  // Per (token, run of heads): attention over the sequence's cached positions [start, pos],
+  // start = pos - window + 1 on a sliding-window layer.
+  pool.run(n * n_runs, [&](int64_t task, int thread) {
+    const int64_t t = task / n_runs;
+    const HeadRun& r = head_runs[static_cast<size_t>(task % n_runs)];
+    const int64_t pos = batch.pos[t];
+    const int64_t start = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    kernels::AttendArgs a;
+    a.q = queries + t * q_stride + r.head * k_dim;
+    a.n_q = r.n_heads;
+    a.keys = kv.k(layer, batch.seq[t], start) + (mla ? 0 : r.kv_head * k_dim);
+    a.values = mla ? a.keys : kv.v(layer, batch.seq[t], start) + r.kv_head * v_dim;
+    a.stride = kv.k_dim();
+    a.n_pos = pos - start + 1;
+    a.k_dim = k_dim;
+    a.v_dim = v_dim;
+    a.scale = attn_scale;
+    a.sinks = l.sinks.empty() ? nullptr : l.sinks.data() + r.head;
+    a.scores = scores.data() + thread * scores_per_thread;
+    a.out = out + t * out_stride + r.head * v_dim;
+    attend(a);
+  });
+}
+
+void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& batch,
+                                 ThreadPool& pool) {
+  const int64_t n = batch.size();
+  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
+  const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd, kv_dim_v = n_head_kv * hdv;
+  const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
+  kernels::matmul_batch(qkv, h.data(), n, pool, workspace);
+
+  // Per token: biases, q/k norm, rope, then the new keys and values go into the cache.
+  pool.run(n, [&](int64_t t, int) {
+    float cos[kMaxRot / 2], sin[kMaxRot / 2];
+    rope_angles(l.rope, batch.pos[t], cos, sin);
+    float* qt = q.data() + t * q_dim;
+    float* kt = k.data() + t * kv_dim;
+    float* vt = v.data() + t * kv_dim_v;
+    if (!l.bq.empty()) {
+      for (int64_t i = 0; i < q_dim; ++i) qt[i] += l.bq[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < kv_dim_v; ++i) vt[i] += l.bv[static_cast<size_t>(i)];
+    }
+    for (int64_t hh = 0; hh < n_head; ++hh) {
+      float* x = qt + hh * hd;
+      if (!l.q_norm.empty()) rms_norm(x, l.q_norm.data(), hd, hp.rms_eps, x);
+      rope_apply(x, hd, arch->rope_style, cos, sin);
+    }
+    for (int64_t hh = 0; hh < n_head_kv; ++hh) {
+      float* x = kt + hh * hd;
+      if (!l.k_norm.empty()) rms_norm(x, l.k_norm.data(), hd, hp.rms_eps, x);
+      rope_apply(x, hd, arch->rope_style, cos, sin);
+    }
+    store_f16(kt, kv_dim, kv.k(layer, batch.seq[t], batch.pos[t]));
+    store_f16(vt, kv_dim_v, kv.v(layer, batch.seq[t], batch.pos[t]));
+  });
+  attend_cached(l, layer, batch, pool, q.data(), q_dim, hd, hdv, attn.data(), n_head * hdv);
+}
+
+// Multi-head latent attention in its absorbed form: the cache holds per token the normed
+// latent c (kv_lora) and one roped key k_r shared by all heads. Head h's key for a cached
+// token is [W_k,h c | k_r] and its value W_v,h c; so q_h . k = (W_k,h^T q_nope,h) . c +
+// q_rope,h . k_r, and attention runs over [c | k_r] rows with queries [k_b,h q_nope,h |
+// q_rope,h] (k_b,h = W_k,h^T), values c, and v_b,h applied to each head's result after.
+void Shard::State::mla_attention(const Layer& l, int64_t layer, const Batch& batch,
+                                 ThreadPool& pool) {
+  const int64_t n = batch.size();
+  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v, n_rot = hp.n_rot, nope = hd - n_rot;
+  const int64_t kv_lora = hp.kv_lora_rank, latent = kv_lora + n_rot;
+  const int64_t q_dim = n_head * hd;
+  // q: [n][n_head][nope | rope]; k: [n][latent] = [c | k_r]; v: [n][q_lora].
+  if (hp.q_lora_rank > 0) {
+    const kernels::MatmulJob a[] = {{&l.wq_a, v.data()}, {&l.wkv_a, k.data()}};
+    kernels::matmul_batch(a, h.data(), n, pool, workspace);
+    const int64_t q_lora = hp.q_lora_rank;
+    pool.run(n, [&](int64_t t, int) {
+      float* x = v.data() + t * q_lora;
+      rms_norm(x, l.q_a_norm.data(), q_lora, hp.rms_eps, x);
+    });
+    kernels::matmul(l.wq_b, v.data(), n, q.data(), pool, workspace);
+  } else {
+    const kernels::MatmulJob a[] = {{&l.wq_b, q.data()}, {&l.wkv_a, k.data()}};
+    kernels::matmul_batch(a, h.data(), n, pool, workspace);
+  }
+  float* mq = mla_q.data();  // [n][n_head][latent]
+  pool.run(n, [&](int64_t t, int) {
+    float cos[kMaxRot / 2], sin[kMaxRot / 2];
+    rope_angles(l.rope, batch.pos[t], cos, sin);
+    float* c = k.data() + t * latent;
+    rms_norm(c, l.kv_a_norm.data(), kv_lora, hp.rms_eps, c);
+    rope_apply(c + kv_lora, n_rot, arch->rope_style, cos, sin);
+    store_f16(c, latent, kv.k(layer, batch.seq[t], batch.pos[t]));
+    for (int64_t hh = 0; hh < n_head; ++hh) {
+      float* q_rope = q.data() + t * q_dim + hh * hd + nope;
+      rope_apply(q_rope, n_rot, arch->rope_style, cos, sin);
+      std::copy_n(q_rope, n_rot, mq + (t * n_head + hh) * latent + kv_lora);
+    }
+  });
+  // q_nope of each head into latent space: [n][nope] -> [n][kv_lora], all heads' products
+  // in one pass over the pool (kMaxBatch at a time).
+  float* in = mla_in.data();    // [n_head][n][nope], then [n_head][n][kv_lora]
+  float* out = mla_out.data();  // [n_head][n][kv_lora], then [n_head][n][hdv]
+  auto per_head = [&](const std::vector<PackedMatrix>& w, int64_t in_dim, int64_t out_dim) {
+    for (int64_t h0 = 0; h0 < n_head; h0 += static_cast<int64_t>(kernels::kMaxBatch)) {
+      const int64_t h1 = std::min(n_head, h0 + static_cast<int64_t>(kernels::kMaxBatch));
+      kernels::MatmulJob jobs[kernels::kMaxBatch];
+      for (int64_t hh = h0; hh < h1; ++hh) {
+        jobs[hh - h0] = {&w[static_cast<size_t>(hh)], out + hh * n * out_dim, in + hh * n * in_dim};
+      }
+      kernels::matmul_batch({jobs, static_cast<size_t>(h1 - h0)}, nullptr, n, pool, workspace);
+    }
+  };
+  for (int64_t hh = 0; hh < n_head; ++hh) {
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(q.data() + t * q_dim + hh * hd, nope, in + (hh * n + t) * nope);
+  }
+  per_head(l.k_b, nope, kv_lora);
+  for (int64_t hh = 0; hh < n_head; ++hh) {
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(out + (hh * n + t) * kv_lora, kv_lora, mq + (t * n_head + hh) * latent);
+  }
+  attend_cached(l, layer, batch, pool, mq, n_head * latent, latent, kv_lora, mla_o.data(),
+                n_head * kv_lora);
+  // Each head's latent result through its v_b: [n][kv_lora] -> [n][hdv].
+  for (int64_t hh = 0; hh < n_head; ++hh) {
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy_n(mla_o.data() + (t * n_head + hh) * kv_lora, kv_lora, in + (hh * n + t) * kv_lora);
+    }
+  }
+  per_head(l.v_b, kv_lora, hdv);
+  for (int64_t hh = 0; hh < n_head; ++hh) {
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(out + (hh * n + t) * hdv, hdv, attn.data() + t * n_head * hdv + hh * hdv);
+  }
+}
+
+}  // namespace herd::engine

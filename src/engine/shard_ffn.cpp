@@ -1,0 +1,107 @@
+// The FFN half of a layer: a dense gated FFN, or a mixture of experts (with its router,
+// per-expert biases and shared experts).
+#include <algorithm>
+
+#include "engine/shard_state.h"
+#include "util/error.h"
+
+namespace herd::engine {
+
+void Shard::State::gated_ffn(const PackedMatrix& gate, const PackedMatrix& up,
+                             const PackedMatrix& down, int64_t rows, const float* in, int64_t n,
+                             ThreadPool& pool, float* a, float* b, float* out,
+                             const float* gate_bias, const float* up_bias) {
+  const kernels::MatmulJob gate_up[] = {{&gate, a}, {&up, b}};
+  kernels::matmul_batch(gate_up, in, n, pool, workspace);
+  pool.run(n, [&](int64_t t, int) {
+    float* at = a + t * rows;
+    float* bt = b + t * rows;
+    if (gate_bias != nullptr) {
+      for (int64_t i = 0; i < rows; ++i) at[i] += gate_bias[i];
+    }
+    if (up_bias != nullptr) {
+      for (int64_t i = 0; i < rows; ++i) bt[i] += up_bias[i];
+    }
+    switch (arch->activation) {
+      case Activation::kSilu:
+        silu_mul(at, bt, rows);
+        break;
+      case Activation::kGeluTanh:
+        gelu_tanh_mul(at, bt, rows);
+        break;
+      case Activation::kSwigluOai:
+        swiglu_oai_mul(at, bt, rows);
+        break;
+    }
+  });
+  kernels::matmul(down, a, n, out, pool, workspace);
+}
+
+void Shard::State::ffn(const Layer& l, int64_t n, ThreadPool& pool) {
+  if (l.options.moe) {
+    moe_ffn(l, n, pool);
+  } else if (l.ffn_runs) {
+    gated_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, l.n_ff, h.data(), n, pool, ffn_a.data(),
+              ffn_b.data(), ffn_out.data(), nullptr, nullptr);
+  } else {
+    std::fill_n(ffn_out.data(), n * hp.n_embd, 0.0f);
+  }
+}
+
+void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
+  const int64_t n_embd = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
+  kernels::matmul(l.router, h.data(), n, router_logits.data(), pool, workspace);
+  for (int64_t t = 0; t < n; ++t) {
+    float* logits = router_logits.data() + t * n_exp;
+    if (!l.router_bias.empty()) {
+      for (int64_t e = 0; e < n_exp; ++e) logits[e] += l.router_bias[static_cast<size_t>(e)];
+    }
+    router->route(logits, l.selection_bias.empty() ? nullptr : l.selection_bias.data(),
+                  moe_experts.data() + t * n_used, moe_weights.data() + t * n_used);
+  }
+  float* out = ffn_out.data();  // [n][n_embd]
+  std::fill_n(out, n * n_embd, 0.0f);
+  // Each held expert runs once over the tokens routed to it (a tensor-parallel rank holds
+  // some experts, or some rows of each: the all-reduce adds the other ranks' share).
+  for (size_t i_exp = 0; i_exp < l.gate_exps.size(); ++i_exp) {
+    const int64_t e = experts[i_exp];
+    int64_t m = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < n_used; ++j) {
+        if (moe_experts[static_cast<size_t>(t * n_used + j)] == e) {
+          moe_rows[static_cast<size_t>(m)] = t;
+          moe_row_weights[static_cast<size_t>(m)] =
+              moe_weights[static_cast<size_t>(t * n_used + j)];
+          ++m;
+        }
+      }
+    }
+    if (m == 0) continue;
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(h.data() + moe_rows[static_cast<size_t>(i)] * n_embd, n_embd,
+                  moe_in.data() + i * n_embd);
+    }
+    const float* gate_b = l.gate_exps_b.empty() ? nullptr : l.gate_exps_b.data() + i_exp * n_ff;
+    const float* up_b = l.up_exps_b.empty() ? nullptr : l.up_exps_b.data() + i_exp * n_ff;
+    const float* down_b = l.down_exps_b.empty() ? nullptr : l.down_exps_b.data() + i_exp * n_embd;
+    gated_ffn(l.gate_exps[i_exp], l.up_exps[i_exp], l.down_exps[i_exp], n_ff, moe_in.data(), m,
+              pool, moe_a.data(), moe_b.data(), moe_out.data(), gate_b, up_b);
+    for (int64_t i = 0; i < m; ++i) {
+      float* o = out + moe_rows[static_cast<size_t>(i)] * n_embd;
+      const float* y = moe_out.data() + i * n_embd;
+      const float w = moe_row_weights[static_cast<size_t>(i)];
+      if (down_b != nullptr) {
+        for (int64_t c = 0; c < n_embd; ++c) o[c] += w * (y[c] + down_b[c]);
+      } else {
+        for (int64_t c = 0; c < n_embd; ++c) o[c] += w * y[c];
+      }
+    }
+  }
+  if (l.ffn_runs) {  // shared experts: every token, weight 1
+    gated_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, l.n_ff, h.data(), n, pool, ffn_a.data(),
+              ffn_b.data(), moe_acc.data(), nullptr, nullptr);
+    for (int64_t i = 0; i < n * n_embd; ++i) out[i] += moe_acc[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace herd::engine

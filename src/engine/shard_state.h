@@ -1,0 +1,134 @@
+// The inside of a Shard: its weights per layer, KV cache and scratch, shared by the files of
+// the forward pass (shard.cpp: loading and the layer loop; shard_attention.cpp;
+// shard_ffn.cpp). Internal to the engine module.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/ops.h"
+#include "engine/router.h"
+#include "engine/shard.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+namespace herd::engine {
+
+using kernels::PackedMatrix;
+
+// Weights of one block, as the slice holds them (q heads, KV heads, FFN rows, experts).
+// Vectors that a layer's options leave out are empty.
+struct Layer {
+  LayerOptions options;
+  Rope rope;
+  std::vector<float> attn_norm, ffn_norm;            // [n_embd]
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] (sandwich norms)
+  // Grouped-query attention.
+  PackedMatrix wq, wk, wv;            // [q_dim x n_embd], [kv_dim x n_embd], [kv_dim_v x ..]
+  std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim_v]
+  std::vector<float> q_norm, k_norm;  // [head_dim]
+  std::vector<float> sinks;           // [n_head]
+  // Multi-head latent attention.
+  PackedMatrix wq_a, wq_b;             // [q_lora x n_embd], [n_head * head_dim x q_lora]
+  std::vector<float> q_a_norm;         // [q_lora]
+  PackedMatrix wkv_a;                  // [kv_lora + n_rot x n_embd]
+  std::vector<float> kv_a_norm;        // [kv_lora]
+  std::vector<PackedMatrix> k_b, v_b;  // per held head: [kv_lora x nope], [hdv x kv_lora]
+  // Both.
+  PackedMatrix wo;        // [n_embd x n_head * hdv] (columns of the slice)
+  std::vector<float> bo;  // [n_embd], added once after the all-reduce
+  // FFN: dense (a dense layer), or the shared experts of an MoE layer.
+  int64_t n_ff = 0;       // rows of ffn_gate / ffn_up held
+  bool ffn_runs = false;  // this rank computes the dense / shared FFN
+  PackedMatrix ffn_gate, ffn_up, ffn_down;
+  // Mixture of experts.
+  PackedMatrix router;                                      // [n_expert x n_embd], whole
+  std::vector<float> router_bias, selection_bias;           // [n_expert]
+  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // per held expert
+  std::vector<float> gate_exps_b, up_exps_b;                // [held][n_ff_expert slice]
+  std::vector<float> down_exps_b;                           // [held][n_embd] (ff_begin == 0)
+};
+
+// Floats of each scratch buffer for a batch of n tokens (Shard::State::scratch_sizes).
+struct ScratchSizes {
+  size_t x = 0, h = 0, q = 0, k = 0, v = 0, attn = 0, ffn_a = 0, ffn_b = 0, ffn_out = 0;
+  size_t router_logits = 0, scores = 0, mla_q = 0, mla_o = 0, mla_in = 0, mla_out = 0;
+  size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
+  size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
+  size_t bytes() const;    // all of them, and the matmul workspace
+};
+
+// A run of the slice's query heads that read the same KV head: one attention call.
+struct HeadRun {
+  int64_t head, n_heads, kv_head;
+};
+
+struct Shard::State {
+  const ArchSpec* arch = nullptr;
+  HParams hp;
+  ShardSpec spec;
+  ShardOptions options;
+  // The slice's sizes: the model's own for a whole shard. Weights, biases and the KV cache
+  // hold only these; the forward pass sizes everything by them.
+  int64_t n_head = 0, n_head_kv = 0;  // query heads, KV heads (spec.slice's ranges)
+  int64_t n_ff = 0;                   // FFN rows of each held expert (or of the dense FFN)
+  int64_t n_vocab = 0;                // output-head rows
+  std::vector<int64_t> experts;       // MoE: ids of the held experts, parallel to gate_exps
+  bool sliced = false;                // holds less than the whole model
+  bool partial_sums = false;          // its layers' projections are partial: needs an all-reduce
+  float attn_scale = 1.0f;
+
+  const gguf::TensorInfo* token_embd = nullptr;
+  std::vector<float> output_norm;
+  PackedMatrix output;  // [n_vocab x n_embd]: rows [vocab_begin, vocab_end)
+  // Weight bytes the shard made itself (column slices, transposed MLA blocks), kept while
+  // a packed matrix views them.
+  std::vector<std::vector<uint8_t>> owned_copies;
+  std::vector<float> rope_freqs;   // empty when the model has none
+  std::vector<Layer> layers;       // layers [spec.layer_begin, spec.layer_end)
+  std::vector<HeadRun> head_runs;  // the slice's heads grouped for the attention kernel
+  KvCache kv;
+  kernels::Workspace workspace;
+  kernels::AttendFn attend = nullptr;
+  kernels::SiluMulFn silu_mul = nullptr;
+  std::unique_ptr<Router> router;  // MoE
+
+  // Scratch for up to `capacity` tokens, allocated at load (reserve()) and grown only by a
+  // batch larger than any before: nothing is allocated once warm.
+  int64_t capacity = 0;
+  std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
+  std::vector<float> scores;  // [n_threads][heads per attention call][n_ctx]
+  // MLA: queries in latent space [n][n_head][kv_lora + n_rot], attention outputs
+  // [n][n_head][kv_lora], and the heads' inputs and outputs of k_b / v_b ([n_head][n][...]).
+  std::vector<float> mla_q, mla_o, mla_in, mla_out;
+  std::vector<float> moe_in, moe_a, moe_b, moe_out, moe_acc;
+  std::vector<int32_t> moe_experts;  // [n][n_expert_used]
+  std::vector<float> moe_weights;    // [n][n_expert_used]
+  std::vector<int64_t> moe_rows;     // tokens routed to one expert
+  std::vector<float> moe_row_weights;
+
+  // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
+  void resolve_slice();
+  // Sizes every scratch buffer for n tokens (no-op when they are large enough).
+  void reserve(int64_t n, int n_threads);
+  ScratchSizes scratch_sizes(int64_t n, int n_threads) const;
+  int64_t max_heads_per_call() const;
+
+  void attention(int64_t il, const Batch& batch, ThreadPool& pool);
+  void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  void mla_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  // Attention of every token over its cached positions (in the slice's head runs).
+  void attend_cached(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
+                     const float* queries, int64_t q_stride, int64_t k_dim, int64_t v_dim,
+                     float* out, int64_t out_stride);
+  void ffn(const Layer& l, int64_t n, ThreadPool& pool);
+  // The gated FFN gate/up -> act -> down of n rows of `in` into `out` ([n][n_embd]), with
+  // optional per-row biases.
+  void gated_ffn(const PackedMatrix& gate, const PackedMatrix& up, const PackedMatrix& down,
+                 int64_t n_ff, const float* in, int64_t n, ThreadPool& pool, float* a, float* b,
+                 float* out, const float* gate_bias, const float* up_bias);
+  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
+};
+
+}  // namespace herd::engine
