@@ -32,6 +32,7 @@ constexpr VectorSet kSets[] = {
     HERD_VOCAB("bert-bge"),
     HERD_VOCAB("deepseek-coder"),
     HERD_VOCAB("deepseek-llm"),
+    HERD_VOCAB("deepseek-v3"),
     HERD_VOCAB("falcon"),
     HERD_VOCAB("gpt-2"),
     HERD_VOCAB("llama-bpe"),
