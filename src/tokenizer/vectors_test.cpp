@@ -35,6 +35,7 @@ constexpr VectorSet kSets[] = {
     HERD_VOCAB("deepseek-v3"),
     HERD_VOCAB("falcon"),
     HERD_VOCAB("gpt-2"),
+    HERD_VOCAB("gpt-4o"),
     HERD_VOCAB("llama-bpe"),
     HERD_VOCAB("llama-spm"),
     HERD_VOCAB("qwen2"),
