@@ -124,19 +124,24 @@ constexpr std::string_view kGpt4o =
 
 // Kimi K2 (Moonshot's tokenization_kimi.py): o200k's word rules with Han taken out. A
 // run of Han characters (\p{Han}, the Unicode script) is a piece of its own, and the
-// letter classes exclude Han, so "北京Hello世界" is three pieces. Moonshot writes the exclusion as
-// class intersection
-// ([\p{Lu}...\p{M}&&[^\p{Han}]]), which PCRE2 before 10.45 lacks: a negative lookahead
-// before each character says the same. llama.cpp hand-codes this expression with its
-// own Han ranges (the CJK ideograph blocks) and without the upper/lower split; herd
-// keeps the tokenizer's pattern, which the model was trained with.
+// letter classes exclude Han, so "北京Hello世界" is three pieces. Moonshot writes the
+// exclusion as class intersection, [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]], which
+// PCRE2 before 10.45 lacks. General categories partition the code points, so a union of
+// categories minus Han is the complement of the other categories and Han:
+//   [Lu Lt Lm Lo M] minus Han = [^\p{Ll}\p{N}\p{P}\p{S}\p{Z}\p{C}\p{Han}]
+//   [Ll Lm Lo M] minus Han    = [^\p{Lu}\p{Lt}\p{N}\p{P}\p{S}\p{Z}\p{C}\p{Han}]
+// (checked equal over all code points). A lookahead (?!\p{Han}) before each letter says
+// the same but split a 1 MiB run of capitals in 3.8 s instead of 0.27 s.
+// llama.cpp hand-codes this expression with its own Han ranges (the CJK ideograph
+// blocks) and without the upper/lower split; herd keeps the tokenizer's pattern, which
+// the model was trained with.
 constexpr std::string_view kKimiK2 =
     "\\p{Han}+|"
-    "[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])*"
-    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])+"
+    "[^\\r\\n\\p{L}\\p{N}]?[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]*"
+    "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]+"
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
-    "[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])+"
-    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])*"
+    "[^\\r\\n\\p{L}\\p{N}]?[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]+"
+    "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{Han}]*"
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "util/error.h"
 
 namespace herd::tokenizer {
@@ -82,6 +84,31 @@ TEST(PreTokenizer, KimiK2MakesHanRunsPiecesOfTheirOwn) {
             (std::vector<std::string>{"get", "User", "Name", " I'M", " you're"}));
   EXPECT_EQ(split(pt, "\u4E2D\u6587\n\nabc"),
             (std::vector<std::string>{"\u4E2D\u6587", "\n\n", "abc"}));
+}
+
+// o200k's word rule is two overlapping classes in a row ([Lu Lt Lm Lo M]*[Ll Lm Lo M]+),
+// and kimi-k2 adds a lookahead per character: long runs of one kind must still split
+// in about linear time (the JIT's stack gives out on them and the interpreter takes over).
+TEST(PreTokenizer, LongRunsOfOneClassSplitQuickly) {
+  const std::string upper(1 << 20, 'A');
+  std::string han, khmer, spaces(1 << 20, ' ');
+  while (han.size() < (1 << 20)) han += "\u4E2D";
+  while (khmer.size() < (1 << 20)) khmer += "\u1780\u17B6";
+  for (const char* name : {"gpt-4o", "kimi-k2"}) {
+    const auto pt = PreTokenizer::for_name(name);
+    for (const std::string* text :
+         std::initializer_list<const std::string*>{&upper, &han, &khmer, &spaces}) {
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<std::string_view> pieces, scratch;
+      pt.split(*text, pieces, scratch);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      size_t covered = 0;
+      for (std::string_view piece : pieces) covered += piece.size();
+      EXPECT_EQ(covered, text->size()) << name;
+      EXPECT_LT(seconds, 10.0) << name << ": 1 MiB should take well under a second";
+    }
+  }
 }
 
 TEST(PreTokenizer, SequencesApplyEachExpressionToEachPiece) {
