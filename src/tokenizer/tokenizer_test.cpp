@@ -135,6 +135,9 @@ TEST(Tokenizer, HarmonyMarkersAreSingleTokens) {
   // The file asks for no BOS, so add_special changes nothing.
   const Ids expected = interleave(tok, {kHarmonyStart, "assistant", kHarmonyChannel, "final",
                                         kHarmonyMessage, "hi", kHarmonyEnd});
+  // "assistant", "final" and "hi" are single tokens of the table.
+  EXPECT_EQ(expected, (Ids{kHarmonyStart, 173781, kHarmonyChannel, 17196, kHarmonyMessage, 3686,
+                           kHarmonyEnd}));
   EXPECT_EQ(tok.encode(text, true, true), expected);
   EXPECT_EQ(tok.encode(text, false, true), expected);
   EXPECT_EQ(tok.decode(expected, /*render_special=*/true), text);
@@ -172,6 +175,8 @@ TEST(Tokenizer, DeepseekV3FullWidthSpecialTokens) {
   const std::string text = bos + user + "Hello" + assistant + "Hi" + eos;
   const Ids expected = interleave(
       tok, {kDeepseekBos, kDeepseekUser, "Hello", kDeepseekAssistant, "Hi", kDeepseekEos});
+  EXPECT_EQ(expected, (Ids{kDeepseekBos, kDeepseekUser, 19923, kDeepseekAssistant, 23166,
+                           kDeepseekEos}));  // "Hello" and "Hi" are single tokens
   EXPECT_EQ(tok.encode(text, false, true), expected);
   EXPECT_EQ(tok.decode(expected, /*render_special=*/true), text);
   // The file's add_bos_token puts BOS before a plain text.
