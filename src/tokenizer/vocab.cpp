@@ -239,9 +239,16 @@ void Vocab::load_special_ids(const VocabSpec& spec) {
   if (add_bos) prefix_token_ = begin;
   if (add_eos) suffix_token_ = end;
 
+  load_end_of_generation();
+}
+
+void Vocab::load_end_of_generation() {
+  // The control (or user-defined) token spelled t; plain text never ends a turn.
   auto special_by_text = [&](std::string_view t) -> std::optional<int32_t> {
-    const auto id = by_text(t);
-    return id && !is_plain(types_[*id]) ? id : std::nullopt;
+    for (int32_t id = 0; id < n_tokens(); ++id) {
+      if (!is_plain(types_[id]) && text(id) == t) return id;
+    }
+    return std::nullopt;
   };
   bool harmony = true;
   for (std::string_view t : kHarmonyMarks) harmony = harmony && special_by_text(t).has_value();
