@@ -59,6 +59,18 @@ expect_eq "qwen2 parses <|im_start|>" "382" \
   "$("$herd" tokenize --model "$shared/models/qwen2-f32.gguf" --text "<|im_start|>" --no-bos)"
 expect_eq "llama3 default adds BOS" "128000 9906 1917" \
   "$("$herd" tokenize --model "$shared/vocab/ggml-vocab-llama-bpe.gguf" --text "Hello world")"
+# Chat markers of the frontier vocabularies are single ids (ids from the files' token
+# tables; the plain words are single tokens there). gpt-oss adds no BOS; DeepSeek V3 does,
+# so its check passes --no-bos to keep the BOS written in the text the only one.
+expect_eq "gpt-4o harmony markers" "200006 173781 200005 17196 200008 3686 200007" \
+  "$("$herd" tokenize --model "$shared/vocab/ggml-vocab-gpt-4o.gguf" \
+    --text '<|start|>assistant<|channel|>final<|message|>hi<|end|>')"
+bar=$'\xef\xbd\x9c' low=$'\xe2\x96\x81'  # U+FF5C and U+2581 as UTF-8, whatever the locale
+expect_eq "deepseek-v3 full-width markers" "0 128803 19923 128804 23166 1" \
+  "$("$herd" tokenize --model "$shared/vocab/ggml-vocab-deepseek-v3.gguf" --no-bos --text \
+    "<${bar}begin${low}of${low}sentence${bar}><${bar}User${bar}>Hello<${bar}Assistant${bar}>Hi<${bar}end${low}of${low}sentence${bar}>")"
+expect_eq "deepseek-v3 default adds BOS" "0 19923" \
+  "$("$herd" tokenize --model "$shared/vocab/ggml-vocab-deepseek-v3.gguf" --text "Hello")"
 pieces=$("$herd" tokenize --model "$shared/models/llama-f16.gguf" --text "Hello" --no-bos --pieces)
 expect_eq "--pieces" $'259 75 260 329 262\n259\t\xe2\x96\x81\n75\t<0x48>\n260\te\n329\tll\n262\to' \
   "$pieces"

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <random>
 #include <thread>
+#include <variant>
 
 #include "gguf/reader.h"
 #include "util/error.h"
@@ -101,6 +104,90 @@ TEST(Tokenizer, EndOfGenerationAndControlQueries) {
   EXPECT_EQ(bpe().token_text(382), "<|im_start|>");
   EXPECT_EQ(spm().bos(), 1);
   EXPECT_EQ(spm().n_vocab(), 384);
+}
+
+// Ids of the special tokens of ../shared/vocab/ggml-vocab-gpt-4o.gguf (gpt-oss's
+// o200k_harmony) and ggml-vocab-deepseek-v3.gguf, as listed in their token tables.
+constexpr int32_t kHarmonyEndOfText = 199999, kHarmonyReturn = 200002, kHarmonyChannel = 200005,
+                  kHarmonyStart = 200006, kHarmonyEnd = 200007, kHarmonyMessage = 200008,
+                  kHarmonyCall = 200012;
+constexpr int32_t kDeepseekBos = 0, kDeepseekEos = 1, kDeepseekUser = 128803,
+                  kDeepseekAssistant = 128804;
+
+// encode(text, false, false) of each plain part, with the given ids between them.
+Ids interleave(const Tokenizer& tok,
+               std::initializer_list<std::variant<int32_t, const char*>> parts) {
+  Ids out;
+  for (const auto& part : parts) {
+    if (const auto* id = std::get_if<int32_t>(&part)) {
+      out.push_back(*id);
+    } else {
+      const Ids plain = tok.encode(std::get<const char*>(part), false, false);
+      out.insert(out.end(), plain.begin(), plain.end());
+    }
+  }
+  return out;
+}
+
+TEST(Tokenizer, HarmonyMarkersAreSingleTokens) {
+  const Tokenizer tok = load("../shared/vocab/ggml-vocab-gpt-4o.gguf");
+  const std::string text = "<|start|>assistant<|channel|>final<|message|>hi<|end|>";
+  // The file asks for no BOS, so add_special changes nothing.
+  const Ids expected = interleave(tok, {kHarmonyStart, "assistant", kHarmonyChannel, "final",
+                                        kHarmonyMessage, "hi", kHarmonyEnd});
+  // "assistant", "final" and "hi" are single tokens of the table.
+  EXPECT_EQ(expected, (Ids{kHarmonyStart, 173781, kHarmonyChannel, 17196, kHarmonyMessage, 3686,
+                           kHarmonyEnd}));
+  EXPECT_EQ(tok.encode(text, true, true), expected);
+  EXPECT_EQ(tok.encode(text, false, true), expected);
+  EXPECT_EQ(tok.decode(expected, /*render_special=*/true), text);
+  EXPECT_EQ(tok.decode(expected), "assistantfinalhi");
+  // Not parsed: the markers are spelled out like any text and none of their ids appears.
+  const Ids plain = tok.encode(text, false, false);
+  for (int32_t id : {kHarmonyStart, kHarmonyChannel, kHarmonyMessage, kHarmonyEnd}) {
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), id), 0) << id;
+  }
+  EXPECT_EQ(tok.decode(plain), text);
+  EXPECT_EQ(tok.encode("<|return|><|call|><|constrain|><|endofprompt|>", false, true),
+            (Ids{kHarmonyReturn, kHarmonyCall, 200003, 200018}));
+}
+
+TEST(Tokenizer, HarmonyEndsGenerationAtReturnAndCallNotAtEnd) {
+  const Tokenizer tok = load("../shared/vocab/ggml-vocab-gpt-4o.gguf");
+  EXPECT_EQ(tok.eos(), kHarmonyReturn);
+  EXPECT_TRUE(tok.is_eog(kHarmonyReturn));
+  EXPECT_TRUE(tok.is_eog(kHarmonyCall));
+  EXPECT_TRUE(tok.is_eog(kHarmonyEndOfText));
+  // <|end|> closes the analysis message; the final answer comes after it.
+  EXPECT_FALSE(tok.is_eog(kHarmonyEnd));
+  EXPECT_NE(tok.eot(), kHarmonyEnd);
+  EXPECT_FALSE(tok.is_eog(kHarmonyStart));
+  EXPECT_FALSE(tok.is_eog(kHarmonyChannel));
+}
+
+TEST(Tokenizer, DeepseekV3FullWidthSpecialTokens) {
+  const Tokenizer tok = load("../shared/vocab/ggml-vocab-deepseek-v3.gguf");
+  // U+FF5C '｜' and U+2581 '▁' inside the markers.
+  const std::string bos = "<\uFF5Cbegin\u2581of\u2581sentence\uFF5C>";
+  const std::string user = "<\uFF5CUser\uFF5C>";
+  const std::string assistant = "<\uFF5CAssistant\uFF5C>";
+  const std::string eos = "<\uFF5Cend\u2581of\u2581sentence\uFF5C>";
+  const std::string text = bos + user + "Hello" + assistant + "Hi" + eos;
+  const Ids expected = interleave(
+      tok, {kDeepseekBos, kDeepseekUser, "Hello", kDeepseekAssistant, "Hi", kDeepseekEos});
+  EXPECT_EQ(expected, (Ids{kDeepseekBos, kDeepseekUser, 19923, kDeepseekAssistant, 23166,
+                           kDeepseekEos}));  // "Hello" and "Hi" are single tokens
+  EXPECT_EQ(tok.encode(text, false, true), expected);
+  EXPECT_EQ(tok.decode(expected, /*render_special=*/true), text);
+  // The file's add_bos_token puts BOS before a plain text.
+  EXPECT_EQ(tok.encode("Hello", true, true), interleave(tok, {kDeepseekBos, "Hello"}));
+  const Ids plain = tok.encode(text, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), kDeepseekUser), 0);
+  EXPECT_EQ(tok.decode(plain), text);
+  EXPECT_EQ(tok.encode("<\uFF5Ctool\u2581calls\u2581begin\uFF5C>", false, true), Ids{128806});
+  EXPECT_TRUE(tok.is_eog(kDeepseekEos));
+  EXPECT_EQ(tok.eot(), kDeepseekEos);
+  EXPECT_FALSE(tok.is_eog(kDeepseekAssistant));
 }
 
 TEST(Tokenizer, DecodeRejectsIdsOutsideTheVocabulary) {

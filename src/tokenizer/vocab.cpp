@@ -28,9 +28,16 @@ bool is_plain(TokenType t) {
 }
 
 // Texts that end a turn or a document in common chat models (llama.cpp's list).
+// <|return|> and <|call|>: gpt-oss (o200k_harmony); [EOT] and [EOS]: Kimi K2.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>",      "[EOT]",      "[EOS]",   "<|return|>",    "<|call|>",
 };
+// In gpt-oss's harmony format <|end|> closes one message of a turn (the analysis before
+// the final answer), and generation goes on with the next message; the turn ends with
+// <|return|> or <|call|>. A vocabulary that has both of those is taken as harmony.
+constexpr std::string_view kHarmonyEnd = "<|end|>";
+constexpr std::string_view kHarmonyMarks[] = {"<|return|>", "<|call|>"};
 // Candidates for the EOT id when the file does not name one, in order of preference.
 constexpr std::string_view kEotTexts[] = {
     "<|eot_id|>",
@@ -39,6 +46,7 @@ constexpr std::string_view kEotTexts[] = {
     "<end_of_turn>",
     "<|endoftext|>",
     "<EOT>",
+    "[EOT]",  // Kimi K2
     "<\xEF\xBD\x9C"
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
 };
@@ -231,22 +239,38 @@ void Vocab::load_special_ids(const VocabSpec& spec) {
   if (add_bos) prefix_token_ = begin;
   if (add_eos) suffix_token_ = end;
 
+  load_end_of_generation();
+}
+
+void Vocab::load_end_of_generation() {
+  // The control (or user-defined) token spelled t; plain text never ends a turn.
+  auto special_by_text = [&](std::string_view t) -> std::optional<int32_t> {
+    for (int32_t id = 0; id < n_tokens(); ++id) {
+      if (!is_plain(types_[id]) && text(id) == t) return id;
+    }
+    return std::nullopt;
+  };
+  bool harmony = true;
+  for (std::string_view t : kHarmonyMarks) harmony = harmony && special_by_text(t).has_value();
+  auto ends_generation = [&](std::string_view t) { return !(harmony && t == kHarmonyEnd); };
+
   if (!eot_) {
     for (std::string_view t : kEotTexts) {
-      const auto id = by_text(t);
-      if (id && !is_plain(types_[*id])) {
+      if (!ends_generation(t)) continue;
+      if (const auto id = special_by_text(t)) {
         eot_ = id;
         break;
       }
     }
   }
+  // Even when the file names <|end|> as EOS or EOT, a harmony turn does not end there.
   for (auto id : {eos_, eot_, eom_}) {
-    if (id) eog_ids_.push_back(*id);
+    if (id && ends_generation(text(*id))) eog_ids_.push_back(*id);
   }
   for (int32_t id = 0; id < n_tokens(); ++id) {
     if (is_plain(types_[id]) || types_[id] == TokenType::kByte) continue;
     for (std::string_view t : kEogTexts) {
-      if (text(id) == t) eog_ids_.push_back(id);
+      if (text(id) == t && ends_generation(t)) eog_ids_.push_back(id);
     }
   }
   std::sort(eog_ids_.begin(), eog_ids_.end());

@@ -145,6 +145,7 @@ class Vocab {
   void load_tokens(const VocabSpec& spec);
   void load_merges(const VocabSpec& spec);
   void load_special_ids(const VocabSpec& spec);
+  void load_end_of_generation();  // eot_ (when the file has none) and eog_ids_
   void load_byte_tokens();
   bool uses_continuation_marks() const;
 

@@ -87,6 +87,40 @@ TEST(Vocab, BpeMergesBecomeTokenPairs) {
   EXPECT_FALSE(v.prefix_token()) << "gpt-2 adds no BOS unless the file says so";
 }
 
+// End of generation by token text, for files that name only EOS.
+TEST(Vocab, ChatEndTokensAreFoundByText) {
+  VocabSpec spec;
+  spec.model = "gpt2";
+  spec.pre = "kimi-k2";
+  spec.has_merges = true;
+  // Kimi K2: [EOS] and [EOT] end generation too; its chat turns close with <|im_end|>,
+  // which is preferred as the end of a turn.
+  const std::vector<std::string_view> kimi = {"a", "[BOS]", "[EOS]", "[EOT]", "<|im_end|>"};
+  spec.tokens = kimi;
+  spec.token_types = {1, 3, 3, 3, 3};
+  const Vocab k = Vocab::build(spec);
+  EXPECT_EQ(k.eot(), 4);
+  EXPECT_EQ(k.eog_ids(), (std::vector<int32_t>{2, 3, 4}));
+
+  // Harmony (<|return|> and <|call|> both present): <|end|> closes a message, not the
+  // turn, even when the file calls it EOS. Without them <|end|> ends generation (Phi-3).
+  spec.pre = "gpt-4o";
+  const std::vector<std::string_view> harmony = {"a", "<|return|>", "<|end|>", "<|call|>"};
+  spec.tokens = harmony;
+  spec.token_types = {1, 3, 3, 3};
+  spec.eos = 2;
+  const Vocab h = Vocab::build(spec);
+  EXPECT_EQ(h.eog_ids(), (std::vector<int32_t>{1, 3}));
+  EXPECT_FALSE(h.eot());
+  const std::vector<std::string_view> phi = {"a", "<|end|>"};
+  spec.tokens = phi;
+  spec.token_types = {1, 3};
+  spec.eos = std::nullopt;
+  const Vocab p = Vocab::build(spec);
+  EXPECT_EQ(p.eog_ids(), (std::vector<int32_t>{1}));
+  EXPECT_EQ(p.eot(), 1);
+}
+
 TEST(Vocab, MalformedSpecsAreClearErrors) {
   const std::vector<std::string_view> tokens = {"a", "b"};
   VocabSpec unknown_model = spm_spec(tokens);
