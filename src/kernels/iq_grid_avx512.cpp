@@ -68,22 +68,22 @@ void gemm_iq2_xxs(const GemmArgs& a) {
   gemm<DecodeIQ2_XXS>(a);
 }
 void gemm_iq2_xs(const GemmArgs& a) {
-  gemm<GenericDecoder<BlockIQ2_XS, decode_iq2_xs>>(a);
+  gemm<DecodeIQ2_XS>(a);
 }
 void gemm_iq2_s(const GemmArgs& a) {
-  gemm<GenericDecoder<BlockIQ2_S, decode_iq2_s>>(a);
+  gemm<DecodeIQ2_S>(a);
 }
 void gemm_iq3_xxs(const GemmArgs& a) {
-  gemm<GenericDecoder<BlockIQ3_XXS, decode_iq3_xxs>>(a);
+  gemm<DecodeIQ3_XXS>(a);
 }
 void gemm_iq3_s(const GemmArgs& a) {
   gemm<DecodeIQ3_S>(a);
 }
 void gemm_iq1_s(const GemmArgs& a) {
-  gemm<GenericDecoder<BlockIQ1_S, decode_iq1_s>>(a);
+  gemm<DecodeIQ1_S>(a);
 }
 void gemm_iq1_m(const GemmArgs& a) {
-  gemm<GenericDecoder<BlockIQ1_M, decode_iq1_m>>(a);
+  gemm<DecodeIQ1_M>(a);
 }
 
 }  // namespace herd::kernels::iq_grid::avx512

@@ -1,7 +1,10 @@
-// AVX2 decoders of the grid-based types that decode dominates (IQ2_XXS, IQ3_S: the order of
-// importance in the brief), to iq_grid_simd.h's Decoded blocks, bit-identical to quant's
-// decoders (matmul_test compares every ISA with the scalar reference). Included by the x86
-// ISA files, which are all compiled with at least AVX2.
+// AVX2 decoders of the grid-based types to iq_grid_simd.h's Decoded blocks, bit-identical
+// to quant's decoders (matmul_test compares every ISA with the scalar reference). Decoding,
+// not the dot, is what a grid type's product costs (perf: ~85% of a one-token iq2_xxs
+// product), so each type has one: grid rows by scalar loads (4 per 32 weights; gathers
+// measured no faster on Zen 4) or one gather (IQ3's 4-byte rows), sign bits expanded to byte
+// masks in vectors, the implied eighth sign bit as a parity in vectors, not a table.
+// Included by the x86 ISA files, which are all compiled with at least AVX2.
 #pragma once
 
 #include <immintrin.h>
@@ -15,13 +18,82 @@
 namespace herd::kernels::iq_grid {
 namespace {
 
-// 0xff in byte 8l + j where bit j of sign byte l (of 4, packed in `signs`) is set.
-inline __m256i sign_masks(uint32_t signs) {
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+inline void store256(void* p, __m256i v) {
+  _mm256_store_si256(static_cast<__m256i*>(p), v);
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Four grid rows of 8 (one sub-block's magnitudes, or IQ1's -1/0/+1 bytes) in one vector.
+inline __m256i grid4(const uint64_t* grid, int i0, int i1, int i2, int i3) {
+  return _mm256_set_epi64x(int64_t(grid[i3]), int64_t(grid[i2]), int64_t(grid[i1]),
+                           int64_t(grid[i0]));
+}
+
+// The block's sign bits: bit i of `signs` (256 bits, byte g = the sign byte of weights
+// 8g..8g+7) set where weight i is negative. Sub-block k's 32 bits, one byte per weight:
+// 0xff where negative.
+inline __m256i sign_masks(__m256i signs, int k) {
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bits = _mm256_set1_epi64x(0x8040201008040201);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int(signs)), spread);
+  const __m256i lane = _mm256_permutevar8x32_epi32(signs, _mm256_set1_epi32(k));
+  const __m256i bytes = _mm256_shuffle_epi8(lane, spread);
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
+}
+
+// Bytes of 7-bit sign indices (bit 7 clear) completed to sign bytes: bit 7 makes the number
+// of set bits even (what kIqSigns tabulates), computed for 32 groups at once.
+inline __m256i complete_signs(__m256i index_bytes) {
+  // Parity of each byte ends in its bit 0: the shifts move bits down within the byte's low
+  // nibble only, so neighbouring bytes never mix into bit 0.
+  __m256i p = _mm256_xor_si256(index_bytes, _mm256_srli_epi32(index_bytes, 4));
+  p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+  p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+  const __m256i parity = _mm256_and_si256(p, _mm256_set1_epi8(1));
+  return _mm256_or_si256(index_bytes, _mm256_slli_epi32(parity, 7));
+}
+
+// IQ2_XXS / IQ3_XXS: the u32 of each sub-block holds 4 sign indices (bits 7l..7l+6) and the
+// scale (bits 28-31); returns the block's sign bits (as sign_masks wants) from 8 such words.
+inline __m256i signs_of_words(__m256i words) {
+  __m256i b = _mm256_and_si256(words, _mm256_set1_epi32(0x7f));
+  b = _mm256_or_si256(b, _mm256_and_si256(_mm256_slli_epi32(words, 1), _mm256_set1_epi32(0x7f00)));
+  b = _mm256_or_si256(b,
+                      _mm256_and_si256(_mm256_slli_epi32(words, 2), _mm256_set1_epi32(0x7f0000)));
+  b = _mm256_or_si256(b,
+                      _mm256_and_si256(_mm256_slli_epi32(words, 3), _mm256_set1_epi32(0x7f000000)));
+  return complete_signs(b);
+}
+
+// The scales 2s + 1 of 8 words with s in bits 28-31, stored as int16 pairs (both halves
+// of sub-block k share it).
+inline void store_word_scales(__m256i words, int16_t* scale) {
+  const __m256i s =
+      _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1), _mm256_set1_epi32(1));
+  store256(scale, _mm256_or_si256(s, _mm256_slli_epi32(s, 16)));
+}
+
+// IQ2_XS / IQ2_S: scales[k] holds s of the two halves of sub-block k in its nibbles.
+inline void store_nibble_scales(const uint8_t* scales, int16_t* scale) {
+  for (int k = 0; k < 8; ++k) {
+    scale[2 * k] = int16_t(2 * (scales[k] & 15) + 1);
+    scale[2 * k + 1] = int16_t(2 * (scales[k] >> 4) + 1);
+  }
 }
 
 // kBias + magnitude, or kBias - magnitude where `negative`.
@@ -31,54 +103,150 @@ inline __m256i biased(__m256i magnitude, __m256i negative) {
   return _mm256_add_epi8(signed_q, _mm256_set1_epi8(kBias));
 }
 
-inline uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+// IQ1: kBias + 8 * grid + delta, grid bytes -1, 0, +1; delta (+-1) per byte in `delta`.
+inline __m256i biased_iq1(__m256i grid, __m256i delta) {
+  return _mm256_add_epi8(_mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), delta),
+                         _mm256_set1_epi8(kBias));
 }
 
-// iq2_xxs: per sub-block 4 grid rows of 8 (scalar loads: one index byte each) and 4 sign
-// bytes from their 7-bit indices.
+// ---- the decoders --------------------------------------------------------------------------
+
 struct DecodeIQ2_XXS {
   using Block = quant::BlockIQ2_XXS;
   static void decode(const Block& b, Decoded& out) {
     out.d = fp16_to_fp32(b.d) * 0.125f;
+    // Sub-block k = 8 bytes: 4 grid indices, then its u32 of signs and scale.
+    const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    const __m256i words =
+        _mm256_blend_epi32(_mm256_permutevar8x32_epi32(load256(b.qs), odd),
+                           _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
+    const __m256i signs = signs_of_words(words);
+    store_word_scales(words, out.scale);
+    const uint64_t* grid = quant::kIq2xxsGrid;
     for (int k = 0; k < 8; ++k) {
-      const uint8_t* sub = b.qs + 8 * k;
-      const uint32_t aux = load_u32(sub + 4);
-      const __m256i grid = _mm256_set_epi64x(
-          int64_t(quant::kIq2xxsGrid[sub[3]]), int64_t(quant::kIq2xxsGrid[sub[2]]),
-          int64_t(quant::kIq2xxsGrid[sub[1]]), int64_t(quant::kIq2xxsGrid[sub[0]]));
-      const uint32_t signs = uint32_t(quant::kIqSigns[aux & 127]) |
-                             uint32_t(quant::kIqSigns[(aux >> 7) & 127]) << 8 |
-                             uint32_t(quant::kIqSigns[(aux >> 14) & 127]) << 16 |
-                             uint32_t(quant::kIqSigns[(aux >> 21) & 127]) << 24;
-      _mm256_store_si256(reinterpret_cast<__m256i*>(out.q + 32 * k),
-                         biased(grid, sign_masks(signs)));
-      out.scale[2 * k] = out.scale[2 * k + 1] = int16_t(2 * (aux >> 28) + 1);
+      const uint8_t* idx = b.qs + 8 * k;
+      store256(out.q + 32 * k,
+               biased(grid4(grid, idx[0], idx[1], idx[2], idx[3]), sign_masks(signs, k)));
     }
   }
 };
 
-// iq3_s: per sub-block 8 grid rows of 4, their 9-bit indices built and looked up in one
-// gather; the sign bytes are stored as they are.
+struct DecodeIQ2_XS {
+  using Block = quant::BlockIQ2_XS;
+  static void decode(const Block& b, Decoded& out) {
+    out.d = fp16_to_fp32(b.d) * 0.125f;
+    // u16 per group: grid index in bits 0-8, sign index in 9-15.
+    const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
+    const __m256i s1 = _mm256_srli_epi16(load256(b.qs + 32), 9);
+    const __m256i index_bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8);
+    const __m256i signs = complete_signs(index_bytes);
+    store_nibble_scales(b.scales, out.scale);
+    const uint64_t* grid = quant::kIq2xsGrid;
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* q = b.qs + 8 * k;
+      store256(out.q + 32 * k, biased(grid4(grid, load_u16(q) & 511, load_u16(q + 2) & 511,
+                                            load_u16(q + 4) & 511, load_u16(q + 6) & 511),
+                                      sign_masks(signs, k)));
+    }
+  }
+};
+
+struct DecodeIQ2_S {
+  using Block = quant::BlockIQ2_S;
+  static void decode(const Block& b, Decoded& out) {
+    out.d = fp16_to_fp32(b.d) * 0.125f;
+    const __m256i signs = load256(b.qs + 32);  // one sign byte per group, as stored
+    store_nibble_scales(b.scales, out.scale);
+    const uint64_t* grid = quant::kIq2sGrid;
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* idx = b.qs + 4 * k;
+      const int h = b.qh[k];
+      store256(out.q + 32 * k, biased(grid4(grid, idx[0] | (h & 3) << 8, idx[1] | (h & 12) << 6,
+                                            idx[2] | (h & 48) << 4, idx[3] | (h & 192) << 2),
+                                      sign_masks(signs, k)));
+    }
+  }
+};
+
+// IQ3: 8 grid rows of 4 per sub-block, looked up in one gather.
+inline __m256i gather_grid4x8(const uint32_t* grid, __m256i index) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), index, 4);
+}
+
+struct DecodeIQ3_XXS {
+  using Block = quant::BlockIQ3_XXS;
+  static void decode(const Block& b, Decoded& out) {
+    out.d = fp16_to_fp32(b.d) * 0.25f;
+    const __m256i words = load256(b.qs + 64);  // u32 of signs and scale per sub-block
+    const __m256i signs = signs_of_words(words);
+    store_word_scales(words, out.scale);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i index =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+      store256(out.q + 32 * k,
+               biased(gather_grid4x8(quant::kIq3xxsGrid, index), sign_masks(signs, k)));
+    }
+  }
+};
+
 struct DecodeIQ3_S {
   using Block = quant::BlockIQ3_S;
   static void decode(const Block& b, Decoded& out) {
     out.d = fp16_to_fp32(b.d);
     const __m256i shifts = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);  // bit l of qh -> bit 8
     const __m256i bit8 = _mm256_set1_epi32(256);
-    const int* grid = reinterpret_cast<const int*>(quant::kIq3sGrid);
+    const __m256i signs = load256(b.signs);  // one sign byte per 8 weights, as stored
     for (int k = 0; k < 8; ++k) {
       const __m256i low =
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
       const __m256i high =
           _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(b.qh[k]), shifts), bit8);
-      const __m256i magnitude = _mm256_i32gather_epi32(grid, _mm256_or_si256(low, high), 4);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(out.q + 32 * k),
-                         biased(magnitude, sign_masks(load_u32(b.signs + 4 * k))));
+      store256(out.q + 32 * k, biased(gather_grid4x8(quant::kIq3sGrid, _mm256_or_si256(low, high)),
+                                      sign_masks(signs, k)));
       const int s = (b.scales[k / 2] >> (4 * (k % 2))) & 15;
       out.scale[2 * k] = out.scale[2 * k + 1] = int16_t(2 * s + 1);
+    }
+  }
+};
+
+struct DecodeIQ1_S {
+  using Block = quant::BlockIQ1_S;
+  static void decode(const Block& b, Decoded& out) {
+    out.d = fp16_to_fp32(b.d) * 0.125f;
+    const uint64_t* grid = quant::kIq1sGrid;
+    for (int k = 0; k < 8; ++k) {
+      const int h = b.qh[k];
+      const uint8_t* idx = b.qs + 4 * k;
+      const __m256i g = grid4(grid, idx[0] | (h & 7) << 8, idx[1] | (h & 0x38) << 5,
+                              idx[2] | (h & 0x1c0) << 2, idx[3] | (h & 0xe00) >> 1);
+      store256(out.q + 32 * k, biased_iq1(g, _mm256_set1_epi8(h & 0x8000 ? -1 : 1)));
+      out.scale[2 * k] = out.scale[2 * k + 1] = int16_t(2 * ((h >> 12) & 7) + 1);
+    }
+  }
+};
+
+struct DecodeIQ1_M {
+  using Block = quant::BlockIQ1_M;
+  static void decode(const Block& b, Decoded& out) {
+    uint16_t sc[4];
+    for (int m = 0; m < 4; ++m) sc[m] = load_u16(b.scales + 2 * m);
+    const uint16_t d_bits =
+        uint16_t((sc[0] >> 12) | (sc[1] >> 8 & 0x00f0) | (sc[2] >> 4 & 0x0f00) | (sc[3] & 0xf000));
+    out.d = fp16_to_fp32(d_bits) * 0.125f;
+    for (int j = 0; j < 16; ++j) {
+      out.scale[j] = int16_t(2 * ((sc[j / 4] >> (3 * (j % 4))) & 7) + 1);
+    }
+    const uint64_t* grid = quant::kIq1sGrid;
+    auto delta = [](int h) {
+      return int64_t(h & 8 ? 0xffffffffffffffffull : 0x0101010101010101ull);
+    };
+    for (int k = 0; k < 8; ++k) {
+      const int h0 = b.qh[2 * k], h1 = b.qh[2 * k + 1];
+      const uint8_t* idx = b.qs + 4 * k;
+      const __m256i g = grid4(grid, idx[0] | (h0 & 7) << 8, idx[1] | (h0 & 0x70) << 4,
+                              idx[2] | (h1 & 7) << 8, idx[3] | (h1 & 0x70) << 4);
+      const __m256i d = _mm256_set_epi64x(delta(h1 >> 4), delta(h1), delta(h0 >> 4), delta(h0));
+      store256(out.q + 32 * k, biased_iq1(g, d));
     }
   }
 };
