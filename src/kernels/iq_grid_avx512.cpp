@@ -3,6 +3,8 @@
 // AVX2 ones (iq_grid_x86.h). Compiled with AVX-512 flags.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/iq_grid_kernels.h"
 #include "kernels/iq_grid_simd.h"
 #include "kernels/iq_grid_x86.h"
@@ -58,6 +60,104 @@ void gemm(const GemmArgs& a) {
   grid_gemm<Dot, Decoder>(a);
 }
 
+// ---- one token (decode): no decoded row, signs on the activations -------------------------
+// For the types whose weights are magnitudes with sign bits, a single token's product skips
+// the decoded row: per 64 weights the sign bits become a mask register that negates the
+// activation bytes (vpsubb under mask) and the unsigned magnitudes go straight into
+// vpmaddubsw, with no bias and no correction. The integer sums are those of the decoded
+// path, so the result is the same.
+
+// Per 64 weights j: int16 lane l takes the 32-weight scale of sub-block 2j + l / 16, from
+// the 8 scales held as the low int16 of 8 int32 lanes.
+inline __m512i pick_pair(__m512i scales32, int j) {
+  const __m512i lanes = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutexvar_epi16(_mm512_add_epi16(lanes, _mm512_set1_epi16(short(4 * j))),
+                                  scales32);
+}
+
+// U: Block; d(block); scales(block) -> 8 int32 scales 2s + 1 (one per 32 weights);
+// signs(block, bits[4]) -> the 256 sign bits; magnitudes(block, j) -> weights 64j..64j+63.
+template <class U>
+void one_token(const GemmArgs& a) {
+  using Block = typename U::Block;
+  const int64_t n_blocks = a.cols / 256;
+  const size_t row_stride = size_t(n_blocks) * sizeof(Block);
+  const ActQ8K* x = reinterpret_cast<const ActQ8K*>(a.activations);  // [n_blocks]
+  for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+    const Block* blocks = reinterpret_cast<const Block*>(a.weights + size_t(r) * row_stride);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const Block& blk = blocks[b];
+      alignas(32) uint64_t bits[4];
+      U::signs(blk, bits);
+      const __m512i scales = _mm512_castsi256_si512(U::scales(blk));
+      __m512i isum = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const __m512i xj = _mm512_loadu_si512(x[b].qs + 64 * j);
+        const __m512i signed_x =
+            _mm512_mask_sub_epi8(xj, _cvtu64_mask64(bits[j]), _mm512_setzero_si512(), xj);
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(U::magnitudes(blk, j), signed_x),
+                                   pick_pair(scales, j));
+      }
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(U::d(blk) * x[b].d), _mm512_cvtepi32_ps(isum), acc);
+    }
+    a.y[r] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+struct OneTokenIQ2_XXS {
+  using Block = BlockIQ2_XXS;
+  static __m256i words(const Block& b) {
+    const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    return _mm256_blend_epi32(_mm256_permutevar8x32_epi32(load256(b.qs), odd),
+                              _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
+  }
+  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) {
+    return _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(words(b), 28), 1),
+                           _mm256_set1_epi32(1));
+  }
+  static void signs(const Block& b, uint64_t* bits) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), signs_of_words(words(b)));
+  }
+  static __m512i magnitudes(const Block& b, int j) {
+    const uint8_t* i0 = b.qs + 16 * j;  // sub-block 2j: 4 indices, then 4 more bytes
+    const uint8_t* i1 = i0 + 8;         // sub-block 2j + 1
+    const uint64_t* g = kIq2xxsGrid;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(grid4(g, i0[0], i0[1], i0[2], i0[3])),
+                              grid4(g, i1[0], i1[1], i1[2], i1[3]), 1);
+  }
+};
+
+struct OneTokenIQ3_S {
+  using Block = BlockIQ3_S;
+  static float d(const Block& b) { return fp16_to_fp32(b.d); }
+  static __m256i scales(const Block& b) {
+    uint32_t packed;
+    std::memcpy(&packed, b.scales, 4);
+    const __m256i nibbles =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(packed)),
+                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(15));
+    return _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
+  }
+  static void signs(const Block& b, uint64_t* bits) { std::memcpy(bits, b.signs, 32); }
+  static __m512i magnitudes(const Block& b, int j) {
+    // 16 groups of 4: index = qs byte | bit (g % 8) of qh[g / 8] << 8.
+    const __m512i low =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
+    uint16_t qh;
+    std::memcpy(&qh, b.qh + 2 * j, 2);
+    const __m512i bit = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_set1_epi32(qh),
+                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+        _mm512_set1_epi32(1));
+    const __m512i high = _mm512_slli_epi32(bit, 8);
+    return _mm512_i32gather_epi32(_mm512_or_si512(low, high), kIq3sGrid, 4);
+  }
+};
+
 }  // namespace
 
 size_t scratch_bytes(int64_t cols) {
@@ -65,6 +165,7 @@ size_t scratch_bytes(int64_t cols) {
 }
 
 void gemm_iq2_xxs(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token<OneTokenIQ2_XXS>(a);
   gemm<DecodeIQ2_XXS>(a);
 }
 void gemm_iq2_xs(const GemmArgs& a) {
@@ -77,6 +178,7 @@ void gemm_iq3_xxs(const GemmArgs& a) {
   gemm<DecodeIQ3_XXS>(a);
 }
 void gemm_iq3_s(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token<OneTokenIQ3_S>(a);
   gemm<DecodeIQ3_S>(a);
 }
 void gemm_iq1_s(const GemmArgs& a) {
