@@ -67,16 +67,33 @@ void gemm(const GemmArgs& a) {
 // vpmaddubsw, with no bias and no correction. The integer sums are those of the decoded
 // path, so the result is the same.
 
-// Per 64 weights j: int16 lane l takes the 32-weight scale of sub-block 2j + l / 16, from
-// the 8 scales held as the low int16 of 8 int32 lanes.
-inline __m512i pick_pair(__m512i scales32, int j) {
-  const __m512i lanes = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,  //
-                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+// Per 64 weights j: int16 lane l takes the scale of weights 64j + 16 * (l / 8) .. + 15,
+// from the block's 16 int16 scales (one per 16 weights).
+inline __m512i pick_scales(__m512i scales16, int j) {
+  const __m512i lanes = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                         1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_permutexvar_epi16(_mm512_add_epi16(lanes, _mm512_set1_epi16(short(4 * j))),
-                                  scales32);
+                                  scales16);
 }
 
-// U: Block; d(block); scales(block) -> 8 int32 scales 2s + 1 (one per 32 weights);
+// Scales 2s + 1 from u32 words with s in bits 28-31, as int16 pairs (both halves of a
+// 32-weight sub-block share it).
+inline __m256i word_scales(__m256i words) {
+  const __m256i s =
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1), _mm256_set1_epi32(1));
+  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+}
+
+// Scales 2s + 1 of IQ2_XS / IQ2_S: byte k holds s of weights 32k..+15 (lo), +16..+31 (hi).
+inline __m256i nibble_scales(const uint8_t* bytes) {
+  const __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi16(15));
+  const __m128i hi = _mm_srli_epi16(v, 4);
+  const __m256i s = _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+  return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
+}
+
+// U: Block; d(block); scales(block) -> 16 int16 scales 2s + 1 (one per 16 weights);
 // signs(block, bits[4]) -> the 256 sign bits; magnitudes(block, j) -> weights 64j..64j+63.
 template <class U>
 void one_token(const GemmArgs& a) {
@@ -98,7 +115,7 @@ void one_token(const GemmArgs& a) {
         const __m512i signed_x =
             _mm512_mask_sub_epi8(xj, _cvtu64_mask64(bits[j]), _mm512_setzero_si512(), xj);
         isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(U::magnitudes(blk, j), signed_x),
-                                   pick_pair(scales, j));
+                                   pick_scales(scales, j));
       }
       acc = _mm512_fmadd_ps(_mm512_set1_ps(U::d(blk) * x[b].d), _mm512_cvtepi32_ps(isum), acc);
     }
@@ -114,10 +131,7 @@ struct OneTokenIQ2_XXS {
                               _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
   }
   static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
-  static __m256i scales(const Block& b) {
-    return _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(words(b), 28), 1),
-                           _mm256_set1_epi32(1));
-  }
+  static __m256i scales(const Block& b) { return word_scales(words(b)); }
   static void signs(const Block& b, uint64_t* bits) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(bits), signs_of_words(words(b)));
   }
@@ -140,7 +154,8 @@ struct OneTokenIQ3_S {
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(packed)),
                                            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                          _mm256_set1_epi32(15));
-    return _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
+    const __m256i s = _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
+    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
   }
   static void signs(const Block& b, uint64_t* bits) { std::memcpy(bits, b.signs, 32); }
   static __m512i magnitudes(const Block& b, int j) {
@@ -158,6 +173,58 @@ struct OneTokenIQ3_S {
   }
 };
 
+struct OneTokenIQ2_XS {
+  using Block = BlockIQ2_XS;
+  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
+  static void signs(const Block& b, uint64_t* bits) {
+    const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
+    const __m256i s1 = _mm256_srli_epi16(load256(b.qs + 32), 9);
+    const __m256i index_bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), complete_signs(index_bytes));
+  }
+  static __m512i magnitudes(const Block& b, int j) {
+    const uint8_t* q = b.qs + 16 * j;  // u16 per group: grid index in bits 0-8
+    const uint64_t* g = kIq2xsGrid;
+    auto at = [&](int l) { return load_u16(q + 2 * l) & 511; };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(grid4(g, at(0), at(1), at(2), at(3))),
+                              grid4(g, at(4), at(5), at(6), at(7)), 1);
+  }
+};
+
+struct OneTokenIQ2_S {
+  using Block = BlockIQ2_S;
+  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
+  static void signs(const Block& b, uint64_t* bits) { std::memcpy(bits, b.qs + 32, 32); }
+  static __m512i magnitudes(const Block& b, int j) {
+    const uint8_t* idx = b.qs + 8 * j;  // groups 8j..8j+7
+    const int h0 = b.qh[2 * j], h1 = b.qh[2 * j + 1];
+    const uint64_t* g = kIq2sGrid;
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(grid4(g, idx[0] | (h0 & 3) << 8, idx[1] | (h0 & 12) << 6,
+                                     idx[2] | (h0 & 48) << 4, idx[3] | (h0 & 192) << 2)),
+        grid4(g, idx[4] | (h1 & 3) << 8, idx[5] | (h1 & 12) << 6, idx[6] | (h1 & 48) << 4,
+              idx[7] | (h1 & 192) << 2),
+        1);
+  }
+};
+
+struct OneTokenIQ3_XXS {
+  using Block = BlockIQ3_XXS;
+  static __m256i words(const Block& b) { return load256(b.qs + 64); }
+  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.25f; }
+  static __m256i scales(const Block& b) { return word_scales(words(b)); }
+  static void signs(const Block& b, uint64_t* bits) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), signs_of_words(words(b)));
+  }
+  static __m512i magnitudes(const Block& b, int j) {
+    const __m512i index =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
+    return _mm512_i32gather_epi32(index, kIq3xxsGrid, 4);
+  }
+};
+
 }  // namespace
 
 size_t scratch_bytes(int64_t cols) {
@@ -169,12 +236,15 @@ void gemm_iq2_xxs(const GemmArgs& a) {
   gemm<DecodeIQ2_XXS>(a);
 }
 void gemm_iq2_xs(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token<OneTokenIQ2_XS>(a);
   gemm<DecodeIQ2_XS>(a);
 }
 void gemm_iq2_s(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token<OneTokenIQ2_S>(a);
   gemm<DecodeIQ2_S>(a);
 }
 void gemm_iq3_xxs(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token<OneTokenIQ3_XXS>(a);
   gemm<DecodeIQ3_XXS>(a);
 }
 void gemm_iq3_s(const GemmArgs& a) {
