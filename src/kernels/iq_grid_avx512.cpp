@@ -225,6 +225,111 @@ struct OneTokenIQ3_XXS {
   }
 };
 
+// ---- IQ1 one token: weights 8 * grid + delta biased by 9 to 0..18 -------------------------
+// q = 8g + delta (g, delta: -1, 0, +1 and +-1) is below zero for vpmaddubsw, but q + 9 =
+// 8 (g + 1) + (delta + 1) is not, and the 9 comes back through the block sums as in the
+// decoded path: sum q x = sum (q + 9) x - 9 sum x.
+// U: Block; d(block); scales(block) -> 16 int16 scales; weights(block, j) -> q + 9 of
+// weights 64j..64j+63.
+template <class U>
+void one_token_iq1(const GemmArgs& a) {
+  using Block = typename U::Block;
+  const int64_t n_blocks = a.cols / 256;
+  const size_t row_stride = size_t(n_blocks) * sizeof(Block);
+  const ActQ8K* x = reinterpret_cast<const ActQ8K*>(a.activations);  // [n_blocks]
+  for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+    const Block* blocks = reinterpret_cast<const Block*>(a.weights + size_t(r) * row_stride);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const Block& blk = blocks[b];
+      const __m256i scales = U::scales(blk);
+      const __m512i scales512 = _mm512_castsi256_si512(scales);
+      __m512i isum = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const __m512i xj = _mm512_loadu_si512(x[b].qs + 64 * j);
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(U::weights(blk, j), xj),
+                                   pick_scales(scales512, j));
+      }
+      const __m256i bias = _mm256_madd_epi16(
+          scales, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsum16)));
+      const __m256i bias9 = _mm256_add_epi32(_mm256_slli_epi32(bias, 3), bias);
+      isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(bias9));
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(U::d(blk) * x[b].d), _mm512_cvtepi32_ps(isum), acc);
+    }
+    a.y[r] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+// 8 (g + 1) + delta_plus_1 for the grid bytes g of 64 weights.
+inline __m512i iq1_weights(__m512i grid, __m512i delta_plus_1) {
+  const __m512i g1 = _mm512_add_epi8(grid, _mm512_set1_epi8(1));   // 0, 1, 2
+  return _mm512_add_epi8(_mm512_slli_epi16(g1, 3), delta_plus_1);  // no carry: g1 << 3 <= 16
+}
+
+struct OneTokenIQ1_S {
+  using Block = BlockIQ1_S;
+  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) {
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i s =
+        _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
+                     _mm_set1_epi16(1));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(s, s), _mm_unpacklo_epi16(s, s));
+  }
+  static __m256i sub_block(const Block& b, int k) {
+    const int h = b.qh[k];
+    const uint8_t* idx = b.qs + 4 * k;
+    return grid4(kIq1sGrid, idx[0] | (h & 7) << 8, idx[1] | (h & 0x38) << 5,
+                 idx[2] | (h & 0x1c0) << 2, idx[3] | (h & 0xe00) >> 1);
+  }
+  static __m512i weights(const Block& b, int j) {
+    const __m512i grid =
+        _mm512_inserti64x4(_mm512_castsi256_si512(sub_block(b, 2 * j)), sub_block(b, 2 * j + 1), 1);
+    const char d0 = b.qh[2 * j] & 0x8000 ? 0 : 2, d1 = b.qh[2 * j + 1] & 0x8000 ? 0 : 2;
+    const __m512i delta =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(d0)), _mm256_set1_epi8(d1), 1);
+    return iq1_weights(grid, delta);
+  }
+};
+
+struct OneTokenIQ1_M {
+  using Block = BlockIQ1_M;
+  static float d(const Block& b) {
+    const uint16_t d_bits =
+        uint16_t((load_u16(b.scales) >> 12) | (load_u16(b.scales + 2) >> 8 & 0x00f0) |
+                 (load_u16(b.scales + 4) >> 4 & 0x0f00) | (load_u16(b.scales + 6) & 0xf000));
+    return fp16_to_fp32(d_bits) * 0.125f;
+  }
+  static __m256i scales(const Block& b) {
+    // u16 m holds the 3-bit scales of weights 64m + 16j (j < 4) in bits 3j..3j+2.
+    const __m256i words =
+        _mm256_cvtepu16_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales)));
+    const __m256i per16 = _mm256_permutexvar_epi16(
+        _mm256_setr_epi16(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12), words);
+    const __m256i s = _mm256_and_si256(
+        _mm256_srlv_epi16(per16, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+        _mm256_set1_epi16(7));
+    return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
+  }
+  static __m512i weights(const Block& b, int j) {
+    // Groups 8j..8j+7: qh bytes 4j..4j+3, group 2h in bits 0-3, 2h + 1 in bits 4-7.
+    const uint8_t* idx = b.qs + 8 * j;
+    const uint8_t* qh = b.qh + 4 * j;
+    int index[8];
+    int64_t delta[8];
+    for (int g = 0; g < 8; ++g) {
+      const int h = qh[g / 2] >> (4 * (g % 2));
+      index[g] = idx[g] | (h & 7) << 8;
+      delta[g] = h & 8 ? 0 : 0x0202020202020202;
+    }
+    const __m512i grid = _mm512_inserti64x4(
+        _mm512_castsi256_si512(grid4(kIq1sGrid, index[0], index[1], index[2], index[3])),
+        grid4(kIq1sGrid, index[4], index[5], index[6], index[7]), 1);
+    return iq1_weights(grid, _mm512_setr_epi64(delta[0], delta[1], delta[2], delta[3], delta[4],
+                                               delta[5], delta[6], delta[7]));
+  }
+};
+
 }  // namespace
 
 size_t scratch_bytes(int64_t cols) {
@@ -252,9 +357,11 @@ void gemm_iq3_s(const GemmArgs& a) {
   gemm<DecodeIQ3_S>(a);
 }
 void gemm_iq1_s(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token_iq1<OneTokenIQ1_S>(a);
   gemm<DecodeIQ1_S>(a);
 }
 void gemm_iq1_m(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token_iq1<OneTokenIQ1_M>(a);
   gemm<DecodeIQ1_M>(a);
 }
 
