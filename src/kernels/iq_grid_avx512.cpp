@@ -93,8 +93,19 @@ inline __m256i nibble_scales(const uint8_t* bytes) {
   return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
 }
 
+// The 256 sign bits as 4 words for mask registers, moved through general registers (not
+// a vector store reloaded as words, which may not forward on every core).
+struct SignWords {
+  uint64_t w[4];
+};
+inline SignWords sign_words(__m256i bits) {
+  const __m128i lo = _mm256_castsi256_si128(bits), hi = _mm256_extracti128_si256(bits, 1);
+  return {{uint64_t(_mm_cvtsi128_si64(lo)), uint64_t(_mm_extract_epi64(lo, 1)),
+           uint64_t(_mm_cvtsi128_si64(hi)), uint64_t(_mm_extract_epi64(hi, 1))}};
+}
+
 // U: Block; d(block); scales(block) -> 16 int16 scales 2s + 1 (one per 16 weights);
-// signs(block, bits[4]) -> the 256 sign bits; magnitudes(block, j) -> weights 64j..64j+63.
+// signs(block) -> the 256 sign bits; magnitudes(block, j) -> weights 64j..64j+63.
 template <class U>
 void one_token(const GemmArgs& a) {
   using Block = typename U::Block;
@@ -106,14 +117,13 @@ void one_token(const GemmArgs& a) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
       const Block& blk = blocks[b];
-      alignas(32) uint64_t bits[4];
-      U::signs(blk, bits);
+      const SignWords bits = sign_words(U::signs(blk));
       const __m512i scales = _mm512_castsi256_si512(U::scales(blk));
       __m512i isum = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         const __m512i xj = _mm512_loadu_si512(x[b].qs + 64 * j);
         const __m512i signed_x =
-            _mm512_mask_sub_epi8(xj, _cvtu64_mask64(bits[j]), _mm512_setzero_si512(), xj);
+            _mm512_mask_sub_epi8(xj, _cvtu64_mask64(bits.w[j]), _mm512_setzero_si512(), xj);
         isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(U::magnitudes(blk, j), signed_x),
                                    pick_scales(scales, j));
       }
@@ -132,9 +142,7 @@ struct OneTokenIQ2_XXS {
   }
   static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return word_scales(words(b)); }
-  static void signs(const Block& b, uint64_t* bits) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), signs_of_words(words(b)));
-  }
+  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
   static __m512i magnitudes(const Block& b, int j) {
     const uint8_t* i0 = b.qs + 16 * j;  // sub-block 2j: 4 indices, then 4 more bytes
     const uint8_t* i1 = i0 + 8;         // sub-block 2j + 1
@@ -157,7 +165,7 @@ struct OneTokenIQ3_S {
     const __m256i s = _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
     return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
   }
-  static void signs(const Block& b, uint64_t* bits) { std::memcpy(bits, b.signs, 32); }
+  static __m256i signs(const Block& b) { return load256(b.signs); }
   static __m512i magnitudes(const Block& b, int j) {
     // 16 groups of 4: index = qs byte | bit (g % 8) of qh[g / 8] << 8.
     const __m512i low =
@@ -177,11 +185,10 @@ struct OneTokenIQ2_XS {
   using Block = BlockIQ2_XS;
   static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
-  static void signs(const Block& b, uint64_t* bits) {
+  static __m256i signs(const Block& b) {
     const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
     const __m256i s1 = _mm256_srli_epi16(load256(b.qs + 32), 9);
-    const __m256i index_bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), complete_signs(index_bytes));
+    return complete_signs(_mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8));
   }
   static __m512i magnitudes(const Block& b, int j) {
     const uint8_t* q = b.qs + 16 * j;  // u16 per group: grid index in bits 0-8
@@ -196,7 +203,7 @@ struct OneTokenIQ2_S {
   using Block = BlockIQ2_S;
   static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
-  static void signs(const Block& b, uint64_t* bits) { std::memcpy(bits, b.qs + 32, 32); }
+  static __m256i signs(const Block& b) { return load256(b.qs + 32); }
   static __m512i magnitudes(const Block& b, int j) {
     const uint8_t* idx = b.qs + 8 * j;  // groups 8j..8j+7
     const int h0 = b.qh[2 * j], h1 = b.qh[2 * j + 1];
@@ -215,9 +222,7 @@ struct OneTokenIQ3_XXS {
   static __m256i words(const Block& b) { return load256(b.qs + 64); }
   static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.25f; }
   static __m256i scales(const Block& b) { return word_scales(words(b)); }
-  static void signs(const Block& b, uint64_t* bits) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), signs_of_words(words(b)));
-  }
+  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
   static __m512i magnitudes(const Block& b, int j) {
     const __m512i index =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
