@@ -140,7 +140,7 @@ struct OneTokenIQ2_XXS {
     return _mm256_blend_epi32(_mm256_permutevar8x32_epi32(load256(b.qs), odd),
                               _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
   }
-  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return word_scales(words(b)); }
   static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
   static __m512i magnitudes(const Block& b, int j) {
@@ -154,7 +154,7 @@ struct OneTokenIQ2_XXS {
 
 struct OneTokenIQ3_S {
   using Block = BlockIQ3_S;
-  static float d(const Block& b) { return fp16_to_fp32(b.d); }
+  static float d(const Block& b) { return half_to_float(b.d); }
   static __m256i scales(const Block& b) {
     uint32_t packed;
     std::memcpy(&packed, b.scales, 4);
@@ -183,7 +183,7 @@ struct OneTokenIQ3_S {
 
 struct OneTokenIQ2_XS {
   using Block = BlockIQ2_XS;
-  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
   static __m256i signs(const Block& b) {
     const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
@@ -201,7 +201,7 @@ struct OneTokenIQ2_XS {
 
 struct OneTokenIQ2_S {
   using Block = BlockIQ2_S;
-  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
   static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
   static __m256i signs(const Block& b) { return load256(b.qs + 32); }
   static __m512i magnitudes(const Block& b, int j) {
@@ -220,7 +220,7 @@ struct OneTokenIQ2_S {
 struct OneTokenIQ3_XXS {
   using Block = BlockIQ3_XXS;
   static __m256i words(const Block& b) { return load256(b.qs + 64); }
-  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.25f; }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.25f; }
   static __m256i scales(const Block& b) { return word_scales(words(b)); }
   static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
   static __m512i magnitudes(const Block& b, int j) {
@@ -273,7 +273,7 @@ inline __m512i iq1_weights(__m512i grid, __m512i delta_plus_1) {
 
 struct OneTokenIQ1_S {
   using Block = BlockIQ1_S;
-  static float d(const Block& b) { return fp16_to_fp32(b.d) * 0.125f; }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
   static __m256i scales(const Block& b) {
     const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
     const __m128i s =
@@ -303,7 +303,7 @@ struct OneTokenIQ1_M {
     const uint16_t d_bits =
         uint16_t((load_u16(b.scales) >> 12) | (load_u16(b.scales + 2) >> 8 & 0x00f0) |
                  (load_u16(b.scales + 4) >> 4 & 0x0f00) | (load_u16(b.scales + 6) & 0xf000));
-    return fp16_to_fp32(d_bits) * 0.125f;
+    return half_to_float(d_bits) * 0.125f;
   }
   static __m256i scales(const Block& b) {
     // u16 m holds the 3-bit scales of weights 64m + 16j (j < 4) in bits 3j..3j+2.
