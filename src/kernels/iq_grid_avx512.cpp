@@ -76,23 +76,6 @@ inline __m512i pick_scales(__m512i scales16, int j) {
                                   scales16);
 }
 
-// Scales 2s + 1 from u32 words with s in bits 28-31, as int16 pairs (both halves of a
-// 32-weight sub-block share it).
-inline __m256i word_scales(__m256i words) {
-  const __m256i s =
-      _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1), _mm256_set1_epi32(1));
-  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-}
-
-// Scales 2s + 1 of IQ2_XS / IQ2_S: byte k holds s of weights 32k..+15 (lo), +16..+31 (hi).
-inline __m256i nibble_scales(const uint8_t* bytes) {
-  const __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
-  const __m128i lo = _mm_and_si128(v, _mm_set1_epi16(15));
-  const __m128i hi = _mm_srli_epi16(v, 4);
-  const __m256i s = _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
-  return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
-}
-
 // The 256 sign bits as 4 words for mask registers, moved through general registers (not
 // a vector store reloaded as words, which may not forward on every core).
 struct SignWords {
@@ -133,39 +116,17 @@ void one_token(const GemmArgs& a) {
   }
 }
 
-struct OneTokenIQ2_XXS {
-  using Block = BlockIQ2_XXS;
-  static __m256i words(const Block& b) {
-    const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
-    return _mm256_blend_epi32(_mm256_permutevar8x32_epi32(load256(b.qs), odd),
-                              _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
-  }
-  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
-  static __m256i scales(const Block& b) { return word_scales(words(b)); }
-  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
+struct OneTokenIQ2_XXS : UnitIQ2_XXS {
   static __m512i magnitudes(const Block& b, int j) {
-    const uint8_t* i0 = b.qs + 16 * j;  // sub-block 2j: 4 indices, then 4 more bytes
-    const uint8_t* i1 = i0 + 8;         // sub-block 2j + 1
-    const uint64_t* g = kIq2xxsGrid;
-    return _mm512_inserti64x4(_mm512_castsi256_si512(grid4(g, i0[0], i0[1], i0[2], i0[3])),
-                              grid4(g, i1[0], i1[1], i1[2], i1[3]), 1);
+    // Bytes 0-3 and 8-11 of sub-blocks 2j, 2j+1 are the 8 grid indices: one gather.
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j));
+    const __m128i packed = _mm_shuffle_epi8(
+        bytes, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
+    return _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(packed), kIq2xxsGrid, 8);
   }
 };
 
-struct OneTokenIQ3_S {
-  using Block = BlockIQ3_S;
-  static float d(const Block& b) { return half_to_float(b.d); }
-  static __m256i scales(const Block& b) {
-    uint32_t packed;
-    std::memcpy(&packed, b.scales, 4);
-    const __m256i nibbles =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(packed)),
-                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                         _mm256_set1_epi32(15));
-    const __m256i s = _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
-    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-  }
-  static __m256i signs(const Block& b) { return load256(b.signs); }
+struct OneTokenIQ3_S : UnitIQ3_S {
   static __m512i magnitudes(const Block& b, int j) {
     // 16 groups of 4: index = qs byte | bit (g % 8) of qh[g / 8] << 8.
     const __m512i low =
@@ -181,15 +142,7 @@ struct OneTokenIQ3_S {
   }
 };
 
-struct OneTokenIQ2_XS {
-  using Block = BlockIQ2_XS;
-  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
-  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
-  static __m256i signs(const Block& b) {
-    const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
-    const __m256i s1 = _mm256_srli_epi16(load256(b.qs + 32), 9);
-    return complete_signs(_mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8));
-  }
+struct OneTokenIQ2_XS : UnitIQ2_XS {
   static __m512i magnitudes(const Block& b, int j) {
     const uint8_t* q = b.qs + 16 * j;  // u16 per group: grid index in bits 0-8
     const uint64_t* g = kIq2xsGrid;
@@ -199,11 +152,7 @@ struct OneTokenIQ2_XS {
   }
 };
 
-struct OneTokenIQ2_S {
-  using Block = BlockIQ2_S;
-  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
-  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
-  static __m256i signs(const Block& b) { return load256(b.qs + 32); }
+struct OneTokenIQ2_S : UnitIQ2_S {
   static __m512i magnitudes(const Block& b, int j) {
     const uint8_t* idx = b.qs + 8 * j;  // groups 8j..8j+7
     const int h0 = b.qh[2 * j], h1 = b.qh[2 * j + 1];
@@ -217,12 +166,7 @@ struct OneTokenIQ2_S {
   }
 };
 
-struct OneTokenIQ3_XXS {
-  using Block = BlockIQ3_XXS;
-  static __m256i words(const Block& b) { return load256(b.qs + 64); }
-  static float d(const Block& b) { return half_to_float(b.d) * 0.25f; }
-  static __m256i scales(const Block& b) { return word_scales(words(b)); }
-  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
+struct OneTokenIQ3_XXS : UnitIQ3_XXS {
   static __m512i magnitudes(const Block& b, int j) {
     const __m512i index =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
@@ -257,7 +201,7 @@ void one_token_iq1(const GemmArgs& a) {
       }
       const __m256i bias = _mm256_madd_epi16(
           scales, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsum16)));
-      const __m256i bias9 = _mm256_add_epi32(_mm256_slli_epi32(bias, 3), bias);
+      const __m256i bias9 = _mm256_mullo_epi32(bias, _mm256_set1_epi32(kIq1Bias));
       isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(bias9));
       acc = _mm512_fmadd_ps(_mm512_set1_ps(U::d(blk) * x[b].d), _mm512_cvtepi32_ps(isum), acc);
     }
@@ -271,25 +215,10 @@ inline __m512i iq1_weights(__m512i grid, __m512i delta_plus_1) {
   return _mm512_add_epi8(_mm512_slli_epi16(g1, 3), delta_plus_1);  // no carry: g1 << 3 <= 16
 }
 
-struct OneTokenIQ1_S {
-  using Block = BlockIQ1_S;
-  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
-  static __m256i scales(const Block& b) {
-    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
-    const __m128i s =
-        _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
-                     _mm_set1_epi16(1));
-    return _mm256_set_m128i(_mm_unpackhi_epi16(s, s), _mm_unpacklo_epi16(s, s));
-  }
-  static __m256i sub_block(const Block& b, int k) {
-    const int h = b.qh[k];
-    const uint8_t* idx = b.qs + 4 * k;
-    return grid4(kIq1sGrid, idx[0] | (h & 7) << 8, idx[1] | (h & 0x38) << 5,
-                 idx[2] | (h & 0x1c0) << 2, idx[3] | (h & 0xe00) >> 1);
-  }
+struct OneTokenIQ1_S : UnitIQ1_S {
   static __m512i weights(const Block& b, int j) {
     const __m512i grid =
-        _mm512_inserti64x4(_mm512_castsi256_si512(sub_block(b, 2 * j)), sub_block(b, 2 * j + 1), 1);
+        _mm512_inserti64x4(_mm512_castsi256_si512(grid32(b, 2 * j)), grid32(b, 2 * j + 1), 1);
     const char d0 = b.qh[2 * j] & 0x8000 ? 0 : 2, d1 = b.qh[2 * j + 1] & 0x8000 ? 0 : 2;
     const __m512i delta =
         _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(d0)), _mm256_set1_epi8(d1), 1);

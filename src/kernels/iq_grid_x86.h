@@ -255,5 +255,137 @@ struct DecodeIQ1_M {
   }
 };
 
+// ---- one token: the per-type parts of the one-token kernels ---------------------------------
+// For a single token the ISA files skip the decoded row: the sign bits are applied to the
+// activations and unsigned magnitudes go straight into vpmaddubsw (no bias, no correction).
+// A unit gives, per block: d, the 16 int16 scales (one per 16 weights), the 256 sign bits,
+// and the magnitudes of 32 weights (magnitudes32; the AVX-512 file adds 64-weight ones).
+
+// Scales 2s + 1 from u32 words with s in bits 28-31, as int16 pairs (both halves of a
+// 32-weight sub-block share it).
+inline __m256i word_scales(__m256i words) {
+  const __m256i s =
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(words, 28), 1), _mm256_set1_epi32(1));
+  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+}
+
+// Scales 2s + 1 of IQ2_XS / IQ2_S: byte k holds s of weights 32k..+15 (lo), +16..+31 (hi).
+inline __m256i nibble_scales(const uint8_t* bytes) {
+  const __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi16(15));
+  const __m128i hi = _mm_srli_epi16(v, 4);
+  const __m256i s = _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+  return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
+}
+
+struct UnitIQ2_XXS {
+  using Block = quant::BlockIQ2_XXS;
+  static __m256i words(const Block& b) {
+    const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    return _mm256_blend_epi32(_mm256_permutevar8x32_epi32(load256(b.qs), odd),
+                              _mm256_permutevar8x32_epi32(load256(b.qs + 32), odd), 0xf0);
+  }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) { return word_scales(words(b)); }
+  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
+  static __m256i magnitudes32(const Block& b, int k) {
+    const uint8_t* idx = b.qs + 8 * k;
+    return grid4(quant::kIq2xxsGrid, idx[0], idx[1], idx[2], idx[3]);
+  }
+};
+
+struct UnitIQ2_XS {
+  using Block = quant::BlockIQ2_XS;
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
+  static __m256i signs(const Block& b) {
+    const __m256i s0 = _mm256_srli_epi16(load256(b.qs), 9);
+    const __m256i s1 = _mm256_srli_epi16(load256(b.qs + 32), 9);
+    return complete_signs(_mm256_permute4x64_epi64(_mm256_packus_epi16(s0, s1), 0xd8));
+  }
+  static __m256i magnitudes32(const Block& b, int k) {
+    const uint8_t* q = b.qs + 8 * k;  // u16 per group: grid index in bits 0-8
+    return grid4(quant::kIq2xsGrid, load_u16(q) & 511, load_u16(q + 2) & 511, load_u16(q + 4) & 511,
+                 load_u16(q + 6) & 511);
+  }
+};
+
+struct UnitIQ2_S {
+  using Block = quant::BlockIQ2_S;
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) { return nibble_scales(b.scales); }
+  static __m256i signs(const Block& b) { return load256(b.qs + 32); }
+  static __m256i magnitudes32(const Block& b, int k) {
+    const uint8_t* idx = b.qs + 4 * k;
+    const int h = b.qh[k];
+    return grid4(quant::kIq2sGrid, idx[0] | (h & 3) << 8, idx[1] | (h & 12) << 6,
+                 idx[2] | (h & 48) << 4, idx[3] | (h & 192) << 2);
+  }
+};
+
+struct UnitIQ3_XXS {
+  using Block = quant::BlockIQ3_XXS;
+  static __m256i words(const Block& b) { return load256(b.qs + 64); }
+  static float d(const Block& b) { return half_to_float(b.d) * 0.25f; }
+  static __m256i scales(const Block& b) { return word_scales(words(b)); }
+  static __m256i signs(const Block& b) { return signs_of_words(words(b)); }
+  static __m256i magnitudes32(const Block& b, int k) {
+    const __m256i index =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+    return gather_grid4x8(quant::kIq3xxsGrid, index);
+  }
+};
+
+struct UnitIQ3_S {
+  using Block = quant::BlockIQ3_S;
+  static float d(const Block& b) { return half_to_float(b.d); }
+  static __m256i scales(const Block& b) {
+    uint32_t packed;
+    std::memcpy(&packed, b.scales, 4);
+    const __m256i nibbles =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(packed)),
+                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(15));
+    const __m256i s = _mm256_or_si256(_mm256_slli_epi32(nibbles, 1), _mm256_set1_epi32(1));
+    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+  }
+  static __m256i signs(const Block& b) { return load256(b.signs); }
+  static __m256i magnitudes32(const Block& b, int k) {
+    const __m256i low =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+    const __m256i high = _mm256_and_si256(
+        _mm256_sllv_epi32(_mm256_set1_epi32(b.qh[k]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+        _mm256_set1_epi32(256));
+    return gather_grid4x8(quant::kIq3sGrid, _mm256_or_si256(low, high));
+  }
+};
+
+// IQ1: no signs; weights q = 8g + delta as q + 9 = 8 (g + 1) + (delta + 1), 0..18 (the 9
+// comes back through the block sums: sum q x = sum (q + 9) x - 9 sum x).
+inline constexpr int kIq1Bias = 9;
+
+struct UnitIQ1_S {
+  using Block = quant::BlockIQ1_S;
+  static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }
+  static __m256i scales(const Block& b) {
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i s =
+        _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
+                     _mm_set1_epi16(1));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(s, s), _mm_unpacklo_epi16(s, s));
+  }
+  static __m256i grid32(const Block& b, int k) {
+    const int h = b.qh[k];
+    const uint8_t* idx = b.qs + 4 * k;
+    return grid4(quant::kIq1sGrid, idx[0] | (h & 7) << 8, idx[1] | (h & 0x38) << 5,
+                 idx[2] | (h & 0x1c0) << 2, idx[3] | (h & 0xe00) >> 1);
+  }
+  static __m256i weights32(const Block& b, int k) {
+    const __m256i g1 = _mm256_add_epi8(grid32(b, k), _mm256_set1_epi8(1));  // 0, 1, 2
+    const char delta_plus_1 = b.qh[k] & 0x8000 ? 0 : 2;
+    return _mm256_add_epi8(_mm256_slli_epi16(g1, 3), _mm256_set1_epi8(delta_plus_1));
+  }
+};
+
 }  // namespace
 }  // namespace herd::kernels::iq_grid
