@@ -123,6 +123,29 @@ void bm_matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.SetLabel(std::string(isa_name(isa)));
 }
 
+// One token against a matrix that stays in cache (256 x 7168, 0.5-0.9 MiB for the grid
+// types): the kernel's own cost, without memory. For types whose decoding is the limit (the
+// grid types) this says how many cores it takes to stream them at memory bandwidth.
+void bm_matmul_cached(benchmark::State& state, TensorType type) {
+  constexpr int64_t kRows = 256, kCols = 7168;
+  const Isa isa = bench_isa();
+  const std::vector<uint8_t> gguf = make_weights(type, kRows, kCols);
+  const PackedMatrix packed = pack_matrix({type, kRows, kCols, gguf.data()}, isa);
+  std::vector<float> x(kCols), y(kRows);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& v : x) v = uniform(rng);
+  ThreadPool pool(1);
+  Workspace workspace;
+  for (auto _ : state) {
+    matmul(packed, x.data(), 1, y.data(), pool, workspace);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      double(gguf.size()) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(isa)));
+}
+
 // Sum of buffer[begin, end): a plain reduction the compiler vectorizes; the AVX2 copy
 // issues 32-byte loads, which a single core needs to reach the memory's bandwidth.
 uint64_t sum_range(const uint64_t* buffer, int64_t begin, int64_t end) {
@@ -198,6 +221,14 @@ void register_all() {
         ->ArgNames({"tokens", "threads"})
         ->ArgsProduct({{1, 8, 64}, {1, 2}})
         ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (TensorType type :
+       {TensorType::Q4_K, TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,
+        TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M}) {
+    const std::string name =
+        "matmul_cached/" + std::string(herd::type_traits(type).name) + "/256x7168/tokens:1";
+    benchmark::RegisterBenchmark(name.c_str(), bm_matmul_cached, type)
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("memory_read/1GiB", bm_memory_read)
