@@ -217,9 +217,17 @@ inline __m512i iq1_weights(__m512i grid, __m512i delta_plus_1) {
 
 struct OneTokenIQ1_S : UnitIQ1_S {
   static __m512i weights(const Block& b, int j) {
+    // Groups 8j..8j+7 (sub-blocks 2j, 2j+1): index = qs byte | bits 3l..3l+2 of the
+    // sub-block's qh << 8, l = g % 4; one gather for the 8 rows.
+    const int h0 = b.qh[2 * j], h1 = b.qh[2 * j + 1];
+    const __m256i h = _mm256_set_m128i(_mm_set1_epi32(h1), _mm_set1_epi32(h0));
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)), _mm256_set1_epi32(7));
+    const __m256i low =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * j)));
     const __m512i grid =
-        _mm512_inserti64x4(_mm512_castsi256_si512(grid32(b, 2 * j)), grid32(b, 2 * j + 1), 1);
-    const char d0 = b.qh[2 * j] & 0x8000 ? 0 : 2, d1 = b.qh[2 * j + 1] & 0x8000 ? 0 : 2;
+        _mm512_i32gather_epi64(_mm256_or_si256(low, _mm256_slli_epi32(high, 8)), kIq1sGrid, 8);
+    const char d0 = h0 & 0x8000 ? 0 : 2, d1 = h1 & 0x8000 ? 0 : 2;
     const __m512i delta =
         _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(d0)), _mm256_set1_epi8(d1), 1);
     return iq1_weights(grid, delta);
@@ -246,21 +254,21 @@ struct OneTokenIQ1_M {
     return _mm256_or_si256(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
   }
   static __m512i weights(const Block& b, int j) {
-    // Groups 8j..8j+7: qh bytes 4j..4j+3, group 2h in bits 0-3, 2h + 1 in bits 4-7.
-    const uint8_t* idx = b.qs + 8 * j;
-    const uint8_t* qh = b.qh + 4 * j;
-    int index[8];
-    int64_t delta[8];
-    for (int g = 0; g < 8; ++g) {
-      const int h = qh[g / 2] >> (4 * (g % 2));
-      index[g] = idx[g] | (h & 7) << 8;
-      delta[g] = h & 8 ? 0 : 0x0202020202020202;
-    }
-    const __m512i grid = _mm512_inserti64x4(
-        _mm512_castsi256_si512(grid4(kIq1sGrid, index[0], index[1], index[2], index[3])),
-        grid4(kIq1sGrid, index[4], index[5], index[6], index[7]), 1);
-    return iq1_weights(grid, _mm512_setr_epi64(delta[0], delta[1], delta[2], delta[3], delta[4],
-                                               delta[5], delta[6], delta[7]));
+    // Groups 8j..8j+7: qh bytes 4j..4j+3, group 2h in bits 0-3, 2h + 1 in bits 4-7: the
+    // nibble of group g is bits 4g..4g+3 of their u32 (3 high index bits, then the delta).
+    const __m256i nibble =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(load_u32(b.qh + 4 * j))),
+                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(15));
+    const __m256i low =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * j)));
+    const __m256i index =
+        _mm256_or_si256(low, _mm256_slli_epi32(_mm256_and_si256(nibble, _mm256_set1_epi32(7)), 8));
+    const __m512i grid = _mm512_i32gather_epi64(index, kIq1sGrid, 8);
+    const __mmask8 negative = _mm256_test_epi32_mask(nibble, _mm256_set1_epi32(8));
+    const __m512i delta_plus_1 =
+        _mm512_mask_blend_epi64(negative, _mm512_set1_epi8(2), _mm512_setzero_si512());
+    return iq1_weights(grid, delta_plus_1);
   }
 };
 
