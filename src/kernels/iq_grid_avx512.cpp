@@ -144,25 +144,24 @@ struct OneTokenIQ3_S : UnitIQ3_S {
 
 struct OneTokenIQ2_XS : UnitIQ2_XS {
   static __m512i magnitudes(const Block& b, int j) {
-    const uint8_t* q = b.qs + 16 * j;  // u16 per group: grid index in bits 0-8
-    const uint64_t* g = kIq2xsGrid;
-    auto at = [&](int l) { return load_u16(q + 2 * l) & 511; };
-    return _mm512_inserti64x4(_mm512_castsi256_si512(grid4(g, at(0), at(1), at(2), at(3))),
-                              grid4(g, at(4), at(5), at(6), at(7)), 1);
+    // u16 per group: grid index in bits 0-8; the 8 rows in one gather.
+    const __m256i words =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
+    return _mm512_i32gather_epi64(_mm256_and_si256(words, _mm256_set1_epi32(511)), kIq2xsGrid, 8);
   }
 };
 
 struct OneTokenIQ2_S : UnitIQ2_S {
   static __m512i magnitudes(const Block& b, int j) {
-    const uint8_t* idx = b.qs + 8 * j;  // groups 8j..8j+7
-    const int h0 = b.qh[2 * j], h1 = b.qh[2 * j + 1];
-    const uint64_t* g = kIq2sGrid;
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(grid4(g, idx[0] | (h0 & 3) << 8, idx[1] | (h0 & 12) << 6,
-                                     idx[2] | (h0 & 48) << 4, idx[3] | (h0 & 192) << 2)),
-        grid4(g, idx[4] | (h1 & 3) << 8, idx[5] | (h1 & 12) << 6, idx[6] | (h1 & 48) << 4,
-              idx[7] | (h1 & 192) << 2),
-        1);
+    // Groups 8j..8j+7: index = idx byte | bits 2l..2l+1 of qh[2j + l / 4] << 8, l = g % 4.
+    uint16_t qh;
+    std::memcpy(&qh, b.qh + 2 * j, 2);
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(qh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i low =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * j)));
+    return _mm512_i32gather_epi64(_mm256_or_si256(low, _mm256_slli_epi32(high, 8)), kIq2sGrid, 8);
   }
 };
 
