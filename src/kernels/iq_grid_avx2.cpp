@@ -156,6 +156,7 @@ void gemm_iq1_s(const GemmArgs& a) {
   gemm<DecodeIQ1_S>(a);
 }
 void gemm_iq1_m(const GemmArgs& a) {
+  if (a.n_tokens == 1) return one_token_iq1<UnitIQ1_M>(a);
   gemm<DecodeIQ1_M>(a);
 }
 
