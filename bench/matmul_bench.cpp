@@ -42,6 +42,23 @@ Isa bench_isa() {
   return best_isa(detect_cpu(), limit);
 }
 
+// Blocks of a type herd cannot write (the grid types): random bytes with a finite f16
+// scale of 1/256 (IQ1_M keeps it in the top nibbles of its 4 scale words).
+void random_blocks(TensorType type, std::mt19937& rng, uint8_t* dst, int64_t n_blocks) {
+  const size_t block_bytes = herd::type_traits(type).block_bytes;
+  const uint16_t d = 0x1c00;  // f16 1/256
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* block = dst + size_t(b) * block_bytes;
+    for (size_t i = 0; i < block_bytes; ++i) block[i] = uint8_t(rng());
+    if (type == TensorType::IQ1_M) {
+      for (int m = 0; m < 4; ++m)
+        block[49 + 2 * m] = uint8_t((block[49 + 2 * m] & 0x0f) | ((d >> (4 * m)) & 15) << 4);
+    } else {
+      std::memcpy(block, &d, 2);
+    }
+  }
+}
+
 // GGUF bytes of a rows x cols matrix: 64 distinct quantized random rows, repeated (the
 // reference quantizers are slow, and repeated rows read the same as distinct ones).
 std::vector<uint8_t> make_weights(TensorType type, int64_t rows, int64_t cols) {
@@ -53,6 +70,10 @@ std::vector<uint8_t> make_weights(TensorType type, int64_t rows, int64_t cols) {
   std::vector<float> row(static_cast<size_t>(cols));
   std::vector<uint8_t> bytes(row_size * size_t(rows));
   for (int64_t r = 0; r < distinct; ++r) {
+    if (traits.quantize == nullptr) {
+      random_blocks(type, rng, bytes.data() + size_t(r) * row_size, cols / traits.block_size);
+      continue;
+    }
     for (float& v : row) v = normal(rng);
     traits.quantize(row.data(), bytes.data() + size_t(r) * row_size, cols);
   }
@@ -99,6 +120,29 @@ void bm_matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t c
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * double(rows) * double(cols) * double(n_tokens) * iterations / 1e9,
                          benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(isa)));
+}
+
+// One token against a matrix that stays in cache (256 x 7168, 0.5-0.9 MiB for the grid
+// types): the kernel's own cost, without memory. For types whose decoding is the limit (the
+// grid types) this says how many cores it takes to stream them at memory bandwidth.
+void bm_matmul_cached(benchmark::State& state, TensorType type) {
+  constexpr int64_t kRows = 256, kCols = 7168;
+  const Isa isa = bench_isa();
+  const std::vector<uint8_t> gguf = make_weights(type, kRows, kCols);
+  const PackedMatrix packed = pack_matrix({type, kRows, kCols, gguf.data()}, isa);
+  std::vector<float> x(kCols), y(kRows);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& v : x) v = uniform(rng);
+  ThreadPool pool(1);
+  Workspace workspace;
+  for (auto _ : state) {
+    matmul(packed, x.data(), 1, y.data(), pool, workspace);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      double(gguf.size()) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(isa_name(isa)));
 }
 
@@ -166,6 +210,26 @@ void register_all() {
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }
+  }
+  // The grid types of 1T-parameter MoE files (DeepSeek V3, Kimi K2: hidden 7168, expert
+  // FFN 2048): decode, batched decode and prefill.
+  for (TensorType type :
+       {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
+        TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M}) {
+    const std::string name = "matmul/" + std::string(herd::type_traits(type).name) + "/2048x7168";
+    benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, 2048, 7168)
+        ->ArgNames({"tokens", "threads"})
+        ->ArgsProduct({{1, 8, 64}, {1, 2}})
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (TensorType type :
+       {TensorType::Q4_K, TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,
+        TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M}) {
+    const std::string name =
+        "matmul_cached/" + std::string(herd::type_traits(type).name) + "/256x7168/tokens:1";
+    benchmark::RegisterBenchmark(name.c_str(), bm_matmul_cached, type)
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("memory_read/1GiB", bm_memory_read)
       ->ArgNames({"threads"})

@@ -11,6 +11,7 @@
 
 #include "kernels/activations.h"
 #include "kernels/float_gemm.h"
+#include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
 #include "kernels/panel_layout.h"
@@ -205,6 +206,20 @@ constexpr MatmulKernel kKernels[] = {
      pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
     {TensorType::Q6_K, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k, q6_k_panel_bytes,
      pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::IQ2_XXS, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq2_xxs},
+    {TensorType::IQ2_XS, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq2_xs},
+    {TensorType::IQ2_S, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq2_s},
+    {TensorType::IQ3_XXS, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq3_xxs},
+    {TensorType::IQ3_S, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq3_s},
+    {TensorType::IQ1_S, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq1_s},
+    {TensorType::IQ1_M, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq1_m},
     {TensorType::F32, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 4>::gemm},
     {TensorType::F16, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

@@ -8,12 +8,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "quant/float16.h"
 #include "util/error.h"
 
 namespace herd::kernels {
@@ -34,11 +36,27 @@ struct TypeCase {
 // q4_1/q5_1: ggml's Q8_1 rounds the block sum s to f16, the SIMD blocks keep it exact
 // (measured 1.4e-3).
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6, 1e-6},  {TensorType::F16, 1e-6, 1e-6},  {TensorType::BF16, 3e-3, 1e-6},
-    {TensorType::Q4_0, 6e-3, 1e-6}, {TensorType::Q4_1, 6e-3, 3e-3}, {TensorType::Q5_0, 6e-3, 1e-6},
-    {TensorType::Q5_1, 6e-3, 3e-3}, {TensorType::Q8_0, 6e-3, 1e-6}, {TensorType::Q2_K, 3e-3, 1e-6},
-    {TensorType::Q3_K, 3e-3, 1e-6}, {TensorType::Q4_K, 3e-3, 1e-6}, {TensorType::Q5_K, 3e-3, 1e-6},
+    {TensorType::F32, 1e-6, 1e-6},
+    {TensorType::F16, 1e-6, 1e-6},
+    {TensorType::BF16, 3e-3, 1e-6},
+    {TensorType::Q4_0, 6e-3, 1e-6},
+    {TensorType::Q4_1, 6e-3, 3e-3},
+    {TensorType::Q5_0, 6e-3, 1e-6},
+    {TensorType::Q5_1, 6e-3, 3e-3},
+    {TensorType::Q8_0, 6e-3, 1e-6},
+    {TensorType::Q2_K, 3e-3, 1e-6},
+    {TensorType::Q3_K, 3e-3, 1e-6},
+    {TensorType::Q4_K, 3e-3, 1e-6},
+    {TensorType::Q5_K, 3e-3, 1e-6},
     {TensorType::Q6_K, 3e-3, 1e-6},
+    // Grid types (random blocks, see random_blocks): Q8_K activations as the K-quants.
+    {TensorType::IQ2_XXS, 3e-3, 1e-6},
+    {TensorType::IQ2_XS, 3e-3, 1e-6},
+    {TensorType::IQ2_S, 3e-3, 1e-6},
+    {TensorType::IQ3_XXS, 3e-3, 1e-6},
+    {TensorType::IQ3_S, 3e-3, 1e-6},
+    {TensorType::IQ1_S, 3e-3, 1e-6},
+    {TensorType::IQ1_M, 3e-3, 1e-6},
 };
 
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon};
@@ -51,6 +69,27 @@ int64_t cols_of(TensorType type, int64_t blocks) {
   const int64_t block_size = type_traits(type).block_size;
   // Float types get widths that are not a multiple of any vector width.
   return block_size == 1 ? blocks * 37 : blocks * block_size;
+}
+
+// Weights of a type herd cannot write (the grid types): random block bytes, each block's
+// f16 scale set to a finite value of the row's magnitude (IQ1_M spreads it over the top
+// nibbles of its 4 scale words; the others store it in their first 2 bytes).
+void random_blocks(TensorType type, float row_scale, std::mt19937& rng, uint8_t* row,
+                   int64_t n_blocks) {
+  const TypeTraits& traits = type_traits(type);
+  std::uniform_real_distribution<float> magnitude(0.5f, 1.0f);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* block = row + size_t(b) * traits.block_bytes;
+    for (size_t i = 0; i < traits.block_bytes; ++i) block[i] = uint8_t(rng());
+    const uint16_t d = fp32_to_fp16(row_scale * magnitude(rng) / 32);
+    if (type == TensorType::IQ1_M) {
+      for (int m = 0; m < 4; ++m) {
+        block[49 + 2 * m] = uint8_t((block[49 + 2 * m] & 0x0f) | ((d >> (4 * m)) & 15) << 4);
+      }
+    } else {
+      std::memcpy(block, &d, 2);
+    }
+  }
 }
 
 struct Problem {
@@ -81,7 +120,12 @@ Problem make_problem(TensorType type, int64_t n_tokens, int64_t rows, int64_t co
   p.weights.resize(row_size * size_t(rows));
   p.dequantized.resize(w.size());
   for (int64_t r = 0; r < rows; ++r) {
-    traits.quantize(&w[size_t(r * cols)], p.weights.data() + size_t(r) * row_size, cols);
+    if (traits.quantize == nullptr) {
+      random_blocks(type, std::exp2(float(r % 7) - 3.0f), rng,
+                    p.weights.data() + size_t(r) * row_size, cols / traits.block_size);
+    } else {
+      traits.quantize(&w[size_t(r * cols)], p.weights.data() + size_t(r) * row_size, cols);
+    }
     traits.dequantize(p.weights.data() + size_t(r) * row_size, &p.dequantized[size_t(r * cols)],
                       cols);
   }

@@ -17,6 +17,8 @@
 // scratch, then runs every token against it, so the decoding is paid once per row.
 #include <cstring>
 
+#include "kernels/activations.h"
+#include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
@@ -331,6 +333,20 @@ constexpr MatmulKernel kKernels[] = {
     entry<TensorType::Q4_K, BlockGemm<BlockQ4_K, KInts, BlockQ8_K>, ActivationsQ8_K>(),
     entry<TensorType::Q5_K, BlockGemm<BlockQ5_K, KInts, BlockQ8_K>, ActivationsQ8_K>(),
     entry<TensorType::Q6_K, BlockGemm<BlockQ6_K, KInts, BlockQ8_K>, ActivationsQ8_K>(),
+    {TensorType::IQ2_XXS, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq2_xxs},
+    {TensorType::IQ2_XS, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq2_xs},
+    {TensorType::IQ2_S, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq2_s},
+    {TensorType::IQ3_XXS, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq3_xxs},
+    {TensorType::IQ3_S, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq3_s},
+    {TensorType::IQ1_S, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq1_s},
+    {TensorType::IQ1_M, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
+     iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq1_m},
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kernels/activations.h"
 #include "kernels/activations_simd.h"
 #include "kernels/float_gemm.h"
+#include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
 #include "kernels/panel_layout.h"
@@ -286,6 +287,20 @@ constexpr MatmulKernel kKernels[] = {
      q5_k_panel_bytes, pack_q5_k, nullptr, k_gemm<UnpackQ5_K>},
     {TensorType::Q6_K, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
      q6_k_panel_bytes, pack_q6_k, nullptr, k_gemm<UnpackQ6_K>},
+    {TensorType::IQ2_XXS, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq2_xxs},
+    {TensorType::IQ2_XS, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq2_xs},
+    {TensorType::IQ2_S, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq2_s},
+    {TensorType::IQ3_XXS, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq3_xxs},
+    {TensorType::IQ3_S, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq3_s},
+    {TensorType::IQ1_S, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq1_s},
+    {TensorType::IQ1_M, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
+     iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq1_m},
     {TensorType::F32, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 2>::gemm},
     {TensorType::F16, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

@@ -9,6 +9,7 @@
 
 #include "quant/blocks.h"
 #include "quant/float16.h"
+#include "quant/iq_grid_quants.h"
 #include "quant/k_quants.h"
 #include "quant/legacy_quants.h"
 #include "util/error.h"
@@ -95,6 +96,15 @@ constexpr TypeTraits block_row(std::string_view name) {
           &quantize_blocks<Block, kBlockSize, kQuantize>};
 }
 
+// A type herd reads but does not write (quantize == nullptr).
+template <TensorType kType, typename Block, int64_t kBlockSize,
+          void (*kDequantize)(const Block*, float*, int64_t)>
+constexpr TypeTraits read_only_block_row(std::string_view name) {
+  return {
+      kType,  name, kBlockSize, sizeof(Block), &dequantize_blocks<Block, kBlockSize, kDequantize>,
+      nullptr};
+}
+
 constexpr std::array kTable = {
     TypeTraits{TensorType::F32, "f32", 1, 4, &dequantize_f32, &quantize_f32},
     TypeTraits{TensorType::F16, "f16", 1, 2, &dequantize_f16, &quantize_f16},
@@ -110,6 +120,16 @@ constexpr std::array kTable = {
     block_row<TensorType::Q5_K, BlockQ5_K, kQK_K, dequantize_row_q5_k, quantize_row_q5_k>("q5_K"),
     block_row<TensorType::Q6_K, BlockQ6_K, kQK_K, dequantize_row_q6_k, quantize_q6_k_ggml>("q6_K"),
     block_row<TensorType::Q8_K, BlockQ8_K, kQK_K, dequantize_row_q8_k, quantize_row_q8_k>("q8_K"),
+    // Grid types: no quantizer (the reference's needs an importance matrix and grid searches).
+    read_only_block_row<TensorType::IQ2_XXS, BlockIQ2_XXS, kQK_K, dequantize_row_iq2_xxs>(
+        "iq2_xxs"),
+    read_only_block_row<TensorType::IQ2_XS, BlockIQ2_XS, kQK_K, dequantize_row_iq2_xs>("iq2_xs"),
+    read_only_block_row<TensorType::IQ3_XXS, BlockIQ3_XXS, kQK_K, dequantize_row_iq3_xxs>(
+        "iq3_xxs"),
+    read_only_block_row<TensorType::IQ1_S, BlockIQ1_S, kQK_K, dequantize_row_iq1_s>("iq1_s"),
+    read_only_block_row<TensorType::IQ3_S, BlockIQ3_S, kQK_K, dequantize_row_iq3_s>("iq3_s"),
+    read_only_block_row<TensorType::IQ2_S, BlockIQ2_S, kQK_K, dequantize_row_iq2_s>("iq2_s"),
+    read_only_block_row<TensorType::IQ1_M, BlockIQ1_M, kQK_K, dequantize_row_iq1_m>("iq1_m"),
     TypeTraits{TensorType::I8, "i8", 1, 1, &dequantize_cast<int8_t>, nullptr},
     TypeTraits{TensorType::I16, "i16", 1, 2, &dequantize_cast<int16_t>, nullptr},
     TypeTraits{TensorType::I32, "i32", 1, 4, &dequantize_cast<int32_t>, nullptr},
