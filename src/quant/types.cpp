@@ -9,6 +9,7 @@
 
 #include "quant/blocks.h"
 #include "quant/float16.h"
+#include "quant/iq4_quants.h"
 #include "quant/k_quants.h"
 #include "quant/legacy_quants.h"
 #include "util/error.h"
@@ -110,12 +111,19 @@ constexpr std::array kTable = {
     block_row<TensorType::Q5_K, BlockQ5_K, kQK_K, dequantize_row_q5_k, quantize_row_q5_k>("q5_K"),
     block_row<TensorType::Q6_K, BlockQ6_K, kQK_K, dequantize_row_q6_k, quantize_q6_k_ggml>("q6_K"),
     block_row<TensorType::Q8_K, BlockQ8_K, kQK_K, dequantize_row_q8_k, quantize_row_q8_k>("q8_K"),
+    // iq4_nl, iq4_xs, mxfp4 (iq4_quants.h): ggml's quantizers, bit-exactness in quants_test.
+    block_row<TensorType::IQ4_NL, BlockIQ4_NL, kQK, dequantize_row_iq4_nl, quantize_row_iq4_nl>(
+        "iq4_nl"),
+    block_row<TensorType::IQ4_XS, BlockIQ4_XS, kQK_K, dequantize_row_iq4_xs, quantize_row_iq4_xs>(
+        "iq4_xs"),
     TypeTraits{TensorType::I8, "i8", 1, 1, &dequantize_cast<int8_t>, nullptr},
     TypeTraits{TensorType::I16, "i16", 1, 2, &dequantize_cast<int16_t>, nullptr},
     TypeTraits{TensorType::I32, "i32", 1, 4, &dequantize_cast<int32_t>, nullptr},
     TypeTraits{TensorType::I64, "i64", 1, 8, &dequantize_cast<int64_t>, nullptr},
     TypeTraits{TensorType::F64, "f64", 1, 8, &dequantize_cast<double>, &quantize_f64},
     TypeTraits{TensorType::BF16, "bf16", 1, 2, &dequantize_bf16, &quantize_bf16},
+    block_row<TensorType::MXFP4, BlockMXFP4, kQK, dequantize_row_mxfp4, quantize_row_mxfp4>(
+        "mxfp4"),
 };
 
 char ascii_lower(char c) {
