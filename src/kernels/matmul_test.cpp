@@ -34,11 +34,14 @@ struct TypeCase {
 // q4_1/q5_1: ggml's Q8_1 rounds the block sum s to f16, the SIMD blocks keep it exact
 // (measured 1.4e-3).
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6, 1e-6},  {TensorType::F16, 1e-6, 1e-6},  {TensorType::BF16, 3e-3, 1e-6},
-    {TensorType::Q4_0, 6e-3, 1e-6}, {TensorType::Q4_1, 6e-3, 3e-3}, {TensorType::Q5_0, 6e-3, 1e-6},
-    {TensorType::Q5_1, 6e-3, 3e-3}, {TensorType::Q8_0, 6e-3, 1e-6}, {TensorType::Q2_K, 3e-3, 1e-6},
-    {TensorType::Q3_K, 3e-3, 1e-6}, {TensorType::Q4_K, 3e-3, 1e-6}, {TensorType::Q5_K, 3e-3, 1e-6},
-    {TensorType::Q6_K, 3e-3, 1e-6},
+    {TensorType::F32, 1e-6, 1e-6},    {TensorType::F16, 1e-6, 1e-6},
+    {TensorType::BF16, 3e-3, 1e-6},   {TensorType::Q4_0, 6e-3, 1e-6},
+    {TensorType::Q4_1, 6e-3, 3e-3},   {TensorType::Q5_0, 6e-3, 1e-6},
+    {TensorType::Q5_1, 6e-3, 3e-3},   {TensorType::Q8_0, 6e-3, 1e-6},
+    {TensorType::Q2_K, 3e-3, 1e-6},   {TensorType::Q3_K, 3e-3, 1e-6},
+    {TensorType::Q4_K, 3e-3, 1e-6},   {TensorType::Q5_K, 3e-3, 1e-6},
+    {TensorType::Q6_K, 3e-3, 1e-6},   {TensorType::IQ4_NL, 6e-3, 1e-6},
+    {TensorType::IQ4_XS, 3e-3, 1e-6}, {TensorType::MXFP4, 6e-3, 1e-6},
 };
 
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon};
