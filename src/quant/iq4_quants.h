@@ -3,7 +3,11 @@
 // mxfp4 (OCP microscaling FP4: E2M1 levels under a power-of-two scale per 32 values).
 // Block layouts in blocks.h. The quantizers are the reference ones without an importance
 // matrix (ggml's quantize_iq4_nl / quantize_iq4_xs with no quant weights, the path
-// llama-quantize takes; quantize_row_mxfp4_ref).
+// llama-quantize takes; quantize_row_mxfp4_ref). Checked on 2026-12-01 against ggml
+// d99724f2's ggml-base, built locally (not part of the tests: nothing of ggml is built
+// here): 4096 rows of 256 Gaussian values, block scales 2^-20..2^20, outliers and zero
+// blocks, the same bytes for all three types. With Iq4Search::kIkLlama the frontier files
+// are reproduced (iq4_model_test.cpp).
 // REQUIRES (all): n a multiple of the block size (32; 256 for iq4_xs); x and y hold n
 // elements / n / block size blocks.
 #pragma once
