@@ -104,11 +104,16 @@ TEST(Iq4HandBlocks, Mxfp4ScaleIsExactForEveryExponent) {
 // testdata/iq4_gguf_py.bin: random blocks and what gguf-py's dequantize makes of them.
 // Per type, in this order: iq4_nl 16 blocks, iq4_xs 4 blocks, mxfp4 16 blocks, each as
 //   | blocks (GGUF bytes) | float32 values of those blocks, little-endian |
-// Block bytes are uniform random (numpy default_rng(20261201)), except that f16 scales
-// with exponent bits 31 (inf, nan) were redrawn, and mxfp4 blocks 0-2 have e = 0, 1, 255.
-// Made with ik_llama.cpp's gguf-py at 8337e4cd3 (gguf.quants.dequantize for iq4_nl and
-// iq4_xs) and llama.cpp's gguf-py MXFP4 class (that fork's gguf-py lacks it), numpy 1.24.2.
-// mxfp4 blocks with e = 255 overflow to +-inf there and here alike.
+// Made by a throwaway script (not committed: it imports the reference's code) with numpy
+// 1.24.2: rng = numpy.random.default_rng(20261201); per type in the order above,
+// b = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=uint8); for iq4_nl and
+// iq4_xs each block's f16 d (bytes 0-1) is then replaced by int(rng.integers(0, 65536)),
+// redrawn while its exponent bits are 31 (inf, nan); for mxfp4 the e bytes of blocks 0-2
+// are set to 0, 1 and 255; values = gguf.quants.dequantize(b.reshape(-1), type) as '<f4'.
+// gguf-py: ik_llama.cpp's at 8337e4cd3 for iq4_nl and iq4_xs; that fork's gguf-py has no
+// MXFP4 decoder, so mxfp4 used llama.cpp gguf-py's MXFP4 class (dequantize_blocks and
+// e8m0_to_fp32_half) registered into it. mxfp4 blocks with e = 255 overflow to +-inf there
+// and here alike.
 const char* const kFixture = "src/quant/testdata/iq4_gguf_py.bin";
 
 struct FixtureType {
