@@ -200,7 +200,8 @@ void register_all() {
   // A 1.1B llama: attn_q/attn_output 2048x2048, ffn_gate/ffn_up 8192x2048, ffn_down 2048x8192.
   const Shape shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
   for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16,
+        TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::MXFP4}) {
     for (const Shape& s : shapes) {
       const std::string name = "matmul/" + std::string(herd::type_traits(type).name) + "/" +
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);

@@ -43,6 +43,8 @@ void (*baseline_for(const MatmulKernel& k))(const float*, int64_t, uint8_t*) {
     case TensorType::Q5_0:
       return quantize_act_offset<16>;
     case TensorType::Q8_0:  // biased to unsigned only where the ISA lacks a signed dot
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4:
       return k.isa == Isa::kAvx512 ? quantize_act_offset<128> : quantize_act_offset<0>;
     case TensorType::Q4_1:
     case TensorType::Q5_1:

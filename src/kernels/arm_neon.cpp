@@ -14,6 +14,7 @@
 #include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
+#include "kernels/panel_iq4_gemm.h"
 #include "kernels/panel_layout.h"
 
 namespace herd::kernels::neon {
@@ -105,6 +106,24 @@ struct Ops {
     return acc;
   }
   static Q8W prep_q8(I v) { return v; }
+  // 16-level tables (panel_iq4_gemm.h): sdot takes the signed levels as they are.
+  using Q8Table = int8x16_t;
+  static Q8Table table_q8(const int8_t* levels) { return vld1q_s8(levels); }
+  static Q8W lookup_q8(Q8Table t, I idx) {
+    for (int i = 0; i < 4; ++i)
+      idx.v[i] = vreinterpretq_s32_s8(vqtbl1q_s8(t, vreinterpretq_u8_s32(idx.v[i])));
+    return idx;
+  }
+  static F load_e8m0(const uint8_t* e) {
+    const uint8x16_t bytes = vld1q_u8(e);
+    const uint16x8_t lo = vmovl_u8(vget_low_u8(bytes)), hi = vmovl_high_u8(bytes);
+    const uint16x4_t parts[4] = {vget_low_u16(lo), vget_high_u16(lo), vget_low_u16(hi),
+                                 vget_high_u16(hi)};
+    F r;
+    for (int i = 0; i < 4; ++i)
+      r.v[i] = vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(parts[i]), 23));
+    return r;
+  }
   static I dot_q8(I acc, Q8W w, int32_t x4) { return dot_u8(acc, w, x4); }
   static I dot_i16(I acc, I a, int32_t x2) {
     const int16x8_t x = vreinterpretq_s16_s32(vdupq_n_s32(x2));
@@ -220,6 +239,15 @@ constexpr MatmulKernel kKernels[] = {
      iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq1_s},
     {TensorType::IQ1_M, Isa::kNeon, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
      iq_grid::neon::scratch_bytes, iq_grid::neon::gemm_iq1_m},
+    {TensorType::IQ4_NL, Isa::kNeon, kPanelRows, act_offset_row_bytes,
+     quantize_act_offset<Ops::kQ8Offset>, q4_0_panel_bytes, pack_q4_0, nullptr,
+     legacy_gemm<UnpackIQ4_NL>},
+    {TensorType::MXFP4, Isa::kNeon, kPanelRows, act_offset_row_bytes,
+     quantize_act_offset<Ops::kQ8Offset>, mxfp4_panel_bytes, pack_mxfp4, nullptr,
+     legacy_gemm<UnpackMXFP4>},
+    {TensorType::IQ4_XS, Isa::kNeon, kPanelRows, act_k_row_bytes, quantize_act_k,
+     iq4_xs_panel_bytes, pack_iq4_xs, nullptr,
+     &PanelGemm<Ops, Iq4XsTile, UnpackIQ4_XS<Ops>, kKTokens>::gemm},
     {TensorType::F32, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 4>::gemm},
     {TensorType::F16, Isa::kNeon, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

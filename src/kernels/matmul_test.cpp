@@ -57,6 +57,10 @@ const TypeCase kTypes[] = {
     {TensorType::IQ3_S, 3e-3, 1e-6},
     {TensorType::IQ1_S, 3e-3, 1e-6},
     {TensorType::IQ1_M, 3e-3, 1e-6},
+    // Non-linear 4-bit types: levels as integers, Q8_0 (Q8_K for iq4_xs) activations.
+    {TensorType::IQ4_NL, 6e-3, 1e-6},
+    {TensorType::IQ4_XS, 3e-3, 1e-6},
+    {TensorType::MXFP4, 6e-3, 1e-6},
 };
 
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon};

@@ -191,6 +191,16 @@ inline void prefetch_ahead(const Panel& p, int part = 0, int parts = 1) {
 
 // ---- legacy tile: 16 rows x T tokens, over all blocks of the panel ---------------------
 
+// A block's weight scales: the unpacker's own when it has one (mxfp4's E8M0), else f16 d.
+template <class Ops, class U>
+inline typename Ops::F block_scale(const typename U::Panel& p) {
+  if constexpr (requires { U::scale(p); }) {
+    return U::scale(p);
+  } else {
+    return Ops::load_f16(p.d);
+  }
+}
+
 // y[t * y_stride + r] for r < valid_rows, t < T.
 template <class Ops, class U, int T>
 void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act,
@@ -203,7 +213,7 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
     prefetch_ahead<(T > 1)>(p);
     typename U::W w[8];
     U::weights(p, w);
-    const auto d = Ops::load_f16(p.d);
+    const auto d = block_scale<Ops, U>(p);
     for (int t = 0; t < T; ++t) {
       const Act& a = reinterpret_cast<const Act*>(act + size_t(t) * act_stride)[b];
       typename Ops::I sum;

@@ -5,8 +5,10 @@
 // Numerics follow ggml's vec_dot functions:
 //   q4_0, q5_0, q8_0 x Q8_0 activations:  sum_b d_w * d_x * isum_b
 //   q4_1, q5_1       x Q8_1 activations:  sum_b (d_w * d_x * isum_b + m_w * s_x)
+//   iq4_nl, mxfp4    x Q8_0 activations:  as q4_0, with the type's levels as integers
 //   q2_K ... q6_K    x Q8_K activations:  sum_B d_x * (d_w * sum_s sc_s * isum_s
 //                                                      - dmin_w * sum_s mn_s * bsum_s)
+//   iq4_xs           x Q8_K activations:  as the K-quants, levels as integers, no mins
 // with exact integer sums inside a block. Float types differ from ggml on purpose:
 //   f32, f16: activations stay f32 (ggml rounds them to f16 for f16 weights; converting
 //             the weights instead costs the same and loses nothing), sums in double.
@@ -22,6 +24,7 @@
 #include "kernels/kernel_table.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
+#include "quant/iq4_quants.h"
 #include "quant/k_quants.h"
 #include "quant/legacy_quants.h"
 
@@ -115,6 +118,26 @@ void decode(const BlockQ5_1& b, LegacyInts& out) {
 void decode(const BlockQ8_0& b, LegacyInts& out) {
   std::memcpy(out.q, b.qs, kQK);
   out.d = fp16_to_fp32(b.d);
+  out.m = 0;
+}
+
+// Non-linear 4-bit types: the levels themselves are the integers (ggml's vec_dot_iq4_nl_q8_0
+// and vec_dot_mxfp4_q8_0 sum levels x activations per block, then scale).
+void decode(const BlockIQ4_NL& b, LegacyInts& out) {
+  for (int j = 0; j < kQK / 2; ++j) {
+    out.q[j] = kValuesIq4nl[b.qs[j] & 15];
+    out.q[j + 16] = kValuesIq4nl[b.qs[j] >> 4];
+  }
+  out.d = fp16_to_fp32(b.d);
+  out.m = 0;
+}
+
+void decode(const BlockMXFP4& b, LegacyInts& out) {
+  for (int j = 0; j < kQK / 2; ++j) {
+    out.q[j] = kValuesMxfp4[b.qs[j] & 15];
+    out.q[j + 16] = kValuesMxfp4[b.qs[j] >> 4];
+  }
+  out.d = mxfp4_scale(b.e);
   out.m = 0;
 }
 
@@ -237,6 +260,20 @@ void decode(const BlockQ6_K& b, KInts& out) {
   out.dmin = 0;
 }
 
+// iq4_xs: one scale per 32 values, so both 16-value halves of a sub-block share it.
+void decode(const BlockIQ4_XS& b, KInts& out) {
+  for (int s = 0; s < 8; ++s) {
+    for (int j = 0; j < 16; ++j) {
+      out.q[32 * s + j] = kValuesIq4nl[b.qs[16 * s + j] & 15];
+      out.q[32 * s + j + 16] = kValuesIq4nl[b.qs[16 * s + j] >> 4];
+    }
+    out.scale[2 * s] = out.scale[2 * s + 1] = int16_t(iq4_xs_scale(b, s));
+    out.min[2 * s] = out.min[2 * s + 1] = 0;
+  }
+  out.d = fp16_to_fp32(b.d);
+  out.dmin = 0;
+}
+
 float dot(const KInts* w, const BlockQ8_K* x, int64_t n_blocks) {
   float sum = 0;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -347,6 +384,9 @@ constexpr MatmulKernel kKernels[] = {
      iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq1_s},
     {TensorType::IQ1_M, Isa::kScalar, 1, act_k_row_bytes, quantize_act_k, nullptr, nullptr,
      iq_grid::scalar::scratch_bytes, iq_grid::scalar::gemm_iq1_m},
+    entry<TensorType::IQ4_NL, BlockGemm<BlockIQ4_NL, LegacyInts, BlockQ8_0>, ActivationsQ8_0>(),
+    entry<TensorType::IQ4_XS, BlockGemm<BlockIQ4_XS, KInts, BlockQ8_K>, ActivationsQ8_K>(),
+    entry<TensorType::MXFP4, BlockGemm<BlockMXFP4, LegacyInts, BlockQ8_0>, ActivationsQ8_0>(),
 };
 
 }  // namespace

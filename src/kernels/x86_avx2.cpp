@@ -17,6 +17,7 @@
 #include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
+#include "kernels/panel_iq4_gemm.h"
 #include "kernels/panel_layout.h"
 
 namespace herd::kernels::avx2 {
@@ -116,6 +117,27 @@ struct Ops {
     const __m256i x = _mm256_set1_epi32(x2);
     return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(a.lo, x)),
             _mm256_add_epi32(acc.hi, _mm256_madd_epi16(a.hi, x))};
+  }
+  // 16-level tables (panel_iq4_gemm.h): the levels and their magnitudes, looked up
+  // together into the sign-trick pair prep_q8 makes.
+  struct Q8Table {
+    __m256i v, abs;
+  };
+  static Q8Table table_q8(const int8_t* levels) {
+    const __m256i v =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+    return {v, _mm256_abs_epi8(v)};
+  }
+  static Q8W lookup_q8(const Q8Table& t, I idx) {
+    return {{_mm256_shuffle_epi8(t.v, idx.lo), _mm256_shuffle_epi8(t.v, idx.hi)},
+            {_mm256_shuffle_epi8(t.abs, idx.lo), _mm256_shuffle_epi8(t.abs, idx.hi)}};
+  }
+  static F load_e8m0(const uint8_t* e) {
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+    const __m256i hi =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e + 8)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(lo, 23)),
+            _mm256_castsi256_ps(_mm256_slli_epi32(hi, 23))};
   }
 
   static F zerof() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
@@ -301,6 +323,15 @@ constexpr MatmulKernel kKernels[] = {
      iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq1_s},
     {TensorType::IQ1_M, Isa::kAvx2, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
      iq_grid::avx2::scratch_bytes, iq_grid::avx2::gemm_iq1_m},
+    {TensorType::IQ4_NL, Isa::kAvx2, kPanelRows, act_offset_row_bytes,
+     quantize_offset<Quantize, Ops::kQ8Offset>, q4_0_panel_bytes, pack_q4_0, nullptr,
+     legacy_gemm<UnpackIQ4_NL>},
+    {TensorType::MXFP4, Isa::kAvx2, kPanelRows, act_offset_row_bytes,
+     quantize_offset<Quantize, Ops::kQ8Offset>, mxfp4_panel_bytes, pack_mxfp4, nullptr,
+     legacy_gemm<UnpackMXFP4>},
+    {TensorType::IQ4_XS, Isa::kAvx2, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     iq4_xs_panel_bytes, pack_iq4_xs, nullptr,
+     &PanelGemm<Ops, Iq4XsTile, UnpackIQ4_XS<Ops>, kKTokens>::gemm},
     {TensorType::F32, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 2>::gemm},
     {TensorType::F16, Isa::kAvx2, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

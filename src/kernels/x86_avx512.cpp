@@ -15,6 +15,7 @@
 #include "kernels/iq_grid_kernels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_gemm.h"
+#include "kernels/panel_iq4_gemm.h"
 #include "kernels/panel_layout.h"
 
 namespace herd::kernels::avx512 {
@@ -67,6 +68,18 @@ struct Ops {
   static I dot_q8(I acc, Q8W w, int32_t x4) { return dot_u8(acc, w, x4); }
   static I dot_i16(I acc, I a, int32_t x2) {
     return _mm512_dpwssd_epi32(acc, a, _mm512_set1_epi32(x2));
+  }
+  // 16-level tables (panel_iq4_gemm.h): levels biased by 128 as prep_q8 does.
+  using Q8Table = __m512i;
+  static Q8Table table_q8(const int8_t* levels) {
+    const __m512i t =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+    return _mm512_xor_si512(t, _mm512_set1_epi8(char(0x80)));
+  }
+  static Q8W lookup_q8(Q8Table table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  static __m512 load_e8m0(const uint8_t* e) {
+    const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 23));
   }
 
   static F zerof() { return _mm512_setzero_ps(); }
@@ -214,6 +227,15 @@ constexpr MatmulKernel kKernels[] = {
      iq_grid::avx512::scratch_bytes, iq_grid::avx512::gemm_iq1_s},
     {TensorType::IQ1_M, Isa::kAvx512, 1, act_k_row_bytes, quantize_k<Quantize>, nullptr, nullptr,
      iq_grid::avx512::scratch_bytes, iq_grid::avx512::gemm_iq1_m},
+    {TensorType::IQ4_NL, Isa::kAvx512, kPanelRows, act_offset_row_bytes,
+     quantize_offset<Quantize, Ops::kQ8Offset>, q4_0_panel_bytes, pack_q4_0, nullptr,
+     legacy_gemm<UnpackIQ4_NL>},
+    {TensorType::MXFP4, Isa::kAvx512, kPanelRows, act_offset_row_bytes,
+     quantize_offset<Quantize, Ops::kQ8Offset>, mxfp4_panel_bytes, pack_mxfp4, nullptr,
+     legacy_gemm<UnpackMXFP4>},
+    {TensorType::IQ4_XS, Isa::kAvx512, kPanelRows, act_k_row_bytes, quantize_k<Quantize>,
+     iq4_xs_panel_bytes, pack_iq4_xs, nullptr,
+     &PanelGemm<Ops, Iq4XsTile, UnpackIQ4_XS<Ops>, kKTokens>::gemm},
     {TensorType::F32, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,
      FloatGemm<FloatOps, float, 4, 4>::gemm},
     {TensorType::F16, Isa::kAvx512, 1, act_float_row_bytes, copy_act_f32, nullptr, nullptr, nullptr,

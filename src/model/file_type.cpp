@@ -21,6 +21,8 @@ constexpr FileType kFileTypes[] = {
   {"q5_k_m",  17,                TensorType::Q5_K,  true},
   {"q6_k",    18,                TensorType::Q6_K,  false},
   {"bf16",    32,                TensorType::BF16,  false},
+  {"iq4_nl",  25,                TensorType::IQ4_NL, false},
+  {"iq4_xs",  30,                TensorType::IQ4_XS, false},
 };
 // clang-format on
 
@@ -43,6 +45,9 @@ TensorType fit_row(TensorType type, int64_t n) {
       break;
     case TensorType::Q6_K:
       type = TensorType::Q8_0;
+      break;
+    case TensorType::IQ4_XS:  // llama.cpp's fallback: the same levels per 32 values
+      type = TensorType::IQ4_NL;
       break;
     default:
       break;

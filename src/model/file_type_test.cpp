@@ -13,6 +13,22 @@ TEST(FileType, ParsesNames) {
   EXPECT_FALSE(find_file_type("q9_9").has_value());
 }
 
+// iq4 mixes are plain (every 2-D weight in the type, as `llama-quantize --pure`); an iq4_xs
+// row that is not a whole number of 256-blocks falls back to iq4_nl, as in llama.cpp.
+TEST(FileType, Iq4Mixes) {
+  HParams hp;
+  hp.n_layer = 2;
+  const FileType xs = *find_file_type("IQ4_XS");
+  EXPECT_EQ(xs.gguf_id, 30u);
+  EXPECT_EQ(find_file_type("iq4_nl")->gguf_id, 25u);
+  TensorSpec t{"blk.0.ffn_down.weight", {512, 128}, TensorRole::kFfnDown, 0};
+  EXPECT_EQ(tensor_type_for(xs, t, hp), TensorType::IQ4_XS);
+  t.shape = {128, 512};
+  EXPECT_EQ(tensor_type_for(xs, t, hp), TensorType::IQ4_NL);
+  t.shape = {48, 48};
+  EXPECT_EQ(tensor_type_for(xs, t, hp), TensorType::F16);
+}
+
 TEST(FileType, RowsThatBreakBlocksFallBack) {
   HParams hp;
   hp.n_layer = 2;

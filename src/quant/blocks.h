@@ -162,4 +162,42 @@ struct BlockQ8_K {
 };
 static_assert(sizeof(BlockQ8_K) == 292);
 
+// ---- 4-bit non-linear types (iq4_quants.h) ------------------------------------------------
+// Each 4-bit index selects one of 16 int8 levels (kValuesIq4nl or kValuesMxfp4) instead of
+// a uniform grid; byte j of a 32-value group holds index j lo, index j+16 hi, as q4_0.
+
+// iq4_nl, 18 bytes, 4.5 bits/weight:  x[i] = d * kValuesIq4nl[q[i]]
+//   0      2                                   18
+//   | d f16 | qs[16]: byte j = q[j] lo, q[j+16] hi |
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// iq4_xs, 136 bytes, 4.25 bits/weight; 8 sub-blocks of 32:
+//   x[i] = d * (ls[s] - 32) * kValuesIq4nl[q[i]],  s = i / 32, ls 6 bits
+//   0      2            4             8                                          136
+//   | d f16 | scales_h u16 | scales_l[4] | qs[128]: 16 bytes per sub-block, as iq4_nl |
+// ls[s] = (scales_l[s / 2] >> 4 * (s % 2) & 15) | (scales_h >> 2 * s & 3) << 4.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// mxfp4 (OCP microscaling FP4, E2M1 values with an E8M0 scale), 17 bytes, 4.25 bits/weight:
+//   x[i] = 2^(e - 128) * kValuesMxfp4[q[i]]   (kValuesMxfp4 holds doubled E2M1 values,
+//                                              hence 2^(e-128), half the E8M0 scale 2^(e-127))
+//   0       1                                   17
+//   | e u8  | qs[16]: byte j = q[j] lo, q[j+16] hi |
+// 17 bytes: blocks in a row are not even 2-byte aligned.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
 }  // namespace herd::quant

@@ -10,6 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/iq_grid_quants.h"
+#include "quant/iq4_quants.h"
 #include "quant/k_quants.h"
 #include "quant/legacy_quants.h"
 #include "util/error.h"
@@ -130,12 +131,21 @@ constexpr std::array kTable = {
     read_only_block_row<TensorType::IQ3_S, BlockIQ3_S, kQK_K, dequantize_row_iq3_s>("iq3_s"),
     read_only_block_row<TensorType::IQ2_S, BlockIQ2_S, kQK_K, dequantize_row_iq2_s>("iq2_s"),
     read_only_block_row<TensorType::IQ1_M, BlockIQ1_M, kQK_K, dequantize_row_iq1_m>("iq1_m"),
+    // iq4_nl, iq4_xs, mxfp4 (iq4_quants.h): ggml's quantizers, the same bytes as ggml's own
+    // on 2^20 values (checked once against a local build of ggml, not in the tests); the
+    // tests check mxfp4 and ik_llama.cpp's iq4 search against the frontier files.
+    block_row<TensorType::IQ4_NL, BlockIQ4_NL, kQK, dequantize_row_iq4_nl, quantize_row_iq4_nl>(
+        "iq4_nl"),
+    block_row<TensorType::IQ4_XS, BlockIQ4_XS, kQK_K, dequantize_row_iq4_xs, quantize_row_iq4_xs>(
+        "iq4_xs"),
     TypeTraits{TensorType::I8, "i8", 1, 1, &dequantize_cast<int8_t>, nullptr},
     TypeTraits{TensorType::I16, "i16", 1, 2, &dequantize_cast<int16_t>, nullptr},
     TypeTraits{TensorType::I32, "i32", 1, 4, &dequantize_cast<int32_t>, nullptr},
     TypeTraits{TensorType::I64, "i64", 1, 8, &dequantize_cast<int64_t>, nullptr},
     TypeTraits{TensorType::F64, "f64", 1, 8, &dequantize_cast<double>, &quantize_f64},
     TypeTraits{TensorType::BF16, "bf16", 1, 2, &dequantize_bf16, &quantize_bf16},
+    block_row<TensorType::MXFP4, BlockMXFP4, kQK, dequantize_row_mxfp4, quantize_row_mxfp4>(
+        "mxfp4"),
 };
 
 char ascii_lower(char c) {

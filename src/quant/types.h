@@ -32,6 +32,8 @@ enum class TensorType : uint32_t {
   IQ1_S = 19,
   IQ3_S = 21,
   IQ2_S = 22,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -39,6 +41,7 @@ enum class TensorType : uint32_t {
   F64 = 28,
   IQ1_M = 29,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct TypeTraits {

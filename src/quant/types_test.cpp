@@ -38,12 +38,15 @@ const ExpectedRow kExpected[] = {
     {TensorType::Q5_K, "q5_K", 256, sizeof(BlockQ5_K), true},
     {TensorType::Q6_K, "q6_K", 256, sizeof(BlockQ6_K), true},
     {TensorType::Q8_K, "q8_K", 256, sizeof(BlockQ8_K), true},
+    {TensorType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true},
+    {TensorType::IQ4_XS, "iq4_xs", 256, sizeof(BlockIQ4_XS), true},
     {TensorType::I8, "i8", 1, 1, false},
     {TensorType::I16, "i16", 1, 2, false},
     {TensorType::I32, "i32", 1, 4, false},
     {TensorType::I64, "i64", 1, 8, false},
     {TensorType::F64, "f64", 1, 8, true},
     {TensorType::BF16, "bf16", 1, 2, true},
+    {TensorType::MXFP4, "mxfp4", 32, sizeof(BlockMXFP4), true},
 };
 
 TEST(TypeTable, RowsMatchGgml) {
@@ -67,10 +70,16 @@ TEST(TypeTable, RowsMatchGgml) {
   EXPECT_EQ(sizeof(BlockQ5_K), 176u);
   EXPECT_EQ(sizeof(BlockQ6_K), 210u);
   EXPECT_EQ(sizeof(BlockQ8_K), 292u);
+  EXPECT_EQ(uint32_t(TensorType::IQ4_NL), 20u);
+  EXPECT_EQ(uint32_t(TensorType::IQ4_XS), 23u);
+  EXPECT_EQ(uint32_t(TensorType::MXFP4), 39u);
+  EXPECT_EQ(sizeof(BlockIQ4_NL), 18u);
+  EXPECT_EQ(sizeof(BlockIQ4_XS), 136u);
+  EXPECT_EQ(sizeof(BlockMXFP4), 17u);
 }
 
 TEST(TypeTable, UnknownIdsHaveNoRow) {
-  for (uint32_t id : {4u, 5u, 23u, 31u, 39u, 1000u, 0xffffffffu}) {
+  for (uint32_t id : {4u, 5u, 31u, 1000u, 0xffffffffu}) {
     EXPECT_EQ(find_type_traits(id), nullptr) << id;
   }
 }
@@ -86,7 +95,6 @@ TEST(TypeTable, NamesParseBack) {
   EXPECT_EQ(parse_type_name(""), std::nullopt);
   EXPECT_EQ(parse_type_name("q4"), std::nullopt);
   EXPECT_EQ(parse_type_name("q4_0 "), std::nullopt);
-  EXPECT_EQ(parse_type_name("iq4_xs"), std::nullopt);
 }
 
 TEST(TypeTable, RowBytes) {
