@@ -393,9 +393,29 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   }
   std::string prompt;
   try {
-    prompt = m.chat_template->render(chat::chat_variables(arguments_as_objects(r.messages),
+    const ojson messages = arguments_as_objects(r.messages);
+    auto render = [&](const ojson& m_messages) {
+      return m.chat_template->render(chat::chat_variables(m_messages,
                                                           r.tools.is_null() ? nullptr : &r.tools,
                                                           true, m.bos, m.eos, r.template_kwargs));
+    };
+    try {
+      prompt = render(messages);
+    } catch (const chat::TemplateRaised&) {
+      throw;
+    } catch (const Error&) {
+      // Some templates (gpt-oss's) look inside every message's content, which fails on the
+      // null content OpenAI clients send beside tool calls: those read "" instead. Another
+      // failure is the first one's.
+      const ojson filled = null_content_as_empty(messages);
+      if (filled == messages) throw;
+      try {
+        prompt = render(filled);
+      } catch (const Error&) {
+        render(messages);  // throws the first failure again
+        throw;
+      }
+    }
   } catch (const chat::TemplateRaised& e) {
     throw ApiError(400, "the chat template refused the messages: " + e.message(),
                    "invalid_request_error", "messages");
@@ -425,10 +445,13 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     // A call is forced by writing its opening at the end of the prompt, in the family's
     // format (generation continues inside the call), and by holding the rest of it to the
     // function's name and parameters.
-    if (po.tools == ToolFormat::kNone) {
+    if (!can_force_calls(po.tools)) {
       throw ApiError(400,
-                     "tool_choice cannot be enforced for this model's chat template: it "
-                     "shows no tool-call format herd reads",
+                     po.tools == ToolFormat::kNone
+                         ? "tool_choice cannot be enforced for this model's chat template: it "
+                           "shows no tool-call format herd reads"
+                         : "tool_choice cannot be enforced for this model's chat template: its "
+                           "calls' arguments are not JSON",
                      "invalid_request_error", "tool_choice");
     }
     po.forced_call = true;

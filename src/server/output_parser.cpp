@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/dsml_reader.h"
 #include "server/harmony_parser.h"
 #include "server/parser_text.h"
 
@@ -43,16 +44,6 @@ struct CallSyntax {
 constexpr CallSyntax kMistralSyntax{"", kMistralArgs, "", kMistralCalls};
 constexpr CallSyntax kDeepSeekSyntax{kDeepSeekCall, kDeepSeekSep, kDeepSeekCallEnd, kDeepSeekCall};
 constexpr CallSyntax kKimiSyntax{kKimiCall, kKimiArgs, kKimiCallEnd, kKimiCall, true};
-
-// One tool call as a reader has seen it so far.
-struct ReadCall {
-  std::string name;  // complete once `named`
-  bool named = false;
-  std::string arguments;  // the value's text so far, whitespace outside strings removed
-  bool has_arguments = false;
-  bool arguments_string = false;  // the value is a JSON string (of JSON, some models do that)
-  bool done = false;              // nothing more will be added
-};
 
 // Reads tool calls written as JSON while they stream, one character at a time: a call
 // object, an array of them, or several in a row, each {"name": ..., "arguments" or
@@ -303,7 +294,7 @@ class NameArgsReader {
 
 // One tool-call block: from its marker to its closing marker, or to the end of the reply.
 struct OutputParser::CallBlock {
-  enum class Form { kUndecided, kJson, kNameArgs };
+  enum class Form { kUndecided, kJson, kNameArgs, kDsml };
   std::string marker;      // what opened it, restored with the text when it holds no call
   std::string_view close;  // empty: the block runs to the end of the reply
   std::string raw;         // its text so far
@@ -313,6 +304,7 @@ struct OutputParser::CallBlock {
   bool mistral = false;  // [TOOL_CALLS] opened it: name[ARGS] is possible
   JsonCallReader json;
   NameArgsReader name_args{kMistralSyntax};
+  DsmlReader dsml;
   struct Sent {
     int index = -1;  // the call's index in the reply once announced
     size_t arguments = 0;
@@ -321,10 +313,14 @@ struct OutputParser::CallBlock {
   std::vector<Sent> sent;  // per call read
 
   std::vector<ReadCall>& calls() {
-    return form == Form::kNameArgs ? name_args.calls() : json.calls();
+    return form == Form::kNameArgs ? name_args.calls()
+           : form == Form::kDsml   ? dsml.calls()
+                                   : json.calls();
   }
   std::string partial_name() const {
-    return form == Form::kNameArgs ? name_args.partial_name() : json.partial_name();
+    return form == Form::kNameArgs ? name_args.partial_name()
+           : form == Form::kDsml   ? dsml.partial_name()
+                                   : json.partial_name();
   }
 };
 
@@ -341,6 +337,7 @@ ToolFormat detect_tool_format(std::string_view source) {
       source.find(kPythonTag) != std::string_view::npos) {
     return ToolFormat::kLlama3Json;
   }
+  if (source.find("｜DSML｜") != std::string_view::npos) return ToolFormat::kDeepSeekDsml;
   // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments: not read.
   if (source.find(kDeepSeekCalls) != std::string_view::npos) {
     return source.find("```json") == std::string_view::npos ? ToolFormat::kDeepSeek
@@ -349,6 +346,10 @@ ToolFormat detect_tool_format(std::string_view source) {
   if (source.find(kKimiCalls) != std::string_view::npos) return ToolFormat::kKimi;
   if (uses_harmony(source)) return ToolFormat::kHarmony;
   return ToolFormat::kNone;
+}
+
+bool can_force_calls(ToolFormat format) {
+  return format != ToolFormat::kNone && format != ToolFormat::kDeepSeekDsml;
 }
 
 bool uses_harmony(std::string_view source) {
@@ -397,6 +398,7 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
       // After the generation prompt's "<|start|>assistant", as the template writes a call.
       return " to=functions." +
              (name.empty() ? "" : std::string(name) + "<|channel|>commentary json<|message|>");
+    case ToolFormat::kDeepSeekDsml:
     case ToolFormat::kNone:
       break;
   }
@@ -404,7 +406,7 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
 }
 
 std::string forced_reply_opening(const OutputParserOptions& o) {
-  if (!o.forced_call || o.tools == ToolFormat::kNone) return {};
+  if (!o.forced_call || !can_force_calls(o.tools)) return {};
   // A forced call skips the reasoning a template opened.
   const std::string think_close =
       o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
@@ -501,7 +503,9 @@ void OutputParser::feed_block(std::string_view text, ParsedDelta& out) {
         b.mistral && c != '[' && c != '{' ? CallBlock::Form::kNameArgs : CallBlock::Form::kJson;
     text = std::string_view(b.raw);  // what came before was white space
   }
-  if (b.form == CallBlock::Form::kNameArgs) {
+  if (b.form == CallBlock::Form::kDsml) {
+    b.dsml.feed(text, false);
+  } else if (b.form == CallBlock::Form::kNameArgs) {
     b.name_args.feed(text, false);
   } else {
     b.json.feed(text);
@@ -559,6 +563,8 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
 bool OutputParser::close_block(ParsedDelta& out) {
   if (block_->form == CallBlock::Form::kNameArgs) {
     block_->name_args.feed("", true);
+  } else if (block_->form == CallBlock::Form::kDsml) {
+    block_->dsml.feed("", true);
   }
   emit_calls(out, true);
   const bool any = std::any_of(block_->sent.begin(), block_->sent.end(),
@@ -587,9 +593,11 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
     block_->close = marker == kHermesOpen      ? kHermesClose
                     : marker == kDeepSeekCalls ? kDeepSeekCallsEnd
                     : marker == kKimiCalls     ? kKimiCallsEnd
+                    : marker == kDsmlCalls     ? kDsmlCallsEnd
                                                : std::string_view();
     block_->mistral = marker == kMistralCalls;
     // DeepSeek's and Kimi's blocks hold marked name-then-arguments calls only.
+    if (marker == kDsmlCalls) block_->form = CallBlock::Form::kDsml;
     if (marker == kDeepSeekCalls || marker == kKimiCalls) {
       block_->form = CallBlock::Form::kNameArgs;
       block_->name_args = NameArgsReader(marker == kDeepSeekCalls ? kDeepSeekSyntax : kKimiSyntax);
@@ -644,6 +652,7 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         if (options_.tools == ToolFormat::kLlama3Json) markers[n_markers++] = kPythonTag;
         if (options_.tools == ToolFormat::kDeepSeek) markers[n_markers++] = kDeepSeekCalls;
         if (options_.tools == ToolFormat::kKimi) markers[n_markers++] = kKimiCalls;
+        if (options_.tools == ToolFormat::kDeepSeekDsml) markers[n_markers++] = kDsmlCalls;
         size_t at = std::string::npos;
         std::string_view found;
         for (size_t i = 0; i < n_markers; ++i) {

@@ -8,6 +8,8 @@
 //   DeepSeek V3.1
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>
 //                   ...<｜tool▁calls▁end｜>
+//   DeepSeek V3.2   <｜DSML｜function_calls><｜DSML｜invoke name="name"><｜DSML｜parameter ...
+//                   (dsml_reader.h)
 //   Kimi K2         <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
 //                   <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>
 //   gpt-oss         harmony messages (harmony_parser.h): <|channel|>analysis<|message|>... is
@@ -39,7 +41,8 @@ class HarmonyParser;
 // [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, where the template refuses any id that is not 9
 // letters and digits. The parser reads all three forms for any of them. kDeepSeek is
 // DeepSeek V3.1's <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...} (V3 and R1 wrote a type and a
-// ```json fence there instead; not read), kKimi Kimi K2's functions.name:index ids, kHarmony
+// ```json fence there instead; not read), kDeepSeekDsml DeepSeek V3.2's DSML markup
+// (dsml_reader.h), kKimi Kimi K2's functions.name:index ids, kHarmony
 // gpt-oss's messages to=functions.name.
 enum class ToolFormat {
   kNone,
@@ -49,6 +52,7 @@ enum class ToolFormat {
   kMistralArgs,
   kMistralCallId,
   kDeepSeek,
+  kDeepSeekDsml,
   kKimi,
   kHarmony,
 };
@@ -62,11 +66,15 @@ bool prompt_opens_reasoning(std::string_view prompt);
 // messages on channels, tools or not.
 bool uses_harmony(std::string_view template_source);
 
+// Whether a call in `format` can be forced (tool_choice "required" or a named function):
+// its arguments must be JSON that the grammar holds, which DSML's parameters are not.
+bool can_force_calls(ToolFormat format);
+
 // The opening of a tool call in `format`, appended to a rendered prompt so that generation
 // continues inside a call (tool_choice "required" or a named function): up to the opening
 // quote of the name when `name` is empty, else up to where the arguments value begins.
 // call_id: the call's id, for formats that write one (kMistralCallId).
-// REQUIRES: format != kNone.
+// REQUIRES: can_force_calls(format).
 std::string forced_call_prefix(ToolFormat format, std::string_view name,
                                std::string_view call_id = {});
 

@@ -418,6 +418,31 @@ TEST(OutputParser, DeepSeekCallCutByTheEndOfTheReply) {
   EXPECT_EQ(d.content, "");
 }
 
+// DeepSeek V3.2's DSML: parameters become a JSON object; string="true" values are text.
+TEST(OutputParser, DeepSeekDsmlToolCalls) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeekDsml;
+  o.reasoning = true;
+  const ParsedDelta d =
+      both(o,
+           "<think>plan</think>Sure.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke "
+           "name=\"get_weather\">\n"
+           "<｜DSML｜parameter name=\"city\" string=\"true\">São \"Paulo\"\n</｜DSML｜parameter>\n"
+           "<｜DSML｜parameter name=\"days\" string=\"false\">[1, 2]</｜DSML｜parameter>\n"
+           "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n"
+           "</｜DSML｜function_calls>");
+  EXPECT_EQ(d.reasoning, "plan");
+  EXPECT_EQ(d.content, "Sure.\n\n");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"São \"Paulo\"\n","days":[1,2]})");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  // No invoke: the block is text.
+  EXPECT_EQ(both(o, "<｜DSML｜function_calls>hm", false).content, "<｜DSML｜function_calls>hm");
+  EXPECT_FALSE(can_force_calls(ToolFormat::kDeepSeekDsml));
+}
+
 TEST(OutputParser, KimiToolCalls) {
   OutputParserOptions o;
   o.tools = ToolFormat::kKimi;

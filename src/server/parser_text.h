@@ -26,6 +26,16 @@ std::string decode_string(const std::string& token);
 // one sharing the longest prefix with it, the first on a tie.
 std::string closest_name(const std::string& written, const std::vector<std::string>& names);
 
+// One tool call as a reader of a format has seen it so far.
+struct ReadCall {
+  std::string name;  // complete once `named`
+  bool named = false;
+  std::string arguments;  // the value's text so far, whitespace outside strings removed
+  bool has_arguments = false;
+  bool arguments_string = false;  // the value is a JSON string (of JSON, some models do that)
+  bool done = false;              // nothing more will be added
+};
+
 // A call's arguments as the model writes them, with the white space outside JSON strings
 // removed (so a call reads the same streamed or not, and an object comes out compact).
 class ArgumentsText {

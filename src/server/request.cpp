@@ -218,6 +218,15 @@ json arguments_as_objects(const json& messages) {
   return out;
 }
 
+json null_content_as_empty(const json& messages) {
+  json out = messages;
+  for (json& m : out) {
+    if (!m.is_object() || m.value("role", "") != "assistant") continue;
+    if (!m.contains("content") || m["content"].is_null()) m["content"] = "";
+  }
+  return out;
+}
+
 engine::SamplerParams default_sampler() {
   engine::SamplerParams p;
   p.temperature = 1.0f;

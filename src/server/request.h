@@ -96,6 +96,9 @@ std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 // the templates that take both write an object with tojson too. Anything else is unchanged.
 nlohmann::ordered_json arguments_as_objects(const nlohmann::ordered_json& messages);
 
+// `messages` with every null (or absent) content of an assistant message given as "".
+nlohmann::ordered_json null_content_as_empty(const nlohmann::ordered_json& messages);
+
 // Throw ApiError(400, ...) naming the field for malformed JSON, wrong types, out-of-range
 // values or missing required fields.
 ChatRequest parse_chat_request(std::string_view body);

@@ -240,6 +240,9 @@ TEST(Request, ToolCallArgumentsBecomeObjectsForTheTemplate) {
   EXPECT_EQ(calls[3]["function"]["arguments"],
             messages[1]["tool_calls"][3]["function"]["arguments"]);
   EXPECT_EQ(out[2], messages[2]);  // tool results are the client's text
+  const auto filled = null_content_as_empty(messages);
+  EXPECT_EQ(filled[1]["content"], "");
+  EXPECT_EQ(filled[0], messages[0]);
 }
 
 }  // namespace

@@ -101,10 +101,10 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
   EXPECT_EQ(detect_tool_format(read_template(kGptOss)), ToolFormat::kHarmony);
   EXPECT_TRUE(uses_harmony(read_template(kGptOss)));
   EXPECT_FALSE(uses_harmony(read_template("Qwen-Qwen3-0.6B.jinja")));
-  // R1 writes function<｜tool▁sep｜>name and ```json arguments; V3.2 its DSML markup: not read.
-  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
-            ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-V3.2.jinja")),
+            ToolFormat::kDeepSeekDsml);
+  // R1 writes function<｜tool▁sep｜>name and ```json arguments: not read.
+  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
             ToolFormat::kNone);
   // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
   EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
@@ -129,6 +129,11 @@ TEST(TemplateFormats, MistralToolCallRoundTrips) {
 TEST(TemplateFormats, DeepSeekV31ToolCallRoundTrips) {
   expect_weather_call(round_trip("deepseek-ai-DeepSeek-V3.1.jinja",
                                  "<｜Assistant｜><think></think>", "<｜end▁of▁sentence｜>"));
+}
+
+TEST(TemplateFormats, DeepSeekV32ToolCallRoundTrips) {
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-V3.2.jinja", "<｜Assistant｜></think>",
+                                 "<｜end▁of▁sentence｜>"));
 }
 
 TEST(TemplateFormats, KimiToolCallRoundTrips) {
