@@ -21,7 +21,7 @@ constexpr ToolFormat kFormats[] = {
     ToolFormat::kNone,         ToolFormat::kHermes,      ToolFormat::kLlama3Json,
     ToolFormat::kMistral,      ToolFormat::kMistralArgs, ToolFormat::kMistralCallId,
     ToolFormat::kDeepSeek,     ToolFormat::kKimi,        ToolFormat::kHarmony,
-    ToolFormat::kDeepSeekDsml,
+    ToolFormat::kDeepSeekDsml, ToolFormat::kDeepSeekR1,
 };
 
 ParsedDelta parse(const OutputParserOptions& o, std::string_view text, uint8_t cut) {
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (o.forced_call && (whole.tool_calls.empty() || pieces.tool_calls.empty())) __builtin_trap();
   const bool checked = o.tools == ToolFormat::kDeepSeek || o.tools == ToolFormat::kKimi ||
                        o.tools == ToolFormat::kHarmony || o.tools == ToolFormat::kDeepSeekDsml ||
-                       o.harmony;
+                       o.tools == ToolFormat::kDeepSeekR1 || o.harmony;
   if (checked && !same(whole, pieces)) __builtin_trap();
   return 0;
 }

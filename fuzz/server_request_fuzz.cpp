@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (ToolFormat format :
        {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
         ToolFormat::kMistralArgs, ToolFormat::kMistralCallId, ToolFormat::kDeepSeek,
-        ToolFormat::kKimi, ToolFormat::kHarmony, ToolFormat::kDeepSeekDsml}) {
+        ToolFormat::kKimi, ToolFormat::kHarmony, ToolFormat::kDeepSeekDsml,
+        ToolFormat::kDeepSeekR1}) {
     for (bool forced : {false, true}) {
       herd::server::OutputParserOptions options;
       // Harmony replies come without tools too (a gpt-oss template, no tools in the request).

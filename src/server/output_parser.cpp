@@ -40,10 +40,18 @@ struct CallSyntax {
   std::string_view close;     // after the arguments; empty: `next` (or the block's end) ends them
   std::string_view next;      // starts the next call, ending the arguments of this one
   bool kimi_ids = false;      // the name is written as functions.NAME:INDEX
+  // When set, the name is what follows its last occurrence (R1 writes type<｜tool▁sep｜>name).
+  std::string_view name_after = {};
 };
 constexpr CallSyntax kMistralSyntax{"", kMistralArgs, "", kMistralCalls};
 constexpr CallSyntax kDeepSeekSyntax{kDeepSeekCall, kDeepSeekSep, kDeepSeekCallEnd, kDeepSeekCall};
 constexpr CallSyntax kKimiSyntax{kKimiCall, kKimiArgs, kKimiCallEnd, kKimiCall, true};
+// DeepSeek V3 and R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```
+// <｜tool▁call▁end｜>. The fence ends the arguments only after a newline, which a JSON string
+// cannot hold (a ``` inside one is text).
+constexpr std::string_view kFenceOpen = "```json";
+constexpr CallSyntax kDeepSeekR1Syntax{kDeepSeekCall, kFenceOpen, "\n```",
+                                       kDeepSeekCall, false,      kDeepSeekSep};
 
 // Reads tool calls written as JSON while they stream, one character at a time: a call
 // object, an array of them, or several in a row, each {"name": ..., "arguments" or
@@ -249,14 +257,23 @@ class NameArgsReader {
   std::vector<ReadCall>& calls() { return calls_; }
   std::string partial_name() const {
     if (state_ != State::kName) return "";
-    return clean_name(std::string_view(buffer_).substr(0, buffer_.find_first_of("[<")));
+    std::string_view head = after_type(buffer_);
+    return clean_name(head.substr(0, head.find_first_of("[<`")));
   }
 
  private:
   enum class State { kBefore, kName, kArguments };
 
+  // What follows the call's type, when the syntax writes one before the name.
+  std::string_view after_type(std::string_view head) const {
+    const size_t at =
+        syntax_->name_after.empty() ? std::string_view::npos : head.rfind(syntax_->name_after);
+    return at == std::string_view::npos ? head : head.substr(at + syntax_->name_after.size());
+  }
+
   // The function's name in what was written before the arguments.
   std::string clean_name(std::string_view head) const {
+    head = after_type(head);
     // Some templates write name[CALL_ID]id[ARGS]: the id is the model's, not kept.
     head = trim(head.substr(0, head.find(kMistralCallId)));
     if (syntax_->kimi_ids) {
@@ -338,10 +355,10 @@ ToolFormat detect_tool_format(std::string_view source) {
     return ToolFormat::kLlama3Json;
   }
   if (source.find("｜DSML｜") != std::string_view::npos) return ToolFormat::kDeepSeekDsml;
-  // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments: not read.
+  // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments.
   if (source.find(kDeepSeekCalls) != std::string_view::npos) {
-    return source.find("```json") == std::string_view::npos ? ToolFormat::kDeepSeek
-                                                            : ToolFormat::kNone;
+    return source.find(kFenceOpen) == std::string_view::npos ? ToolFormat::kDeepSeek
+                                                             : ToolFormat::kDeepSeekR1;
   }
   if (source.find(kKimiCalls) != std::string_view::npos) return ToolFormat::kKimi;
   if (uses_harmony(source)) return ToolFormat::kHarmony;
@@ -390,6 +407,11 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
     case ToolFormat::kDeepSeek:
       return std::string(kDeepSeekCalls) + std::string(kDeepSeekCall) +
              (name.empty() ? "" : std::string(name) + std::string(kDeepSeekSep));
+    case ToolFormat::kDeepSeekR1:
+      // The type is always "function" (the template writes tool['type']).
+      return std::string(kDeepSeekCalls) + std::string(kDeepSeekCall) + "function" +
+             std::string(kDeepSeekSep) +
+             (name.empty() ? "" : std::string(name) + "\n" + std::string(kFenceOpen) + "\n");
     case ToolFormat::kKimi:
       // The index is the call's in the reply: the forced call is the first.
       return std::string(kKimiCalls) + std::string(kKimiCall) + std::string(kKimiNamespace) +
@@ -600,7 +622,10 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
     if (marker == kDsmlCalls) block_->form = CallBlock::Form::kDsml;
     if (marker == kDeepSeekCalls || marker == kKimiCalls) {
       block_->form = CallBlock::Form::kNameArgs;
-      block_->name_args = NameArgsReader(marker == kDeepSeekCalls ? kDeepSeekSyntax : kKimiSyntax);
+      block_->name_args =
+          NameArgsReader(marker == kKimiCalls                        ? kKimiSyntax
+                         : options_.tools == ToolFormat::kDeepSeekR1 ? kDeepSeekR1Syntax
+                                                                     : kDeepSeekSyntax);
     }
     block_->forced = options_.forced_call && n_tool_calls_ == 0 && !opened_block_;
     opened_block_ = true;
@@ -650,7 +675,9 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         if (options_.tools == ToolFormat::kHermes) markers[n_markers++] = kHermesOpen;
         if (mistral) markers[n_markers++] = kMistralCalls;
         if (options_.tools == ToolFormat::kLlama3Json) markers[n_markers++] = kPythonTag;
-        if (options_.tools == ToolFormat::kDeepSeek) markers[n_markers++] = kDeepSeekCalls;
+        if (options_.tools == ToolFormat::kDeepSeek || options_.tools == ToolFormat::kDeepSeekR1) {
+          markers[n_markers++] = kDeepSeekCalls;
+        }
         if (options_.tools == ToolFormat::kKimi) markers[n_markers++] = kKimiCalls;
         if (options_.tools == ToolFormat::kDeepSeekDsml) markers[n_markers++] = kDsmlCalls;
         size_t at = std::string::npos;

@@ -40,10 +40,10 @@ class HarmonyParser;
 // later) as [TOOL_CALLS]name[ARGS]{...}; kMistralCallId (Mistral Small 3.2) as
 // [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, where the template refuses any id that is not 9
 // letters and digits. The parser reads all three forms for any of them. kDeepSeek is
-// DeepSeek V3.1's <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...} (V3 and R1 wrote a type and a
-// ```json fence there instead; not read), kDeepSeekDsml DeepSeek V3.2's DSML markup
-// (dsml_reader.h), kKimi Kimi K2's functions.name:index ids, kHarmony
-// gpt-oss's messages to=functions.name.
+// DeepSeek V3.1's <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}, kDeepSeekR1 V3's and R1's
+// <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```, kDeepSeekDsml DeepSeek
+// V3.2's DSML markup (dsml_reader.h), kKimi Kimi K2's functions.name:index ids, kHarmony gpt-oss's
+// messages to=functions.name.
 enum class ToolFormat {
   kNone,
   kHermes,
@@ -52,6 +52,7 @@ enum class ToolFormat {
   kMistralArgs,
   kMistralCallId,
   kDeepSeek,
+  kDeepSeekR1,
   kDeepSeekDsml,
   kKimi,
   kHarmony,

@@ -406,6 +406,27 @@ TEST(OutputParser, DeepSeekToolCallsAfterReasoning) {
   EXPECT_EQ(d.tool_calls[1].arguments, "{}");
 }
 
+// V3 and R1: a type before the name, the arguments in a ```json fence. A fence inside a JSON
+// string is text.
+TEST(OutputParser, DeepSeekR1ToolCalls) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeekR1;
+  o.reasoning = true;
+  const ParsedDelta d =
+      both(o,
+           "<think>ok</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+           "get_weather\n```json\n{\"city\": \"a```b\"}\n```<｜tool▁call▁end｜>\n"
+           "<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜>"
+           "<｜tool▁calls▁end｜>");
+  EXPECT_EQ(d.reasoning, "ok");
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":\"a```b\"}");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+}
+
 TEST(OutputParser, DeepSeekCallCutByTheEndOfTheReply) {
   OutputParserOptions o;
   o.tools = ToolFormat::kDeepSeek;
@@ -584,7 +605,8 @@ TEST(OutputParser, ForcedOpeningsOfTheNewFormats) {
             " to=functions.f<|channel|>commentary json<|message|>");
   EXPECT_EQ(forced_call_prefix(ToolFormat::kHarmony, ""), " to=functions.");
   // "required": the model writes the name, and the rest of the opening.
-  for (ToolFormat format : {ToolFormat::kDeepSeek, ToolFormat::kKimi, ToolFormat::kHarmony}) {
+  for (ToolFormat format :
+       {ToolFormat::kDeepSeek, ToolFormat::kDeepSeekR1, ToolFormat::kKimi, ToolFormat::kHarmony}) {
     SCOPED_TRACE(static_cast<int>(format));
     OutputParserOptions o;
     o.tools = format;

@@ -103,9 +103,8 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
   EXPECT_FALSE(uses_harmony(read_template("Qwen-Qwen3-0.6B.jinja")));
   EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-V3.2.jinja")),
             ToolFormat::kDeepSeekDsml);
-  // R1 writes function<｜tool▁sep｜>name and ```json arguments: not read.
   EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
-            ToolFormat::kNone);
+            ToolFormat::kDeepSeekR1);
   // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
   EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")), ToolFormat::kNone);
@@ -131,6 +130,12 @@ TEST(TemplateFormats, DeepSeekV31ToolCallRoundTrips) {
                                  "<｜Assistant｜><think></think>", "<｜end▁of▁sentence｜>"));
 }
 
+TEST(TemplateFormats, DeepSeekR1ToolCallRoundTrips) {
+  // The template writes an empty <｜Assistant｜> turn after the call: the call's is the first.
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+                                 "Paris?<｜Assistant｜>", "<｜end▁of▁sentence｜>"));
+}
+
 TEST(TemplateFormats, DeepSeekV32ToolCallRoundTrips) {
   expect_weather_call(round_trip("deepseek-ai-DeepSeek-V3.2.jinja", "<｜Assistant｜></think>",
                                  "<｜end▁of▁sentence｜>"));
@@ -154,7 +159,8 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
   for (const char* name :
        {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
         "mistralai-Mistral-Nemo-Instruct-2407.jinja", "unsloth-mistral-Devstral-Small-2507.jinja",
-        "deepseek-ai-DeepSeek-V3.1.jinja", "moonshotai-Kimi-K2.jinja", kGptOss}) {
+        "deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "moonshotai-Kimi-K2.jinja", kGptOss}) {
     SCOPED_TRACE(name);
     const std::string history = history_with_call(name);
     OutputParserOptions o;
