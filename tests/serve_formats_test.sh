@@ -23,9 +23,13 @@ for format in "${formats[@]}"; do
     # No Kimi vocabulary is at hand: herd's byte-level one, the markers as plain text.
     kimi) vocab=() template=$templates/moonshotai-Kimi-K2.jinja ;;
     # gpt-oss's template is in src/server/testdata (its vocabulary carries none). Its
-    # vocabulary (ggml-vocab-gpt-4o.gguf) needs the o200k pre-tokenizer, which the tokenizer
-    # does not have yet: herd's byte-level one, the markers as plain text.
-    gpt-oss) vocab=() template=src/server/testdata/openai-gpt-oss-120b.jinja ;;
+    # vocabulary needs the o200k pre-tokenizer: where the tokenizer lacks it, herd's
+    # byte-level vocabulary, the markers as plain text.
+    gpt-oss) vocab=()
+             o200k=../shared/vocab/ggml-vocab-gpt-4o.gguf
+             if "$herd" tokenize -m "$o200k" -t hi >/dev/null 2>&1; then vocab=(--vocab "$o200k"); fi
+             echo "gpt-oss vocabulary: ${vocab[1]:-the built-in byte-level one}"
+             template=src/server/testdata/openai-gpt-oss-120b.jinja ;;
     *) fail "unknown format $format" ;;
   esac
   model=$dir/$format.gguf
