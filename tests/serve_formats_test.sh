@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Tool calls and reasoning of DeepSeek V3.1, Kimi K2 and gpt-oss (harmony) through the openai
+# Tool calls and reasoning of DeepSeek V3.1 and V3.2, Kimi K2 and gpt-oss (harmony) through the openai
 # client (tests/node/formats_test.mjs): per format, a small synthetic qwen3 model carrying the
 # family's chat template and vocabulary, served on a free port.
 set -euo pipefail
-herd=${1:?usage: serve_formats_test.sh path/to/herd [deepseek|kimi|gpt-oss ...]}
+herd=${1:?usage: serve_formats_test.sh path/to/herd [deepseek|deepseek-v3.2|kimi|gpt-oss ...]}
 herd=$(realpath "$herd")
 shift
-formats=(deepseek kimi gpt-oss)
+formats=(deepseek deepseek-v3.2 kimi gpt-oss)
 [ $# -eq 0 ] || formats=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 [ -d "$here/node/node_modules/openai" ] ||
@@ -20,6 +20,8 @@ for format in "${formats[@]}"; do
     # The DeepSeek V3 vocabulary carries V3's template; V3.1's writes calls another way.
     deepseek) vocab=(--vocab ../shared/vocab/ggml-vocab-deepseek-v3.gguf)
               template=$templates/deepseek-ai-DeepSeek-V3.1.jinja ;;
+    deepseek-v3.2) vocab=(--vocab ../shared/vocab/ggml-vocab-deepseek-v3.gguf)
+                   template=$templates/deepseek-ai-DeepSeek-V3.2.jinja ;;
     # No Kimi vocabulary is at hand: herd's byte-level one, the markers as plain text.
     kimi) vocab=() template=$templates/moonshotai-Kimi-K2.jinja ;;
     # gpt-oss's template is in src/server/testdata (its vocabulary carries none). Its
