@@ -31,7 +31,9 @@ std::string_view header_field(std::string_view header, std::string_view key) {
 HarmonyParser::HarmonyParser(const OutputParserOptions& options) : options_(options) {}
 
 bool HarmonyParser::could_be_header(std::string_view text, bool complete) const {
-  if (text.size() > kMaxHeader || text.find('\n') != std::string_view::npos) return false;
+  // An incomplete one may end with the start of <|message|>, which does not count.
+  const size_t max = complete ? kMaxHeader : kMaxHeader + kMessage.size() - 1;
+  if (text.size() > max || text.find('\n') != std::string_view::npos) return false;
   return std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](std::string_view start) {
     return !complete && text.size() < start.size() ? start.starts_with(text)
                                                    : text.starts_with(start);

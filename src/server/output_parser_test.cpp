@@ -511,6 +511,12 @@ TEST(OutputParser, HarmonyChannels) {
   // Text that is no harmony at all (a model that ignores the format) is content.
   EXPECT_EQ(both(o, "Hello <there>", false).content, "Hello <there>");
   EXPECT_EQ(both(o, "", false).content, "");
+  // output_parser_fuzz: a header just under the length bound, its <|message|> cut between
+  // pieces, was taken for text when streamed.
+  const std::string header = "<|channel|>final " + std::string(235, 'x');
+  EXPECT_EQ(both(o, header + "<|message|>Hi").content, "Hi");
+  EXPECT_EQ(both(o, header + "xxxxxxxxxx<|message|>Hi", false).content,
+            header + "xxxxxxxxxx<|message|>Hi");  // too long for a header: text
 }
 
 TEST(OutputParser, HarmonyToolCalls) {
