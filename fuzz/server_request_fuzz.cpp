@@ -1,9 +1,9 @@
 // libFuzzer target: arbitrary bytes as the body of a chat and a completion request (its
 // response_format schema compiled), as model output for the reasoning/tool-call parser in
-// every format (fed in two pieces, then finished), and as a reply fed to the JSON
-// constraint of the request's schema, or of any object. An ApiError (a 400 naming the field) is the
-// expected refusal; anything else -- a crash, a hang, a sanitizer report, another exception -- is a
-// bug.
+// every format, harmony's included (fed in two pieces, then finished), and as a reply fed to the
+// JSON constraint of the request's schema, or of any object. An ApiError (a 400 naming the field)
+// is the expected refusal; anything else -- a crash, a hang, a sanitizer report, another exception
+// -- is a bug.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,9 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using herd::server::ToolFormat;
   for (ToolFormat format :
        {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
-        ToolFormat::kMistralArgs, ToolFormat::kMistralCallId}) {
+        ToolFormat::kMistralArgs, ToolFormat::kMistralCallId, ToolFormat::kDeepSeek,
+        ToolFormat::kKimi, ToolFormat::kHarmony, ToolFormat::kDeepSeekDsml,
+        ToolFormat::kDeepSeekR1}) {
     for (bool forced : {false, true}) {
       herd::server::OutputParserOptions options;
+      // Harmony replies come without tools too (a gpt-oss template, no tools in the request).
+      options.harmony = format == ToolFormat::kHarmony || (format == ToolFormat::kNone && forced);
       options.reasoning = true;
       options.starts_in_reasoning = size % 2 == 1;
       options.tools = format;
@@ -54,7 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       all.append(parser.push(input.substr(size / 2)));
       all.append(parser.finish());
       // A forced call is always there.
-      if (forced && format != ToolFormat::kNone && all.tool_calls.empty()) __builtin_trap();
+      if (forced && herd::server::can_force_calls(format) && all.tool_calls.empty()) {
+        __builtin_trap();
+      }
       // Whatever the text, the response JSON is written without throwing.
       herd::server::sse_event(herd::server::chat_delta(all));
     }

@@ -22,6 +22,8 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--vocab", o->vocab_path,
                   "Take the tokenizer (and chat template) from this GGUF file instead of the "
                   "built-in byte-level vocabulary");
+  cmd->add_option("--chat-template", o->chat_template_path,
+                  "Write this chat template (a Jinja file) instead of the vocabulary's");
   cmd->add_option("--embd", o->n_embd, "Embedding width")->capture_default_str();
   cmd->add_option("--ff", o->n_ff, "FFN width (default 3 x embd; per expert for MoE)");
   cmd->add_option("--layers", o->n_layer, "Number of blocks")->capture_default_str();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -205,6 +207,12 @@ void synthesize(const SynthOptions& o) {
   // keys are written after the hyper-parameters, as converters do.
   gguf::Writer vocab_keys;
   int64_t n_vocab = write_vocab(vocab_keys, o.vocab_path);
+  if (!o.chat_template_path.empty()) {
+    std::ifstream in(o.chat_template_path, std::ios::binary);
+    if (!in) throw Error("synth", "cannot read the chat template '" + o.chat_template_path + "'");
+    vocab_keys.set_string("tokenizer.chat_template",
+                          std::string(std::istreambuf_iterator<char>(in), {}));
+  }
   HParams hp = synth_hparams(o, n_vocab);
   write_hparams(w, *arch, hp, *ft);
   w.append(vocab_keys);

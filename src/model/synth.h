@@ -16,6 +16,9 @@ struct SynthOptions {
   std::string arch = "llama";
   std::string out_path;
   std::string vocab_path;  // empty: the built-in byte-level vocabulary and ChatML template
+  // A chat template file written instead of the vocabulary's (tests of a model family's
+  // template with a vocabulary that ships none, or another version's); empty: none.
+  std::string chat_template_path;
   std::string type = "f16";
   uint64_t seed = 1;
   int64_t n_embd = 256;

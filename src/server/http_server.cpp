@@ -393,8 +393,29 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   }
   std::string prompt;
   try {
-    prompt = m.chat_template->render(chat::chat_variables(
-        r.messages, r.tools.is_null() ? nullptr : &r.tools, true, m.bos, m.eos, r.template_kwargs));
+    const ojson messages = arguments_as_objects(r.messages);
+    auto render = [&](const ojson& m_messages) {
+      return m.chat_template->render(chat::chat_variables(m_messages,
+                                                          r.tools.is_null() ? nullptr : &r.tools,
+                                                          true, m.bos, m.eos, r.template_kwargs));
+    };
+    try {
+      prompt = render(messages);
+    } catch (const chat::TemplateRaised&) {
+      throw;
+    } catch (const Error&) {
+      // Some templates (gpt-oss's) look inside every message's content, which fails on the
+      // null content OpenAI clients send beside tool calls: those read "" instead. Another
+      // failure is the first one's.
+      const ojson filled = null_content_as_empty(messages);
+      if (filled == messages) throw;
+      try {
+        prompt = render(filled);
+      } catch (const Error&) {
+        render(messages);  // throws the first failure again
+        throw;
+      }
+    }
   } catch (const chat::TemplateRaised& e) {
     throw ApiError(400, "the chat template refused the messages: " + e.message(),
                    "invalid_request_error", "messages");
@@ -405,6 +426,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   const bool parse_tools = !r.tools.is_null() && r.tool_choice.kind != ToolChoice::Kind::kNone;
   OutputParserOptions po;
   po.reasoning = m.template_source.find("<think>") != std::string::npos;
+  po.harmony = uses_harmony(m.template_source);
   po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   const uint64_t n = next_id_.fetch_add(1);
@@ -414,17 +436,22 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     // A reply held to JSON is content only: it skips the reasoning the template opened (as a
     // forced call does), and markers inside its strings are text, not calls or reasoning.
     if (po.starts_in_reasoning) prompt += "</think>\n\n";
-    po.reasoning = po.starts_in_reasoning = false;
+    // Harmony: the JSON is the final channel's message, which the prompt opens.
+    if (po.harmony) prompt += "<|channel|>final<|message|>";
+    po.reasoning = po.starts_in_reasoning = po.harmony = false;
     po.tools = ToolFormat::kNone;
   }
   if (r.tool_choice.forces_call()) {
     // A call is forced by writing its opening at the end of the prompt, in the family's
     // format (generation continues inside the call), and by holding the rest of it to the
     // function's name and parameters.
-    if (po.tools == ToolFormat::kNone) {
+    if (!can_force_calls(po.tools)) {
       throw ApiError(400,
-                     "tool_choice cannot be enforced for this model's chat template: it "
-                     "shows no tool-call format herd reads",
+                     po.tools == ToolFormat::kNone
+                         ? "tool_choice cannot be enforced for this model's chat template: it "
+                           "shows no tool-call format herd reads"
+                         : "tool_choice cannot be enforced for this model's chat template: its "
+                           "calls' arguments are not JSON",
                      "invalid_request_error", "tool_choice");
     }
     po.forced_call = true;
@@ -435,8 +462,9 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   }
 
   GenerationParams g = generation_params(r.sampling);
-  // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>).
-  g.render_special = po.tools != ToolFormat::kNone;
+  // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>), and so are
+  // harmony's channel markers.
+  g.render_special = po.tools != ToolFormat::kNone || po.harmony;
   g.grammar = std::move(grammar);
   // The template writes the special tokens itself (BOS included where it wants one).
   g.prompt = m.tokenizer->encode(prompt, false, true);

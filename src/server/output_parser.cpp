@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/dsml_reader.h"
+#include "server/harmony_parser.h"
+#include "server/parser_text.h"
+
 namespace herd::server {
 namespace {
 
@@ -16,45 +20,38 @@ constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kDeepSeekCalls = "<｜tool▁calls▁begin｜>";
+constexpr std::string_view kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr std::string_view kDeepSeekCall = "<｜tool▁call▁begin｜>";
+constexpr std::string_view kDeepSeekSep = "<｜tool▁sep｜>";
+constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kKimiCalls = "<|tool_calls_section_begin|>";
+constexpr std::string_view kKimiCallsEnd = "<|tool_calls_section_end|>";
+constexpr std::string_view kKimiCall = "<|tool_call_begin|>";
+constexpr std::string_view kKimiArgs = "<|tool_call_argument_begin|>";
+constexpr std::string_view kKimiCallEnd = "<|tool_call_end|>";
+// Kimi K2 names a call functions.NAME:INDEX.
+constexpr std::string_view kKimiNamespace = "functions.";
 
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// The length of the longest tail of `text` that is a proper prefix of `marker`.
-size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(marker.size() - 1, text.size()); n > 0; --n) {
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
-
-// A JSON string token (quotes included) as text; what lies between the quotes when it does
-// not parse (a token cut short).
-std::string decode_string(const std::string& token) {
-  const nlohmann::json value = nlohmann::json::parse(token, nullptr, false);
-  if (value.is_string()) return value.get<std::string>();
-  std::string_view inner(token);
-  if (inner.starts_with('"')) inner.remove_prefix(1);
-  if (inner.ends_with('"')) inner.remove_suffix(1);
-  return std::string(inner);
-}
-
-// One tool call as a reader has seen it so far.
-struct ReadCall {
-  std::string name;  // complete once `named`
-  bool named = false;
-  std::string arguments;  // the value's text so far, whitespace outside strings removed
-  bool has_arguments = false;
-  bool arguments_string = false;  // the value is a JSON string (of JSON, some models do that)
-  bool done = false;              // nothing more will be added
+// How a family marks the calls of a call block whose calls are a name, then arguments.
+struct CallSyntax {
+  std::string_view open;      // before each call's name; empty: the block's marker opened it
+  std::string_view name_end;  // between the name and the arguments
+  std::string_view close;     // after the arguments; empty: `next` (or the block's end) ends them
+  std::string_view next;      // starts the next call, ending the arguments of this one
+  bool kimi_ids = false;      // the name is written as functions.NAME:INDEX
+  // When set, the name is what follows its last occurrence (R1 writes type<｜tool▁sep｜>name).
+  std::string_view name_after = {};
 };
+constexpr CallSyntax kMistralSyntax{"", kMistralArgs, "", kMistralCalls};
+constexpr CallSyntax kDeepSeekSyntax{kDeepSeekCall, kDeepSeekSep, kDeepSeekCallEnd, kDeepSeekCall};
+constexpr CallSyntax kKimiSyntax{kKimiCall, kKimiArgs, kKimiCallEnd, kKimiCall, true};
+// DeepSeek V3 and R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```
+// <｜tool▁call▁end｜>. The fence ends the arguments only after a newline, which a JSON string
+// cannot hold (a ``` inside one is text).
+constexpr std::string_view kFenceOpen = "```json";
+constexpr CallSyntax kDeepSeekR1Syntax{kDeepSeekCall, kFenceOpen, "\n```",
+                                       kDeepSeekCall, false,      kDeepSeekSep};
 
 // Reads tool calls written as JSON while they stream, one character at a time: a call
 // object, an array of them, or several in a row, each {"name": ..., "arguments" or
@@ -200,47 +197,96 @@ class JsonCallReader {
   bool value_scalar_ = false;  // the value is a number, literal or junk: ends at , } or ]
 };
 
-// Reads Mistral's name[ARGS]{...} calls, [TOOL_CALLS] between them, while they stream.
+// Reads calls written as a name and then arguments between markers (CallSyntax) while they
+// stream: Mistral's name[ARGS]{...}, [TOOL_CALLS] between them; DeepSeek's and Kimi's
+// <open>name<sep>{...}<close>, repeated. Text between calls is ignored.
 class NameArgsReader {
  public:
+  explicit NameArgsReader(const CallSyntax& syntax)
+      : syntax_(&syntax), state_(syntax.open.empty() ? State::kName : State::kBefore) {}
+
   void feed(std::string_view text, bool at_end) {
     buffer_ += text;
+    const CallSyntax& x = *syntax_;
     for (;;) {
-      if (!in_arguments_) {
-        const size_t args = buffer_.find(kMistralArgs);
-        if (args == std::string::npos) return;
+      if (state_ == State::kBefore) {
+        const size_t open = buffer_.find(x.open);
+        if (open == std::string::npos) {
+          buffer_.erase(0, buffer_.size() - partial_marker(buffer_, x.open));
+          return;
+        }
+        buffer_.erase(0, open + x.open.size());
+        state_ = State::kName;
+        continue;
+      }
+      if (state_ == State::kName) {
+        const size_t end = buffer_.find(x.name_end);
+        if (end == std::string::npos) return;
         ReadCall call;
-        // Some templates write name[CALL_ID]id[ARGS]: the id is the model's, not kept.
-        const std::string_view head = std::string_view(buffer_).substr(0, args);
-        call.name = std::string(trim(head.substr(0, head.find(kMistralCallId))));
+        call.name = clean_name(std::string_view(buffer_).substr(0, end));
         call.named = !call.name.empty();
         call.has_arguments = true;
         calls_.push_back(std::move(call));
-        buffer_.erase(0, args + kMistralArgs.size());
-        in_arguments_ = true;
+        buffer_.erase(0, end + x.name_end.size());
+        state_ = State::kArguments;
         in_string_ = escape_ = false;
         continue;
       }
-      const size_t next = buffer_.find(kMistralCalls);
-      const size_t take = next != std::string::npos ? next
-                          : at_end                  ? buffer_.size()
-                                   : buffer_.size() - partial_marker(buffer_, kMistralCalls);
+      // The arguments run to the call's close, or to the next call's opening.
+      const size_t close = x.close.empty() ? std::string::npos : buffer_.find(x.close);
+      const size_t next = buffer_.find(x.next);
+      const size_t end = std::min(close, next);
+      const size_t keep =
+          at_end ? 0 : std::max(partial_marker(buffer_, x.close), partial_marker(buffer_, x.next));
+      const size_t take = end != std::string::npos ? end : buffer_.size() - keep;
       for (size_t i = 0; i < take; ++i) add(buffer_[i]);
-      if (next == std::string::npos) {
+      if (end == std::string::npos) {
         buffer_.erase(0, take);
         return;
       }
-      buffer_.erase(0, next + kMistralCalls.size());
       calls_.back().done = true;
-      in_arguments_ = false;
+      if (end == next) {
+        buffer_.erase(0, next + x.next.size());
+        state_ = State::kName;
+      } else {
+        buffer_.erase(0, close + x.close.size());
+        state_ = x.open.empty() ? State::kName : State::kBefore;
+      }
     }
   }
   std::vector<ReadCall>& calls() { return calls_; }
   std::string partial_name() const {
-    return in_arguments_ ? "" : std::string(trim(buffer_.substr(0, buffer_.find('['))));
+    if (state_ != State::kName) return "";
+    std::string_view head = after_type(buffer_);
+    return clean_name(head.substr(0, head.find_first_of("[<`")));
   }
 
  private:
+  enum class State { kBefore, kName, kArguments };
+
+  // What follows the call's type, when the syntax writes one before the name.
+  std::string_view after_type(std::string_view head) const {
+    const size_t at =
+        syntax_->name_after.empty() ? std::string_view::npos : head.rfind(syntax_->name_after);
+    return at == std::string_view::npos ? head : head.substr(at + syntax_->name_after.size());
+  }
+
+  // The function's name in what was written before the arguments.
+  std::string clean_name(std::string_view head) const {
+    head = after_type(head);
+    // Some templates write name[CALL_ID]id[ARGS]: the id is the model's, not kept.
+    head = trim(head.substr(0, head.find(kMistralCallId)));
+    if (syntax_->kimi_ids) {
+      if (head.starts_with(kKimiNamespace)) head.remove_prefix(kKimiNamespace.size());
+      const size_t colon = head.rfind(':');
+      if (colon != std::string_view::npos &&
+          head.find_first_not_of("0123456789", colon + 1) == std::string_view::npos) {
+        head = head.substr(0, colon);
+      }
+    }
+    return std::string(head);
+  }
+
   void add(char c) {
     if (in_string_ || !is_space(c)) calls_.back().arguments += c;
     if (!in_string_) {
@@ -254,35 +300,18 @@ class NameArgsReader {
     }
   }
 
+  const CallSyntax* syntax_;
+  State state_;
   std::vector<ReadCall> calls_;
   std::string buffer_;
-  bool in_arguments_ = false;
   bool in_string_ = false, escape_ = false;
 };
-
-// The listed name closest to `written` (see OutputParserOptions::tool_names).
-std::string closest_name(const std::string& written, const std::vector<std::string>& names) {
-  if (names.empty() || std::find(names.begin(), names.end(), written) != names.end()) {
-    return written;
-  }
-  size_t best = 0, best_shared = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const auto [a, b] =
-        std::mismatch(written.begin(), written.end(), names[i].begin(), names[i].end());
-    const size_t shared = static_cast<size_t>(a - written.begin());
-    if (shared > best_shared) {
-      best = i;
-      best_shared = shared;
-    }
-  }
-  return names[best];
-}
 
 }  // namespace
 
 // One tool-call block: from its marker to its closing marker, or to the end of the reply.
 struct OutputParser::CallBlock {
-  enum class Form { kUndecided, kJson, kNameArgs };
+  enum class Form { kUndecided, kJson, kNameArgs, kDsml };
   std::string marker;      // what opened it, restored with the text when it holds no call
   std::string_view close;  // empty: the block runs to the end of the reply
   std::string raw;         // its text so far
@@ -291,7 +320,8 @@ struct OutputParser::CallBlock {
   Form form = Form::kUndecided;
   bool mistral = false;  // [TOOL_CALLS] opened it: name[ARGS] is possible
   JsonCallReader json;
-  NameArgsReader name_args;
+  NameArgsReader name_args{kMistralSyntax};
+  DsmlReader dsml;
   struct Sent {
     int index = -1;  // the call's index in the reply once announced
     size_t arguments = 0;
@@ -300,10 +330,14 @@ struct OutputParser::CallBlock {
   std::vector<Sent> sent;  // per call read
 
   std::vector<ReadCall>& calls() {
-    return form == Form::kNameArgs ? name_args.calls() : json.calls();
+    return form == Form::kNameArgs ? name_args.calls()
+           : form == Form::kDsml   ? dsml.calls()
+                                   : json.calls();
   }
   std::string partial_name() const {
-    return form == Form::kNameArgs ? name_args.partial_name() : json.partial_name();
+    return form == Form::kNameArgs ? name_args.partial_name()
+           : form == Form::kDsml   ? dsml.partial_name()
+                                   : json.partial_name();
   }
 };
 
@@ -320,7 +354,24 @@ ToolFormat detect_tool_format(std::string_view source) {
       source.find(kPythonTag) != std::string_view::npos) {
     return ToolFormat::kLlama3Json;
   }
+  if (source.find("｜DSML｜") != std::string_view::npos) return ToolFormat::kDeepSeekDsml;
+  // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments.
+  if (source.find(kDeepSeekCalls) != std::string_view::npos) {
+    return source.find(kFenceOpen) == std::string_view::npos ? ToolFormat::kDeepSeek
+                                                             : ToolFormat::kDeepSeekR1;
+  }
+  if (source.find(kKimiCalls) != std::string_view::npos) return ToolFormat::kKimi;
+  if (uses_harmony(source)) return ToolFormat::kHarmony;
   return ToolFormat::kNone;
+}
+
+bool can_force_calls(ToolFormat format) {
+  return format != ToolFormat::kNone && format != ToolFormat::kDeepSeekDsml;
+}
+
+bool uses_harmony(std::string_view source) {
+  return source.find("<|channel|>") != std::string_view::npos &&
+         source.find("<|message|>") != std::string_view::npos;
 }
 
 bool prompt_opens_reasoning(std::string_view prompt) {
@@ -353,6 +404,23 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
              (name.empty() ? ""
                            : std::string(name) + std::string(kMistralCallId) +
                                  std::string(call_id) + std::string(kMistralArgs));
+    case ToolFormat::kDeepSeek:
+      return std::string(kDeepSeekCalls) + std::string(kDeepSeekCall) +
+             (name.empty() ? "" : std::string(name) + std::string(kDeepSeekSep));
+    case ToolFormat::kDeepSeekR1:
+      // The type is always "function" (the template writes tool['type']).
+      return std::string(kDeepSeekCalls) + std::string(kDeepSeekCall) + "function" +
+             std::string(kDeepSeekSep) +
+             (name.empty() ? "" : std::string(name) + "\n" + std::string(kFenceOpen) + "\n");
+    case ToolFormat::kKimi:
+      // The index is the call's in the reply: the forced call is the first.
+      return std::string(kKimiCalls) + std::string(kKimiCall) + std::string(kKimiNamespace) +
+             (name.empty() ? "" : std::string(name) + ":0" + std::string(kKimiArgs));
+    case ToolFormat::kHarmony:
+      // After the generation prompt's "<|start|>assistant", as the template writes a call.
+      return " to=functions." +
+             (name.empty() ? "" : std::string(name) + "<|channel|>commentary json<|message|>");
+    case ToolFormat::kDeepSeekDsml:
     case ToolFormat::kNone:
       break;
   }
@@ -360,14 +428,17 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
 }
 
 std::string forced_reply_opening(const OutputParserOptions& o) {
-  if (!o.forced_call || o.tools == ToolFormat::kNone) return {};
+  if (!o.forced_call || !can_force_calls(o.tools)) return {};
   // A forced call skips the reasoning a template opened.
   const std::string think_close =
       o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
   return think_close + forced_call_prefix(o.tools, o.forced_name, tool_call_id(o, 0));
 }
 
-std::string tool_call_id(const OutputParserOptions& o, int index) {
+std::string tool_call_id(const OutputParserOptions& o, int index, std::string_view name) {
+  if (o.tools == ToolFormat::kKimi) {
+    return std::string(kKimiNamespace) + std::string(name) + ":" + std::to_string(index);
+  }
   const std::string id = o.id_prefix + std::to_string(index);
   if (o.tools != ToolFormat::kMistralCallId) return id;
   // FNV-1a of the usual id, as nine base-62 digits.
@@ -401,9 +472,18 @@ OutputParser::OutputParser(OutputParserOptions options)
     : options_(std::move(options)),
       state_(options_.reasoning && options_.starts_in_reasoning ? State::kReasoning
                                                                 : State::kContent) {
+  if (options_.harmony || options_.tools == ToolFormat::kHarmony) {
+    harmony_ = std::make_unique<HarmonyParser>(options_);
+    pending_ = harmony_->push(forced_reply_opening(options_), false);
+    return;
+  }
   // The prompt ends with the call's opening: read it as if the model had written it.
   held_ = forced_reply_opening(options_);
   if (!held_.empty()) drain(pending_, false);
+}
+
+int OutputParser::n_tool_calls() const {
+  return harmony_ ? harmony_->n_tool_calls() : n_tool_calls_;
 }
 
 OutputParser::~OutputParser() = default;
@@ -411,9 +491,13 @@ OutputParser::OutputParser(OutputParser&&) noexcept = default;
 OutputParser& OutputParser::operator=(OutputParser&&) noexcept = default;
 
 ParsedDelta OutputParser::push(std::string_view text) {
-  held_ += text;
   ParsedDelta out = std::move(pending_);
   pending_ = {};
+  if (harmony_) {
+    out.append(harmony_->push(text, false));
+    return out;
+  }
+  held_ += text;
   drain(out, false);
   return out;
 }
@@ -421,6 +505,10 @@ ParsedDelta OutputParser::push(std::string_view text) {
 ParsedDelta OutputParser::finish() {
   ParsedDelta out = std::move(pending_);
   pending_ = {};
+  if (harmony_) {
+    out.append(harmony_->push("", true));
+    return out;
+  }
   drain(out, true);
   return out;
 }
@@ -437,7 +525,9 @@ void OutputParser::feed_block(std::string_view text, ParsedDelta& out) {
         b.mistral && c != '[' && c != '{' ? CallBlock::Form::kNameArgs : CallBlock::Form::kJson;
     text = std::string_view(b.raw);  // what came before was white space
   }
-  if (b.form == CallBlock::Form::kNameArgs) {
+  if (b.form == CallBlock::Form::kDsml) {
+    b.dsml.feed(text, false);
+  } else if (b.form == CallBlock::Form::kNameArgs) {
     b.name_args.feed(text, false);
   } else {
     b.json.feed(text);
@@ -472,8 +562,8 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
       ToolCall piece;
       sent.index = n_tool_calls_++;
       piece.index = sent.index;
-      piece.id = tool_call_id(options_, sent.index);
       piece.name = closest_name(call.named ? call.name : b.partial_name(), options_.tool_names);
+      piece.id = tool_call_id(options_, sent.index, piece.name);
       add_piece(std::move(piece));
     }
     const bool done = at_end || call.done;
@@ -492,9 +582,11 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
   }
 }
 
-void OutputParser::close_block(ParsedDelta& out) {
+bool OutputParser::close_block(ParsedDelta& out) {
   if (block_->form == CallBlock::Form::kNameArgs) {
     block_->name_args.feed("", true);
+  } else if (block_->form == CallBlock::Form::kDsml) {
+    block_->dsml.feed("", true);
   }
   emit_calls(out, true);
   const bool any = std::any_of(block_->sent.begin(), block_->sent.end(),
@@ -507,6 +599,7 @@ void OutputParser::close_block(ParsedDelta& out) {
     out.content += text;
   }
   block_.reset();
+  return any;
 }
 
 void OutputParser::drain(ParsedDelta& out, bool at_end) {
@@ -519,8 +612,21 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
   auto open_block = [&](std::string_view marker) {
     block_ = std::make_unique<CallBlock>();
     block_->marker = std::string(marker);
-    block_->close = marker == kHermesOpen ? kHermesClose : std::string_view();
+    block_->close = marker == kHermesOpen      ? kHermesClose
+                    : marker == kDeepSeekCalls ? kDeepSeekCallsEnd
+                    : marker == kKimiCalls     ? kKimiCallsEnd
+                    : marker == kDsmlCalls     ? kDsmlCallsEnd
+                                               : std::string_view();
     block_->mistral = marker == kMistralCalls;
+    // DeepSeek's and Kimi's blocks hold marked name-then-arguments calls only.
+    if (marker == kDsmlCalls) block_->form = CallBlock::Form::kDsml;
+    if (marker == kDeepSeekCalls || marker == kKimiCalls) {
+      block_->form = CallBlock::Form::kNameArgs;
+      block_->name_args =
+          NameArgsReader(marker == kKimiCalls                        ? kKimiSyntax
+                         : options_.tools == ToolFormat::kDeepSeekR1 ? kDeepSeekR1Syntax
+                                                                     : kDeepSeekSyntax);
+    }
     block_->forced = options_.forced_call && n_tool_calls_ == 0 && !opened_block_;
     opened_block_ = true;
     state_ = State::kCallBlock;
@@ -569,6 +675,11 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         if (options_.tools == ToolFormat::kHermes) markers[n_markers++] = kHermesOpen;
         if (mistral) markers[n_markers++] = kMistralCalls;
         if (options_.tools == ToolFormat::kLlama3Json) markers[n_markers++] = kPythonTag;
+        if (options_.tools == ToolFormat::kDeepSeek || options_.tools == ToolFormat::kDeepSeekR1) {
+          markers[n_markers++] = kDeepSeekCalls;
+        }
+        if (options_.tools == ToolFormat::kKimi) markers[n_markers++] = kKimiCalls;
+        if (options_.tools == ToolFormat::kDeepSeekDsml) markers[n_markers++] = kDsmlCalls;
         size_t at = std::string::npos;
         std::string_view found;
         for (size_t i = 0; i < n_markers; ++i) {
@@ -605,9 +716,10 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
           feed_block(std::string_view(held_).substr(0, end), out);
           held_.erase(0, end + close.size());
           block_->closed = true;
-          close_block(out);
+          // The white space after calls separates them from what follows; after a block that
+          // was text after all, it is the text's.
+          trim_next_ = close_block(out);
           state_ = State::kContent;
-          trim_next_ = true;
           if (at_end && held_.empty()) return;
           continue;
         }

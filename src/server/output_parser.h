@@ -5,6 +5,16 @@
 //   Llama 3         {"name": ..., "parameters": {...}}   (the whole reply, <|python_tag|> optional)
 //   Mistral         [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
 //                   or [TOOL_CALLS]name[ARGS]{...}
+//   DeepSeek V3.1
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>
+//                   ...<｜tool▁calls▁end｜>
+//   DeepSeek V3.2   <｜DSML｜function_calls><｜DSML｜invoke name="name"><｜DSML｜parameter ...
+//                   (dsml_reader.h)
+//   Kimi K2         <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
+//                   <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>
+//   gpt-oss         harmony messages (harmony_parser.h): <|channel|>analysis<|message|>... is
+//                   reasoning, <|channel|>final<|message|>... content, and a message
+//                   to=functions.name is a call whose text is its arguments
 // It holds back text that may be the start of a marker, so a marker is never streamed as
 // content.
 //
@@ -24,23 +34,48 @@
 
 namespace herd::server {
 
+class HarmonyParser;
+
 // kMistral writes calls as a JSON array after [TOOL_CALLS]; kMistralArgs (v11 templates and
 // later) as [TOOL_CALLS]name[ARGS]{...}; kMistralCallId (Mistral Small 3.2) as
 // [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}, where the template refuses any id that is not 9
-// letters and digits. The parser reads all three forms for any of them.
-enum class ToolFormat { kNone, kHermes, kLlama3Json, kMistral, kMistralArgs, kMistralCallId };
+// letters and digits. The parser reads all three forms for any of them. kDeepSeek is
+// DeepSeek V3.1's <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}, kDeepSeekR1 V3's and R1's
+// <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```, kDeepSeekDsml DeepSeek
+// V3.2's DSML markup (dsml_reader.h), kKimi Kimi K2's functions.name:index ids, kHarmony gpt-oss's
+// messages to=functions.name.
+enum class ToolFormat {
+  kNone,
+  kHermes,
+  kLlama3Json,
+  kMistral,
+  kMistralArgs,
+  kMistralCallId,
+  kDeepSeek,
+  kDeepSeekR1,
+  kDeepSeekDsml,
+  kKimi,
+  kHarmony,
+};
 
 // The tool-call format a chat template's source implies (kNone when it shows none, or shows
 // one this parser does not read, such as Qwen3-Coder's <function=...> XML).
 ToolFormat detect_tool_format(std::string_view template_source);
 // Whether a rendered prompt ends inside an open <think> block (the template opened it).
 bool prompt_opens_reasoning(std::string_view prompt);
+// Whether a chat template writes OpenAI's harmony format (gpt-oss): every reply is a series of
+// messages on channels, tools or not.
+bool uses_harmony(std::string_view template_source);
+
+// Whether a call in `format` can be forced (tool_choice "required" or a named function):
+// its arguments must be JSON that the grammar holds, which DSML's parameters are not.
+bool can_force_calls(ToolFormat format);
 
 // The opening of a tool call in `format`, appended to a rendered prompt so that generation
 // continues inside a call (tool_choice "required" or a named function): up to the opening
 // quote of the name when `name` is empty, else up to where the arguments value begins.
 // call_id: the call's id, for formats that write one (kMistralCallId).
-// REQUIRES: format != kNone.
+// REQUIRES: can_force_calls(format).
 std::string forced_call_prefix(ToolFormat format, std::string_view name,
                                std::string_view call_id = {});
 
@@ -64,6 +99,7 @@ struct ParsedDelta {
 
 struct OutputParserOptions {
   bool reasoning = false;            // split out <think>...</think>
+  bool harmony = false;              // the reply is harmony messages (uses_harmony)
   bool starts_in_reasoning = false;  // the prompt opened <think>
   ToolFormat tools = ToolFormat::kNone;
   std::string id_prefix = "call_";  // tool-call ids: see tool_call_id()
@@ -78,8 +114,9 @@ struct OutputParserOptions {
 
 // The id of the reply's call `index`: id_prefix + index, or for kMistralCallId 9 letters
 // and digits derived from them (the template refuses other ids when the client sends the
-// call back).
-std::string tool_call_id(const OutputParserOptions& options, int index);
+// call back), or for kKimi functions.name:index, the id Kimi K2's template and training
+// give a call (its tool results are headed "## Return of <id>").
+std::string tool_call_id(const OutputParserOptions& options, int index, std::string_view name = {});
 
 // What a prompt must end with for a parser with these options: the forced call's opening
 // (after closing a <think> block the prompt opened), or nothing when no call is forced.
@@ -93,14 +130,14 @@ class OutputParser {
   OutputParser& operator=(OutputParser&&) noexcept;
   ParsedDelta push(std::string_view text);
   ParsedDelta finish();  // end of generation: everything held
-  int n_tool_calls() const { return n_tool_calls_; }
+  int n_tool_calls() const;
 
  private:
   enum class State { kContent, kReasoning, kCallBlock };
   struct CallBlock;
   void drain(ParsedDelta& out, bool at_end);
   void feed_block(std::string_view text, ParsedDelta& out);
-  void close_block(ParsedDelta& out);
+  bool close_block(ParsedDelta& out);  // whether the block held a call
   void emit_calls(ParsedDelta& out, bool at_end);
 
   OutputParserOptions options_;
@@ -112,6 +149,7 @@ class OutputParser {
   bool trim_next_ = false;            // drop whitespace that follows </think>
   bool opened_block_ = false;         // a call block was opened (the forced one is the first)
   int n_tool_calls_ = 0;
+  std::unique_ptr<HarmonyParser> harmony_;  // reads the whole reply when options_.harmony
 };
 
 }  // namespace herd::server

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace herd::server {
 namespace {
 
@@ -32,19 +34,38 @@ ParsedDelta parse(const OutputParserOptions& o, const std::string& text, bool by
   return all;
 }
 
-// Parses both ways and checks they agree.
+// The text pushed in pieces of 1 to 7 bytes (a seeded draw), as tokens arrive: a marker
+// or a UTF-8 character may be cut anywhere.
+ParsedDelta parse_chunks(const OutputParserOptions& o, const std::string& text, uint32_t seed) {
+  OutputParser p(o);
+  ParsedDelta all;
+  std::mt19937 rng(seed);
+  for (size_t at = 0; at < text.size();) {
+    const size_t n = std::min<size_t>(text.size() - at, 1 + rng() % 7);
+    all.append(p.push(text.substr(at, n)));
+    at += n;
+  }
+  all.append(p.finish());
+  return all;
+}
+
+void expect_same(const ParsedDelta& a, const ParsedDelta& b) {
+  EXPECT_EQ(a.content, b.content);
+  EXPECT_EQ(a.reasoning, b.reasoning);
+  EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size());
+  for (size_t i = 0; i < std::min(a.tool_calls.size(), b.tool_calls.size()); ++i) {
+    EXPECT_EQ(a.tool_calls[i].index, b.tool_calls[i].index);
+    EXPECT_EQ(a.tool_calls[i].id, b.tool_calls[i].id);
+    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name);
+    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments);
+  }
+}
+
+// Parses whole, a character at a time and in random pieces, and checks they agree.
 ParsedDelta both(const OutputParserOptions& o, const std::string& text, bool check_leaks = true) {
   const ParsedDelta whole = parse(o, text, false);
-  const ParsedDelta chars = parse(o, text, true, check_leaks);
-  EXPECT_EQ(whole.content, chars.content);
-  EXPECT_EQ(whole.reasoning, chars.reasoning);
-  EXPECT_EQ(whole.tool_calls.size(), chars.tool_calls.size());
-  for (size_t i = 0; i < std::min(whole.tool_calls.size(), chars.tool_calls.size()); ++i) {
-    EXPECT_EQ(whole.tool_calls[i].index, chars.tool_calls[i].index);
-    EXPECT_EQ(whole.tool_calls[i].id, chars.tool_calls[i].id);
-    EXPECT_EQ(whole.tool_calls[i].name, chars.tool_calls[i].name);
-    EXPECT_EQ(whole.tool_calls[i].arguments, chars.tool_calls[i].arguments);
-  }
+  expect_same(whole, parse(o, text, true, check_leaks));
+  for (uint32_t seed : {1u, 2u, 3u}) expect_same(whole, parse_chunks(o, text, seed));
   return whole;
 }
 
@@ -229,8 +250,9 @@ TEST(OutputParser, FuzzFoundRepeatedArgumentsInEveryFormat) {
   const std::string text =
       "[TOOL[CALLS]\0\1ARGS][ZOOL[CALLS]\0\1AOL[CALLS]\0\1ARGS][ZOOL[CALLS]\0\1ARGS]"
       "{\", \"arguments\": {}}]"s;
-  for (ToolFormat format : {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
-                            ToolFormat::kMistralArgs}) {
+  for (ToolFormat format :
+       {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+        ToolFormat::kMistralArgs, ToolFormat::kDeepSeek, ToolFormat::kKimi, ToolFormat::kHarmony}) {
     for (bool forced : {false, true}) {
       OutputParserOptions o;  // as the fuzz target sets them
       o.reasoning = true;
@@ -293,8 +315,9 @@ TEST(OutputParser, ForcedCallPrefixPerFormat) {
 // A forced call: the parser starts inside it, the opening never shows as content, and the
 // reply is that call whatever the model wrote after it.
 TEST(OutputParser, ForcedCallStartsInsideTheCall) {
-  for (ToolFormat format : {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
-                            ToolFormat::kMistralArgs}) {
+  for (ToolFormat format :
+       {ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral,
+        ToolFormat::kMistralArgs, ToolFormat::kDeepSeek, ToolFormat::kKimi, ToolFormat::kHarmony}) {
     SCOPED_TRACE(static_cast<int>(format));
     OutputParserOptions o;
     o.tools = format;
@@ -302,9 +325,10 @@ TEST(OutputParser, ForcedCallStartsInsideTheCall) {
     o.forced_name = "get_weather";
     o.tool_names = {"now", "get_weather"};
     // The rest of the call, closing what the opening opened.
-    const std::string close = format == ToolFormat::kMistral       ? "}]"
-                              : format == ToolFormat::kMistralArgs ? ""
-                                                                   : "}";
+    const std::string close = format == ToolFormat::kMistral ? "}]"
+                              : format == ToolFormat::kHermes || format == ToolFormat::kLlama3Json
+                                  ? "}"
+                                  : "";
     const ParsedDelta good = both(o, "{\"city\": \"Oslo\"}" + close);
     ASSERT_EQ(good.tool_calls.size(), 1u);
     EXPECT_EQ(good.tool_calls[0].name, "get_weather");
@@ -359,6 +383,255 @@ TEST(OutputParser, ForcedCallAfterOpenedReasoning) {
   EXPECT_EQ(d.content, "");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments, "{}");
+}
+
+// ---------------------------------------------------------------------------------------
+// DeepSeek V3.1, Kimi K2 and gpt-oss (harmony)
+
+TEST(OutputParser, DeepSeekToolCallsAfterReasoning) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeek;
+  o.reasoning = o.starts_in_reasoning = true;  // V3.1's thinking prompt ends with <think>
+  const ParsedDelta d =
+      both(o,
+           "The user wants weather.</think>Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+           "get_weather<｜tool▁sep｜>{\"city\": \"São Paulo\"}<｜tool▁call▁end｜>\n"
+           "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(d.reasoning, "The user wants weather.");
+  EXPECT_EQ(d.content, "Checking.");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":\"São Paulo\"}");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+}
+
+// V3 and R1: a type before the name, the arguments in a ```json fence. A fence inside a JSON
+// string is text.
+TEST(OutputParser, DeepSeekR1ToolCalls) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeekR1;
+  o.reasoning = true;
+  const ParsedDelta d =
+      both(o,
+           "<think>ok</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+           "get_weather\n```json\n{\"city\": \"a```b\"}\n```<｜tool▁call▁end｜>\n"
+           "<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜>"
+           "<｜tool▁calls▁end｜>");
+  EXPECT_EQ(d.reasoning, "ok");
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":\"a```b\"}");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+}
+
+TEST(OutputParser, DeepSeekCallCutByTheEndOfTheReply) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeek;
+  // The end-of-sentence token stops generation before the closing markers.
+  const ParsedDelta d = both(o,
+                             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>"
+                             "{\"a\": [1, 2]}");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"a\":[1,2]}");
+  EXPECT_EQ(d.content, "");
+}
+
+// DeepSeek V3.2's DSML: parameters become a JSON object; string="true" values are text.
+TEST(OutputParser, DeepSeekDsmlToolCalls) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeekDsml;
+  o.reasoning = true;
+  const ParsedDelta d =
+      both(o,
+           "<think>plan</think>Sure.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke "
+           "name=\"get_weather\">\n"
+           "<｜DSML｜parameter name=\"city\" string=\"true\">São \"Paulo\"\n</｜DSML｜parameter>\n"
+           "<｜DSML｜parameter name=\"days\" string=\"false\">[1, 2]</｜DSML｜parameter>\n"
+           "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n"
+           "</｜DSML｜function_calls>");
+  EXPECT_EQ(d.reasoning, "plan");
+  EXPECT_EQ(d.content, "Sure.\n\n");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"São \"Paulo\"\n","days":[1,2]})");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  // No invoke: the block is text.
+  EXPECT_EQ(both(o, "<｜DSML｜function_calls>hm", false).content, "<｜DSML｜function_calls>hm");
+  EXPECT_FALSE(can_force_calls(ToolFormat::kDeepSeekDsml));
+}
+
+TEST(OutputParser, KimiToolCalls) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kKimi;
+  const ParsedDelta d =
+      both(o,
+           "Let me look.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+           "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>"
+           "<|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+           "<|tool_calls_section_end|>");
+  EXPECT_EQ(d.content, "Let me look.");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":\"Paris\"}");
+  // Kimi's own ids: the template heads a tool result with its call's id.
+  EXPECT_EQ(d.tool_calls[0].id, "functions.get_weather:0");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].id, "functions.now:1");
+}
+
+TEST(OutputParser, KimiThinking) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kKimi;
+  o.reasoning = true;  // K2 Thinking writes <think>...</think> first
+  const ParsedDelta d = both(o,
+                             "<think>Need a tool.</think><|tool_calls_section_begin|>"
+                             "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+                             "<|tool_call_end|><|tool_calls_section_end|>");
+  EXPECT_EQ(d.reasoning, "Need a tool.");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f");
+}
+
+TEST(OutputParser, HarmonyChannels) {
+  OutputParserOptions o;
+  o.harmony = true;
+  const ParsedDelta d = both(o,
+                             "<|channel|>analysis<|message|>2 + 2 is 4.<|end|><|start|>assistant"
+                             "<|channel|>final<|message|>It is 4.<|return|>");
+  EXPECT_EQ(d.reasoning, "2 + 2 is 4.");
+  EXPECT_EQ(d.content, "It is 4.");
+  EXPECT_TRUE(d.tool_calls.empty());
+  // <|return|> is an end-of-generation token: usually the reply just stops.
+  const ParsedDelta cut = both(o, "<|channel|>final<|message|>Hi");
+  EXPECT_EQ(cut.content, "Hi");
+  // Text that is no harmony at all (a model that ignores the format) is content.
+  EXPECT_EQ(both(o, "Hello <there>", false).content, "Hello <there>");
+  EXPECT_EQ(both(o, "", false).content, "");
+  // output_parser_fuzz: a header just under the length bound, its <|message|> cut between
+  // pieces, was taken for text when streamed.
+  const std::string header = "<|channel|>final " + std::string(235, 'x');
+  EXPECT_EQ(both(o, header + "<|message|>Hi").content, "Hi");
+  EXPECT_EQ(both(o, header + "xxxxxxxxxx<|message|>Hi", false).content,
+            header + "xxxxxxxxxx<|message|>Hi");  // too long for a header: text
+}
+
+TEST(OutputParser, HarmonyToolCalls) {
+  OutputParserOptions o;
+  o.harmony = true;
+  o.tools = ToolFormat::kHarmony;
+  o.id_prefix = "call_h_";
+  // The recipient after the channel (as gpt-oss writes it) or in the role (as its template
+  // writes a call), with or without <|constrain|>.
+  const ParsedDelta d =
+      both(o,
+           "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+           "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"
+           "<|call|><|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}");
+  EXPECT_EQ(d.reasoning, "Need the weather.");
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].id, "call_h_0");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":\"Paris\"}");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  // Without tools read (tool_choice "none"), a call's text is content.
+  o.tools = ToolFormat::kNone;
+  EXPECT_EQ(both(o, "<|channel|>commentary to=functions.f json<|message|>{}<|call|>").content,
+            "{}");
+}
+
+TEST(OutputParser, HarmonyCallsStreamAsPieces) {
+  OutputParserOptions o;
+  o.harmony = true;
+  o.tools = ToolFormat::kHarmony;
+  OutputParser p(o);
+  ParsedDelta all = p.push("<|channel|>analysis<|message|>hm");
+  EXPECT_EQ(all.reasoning, "hm");
+  ParsedDelta d = p.push("<|end|><|start|>assistant<|channel|>commentary to=functions.f");
+  EXPECT_TRUE(d.tool_calls.empty());  // the name may go on
+  all.append(d);
+  d = p.push(" <|constrain|>json<|message|>{\"q\": ");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"q\":");
+  all.append(d);
+  d = p.push("\"x y\"}");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "");
+  EXPECT_EQ(d.tool_calls[0].arguments, "\"x y\"}");
+  all.append(d);
+  all.append(p.finish());
+  ASSERT_EQ(all.tool_calls.size(), 1u);
+  EXPECT_EQ(all.tool_calls[0].arguments, "{\"q\":\"x y\"}");
+  EXPECT_EQ(p.n_tool_calls(), 1);
+}
+
+// Broken text in each new format: content (or a call whose name was complete), never a crash.
+TEST(OutputParser, MalformedNewFormatsAreContent) {
+  OutputParserOptions o;
+  o.tools = ToolFormat::kDeepSeek;
+  ParsedDelta d = both(o, "<｜tool▁calls▁begin｜>no call here", false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, "<｜tool▁calls▁begin｜>no call here");
+  d = both(o, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f no sep<｜tool▁calls▁end｜>after",
+           false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content,
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f no sep<｜tool▁calls▁end｜>after");
+  o.tools = ToolFormat::kKimi;
+  d = both(o, "<|tool_calls_section_begin|>oops<|tool_calls_section_end|> ok", false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, "<|tool_calls_section_begin|>oops<|tool_calls_section_end|> ok");
+  o.tools = ToolFormat::kHarmony;
+  o.harmony = true;
+  d = both(o, "<|channel|>final no message marker\nat all", false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, "<|channel|>final no message marker\nat all");
+  d = both(o, "<|channel|>commentary to=functions.f<|message|>{\"a\": tru", false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"a\":tru");  // as written, as for other formats
+}
+
+TEST(OutputParser, ForcedOpeningsOfTheNewFormats) {
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kDeepSeek, "f"),
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kDeepSeek, ""),
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kKimi, "f"),
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+            "<|tool_call_argument_begin|>");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kKimi, ""),
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kHarmony, "f"),
+            " to=functions.f<|channel|>commentary json<|message|>");
+  EXPECT_EQ(forced_call_prefix(ToolFormat::kHarmony, ""), " to=functions.");
+  // "required": the model writes the name, and the rest of the opening.
+  for (ToolFormat format :
+       {ToolFormat::kDeepSeek, ToolFormat::kDeepSeekR1, ToolFormat::kKimi, ToolFormat::kHarmony}) {
+    SCOPED_TRACE(static_cast<int>(format));
+    OutputParserOptions o;
+    o.tools = format;
+    o.harmony = format == ToolFormat::kHarmony;
+    o.forced_call = true;
+    o.tool_names = {"get_weather", "get_time"};
+    const std::string rest =
+        forced_call_prefix(format, "get_tim").substr(forced_call_prefix(format, "").size());
+    ParsedDelta d = both(o, rest + "{\"a\": 1}");
+    ASSERT_EQ(d.tool_calls.size(), 1u);
+    EXPECT_EQ(d.tool_calls[0].name, "get_time");
+    EXPECT_EQ(d.tool_calls[0].arguments, "{\"a\":1}");
+    EXPECT_EQ(d.content, "");
+    // The name cut short: the tool it begins.
+    d = both(o, "get_w");
+    ASSERT_EQ(d.tool_calls.size(), 1u);
+    EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(d.content, "");
+  }
 }
 
 }  // namespace

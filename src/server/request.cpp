@@ -201,6 +201,32 @@ std::vector<std::string> tool_names(const nlohmann::ordered_json& tools) {
   return names;
 }
 
+json arguments_as_objects(const json& messages) {
+  json out = messages;
+  for (json& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (json& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+        continue;
+      }
+      json& f = call["function"];
+      if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
+      json object = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+      if (object.is_object()) f["arguments"] = std::move(object);
+    }
+  }
+  return out;
+}
+
+json null_content_as_empty(const json& messages) {
+  json out = messages;
+  for (json& m : out) {
+    if (!m.is_object() || m.value("role", "") != "assistant") continue;
+    if (!m.contains("content") || m["content"].is_null()) m["content"] = "";
+  }
+  return out;
+}
+
 engine::SamplerParams default_sampler() {
   engine::SamplerParams p;
   p.temperature = 1.0f;

@@ -89,6 +89,16 @@ engine::SamplerParams default_sampler();
 // The function names of a request's tools (an array of tool objects, or null), in order.
 std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 
+// `messages` with the arguments of every assistant tool call that a client sent as a string
+// holding a JSON object (as OpenAI's API has them) given as that object. Templates write a
+// call's arguments with `tojson` (DeepSeek V3.1, Kimi K2, gpt-oss, Llama 3.1, Qwen 2.5, ...),
+// which would write the string quoted instead of the object the model was trained to see;
+// the templates that take both write an object with tojson too. Anything else is unchanged.
+nlohmann::ordered_json arguments_as_objects(const nlohmann::ordered_json& messages);
+
+// `messages` with every null (or absent) content of an assistant message given as "".
+nlohmann::ordered_json null_content_as_empty(const nlohmann::ordered_json& messages);
+
 // Throw ApiError(400, ...) naming the field for malformed JSON, wrong types, out-of-range
 // values or missing required fields.
 ChatRequest parse_chat_request(std::string_view body);

@@ -223,5 +223,27 @@ TEST(Request, ResponseFormat) {
             "response_format.type");
 }
 
+TEST(Request, ToolCallArgumentsBecomeObjectsForTheTemplate) {
+  const auto messages = nlohmann::ordered_json::parse(R"([
+    {"role": "user", "content": "x"},
+    {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"city\":\"Oslo\"}"}},
+      {"id": "b", "type": "function", "function": {"name": "g", "arguments": "not json"}},
+      {"id": "c", "type": "function", "function": {"name": "h", "arguments": "[1]"}},
+      {"id": "d", "type": "function", "function": {"name": "i", "arguments": {"n": 1}}}]},
+    {"role": "tool", "tool_call_id": "a", "content": "{\"t\": 1}"}])");
+  const auto out = arguments_as_objects(messages);
+  const auto& calls = out[1]["tool_calls"];
+  EXPECT_EQ(calls[0]["function"]["arguments"], nlohmann::ordered_json::parse(R"({"city":"Oslo"})"));
+  EXPECT_EQ(calls[1]["function"]["arguments"], "not json");  // left for the template
+  EXPECT_EQ(calls[2]["function"]["arguments"], "[1]");       // only objects
+  EXPECT_EQ(calls[3]["function"]["arguments"],
+            messages[1]["tool_calls"][3]["function"]["arguments"]);
+  EXPECT_EQ(out[2], messages[2]);  // tool results are the client's text
+  const auto filled = null_content_as_empty(messages);
+  EXPECT_EQ(filled[1]["content"], "");
+  EXPECT_EQ(filled[0], messages[0]);
+}
+
 }  // namespace
 }  // namespace herd::server

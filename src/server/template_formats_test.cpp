@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 
@@ -15,8 +16,12 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// gpt-oss's template is not among the shared ones: it is in src/server/testdata.
+const char* const kGptOss = "openai-gpt-oss-120b.jinja";
+
 std::string read_template(const std::string& name) {
-  std::ifstream in("../shared/chat-templates/templates/" + name);
+  std::ifstream in(name == kGptOss ? "src/server/testdata/" + name
+                                   : "../shared/chat-templates/templates/" + name);
   EXPECT_TRUE(in) << name;
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
@@ -49,6 +54,7 @@ ParsedDelta round_trip(const std::string& name, const std::string& begin, const 
   const std::string reply = prompt.substr(from + begin.size(), to - from - begin.size());
   OutputParserOptions o;
   o.tools = detect_tool_format(source);
+  o.harmony = uses_harmony(source);
   OutputParser parser(o);
   ParsedDelta all = parser.push(reply);
   all.append(parser.finish());
@@ -89,6 +95,16 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
             ToolFormat::kMistralCallId);
   EXPECT_EQ(detect_tool_format(read_template("unsloth-mistral-Devstral-Small-2507.jinja")),
             ToolFormat::kMistralArgs);
+  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-V3.1.jinja")),
+            ToolFormat::kDeepSeek);
+  EXPECT_EQ(detect_tool_format(read_template("moonshotai-Kimi-K2.jinja")), ToolFormat::kKimi);
+  EXPECT_EQ(detect_tool_format(read_template(kGptOss)), ToolFormat::kHarmony);
+  EXPECT_TRUE(uses_harmony(read_template(kGptOss)));
+  EXPECT_FALSE(uses_harmony(read_template("Qwen-Qwen3-0.6B.jinja")));
+  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-V3.2.jinja")),
+            ToolFormat::kDeepSeekDsml);
+  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
+            ToolFormat::kDeepSeekR1);
   // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
   EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")), ToolFormat::kNone);
@@ -109,18 +125,47 @@ TEST(TemplateFormats, MistralToolCallRoundTrips) {
   expect_weather_call(round_trip("mistralai-Mistral-Nemo-Instruct-2407.jinja", "[/INST]", "</s>"));
 }
 
+TEST(TemplateFormats, DeepSeekV31ToolCallRoundTrips) {
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-V3.1.jinja",
+                                 "<｜Assistant｜><think></think>", "<｜end▁of▁sentence｜>"));
+}
+
+TEST(TemplateFormats, DeepSeekR1ToolCallRoundTrips) {
+  // The template writes an empty <｜Assistant｜> turn after the call: the call's is the first.
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+                                 "Paris?<｜Assistant｜>", "<｜end▁of▁sentence｜>"));
+}
+
+TEST(TemplateFormats, DeepSeekV32ToolCallRoundTrips) {
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-V3.2.jinja", "<｜Assistant｜></think>",
+                                 "<｜end▁of▁sentence｜>"));
+}
+
+TEST(TemplateFormats, KimiToolCallRoundTrips) {
+  const ParsedDelta d = round_trip("moonshotai-Kimi-K2.jinja",
+                                   "<|im_assistant|>assistant<|im_middle|>", "<|im_end|>");
+  expect_weather_call(d);
+  EXPECT_EQ(d.tool_calls.at(0).id, "functions.get_weather:0");  // as the template numbers it
+}
+
+TEST(TemplateFormats, GptOssToolCallRoundTrips) {
+  expect_weather_call(round_trip(kGptOss, "<|start|>assistant", "<|call|>"));
+}
+
 // A forced call's opening is the text the family's own template writes for a call, so the
 // model continues what it was trained on; and the parser, fed the rest of that call, reads
 // it back as the call.
 TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
   for (const char* name :
        {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
-        "mistralai-Mistral-Nemo-Instruct-2407.jinja",
-        "unsloth-mistral-Devstral-Small-2507.jinja"}) {
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja", "unsloth-mistral-Devstral-Small-2507.jinja",
+        "deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "moonshotai-Kimi-K2.jinja", kGptOss}) {
     SCOPED_TRACE(name);
     const std::string history = history_with_call(name);
     OutputParserOptions o;
     o.tools = detect_tool_format(read_template(name));
+    o.harmony = uses_harmony(read_template(name));
     o.forced_call = true;
     for (const std::string forced : {"get_weather", ""}) {
       o.forced_name = forced;
@@ -129,7 +174,8 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
       ASSERT_NE(at, std::string::npos) << opening << "\n" << history;
       // The rest of the call as the template wrote it, up to the end of the turn.
       std::string rest = history.substr(at + opening.size());
-      for (const char* end : {"</tool_call>", "<|eot_id|>", "</s>"}) {
+      for (const char* end : {"</tool_call>", "<|eot_id|>", "</s>", "<｜tool▁call▁end｜>",
+                              "<|tool_call_end|>", "<|call|>"}) {
         rest = rest.substr(0, rest.find(end));
       }
       OutputParser parser(o);
@@ -188,6 +234,40 @@ TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {
   EXPECT_FALSE(prompt_opens_reasoning(render(qwen3, hello, true)));  // the model opens it
   EXPECT_FALSE(prompt_opens_reasoning(
       render(qwen3, hello, true, json::parse(R"({"enable_thinking": false})"))));  // closed
+}
+
+// The gpt-oss template through herd's Jinja engine, on the shared cases rendered by Python's
+// Jinja2 as transformers renders them (src/server/testdata/gen_gpt_oss_expected.py): tools,
+// tool calls and results included, byte for byte.
+TEST(TemplateFormats, GptOssRendersAsTransformersDoes) {
+  std::ifstream in("src/server/testdata/gpt-oss-expected.jsonl");
+  ASSERT_TRUE(in) << "run from the repository root";
+  const chat::Template t = chat::Template::parse(read_template(kGptOss));
+  chat::RenderOptions options;
+  options.now = [] {  // the cases' clock: 2026-01-15 12:00:00
+    std::tm tm{};
+    tm.tm_year = 2026 - 1900;
+    tm.tm_mday = 15;
+    tm.tm_hour = 12;
+    const time_t time = timegm(&tm);
+    gmtime_r(&time, &tm);
+    return tm;
+  };
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    const json c = json::parse(line);
+    SCOPED_TRACE(c["case"].get<std::string>());
+    const json& tools = c["tools"];
+    const std::string out =
+        t.render(chat::chat_variables(c["messages"], tools.is_null() ? nullptr : &tools,
+                                      c["add_generation_prompt"].get<bool>(),
+                                      c["bos_token"].get<std::string>(),
+                                      c["eos_token"].get<std::string>(), c["extra"]),
+                 options);
+    EXPECT_EQ(out, c["expected"].get<std::string>());
+    ++n;
+  }
+  EXPECT_EQ(n, 19);
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+// Tool calls and reasoning of DeepSeek V3.1, Kimi K2 and gpt-oss (harmony) through the
+// official openai client, on a random-weights model that carries the family's real chat
+// template (and, for DeepSeek and gpt-oss, its real vocabulary with the markers as special
+// tokens). A random model writes no format by itself, so calls are forced with tool_choice:
+// the opening is the prompt's, the rest held by the grammar; what is checked is that the
+// server reads the call back (whole and streamed, through the client's own assembly), that
+// no marker leaks into content, and that histories with calls and results render. Run by
+// tests/serve_formats_test.sh with HERD_FORMAT = deepseek | deepseek-v3.2 | kimi | gpt-oss.
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const format = process.env.HERD_FORMAT;
+const client = new OpenAI({ baseURL: process.env.HERD_URL + '/v1', apiKey: 'test-key', maxRetries: 0 });
+const model = (await client.models.list()).data[0].id;
+let checks = 0;
+const check = async (name, fn) => {
+  await fn();
+  checks++;
+  console.log('ok', format, name);
+};
+
+const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const tools = ['get_weather', 'get_time'].map((name) => ({
+  type: 'function',
+  function: {
+    name, description: `The ${name.slice(4)} of a city`,
+    // An enum, so that a random model's arguments end well within max_tokens.
+    parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] } }, required: ['city'], additionalProperties: false },
+  },
+}));
+// Text of the format's markers: none may reach content.
+const markers = /tool▁call|tool_call|<\|channel\|>|<\|message\|>|<\|constrain\|>|to=functions/;
+
+const callOf = (r) => {
+  const choice = r.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(r));
+  assert.ok(!markers.test(choice.message.content ?? ''), `markers in content: ${choice.message.content}`);
+  assert.equal(choice.message.tool_calls.length, 1, JSON.stringify(choice.message));
+  const call = choice.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  // The grammar held the arguments to the parameters.
+  const args = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(args), ['city']);
+  assert.ok(['Paris', 'Oslo'].includes(args.city), call.function.arguments);
+  if (format === 'kimi') assert.equal(call.id, `functions.${call.function.name}:0`);
+  else assert.match(call.id, /^call_\d+_0$/);
+  return call;
+};
+
+// DeepSeek V3.2 writes calls in DSML, whose arguments the JSON grammar cannot hold.
+const forcible = format !== 'deepseek-v3.2';
+if (!forcible) {
+  await check('tool_choice cannot be enforced', async () => {
+    const e = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required' })
+      .then(() => null, (err) => err);
+    assert.ok(e instanceof OpenAI.APIError, String(e));
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'tool_choice');
+  });
+}
+
+for (const tool_choice of forcible ? [{ type: 'function', function: { name: 'get_time' } }, 'required'] : []) {
+  const what = typeof tool_choice === 'string' ? tool_choice : 'named';
+  await check(`forced call (${what}), whole and streamed`, async () => {
+    const request = { model, messages, tools, tool_choice, max_tokens: 200, temperature: 0.7, seed: 11 };
+    const call = callOf(await client.chat.completions.create(request));
+    if (what === 'named') assert.equal(call.function.name, 'get_time');
+    else assert.ok(['get_weather', 'get_time'].includes(call.function.name));
+    // The client puts the streamed pieces back together: the same call.
+    const stream = client.beta.chat.completions.stream({ ...request, stream: true });
+    let pieces = 0;
+    stream.on('chunk', (chunk) => { pieces += chunk.choices[0]?.delta?.tool_calls?.length ?? 0; });
+    const streamed = callOf(await stream.finalChatCompletion());
+    assert.ok(pieces >= 1);
+    assert.deepEqual([streamed.id.replace(/^call_\d+_/, ''), streamed.function.name, streamed.function.arguments],
+      [call.id.replace(/^call_\d+_/, ''), call.function.name, call.function.arguments]);
+  });
+}
+
+await check('a history with a call and its result renders', async () => {
+  const call = forcible
+    ? callOf(await client.chat.completions.create(
+      { model, messages, tools, tool_choice: 'required', max_tokens: 200, seed: 3 }))
+    : { id: 'call_1', type: 'function', function: { name: 'get_time', arguments: '{"city":"Oslo"}' } };
+  const r = await client.chat.completions.create({
+    model, tools, max_tokens: 8, seed: 4,
+    messages: [...messages,
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
+  });
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+  // The call and its result reached the prompt (V3.1's template does not list the tools).
+  const plain = await client.chat.completions.create({ model, messages, max_tokens: 1 });
+  assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens + 10);
+});
+
+await check('auto: whatever the model writes is read without error', async () => {
+  for (const stream of [false, true]) {
+    const request = { model, messages, tools, max_tokens: 24, seed: 5 };
+    if (stream) {
+      const s = client.beta.chat.completions.stream({ ...request, stream: true });
+      const r = await s.finalChatCompletion();
+      assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+    } else {
+      const r = await client.chat.completions.create(request);
+      assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+    }
+  }
+});
+
+if (format.startsWith('deepseek')) {
+  // V3.1's thinking mode: the prompt ends inside <think>, so what the model writes is
+  // reasoning_content until it closes the block, streamed or not.
+  await check('thinking mode: the reply is reasoning_content', async () => {
+    const request = { model, messages, max_tokens: 16, temperature: 0, chat_template_kwargs: { thinking: true } };
+    const whole = await client.chat.completions.create(request);
+    const m = whole.choices[0].message;
+    assert.ok(m.reasoning_content.length > 0, JSON.stringify(m));
+    const stream = await client.chat.completions.create({ ...request, stream: true });
+    let reasoning = '', content = '';
+    for await (const chunk of stream) {
+      reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+      content += chunk.choices[0]?.delta?.content ?? '';
+    }
+    assert.equal(reasoning, m.reasoning_content);
+    assert.equal(content, m.content ?? '');
+    // A forced call skips the reasoning: </think> is written before the call's opening.
+    if (forcible) callOf(await client.chat.completions.create({ ...request, tools, tool_choice: 'required', max_tokens: 200 }));
+  });
+}
+
+if (format === 'gpt-oss') {
+  // A reply held to JSON is the final channel's message, which the prompt opens.
+  await check('response_format: the final channel holds the JSON', async () => {
+    const r = await client.chat.completions.create({
+      model, messages, max_tokens: 80, seed: 2,
+      response_format: { type: 'json_schema', json_schema: { name: 'w', schema: tools[0].function.parameters } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop', JSON.stringify(r));
+    assert.ok(['Paris', 'Oslo'].includes(JSON.parse(r.choices[0].message.content).city));
+  });
+}
+
+console.log(`formats_test ${format}: ${checks} checks passed`);
