@@ -424,6 +424,84 @@ TEST(Synth, GptOssAndGemma3Layouts) {
   EXPECT_EQ(synth_hparams(g, 1000).sliding_window, 512);
 }
 
+// Synthesized with the shapes of ../shared/models/frontier's files, a model has their keys
+// (same types and values) and their tensors (names and shapes): the layout of the
+// reference's converters.
+TEST(Synth, FrontierShapesGiveFrontierLayout) {
+  const std::string dir = "../shared/models/frontier/";
+  std::vector<SynthOptions> cases(3);
+  for (SynthOptions& o : cases) {
+    o.type = "f32";
+    o.n_ctx = 256;
+    o.threads = 2;
+    o.n_head = 4;
+    o.n_embd = 128;
+    o.n_expert = 8;
+  }
+  SynthOptions& ds = cases[0];
+  ds.arch = "deepseek2";
+  ds.n_layer = 3;
+  ds.n_ff = 128;
+  ds.head_dim = 48;
+  ds.rope_dim = 16;
+  ds.n_ff_expert = 32;
+  ds.rope_factor = 4;
+  ds.rope_original_ctx = 64;
+  SynthOptions& gemma = cases[1];
+  gemma.arch = "gemma3";
+  gemma.n_layer = 6;
+  gemma.n_embd = 64;
+  gemma.n_ff = 128;
+  gemma.n_head_kv = 1;
+  gemma.head_dim = 64;
+  gemma.sliding_window = 8;
+  SynthOptions& oss = cases[2];
+  oss.arch = "gpt-oss";
+  oss.n_layer = 2;
+  oss.n_head_kv = 2;
+  oss.head_dim = 64;
+  oss.n_ff_expert = 32;
+  oss.sliding_window = 8;
+  for (SynthOptions& o : cases) {
+    SCOPED_TRACE(o.arch);
+    const std::string ref_path = dir + o.arch + "-f32.gguf";
+    o.vocab_path = ref_path;
+    o.out_path = temp_path("synth_frontier_" + o.arch + ".gguf");
+    synthesize(o);
+    gguf::File ref = gguf::File::open(ref_path);
+    gguf::File f = gguf::File::open(o.out_path);
+    for (const auto& [key, want] : ref.metadata()) {
+      if (!key.starts_with(o.arch + ".")) continue;
+      const gguf::Value* got = f.find(key);
+      ASSERT_NE(got, nullptr) << key;
+      EXPECT_EQ(got->type, want.type) << key;
+      EXPECT_EQ(got->u, want.u) << key;
+      EXPECT_EQ(got->i, want.i) << key;
+      EXPECT_EQ(static_cast<float>(got->f), static_cast<float>(want.f)) << key;
+      EXPECT_EQ(got->str, want.str) << key;
+    }
+    // The same names and shapes; the order within a block differs (model_tensors: gate,
+    // down, up; the frontier files: gate, up, down), which readers do not mind (by name).
+    ASSERT_EQ(f.tensors().size(), ref.tensors().size());
+    for (const gguf::TensorInfo& t : ref.tensors()) {
+      const gguf::TensorInfo* got = f.find_tensor(t.name);
+      ASSERT_NE(got, nullptr) << t.name;
+      EXPECT_EQ(got->shape, t.shape) << t.name;
+    }
+  }
+}
+
+// llama-quantize --pure Q8_0 left deepseek2-q8_0's router and 1-D tensors f32 and made every
+// other weight q8_0, attn_k_b's rows of 32 included: the q8_0 mix does the same.
+TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
+  gguf::File f = gguf::File::open("../shared/models/frontier/deepseek2-q8_0.gguf");
+  ModelInfo info = read_model_info(f);
+  const FileType q8 = *find_file_type("q8_0");
+  for (const TensorSpec& t : info.tensors) {
+    EXPECT_EQ(tensor_type_for(q8, t, info.hp), f.tensor(t.name).type) << t.name;
+  }
+}
+
 TEST(Synth, NewOptionsAreChecked) {
   auto fails = [](SynthOptions o, const std::string& needle) {
     try {
