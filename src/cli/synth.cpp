@@ -23,7 +23,8 @@ void add_synth(CLI::App& app) {
                   "Take the tokenizer (and chat template) from this GGUF file instead of the "
                   "built-in byte-level vocabulary");
   cmd->add_option("--embd", o->n_embd, "Embedding width")->capture_default_str();
-  cmd->add_option("--ff", o->n_ff, "FFN width (default 3 x embd; per expert for MoE)");
+  cmd->add_option("--ff", o->n_ff,
+                  "FFN width (default 3 x embd); MoE: of the dense layers, else of an expert");
   cmd->add_option("--layers", o->n_layer, "Number of blocks")->capture_default_str();
   cmd->add_option("--heads", o->n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", o->n_head_kv, "KV heads (default heads / 2)");
