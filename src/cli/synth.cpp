@@ -52,7 +52,8 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--kv-lora", o->kv_lora_rank,
                   "MLA latent size (default 512 from embd 1024, else embd / 2)");
   cmd->add_option("--rope-dim", o->rope_dim,
-                  "MLA rope part of a key (default 64 for 192-wide keys, else key / 3)");
+                  "MLA rope part of a key (default 64 from 192-wide keys, else about key / 3, "
+                  "leaving the nope part a multiple of 32)");
   cmd->add_option("--head-dim-v,--v-head-dim", o->head_dim_v,
                   "MLA value size per head (default the key's nope part)");
   cmd->add_option("--window", o->sliding_window,

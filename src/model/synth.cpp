@@ -225,8 +225,14 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
       bad_option("--kv-heads does not apply to " + o.arch + " (every head reads the latent)");
     }
     hp.n_head_kv = 1;
+    // Default split of a key: V2/V3's 128 nope + 64 rope for wide keys; for narrower ones
+    // about a third rope, with the nope part a multiple of 32 when the key allows, so that
+    // attn_k_b's rows (nope long) fit the quant blocks (48 = 32 + 16, 64 = 32 + 32, 96 = 64
+    // + 32).
+    const int64_t nope32 = hp.head_dim * 2 / 3 / 32 * 32;
     hp.n_rot = o.rope_dim >= 0      ? o.rope_dim
                : hp.head_dim >= 192 ? 64
+               : nope32 > 0         ? hp.head_dim - nope32
                                     : std::max<int64_t>(2, hp.head_dim / 3 / 2 * 2);
     if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot >= hp.head_dim) {
       bad_option("--rope-dim " + std::to_string(hp.n_rot) +

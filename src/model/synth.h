@@ -35,7 +35,7 @@ struct SynthOptions {
   // Multi-head latent attention (deepseek2): head_dim is the key size, nope + rope.
   int64_t q_lora_rank = -1;   // 0: plain attn_q (V2-Lite); default embd / 2, 3 embd / 8 when large
   int64_t kv_lora_rank = -1;  // default 512 when embd >= 1024, else embd / 2
-  int64_t rope_dim = -1;      // rope part of a key; default 64 for 192-wide keys, else key / 3
+  int64_t rope_dim = -1;      // rope part of a key; default 64 from 192-wide keys, else ~1/3
   int64_t head_dim_v = -1;    // value size per head; default the nope part of a key
   // Mixture of experts.
   int64_t n_expert_shared = -1;  // deepseek2: 1

@@ -392,6 +392,11 @@ TEST(Synth, DeepSeek2DefaultsFollowV3AtScale) {
   EXPECT_EQ(hp.head_dim_v, 32);
   EXPECT_EQ(hp.kv_lora_rank, 64);
   EXPECT_EQ(hp.q_lora_rank, 64);
+  // 64-wide keys: 32 nope (attn_k_b's rows fit q8_0 blocks) + 32 rope.
+  o.head_dim = 64;
+  EXPECT_EQ(synth_hparams(o, 1000).n_rot, 32);
+  o.head_dim = 96;
+  EXPECT_EQ(synth_hparams(o, 1000).n_rot, 32);
 }
 
 TEST(Synth, GptOssAndGemma3Layouts) {
