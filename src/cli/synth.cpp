@@ -25,16 +25,50 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--chat-template", o->chat_template_path,
                   "Write this chat template (a Jinja file) instead of the vocabulary's");
   cmd->add_option("--embd", o->n_embd, "Embedding width")->capture_default_str();
-  cmd->add_option("--ff", o->n_ff, "FFN width (default 3 x embd; per expert for MoE)");
+  cmd->add_option("--ff", o->n_ff,
+                  "FFN width (default 3 x embd); MoE: of the dense layers, else of an expert");
   cmd->add_option("--layers", o->n_layer, "Number of blocks")->capture_default_str();
   cmd->add_option("--heads", o->n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", o->n_head_kv, "KV heads (default heads / 2)");
-  cmd->add_option("--head-dim", o->head_dim, "Head size (default embd / heads)");
+  cmd->add_option("--head-dim", o->head_dim,
+                  "Head size; MLA: the key size, nope + rope (default embd / heads, MLA 192 "
+                  "from 128)");
   cmd->add_option("--ctx", o->n_ctx, "Context length written to the file")->capture_default_str();
   cmd->add_option("--experts", o->n_expert, "Experts per MoE layer")->capture_default_str();
-  cmd->add_option("--experts-used", o->n_expert_used, "Experts used per token")
-      ->capture_default_str();
-  cmd->add_option("--expert-ff", o->n_ff_expert, "FFN width of one expert");
+  cmd->add_option("--experts-used", o->n_expert_used,
+                  "Experts used per token (default 4 for gpt-oss, else 2)");
+  cmd->add_option("--expert-ff", o->n_ff_expert,
+                  "FFN width of one expert (default --ff, or embd / 2 with dense layers)");
+  cmd->add_option("--shared-experts", o->n_expert_shared,
+                  "Shared experts every token runs through (deepseek2: 1)");
+  cmd->add_option("--dense-layers", o->n_leading_dense,
+                  "Leading layers with a dense FFN --ff wide (deepseek2: 1)");
+  cmd->add_option("--expert-groups", o->n_expert_group, "Expert groups (default 1)");
+  cmd->add_option("--expert-groups-used", o->n_expert_group_used,
+                  "Groups a token's experts come from (default half the groups)");
+  cmd->add_option("--gating", o->gating, "Router: softmax|sigmoid (deepseek2: sigmoid)");
+  cmd->add_option("--expert-weights-scale", o->expert_weights_scale,
+                  "Factor on the chosen experts' weights (deepseek2 sigmoid: 2.5)");
+  cmd->add_option("--q-lora", o->q_lora_rank,
+                  "MLA query rank; 0: plain attn_q (default embd / 2, 3 embd / 8 from 1024)");
+  cmd->add_option("--kv-lora", o->kv_lora_rank,
+                  "MLA latent size (default 512 from embd 1024, else embd / 2)");
+  cmd->add_option("--rope-dim", o->rope_dim,
+                  "MLA rope part of a key (default 64 from 192-wide keys, else about key / 3, "
+                  "leaving the nope part a multiple of 32)");
+  cmd->add_option("--head-dim-v,--v-head-dim", o->head_dim_v,
+                  "MLA value size per head (default the key's nope part)");
+  cmd->add_option("--window", o->sliding_window,
+                  "Sliding window of the local layers; 0: none (gpt-oss 128, gemma3 512)");
+  cmd->add_option("--rope-scaling", o->rope_scaling,
+                  "none|linear|yarn (deepseek2 yarn 40/4096, gpt-oss yarn 32/4096, gemma3 "
+                  "linear 8)");
+  cmd->add_option("--rope-factor", o->rope_factor, "Rope scaling factor");
+  cmd->add_option("--rope-orig-ctx", o->rope_original_ctx, "YaRN: original context length");
+  cmd->add_option("--yarn-log-mul", o->yarn_log_multiplier,
+                  "YaRN: DeepSeek's mscale coefficient (deepseek2: 0.1)");
+  cmd->add_option("--tied-output", o->tied_output,
+                  "1: no output.weight, token_embd is the output matrix (default 1 for gemma3)");
   cmd->add_option("--type", o->type, "Weight type: " + types)->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");

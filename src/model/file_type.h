@@ -24,8 +24,9 @@ struct FileType {
 std::optional<FileType> find_file_type(std::string_view name);
 std::vector<std::string_view> file_type_names();
 
-// The type a tensor gets in this mix. 1-D tensors (norms, biases) and the MoE router stay
-// F32; a type whose block does not divide the row falls back to one that does.
+// The type a tensor gets in this mix. 1-D tensors (norms, biases), 2-D biases and the MoE
+// router stay F32; a type whose block does not divide the row falls back to one that does
+// (e.g. MLA's attn_k_b, whose rows are the nope part of a key).
 TensorType tensor_type_for(const FileType& ft, const TensorSpec& t, const HParams& hp);
 
 }  // namespace herd

@@ -41,6 +41,28 @@ TEST(FileType, RowsThatBreakBlocksFallBack) {
   EXPECT_EQ(tensor_type_for(q4km, norm, hp), TensorType::F32);
 }
 
+// The tensors of gpt-oss and deepseek2 in the Q4_K_M mix: biases (also 2-D per-expert ones),
+// the selection bias and the router stay F32; attn_k_b's rows are the nope part of a key
+// (128 in V3: Q5_0; 44: no quant block fits, F16).
+TEST(FileType, NewArchitectureTensors) {
+  HParams hp;
+  hp.n_layer = 4;
+  FileType q4km = *find_file_type("q4_k_m");
+  TensorSpec bias{"blk.0.ffn_gate_exps.bias", {64, 8}, TensorRole::kBias, 0};
+  EXPECT_EQ(tensor_type_for(q4km, bias, hp), TensorType::F32);
+  TensorSpec sel{"blk.1.exp_probs_b.bias", {8}, TensorRole::kBias, 1};
+  EXPECT_EQ(tensor_type_for(q4km, sel, hp), TensorType::F32);
+  TensorSpec router{"blk.1.ffn_gate_inp.weight", {256, 8}, TensorRole::kRouter, 1};
+  EXPECT_EQ(tensor_type_for(q4km, router, hp), TensorType::F32);
+  TensorSpec k_b{"blk.1.attn_k_b.weight", {128, 512 * 4}, TensorRole::kAttention, 1};
+  EXPECT_EQ(tensor_type_for(q4km, k_b, hp), TensorType::Q5_0);
+  k_b.shape = {44, 128 * 4};
+  EXPECT_EQ(tensor_type_for(q4km, k_b, hp), TensorType::F16);
+  EXPECT_EQ(tensor_type_for(*find_file_type("q8_0"), k_b, hp), TensorType::F16);
+  TensorSpec exps{"blk.1.ffn_up_exps.weight", {256, 64, 8}, TensorRole::kExperts, 1};
+  EXPECT_EQ(tensor_type_for(q4km, exps, hp), TensorType::Q4_K);
+}
+
 // The shared Q4_K_M file was made by llama.cpp's quantizer: our rule must pick the same
 // type for every tensor of the same model.
 TEST(FileType, MatchesReferenceQ4KMFile) {

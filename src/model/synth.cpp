@@ -65,19 +65,24 @@ struct Init {
   float scale;
 };
 
-Init init_for(const TensorSpec& t) {
+Init init_for(const TensorSpec& t, const HParams& hp) {
   const float fan_in = static_cast<float>(t.shape[0]);
   switch (t.role) {
     case TensorRole::kEmbedding:
-      return {0.0f, 0.5f};
+      // A tied embedding is also the output matrix: logits of the same spread as an
+      // untied output's (2 / sqrt(fan_in) against a normed hidden state).
+      return {0.0f, hp.tied_output ? 2.0f / std::sqrt(fan_in) : 0.5f};
     case TensorRole::kNorm:
       return {1.0f, 0.1f};
     case TensorRole::kBias:
+      // A sink is a logit beside the attention scores, of their order, not a small offset.
+      if (t.name.ends_with("attn_sinks.weight")) return {0.0f, 1.0f};
       return {0.0f, 0.1f};
     case TensorRole::kRouter:
     case TensorRole::kOutput:
       return {0.0f, 2.0f / std::sqrt(fan_in)};
     default:
+      // Unit variance in, unit variance out: activations keep their scale through the layers.
       return {0.0f, 1.0f / std::sqrt(fan_in)};
   }
 }
@@ -115,30 +120,64 @@ int64_t write_vocab(gguf::Writer& w, const std::string& vocab_path) {
   return static_cast<int64_t>(vocab.get_string_array("tokenizer.ggml.tokens").size());
 }
 
+// Every key read_model_info reads, laid out as the reference's converters write them (see
+// ../shared/models/frontier/README.md).
 void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, const FileType& ft) {
   const std::string a(arch.name);
+  const bool mla = arch.attention == AttentionKind::kMla;
+  auto u32 = [&](const std::string& key, int64_t v) {
+    w.set_u32(a + "." + key, static_cast<uint32_t>(v));
+  };
   w.set_string("general.architecture", a);
   w.set_string("general.name", "herd synthetic " + a);
   w.set_u32("general.file_type", ft.gguf_id);
   w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(hp.n_vocab));
-  w.set_u32(a + ".context_length", static_cast<uint32_t>(hp.n_ctx));
-  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(hp.n_embd));
-  w.set_u32(a + ".block_count", static_cast<uint32_t>(hp.n_layer));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(arch.moe ? 0 : hp.n_ff));
-  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(hp.n_head));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(hp.n_head_kv));
+  u32("vocab_size", hp.n_vocab);
+  u32("context_length", hp.n_ctx);
+  u32("embedding_length", hp.n_embd);
+  u32("block_count", hp.n_layer);
+  // An MoE model without dense layers states its experts' width here, as gpt-oss's converter.
+  u32("feed_forward_length", hp.n_ff > 0 ? hp.n_ff : hp.n_ff_expert);
+  u32("attention.head_count", hp.n_head);
+  // MLA: every head has its own decompressed keys and values (the reference's layout).
+  u32("attention.head_count_kv", mla ? hp.n_head : hp.n_head_kv);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_f32(a + ".rope.freq_base", hp.rope_base);
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hp.head_dim));
+  u32("rope.dimension_count", hp.n_rot);
   if (arch.explicit_head_dim) {
-    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hp.head_dim));
-    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hp.head_dim));
+    u32("attention.key_length", hp.head_dim);
+    u32("attention.value_length", hp.head_dim_v);
+  }
+  if (mla) {
+    // No q_lora_rank key means plain attn_q (V2-Lite); the key cannot hold 0.
+    if (hp.q_lora_rank > 0) u32("attention.q_lora_rank", hp.q_lora_rank);
+    u32("attention.kv_lora_rank", hp.kv_lora_rank);
+  }
+  if (hp.sliding_window > 0) u32("attention.sliding_window", hp.sliding_window);
+  if (hp.rope_scaling == RopeScaling::kLinear) {
+    w.set_string(a + ".rope.scaling.type", "linear");
+    w.set_f32(a + ".rope.scaling.factor", hp.rope_factor);
+  } else if (hp.rope_scaling == RopeScaling::kYarn) {
+    w.set_string(a + ".rope.scaling.type", "yarn");
+    w.set_f32(a + ".rope.scaling.factor", hp.rope_factor);
+    u32("rope.scaling.original_context_length", hp.rope_original_ctx);
+    if (hp.yarn_log_multiplier > 0) {
+      w.set_f32(a + ".rope.scaling.yarn_log_multiplier", hp.yarn_log_multiplier);
+    }
   }
   if (arch.moe) {
-    w.set_u32(a + ".expert_count", static_cast<uint32_t>(hp.n_expert));
-    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(hp.n_expert_used));
-    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(hp.n_ff_expert));
+    u32("expert_count", hp.n_expert);
+    u32("expert_used_count", hp.n_expert_used);
+    u32("expert_feed_forward_length", hp.n_ff_expert);
+    // The DeepSeek keys: the reference requires them for deepseek2 and ignores them elsewhere;
+    // written for every MoE architecture so that no reader falls back on a default.
+    u32("leading_dense_block_count", hp.n_leading_dense);
+    u32("expert_shared_count", hp.n_expert_shared);
+    u32("expert_gating_func", hp.gating == Gating::kSigmoid ? 2 : 1);
+    w.set_bool(a + ".expert_weights_norm", hp.expert_weights_norm);
+    w.set_f32(a + ".expert_weights_scale", hp.expert_weights_scale);
+    u32("expert_group_count", hp.n_expert_group);
+    u32("expert_group_used_count", hp.n_expert_group_used);
   }
 }
 
@@ -151,6 +190,7 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
 HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   const ArchSpec* arch = find_arch(o.arch);
   if (arch == nullptr) bad_option("unknown architecture '" + o.arch + "'");
+  const bool mla = arch->attention == AttentionKind::kMla;
   HParams hp;
   hp.n_vocab = n_vocab;
   hp.n_embd = o.n_embd;
@@ -169,6 +209,8 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
                  std::to_string(hp.n_head) + " must equal --embd for " + o.arch);
     }
     hp.head_dim = o.head_dim;
+  } else if (mla && hp.n_embd / hp.n_head >= 128) {
+    hp.head_dim = 192;  // V2/V3: 128 nope + 64 rope, whatever the embedding width
   } else {
     if (hp.n_embd % hp.n_head != 0) {
       bad_option("--embd " + std::to_string(hp.n_embd) + " is not a multiple of --heads " +
@@ -178,19 +220,166 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   }
   if (hp.head_dim % 2 != 0) bad_option("the head size must be even for rope");
   hp.head_dim_v = hp.n_rot = hp.head_dim;
+  if (mla) {
+    // The latent is one KV head every query head reads (as read_model_info has it); the
+    // file says head_count_kv = head_count, as the reference's converter writes it.
+    if (o.n_head_kv > 0 && o.n_head_kv != hp.n_head) {
+      bad_option("--kv-heads does not apply to " + o.arch + " (every head reads the latent)");
+    }
+    hp.n_head_kv = 1;
+    // Default split of a key: V2/V3's 128 nope + 64 rope for wide keys; for narrower ones
+    // about a third rope, with the nope part a multiple of 32 when the key allows, so that
+    // attn_k_b's rows (nope long) fit the quant blocks (48 = 32 + 16, 64 = 32 + 32, 96 = 64
+    // + 32).
+    const int64_t nope32 = hp.head_dim * 2 / 3 / 32 * 32;
+    hp.n_rot = o.rope_dim >= 0      ? o.rope_dim
+               : hp.head_dim >= 192 ? 64
+               : nope32 > 0         ? hp.head_dim - nope32
+                                    : std::max<int64_t>(2, hp.head_dim / 3 / 2 * 2);
+    if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot >= hp.head_dim) {
+      bad_option("--rope-dim " + std::to_string(hp.n_rot) +
+                 " must be even, positive and smaller than the key size " +
+                 std::to_string(hp.head_dim) + " (--head-dim)");
+    }
+    const int64_t nope = hp.head_dim - hp.n_rot;
+    hp.head_dim_v = o.head_dim_v > 0 ? o.head_dim_v : nope;
+    hp.kv_lora_rank = o.kv_lora_rank > 0  ? o.kv_lora_rank
+                      : hp.n_embd >= 1024 ? 512
+                                          : std::max<int64_t>(2, hp.n_embd / 2);
+    // Large models factor the queries through a rank of about 3/8 of the width (V3: 1536 of
+    // 7168); small ones through embd / 2 (as the frontier test model). 0 means plain attn_q.
+    hp.q_lora_rank = o.q_lora_rank >= 0  ? o.q_lora_rank
+                     : hp.n_embd >= 1024 ? (hp.n_embd * 3 / 8 + 63) / 64 * 64
+                                         : std::max<int64_t>(2, hp.n_embd / 2);
+    if (o.kv_lora_rank == 0) bad_option("--kv-lora must be positive");
+    // Both forms of the keys' and values' decompression, as the reference's converter
+    // writes them: attn_kv_b and the attn_k_b / attn_v_b cut out of it.
+    hp.mla_kv_b = hp.mla_split_b = true;
+  } else {
+    if (o.head_dim_v > 0 && o.head_dim_v != hp.head_dim) {
+      bad_option(
+          "--head-dim-v differs from the key size: only multi-head latent attention "
+          "(deepseek2) has different key and value sizes");
+    }
+    if (o.q_lora_rank >= 0 || o.kv_lora_rank >= 0) {
+      bad_option("--q-lora and --kv-lora apply to multi-head latent attention (deepseek2) only");
+    }
+    if (o.rope_dim >= 0 && o.rope_dim != hp.head_dim) {
+      bad_option("--rope-dim: partial rotary embeddings are for multi-head latent attention only");
+    }
+  }
   if (hp.n_head % hp.n_head_kv != 0) {
     bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of --kv-heads " +
                std::to_string(hp.n_head_kv));
   }
+  // Gemma, the architecture that scales its embeddings, ships them tied to the output.
+  hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : arch->embed_scale;
+
+  // Sliding window: the row says which layers are local; a window for an architecture
+  // without local layers would be written and never used.
+  if (o.sliding_window > 0 && arch->swa_period == 0) {
+    bad_option("--window: " + o.arch + " has no sliding-window layers");
+  }
+  hp.sliding_window = o.sliding_window >= 0   ? o.sliding_window
+                      : arch->swa_period == 0 ? 0
+                      : arch->swa_rope_base > 0
+                          ? std::clamp<int64_t>(hp.n_ctx / 8, 1, 512)  // Gemma 3
+                          : std::min<int64_t>(128, hp.n_ctx);          // gpt-oss
+
+  // Rope scaling, with the defaults of the real models.
+  std::string scaling = o.rope_scaling;
+  float factor = 1.0f, log_mul = 0.0f;
+  int64_t orig = 0;
+  if (scaling.empty()) {
+    if (mla) {
+      scaling = "yarn", factor = 40.0f, orig = 4096, log_mul = 0.1f;  // DeepSeek V3
+    } else if (arch->attn_sinks) {
+      scaling = "yarn", factor = 32.0f, orig = 4096;  // gpt-oss
+    } else if (arch->swa_rope_base > 0) {
+      scaling = "linear", factor = 8.0f;  // Gemma 3 (global layers only)
+    } else {
+      scaling = "none";
+    }
+  } else if (scaling == "yarn") {
+    factor = 4.0f, orig = std::max<int64_t>(1, hp.n_ctx / 4), log_mul = mla ? 0.1f : 0.0f;
+  } else if (scaling == "linear") {
+    factor = 2.0f;
+  }
+  if (o.rope_factor > 0) factor = o.rope_factor;
+  if (o.rope_original_ctx > 0) orig = o.rope_original_ctx;
+  if (o.yarn_log_multiplier >= 0) log_mul = o.yarn_log_multiplier;
+  if (scaling == "none") {
+    if (o.rope_factor > 0 || o.rope_original_ctx > 0 || o.yarn_log_multiplier >= 0) {
+      bad_option("--rope-factor, --rope-orig-ctx and --yarn-log-mul need --rope-scaling");
+    }
+    hp.rope_scaling = RopeScaling::kNone;
+  } else if (scaling == "linear") {
+    if (o.rope_original_ctx > 0 || o.yarn_log_multiplier >= 0) {
+      bad_option("--rope-orig-ctx and --yarn-log-mul need --rope-scaling yarn");
+    }
+    hp.rope_scaling = RopeScaling::kLinear;
+  } else if (scaling == "yarn") {
+    hp.rope_scaling = RopeScaling::kYarn;
+    hp.rope_original_ctx = orig;
+    hp.yarn_log_multiplier = log_mul;
+  } else {
+    bad_option("--rope-scaling '" + scaling + "' is not one of none, linear, yarn");
+  }
+  if (hp.rope_scaling != RopeScaling::kNone) {
+    if (!(factor > 0.0f) || factor > 1e6f) bad_option("--rope-factor is out of range");
+    hp.rope_factor = factor;
+  }
+
   hp.n_ff = o.n_ff > 0 ? o.n_ff : (3 * hp.n_embd + 63) / 64 * 64;
   if (arch->moe) {
     hp.n_expert = o.n_expert;
-    hp.n_expert_used = o.n_expert_used;
-    hp.n_ff_expert = o.n_ff_expert > 0 ? o.n_ff_expert : (o.n_ff > 0 ? o.n_ff : hp.n_embd / 2);
+    hp.n_expert_used = o.n_expert_used > 0 ? o.n_expert_used : arch->attn_sinks ? 4 : 2;
+    hp.n_leading_dense = o.n_leading_dense >= 0 ? o.n_leading_dense
+                         : mla                  ? std::min<int64_t>(1, hp.n_layer - 1)
+                                                : 0;
+    if (hp.n_leading_dense > hp.n_layer) bad_option("--dense-layers exceeds --layers");
+    // With leading dense layers --ff is their width and the experts are narrower.
+    hp.n_ff_expert = o.n_ff_expert > 0                       ? o.n_ff_expert
+                     : o.n_ff > 0 && hp.n_leading_dense == 0 ? o.n_ff
+                                                             : std::max<int64_t>(1, hp.n_embd / 2);
     if (hp.n_expert < 1 || hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert) {
       bad_option("need 1 <= --experts-used <= --experts");
     }
-    hp.n_ff = 0;
+    if (hp.n_leading_dense == 0) hp.n_ff = 0;
+    hp.n_expert_shared = o.n_expert_shared >= 0 ? o.n_expert_shared : mla ? 1 : 0;
+    if (hp.n_expert_shared > 64) bad_option("--shared-experts is out of range (at most 64)");
+    const std::string gating = !o.gating.empty() ? o.gating : mla ? "sigmoid" : "softmax";
+    if (gating == "softmax") {
+      hp.gating = Gating::kSoftmax;
+    } else if (gating == "sigmoid") {
+      hp.gating = Gating::kSigmoid;
+    } else {
+      bad_option("--gating '" + gating + "' is not one of softmax, sigmoid");
+    }
+    // V3's sigmoid router carries a selection bias (exp_probs_b); V2's softmax one does not.
+    hp.expert_selection_bias = hp.gating == Gating::kSigmoid;
+    hp.expert_weights_norm = hp.gating == Gating::kSigmoid || arch->default_expert_weights_norm;
+    hp.expert_weights_scale = o.expert_weights_scale > 0             ? o.expert_weights_scale
+                              : mla && hp.gating == Gating::kSigmoid ? 2.5f
+                                                                     : 1.0f;
+    hp.n_expert_group = o.n_expert_group > 0 ? o.n_expert_group : 1;
+    hp.n_expert_group_used = o.n_expert_group_used > 0 ? o.n_expert_group_used
+                             : o.n_expert_group > 0    ? std::max<int64_t>(1, hp.n_expert_group / 2)
+                                                       : 1;
+    if (hp.n_expert % hp.n_expert_group != 0 || hp.n_expert_group_used > hp.n_expert_group ||
+        hp.n_expert_used > hp.n_expert_group_used * (hp.n_expert / hp.n_expert_group)) {
+      bad_option("--expert-groups " + std::to_string(hp.n_expert_group) +
+                 " / --expert-groups-used " + std::to_string(hp.n_expert_group_used) +
+                 " do not fit " + std::to_string(hp.n_expert) + " experts with " +
+                 std::to_string(hp.n_expert_used) + " used");
+    }
+  } else {
+    for (auto [set, flag] : {std::pair{o.n_expert_shared >= 0, "--shared-experts"},
+                             {o.n_leading_dense >= 0, "--dense-layers"},
+                             {!o.gating.empty(), "--gating"},
+                             {o.n_expert_group > 0, "--expert-groups"}}) {
+      if (set) bad_option(std::string(flag) + ": " + o.arch + " has no mixture of experts");
+    }
   }
   return hp;
 }
@@ -227,6 +416,22 @@ void synthesize(const SynthOptions& o) {
   const int threads = o.threads > 0
                           ? o.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // attn_k_b / attn_v_b are not drawn: they are attn_kv_b's values cut per head, from the
+  // same draws (see mla_source), so that the three agree exactly before quantization.
+  std::vector<size_t> source(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    source[i] = i;
+    const std::string& name = specs[i].name;
+    if (name.ends_with(".attn_k_b.weight") || name.ends_with(".attn_v_b.weight")) {
+      const std::string kv_b = name.substr(0, name.rfind(".attn_")) + ".attn_kv_b.weight";
+      for (size_t j = 0; j < specs.size(); ++j) {
+        if (specs[j].name == kv_b) source[i] = j;
+      }
+      if (source[i] == i) bad_option("'" + name + "' has no attn_kv_b to be cut from");
+    }
+  }
+  const int64_t nope = hp.head_dim - hp.n_rot, kv_lora = hp.kv_lora_rank, hdv = hp.head_dim_v;
+
   const uint64_t total = w.total_tensor_bytes();
   uint64_t done = 0;
   w.write(o.out_path, [&](size_t index, std::span<uint8_t> out) {
@@ -236,21 +441,43 @@ void synthesize(const SynthOptions& o) {
     const int64_t n_rows = static_cast<int64_t>(t.shape.size() > 1 ? t.shape[1] : 1) *
                            (t.shape.size() > 2 ? t.shape[2] : 1);
     const size_t row_size = row_bytes(types[index], n_cols);
-    const Init init = init_for(t);
-    // Rows are independent: split them over the threads in contiguous ranges.
+    const size_t from = source[index];
+    const Init init = init_for(specs[from], hp);
+    const bool k_b = from != index && t.name.ends_with(".attn_k_b.weight");
+    const bool v_b = from != index && !k_b;
+    // Work is split in units: a row, or for attn_k_b a head (its kv_lora rows are the
+    // transpose of the head's nope rows of attn_kv_b).
+    const int64_t n_units = k_b ? hp.n_head : n_rows;
     auto work = [&](int64_t begin, int64_t end) {
       std::vector<float> row(static_cast<size_t>(n_cols));
-      for (int64_t r = begin; r < end; ++r) {
-        draw_row(o.seed, index, r, init, row);
-        traits.quantize(row.data(), out.data() + static_cast<size_t>(r) * row_size, n_cols);
+      std::vector<float> head, src(static_cast<size_t>(kv_lora));
+      for (int64_t u = begin; u < end; ++u) {
+        if (k_b) {
+          // kv_b row h (nope + hdv) + j, column c -> k_b row h kv_lora + c, column j.
+          head.resize(static_cast<size_t>(nope * kv_lora));
+          for (int64_t j = 0; j < nope; ++j) {
+            draw_row(o.seed, from, u * (nope + hdv) + j, init, src);
+            for (int64_t c = 0; c < kv_lora; ++c) head[c * nope + j] = src[c];
+          }
+          for (int64_t c = 0; c < kv_lora; ++c) {
+            traits.quantize(head.data() + c * nope,
+                            out.data() + static_cast<size_t>(u * kv_lora + c) * row_size, nope);
+          }
+          continue;
+        }
+        // v_b row h hdv + j is kv_b row h (nope + hdv) + nope + j.
+        const int64_t drawn = v_b ? u / hdv * (nope + hdv) + nope + u % hdv : u;
+        draw_row(o.seed, from, drawn, init, row);
+        traits.quantize(row.data(), out.data() + static_cast<size_t>(u) * row_size, n_cols);
       }
     };
-    const int64_t n_threads = std::min<int64_t>(threads, std::max<int64_t>(1, n_rows / 16));
+    const int64_t n_threads =
+        std::min<int64_t>(threads, std::max<int64_t>(1, k_b ? n_units : n_units / 16));
     std::vector<std::thread> pool;
     for (int64_t k = 1; k < n_threads; ++k) {
-      pool.emplace_back(work, n_rows * k / n_threads, n_rows * (k + 1) / n_threads);
+      pool.emplace_back(work, n_units * k / n_threads, n_units * (k + 1) / n_threads);
     }
-    work(0, n_rows / n_threads);
+    work(0, n_units / n_threads);
     for (std::thread& th : pool) th.join();
     done += out.size();
     if (o.progress) o.progress(done, total);

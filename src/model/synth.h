@@ -29,9 +29,33 @@ struct SynthOptions {
   int64_t head_dim = 0;   // 0: n_embd / n_head
   int64_t n_ctx = 4096;
   int64_t n_expert = 8;
-  int64_t n_expert_used = 2;
-  int64_t n_ff_expert = 0;  // 0: n_ff
-  int threads = 0;          // 0: all cores
+  int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
+  int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
+  int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied
+
+  // Per-architecture options; a negative or empty value takes the architecture's default
+  // (see synth_hparams), chosen to resemble the real models at any size.
+  // Multi-head latent attention (deepseek2): head_dim is the key size, nope + rope.
+  int64_t q_lora_rank = -1;   // 0: plain attn_q (V2-Lite); default embd / 2, 3 embd / 8 when large
+  int64_t kv_lora_rank = -1;  // default 512 when embd >= 1024, else embd / 2
+  int64_t rope_dim = -1;      // rope part of a key; default 64 from 192-wide keys, else ~1/3
+  int64_t head_dim_v = -1;    // value size per head; default the nope part of a key
+  // Mixture of experts.
+  int64_t n_expert_shared = -1;  // deepseek2: 1
+  int64_t n_leading_dense = -1;  // deepseek2: 1 (0 when there is only one layer)
+  int64_t n_expert_group = 0, n_expert_group_used = 0;  // 0: one group
+  std::string gating;                                   // softmax|sigmoid; deepseek2: sigmoid
+  float expert_weights_scale = -1;                      // deepseek2: 2.5, else 1
+  // Attention window of the local layers (gpt-oss: 128, gemma3: 512, less for a short
+  // context); 0: none. Only architectures with sliding-window layers take one.
+  int64_t sliding_window = -1;
+  // Rope scaling: none|linear|yarn. deepseek2: yarn 40 over 4096 with log-multiplier 0.1
+  // (V3); gpt-oss: yarn 32 over 4096; gemma3: linear 8 (its global layers); else none.
+  std::string rope_scaling;
+  float rope_factor = -1;
+  int64_t rope_original_ctx = -1;
+  float yarn_log_multiplier = -1;
+  int threads = 0;  // 0: all cores
   // progress(done_bytes, total_bytes); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };

@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
 
 #include "gguf/reader.h"
 #include "model/builtin_vocab.h"
+#include "model/file_type.h"
+#include "model/model_info.h"
+#include "quant/types.h"
 #include "util/error.h"
 
 namespace herd {
@@ -156,6 +160,383 @@ TEST(Synth, BadOptionsAreNamed) {
   o = small("llama", "f16", "synth_bad.gguf");
   o.vocab_path = "../shared/models/README.md";
   EXPECT_THROW(synthesize(o), Error);
+}
+
+// Small shapes of the three architectures that main made data rows (deepseek2's MLA, gpt-oss,
+// gemma3): head sizes that differ from embd / heads and rows that fit the quant blocks.
+SynthOptions small_new(const std::string& arch, const std::string& type, const std::string& out) {
+  SynthOptions o = small(arch, type, out);
+  o.n_embd = 128;
+  o.n_ff = 256;
+  o.n_layer = arch == "gemma3" ? 6 : 3;  // gemma3: five local layers, then a global one
+  o.n_head_kv = arch == "deepseek2" ? 0 : 2;
+  o.head_dim = 64;
+  o.n_expert = 8;
+  o.n_expert_used = 0;  // the architecture's default (gpt-oss: 4)
+  o.n_ff_expert = 64;
+  o.n_ctx = 256;
+  if (arch == "deepseek2") {
+    o.head_dim = 96;  // 64 nope + 32 rope: k_b's rows of 64 fit q8_0 / q5_0 blocks
+    o.rope_dim = 32;
+  }
+  return o;
+}
+
+std::vector<float> dequantized(const gguf::File& f, const std::string& name) {
+  const gguf::TensorInfo& t = f.tensor(name);
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  const size_t row = row_bytes(t.type, t.shape[0]);
+  for (int64_t r = 0; r < n / t.shape[0]; ++r) {
+    type_traits(t.type).dequantize(t.data + static_cast<size_t>(r) * row,
+                                   out.data() + r * t.shape[0], t.shape[0]);
+  }
+  return out;
+}
+
+// The file says what synth_hparams meant, and holds exactly the tensors of the arch's list.
+void expect_reads_back(const SynthOptions& o) {
+  gguf::File f = gguf::File::open(o.out_path);
+  ModelInfo info = read_model_info(f);
+  const int64_t n_vocab = info.hp.n_vocab;
+  HParams want = synth_hparams(o, n_vocab);
+  const HParams& got = info.hp;
+  EXPECT_EQ(got.n_embd, want.n_embd);
+  EXPECT_EQ(got.n_ff, want.n_ff);
+  EXPECT_EQ(got.n_head, want.n_head);
+  EXPECT_EQ(got.n_head_kv, want.n_head_kv);
+  EXPECT_EQ(got.head_dim, want.head_dim);
+  EXPECT_EQ(got.head_dim_v, want.head_dim_v);
+  EXPECT_EQ(got.n_rot, want.n_rot);
+  EXPECT_EQ(got.rms_eps, want.rms_eps);
+  EXPECT_EQ(got.rope_base, want.rope_base);
+  EXPECT_EQ(got.rope_scaling, want.rope_scaling);
+  EXPECT_EQ(got.rope_factor, want.rope_factor);
+  EXPECT_EQ(got.rope_original_ctx, want.rope_original_ctx);
+  EXPECT_EQ(got.yarn_log_multiplier, want.yarn_log_multiplier);
+  EXPECT_EQ(got.sliding_window, want.sliding_window);
+  EXPECT_EQ(got.q_lora_rank, want.q_lora_rank);
+  EXPECT_EQ(got.kv_lora_rank, want.kv_lora_rank);
+  EXPECT_EQ(got.mla_kv_b, want.mla_kv_b);
+  EXPECT_EQ(got.mla_split_b, want.mla_split_b);
+  EXPECT_EQ(got.mla_3d_b, want.mla_3d_b);
+  EXPECT_EQ(got.n_expert, want.n_expert);
+  EXPECT_EQ(got.n_expert_used, want.n_expert_used);
+  EXPECT_EQ(got.n_ff_expert, want.n_ff_expert);
+  EXPECT_EQ(got.n_expert_shared, want.n_expert_shared);
+  EXPECT_EQ(got.n_leading_dense, want.n_leading_dense);
+  EXPECT_EQ(got.gating, want.gating);
+  EXPECT_EQ(got.expert_weights_norm, want.expert_weights_norm);
+  EXPECT_EQ(got.expert_weights_scale, want.expert_weights_scale);
+  EXPECT_EQ(got.n_expert_group, want.n_expert_group);
+  EXPECT_EQ(got.n_expert_group_used, want.n_expert_group_used);
+  EXPECT_EQ(got.expert_selection_bias, want.expert_selection_bias);
+  EXPECT_EQ(got.tied_output, want.tied_output);
+  std::vector<TensorSpec> specs = model_tensors(*info.arch, want);
+  ASSERT_EQ(f.tensors().size(), specs.size());
+  ASSERT_EQ(info.tensors.size(), specs.size());
+  const FileType ft = *find_file_type(o.type);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(f.tensors()[i].name, specs[i].name);
+    EXPECT_EQ(f.tensors()[i].shape, specs[i].shape) << specs[i].name;
+    EXPECT_EQ(f.tensors()[i].type, tensor_type_for(ft, specs[i], want)) << specs[i].name;
+  }
+}
+
+// attn_k_b and attn_v_b are attn_kv_b cut per head (frontier README): kv = attn_kv_b as
+// (n_head, nope + v, kv_lora); k_b = kv[:, :nope, :].transpose(0, 2, 1), v_b = kv[:, nope:, :].
+// Returns the largest difference.
+float mla_cut_error(const gguf::File& f, const HParams& hp, int il) {
+  const std::string blk = "blk." + std::to_string(il) + ".";
+  std::vector<float> kv = dequantized(f, blk + "attn_kv_b.weight");
+  std::vector<float> kb = dequantized(f, blk + "attn_k_b.weight");
+  std::vector<float> vb = dequantized(f, blk + "attn_v_b.weight");
+  const int64_t nope = hp.head_dim - hp.n_rot, v = hp.head_dim_v, r = hp.kv_lora_rank;
+  float err = 0;
+  for (int64_t h = 0; h < hp.n_head; ++h) {
+    for (int64_t j = 0; j < nope + v; ++j) {
+      for (int64_t c = 0; c < r; ++c) {
+        const float want = kv[static_cast<size_t>((h * (nope + v) + j) * r + c)];
+        const float got = j < nope ? kb[static_cast<size_t>((h * r + c) * nope + j)]
+                                   : vb[static_cast<size_t>((h * v + j - nope) * r + c)];
+        err = std::max(err, std::abs(got - want));
+      }
+    }
+  }
+  return err;
+}
+
+TEST(Synth, NewArchitecturesReadBackInEveryType) {
+  for (const std::string arch : {"deepseek2", "gpt-oss", "gemma3"}) {
+    for (const std::string type : {"f32", "q8_0", "q4_k_m"}) {
+      SCOPED_TRACE(arch + " " + type);
+      SynthOptions o = small_new(arch, type, "synth_" + arch + "_" + type + ".gguf");
+      synthesize(o);
+      expect_reads_back(o);
+    }
+  }
+}
+
+TEST(Synth, DeepSeek2HasV3Layout) {
+  SynthOptions o = small_new("deepseek2", "f32", "synth_ds2_layout.gguf");
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  // The reference converter's layout: per-head sizes, head_count_kv = head_count.
+  EXPECT_EQ(f.get_u32("deepseek2.attention.head_count_kv"), 4u);
+  EXPECT_EQ(f.get_u32("deepseek2.attention.key_length"), 96u);
+  EXPECT_EQ(f.get_u32("deepseek2.attention.value_length"), 64u);
+  EXPECT_EQ(f.get_u32("deepseek2.rope.dimension_count"), 32u);
+  EXPECT_EQ(f.get_u32("deepseek2.attention.q_lora_rank"), 64u);
+  EXPECT_EQ(f.get_u32("deepseek2.attention.kv_lora_rank"), 64u);
+  EXPECT_EQ(f.get_u32("deepseek2.leading_dense_block_count"), 1u);
+  EXPECT_EQ(f.get_u32("deepseek2.expert_shared_count"), 1u);
+  EXPECT_EQ(f.get_u32("deepseek2.expert_gating_func"), 2u);
+  EXPECT_EQ(f.get_f32("deepseek2.expert_weights_scale"), 2.5f);
+  EXPECT_TRUE(f.get_bool("deepseek2.expert_weights_norm"));
+  EXPECT_EQ(f.get_string("deepseek2.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f.get_f32("deepseek2.rope.scaling.factor"), 40.0f);
+  EXPECT_EQ(f.get_u32("deepseek2.rope.scaling.original_context_length"), 4096u);
+  EXPECT_FLOAT_EQ(f.get_f32("deepseek2.rope.scaling.yarn_log_multiplier"), 0.1f);
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate.weight").shape, (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(f.tensor("blk.1.exp_probs_b.bias").shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(f.tensor("blk.2.ffn_up_shexp.weight").shape, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(f.tensor("blk.0.attn_kv_b.weight").shape, (std::vector<int64_t>{64, 4 * 128}));
+  EXPECT_EQ(f.tensor("blk.0.attn_k_b.weight").shape, (std::vector<int64_t>{64, 4 * 64}));
+  EXPECT_EQ(f.tensor("blk.0.attn_v_b.weight").shape, (std::vector<int64_t>{64, 4 * 64}));
+  EXPECT_NE(f.find_tensor("output.weight"), nullptr);
+  const HParams hp = read_model_info(f).hp;
+  // Cut from the same draws: exactly equal in f32.
+  for (int il = 0; il < 3; ++il) EXPECT_EQ(mla_cut_error(f, hp, il), 0.0f) << il;
+  // And not all zero: attn_kv_b holds N(0, 1/kv_lora) values.
+  std::vector<float> kv = dequantized(f, "blk.1.attn_kv_b.weight");
+  double var = 0;
+  for (float x : kv) var += x * x / static_cast<double>(kv.size());
+  EXPECT_NEAR(std::sqrt(var), 1.0 / 8.0, 0.01);
+}
+
+TEST(Synth, DeepSeek2CutSurvivesRounding) {
+  // f16 and bf16 round each value alone: still exact. q8_0 quantizes each of the three on
+  // its own (as llama-quantize): equal within a q8_0 step of these N(0, 1/64) values.
+  for (const std::string type : {"f16", "bf16", "q8_0", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    SynthOptions o = small_new("deepseek2", type, "synth_ds2_cut_" + type + ".gguf");
+    synthesize(o);
+    gguf::File f = gguf::File::open(o.out_path);
+    const HParams hp = read_model_info(f).hp;
+    const float err = mla_cut_error(f, hp, 2);
+    if (type == "f16" || type == "bf16") {
+      EXPECT_EQ(err, 0.0f);
+    } else {
+      EXPECT_LT(err, type == "q8_0" ? 0.01f : 0.1f);
+      EXPECT_GT(err, 0.0f);
+    }
+  }
+}
+
+TEST(Synth, DeepSeek2LiteAndV2Variants) {
+  // V2-Lite: no query compression, plain attn_q, no q_lora_rank key.
+  SynthOptions lite = small_new("deepseek2", "q8_0", "synth_ds2_lite.gguf");
+  lite.q_lora_rank = 0;
+  synthesize(lite);
+  expect_reads_back(lite);
+  gguf::File f = gguf::File::open(lite.out_path);
+  EXPECT_FALSE(f.has("deepseek2.attention.q_lora_rank"));
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight").shape, (std::vector<int64_t>{128, 4 * 96}));
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q_a.weight"), nullptr);
+
+  // V2: softmax router without selection bias, weights not renormalised, groups.
+  SynthOptions v2 = small_new("deepseek2", "f32", "synth_ds2_v2.gguf");
+  v2.gating = "softmax";
+  v2.n_expert_group = 4;
+  v2.n_expert_group_used = 2;
+  v2.n_leading_dense = 2;
+  v2.n_expert_shared = 2;
+  synthesize(v2);
+  expect_reads_back(v2);
+  gguf::File g = gguf::File::open(v2.out_path);
+  const HParams hp = read_model_info(g).hp;
+  EXPECT_EQ(hp.gating, Gating::kSoftmax);
+  EXPECT_FALSE(hp.expert_selection_bias);
+  EXPECT_FALSE(hp.expert_weights_norm);
+  EXPECT_EQ(hp.expert_weights_scale, 1.0f);
+  EXPECT_EQ(hp.n_expert_group, 4);
+  EXPECT_EQ(g.find_tensor("blk.2.exp_probs_b.bias"), nullptr);
+  EXPECT_EQ(g.tensor("blk.1.ffn_down.weight").shape, (std::vector<int64_t>{256, 128}));
+  EXPECT_EQ(g.tensor("blk.2.ffn_gate_shexp.weight").shape, (std::vector<int64_t>{128, 128}));
+}
+
+TEST(Synth, DeepSeek2DefaultsFollowV3AtScale) {
+  SynthOptions o;
+  o.arch = "deepseek2";
+  o.n_embd = 2048;
+  o.n_head = 16;
+  o.n_layer = 4;
+  HParams hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.head_dim, 192);
+  EXPECT_EQ(hp.n_rot, 64);
+  EXPECT_EQ(hp.head_dim_v, 128);
+  EXPECT_EQ(hp.kv_lora_rank, 512);
+  EXPECT_EQ(hp.q_lora_rank, 768);
+  EXPECT_EQ(hp.n_leading_dense, 1);
+  EXPECT_EQ(hp.n_expert_shared, 1);
+  EXPECT_EQ(hp.gating, Gating::kSigmoid);
+  EXPECT_TRUE(hp.expert_selection_bias);
+  EXPECT_EQ(hp.rope_scaling, RopeScaling::kYarn);
+  // Small: the frontier test model's proportions (key 48 = 32 nope + 16 rope, latent embd / 2).
+  o.n_embd = 128;
+  o.n_head = 4;
+  o.head_dim = 48;
+  hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.n_rot, 16);
+  EXPECT_EQ(hp.head_dim_v, 32);
+  EXPECT_EQ(hp.kv_lora_rank, 64);
+  EXPECT_EQ(hp.q_lora_rank, 64);
+  // 64-wide keys: 32 nope (attn_k_b's rows fit q8_0 blocks) + 32 rope.
+  o.head_dim = 64;
+  EXPECT_EQ(synth_hparams(o, 1000).n_rot, 32);
+  o.head_dim = 96;
+  EXPECT_EQ(synth_hparams(o, 1000).n_rot, 32);
+}
+
+TEST(Synth, GptOssAndGemma3Layouts) {
+  SynthOptions o = small_new("gpt-oss", "q4_k_m", "synth_oss_layout.gguf");
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  EXPECT_EQ(f.get_u32("gpt-oss.attention.sliding_window"), 128u);
+  EXPECT_EQ(f.get_u32("gpt-oss.expert_used_count"), 4u);
+  EXPECT_EQ(f.get_u32("gpt-oss.feed_forward_length"), 64u);
+  EXPECT_EQ(f.get_string("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f.get_f32("gpt-oss.rope.scaling.factor"), 32.0f);
+  EXPECT_FALSE(f.has("gpt-oss.rope.scaling.yarn_log_multiplier"));
+  // Biases stay f32, 2-D per-expert ones too; sinks are drawn N(0, 1).
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate_exps.bias").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.0.ffn_down_exps.bias").shape, (std::vector<int64_t>{128, 8}));
+  EXPECT_EQ(f.tensor("blk.0.ffn_down_exps.bias").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate_inp.weight").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.0.attn_sinks.weight").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.1.attn_q.weight").shape, (std::vector<int64_t>{128, 4 * 64}));
+
+  SynthOptions g = small_new("gemma3", "q8_0", "synth_gemma3_layout.gguf");
+  synthesize(g);
+  gguf::File h = gguf::File::open(g.out_path);
+  EXPECT_EQ(h.get_u32("gemma3.attention.sliding_window"), 32u);  // 256 / 8
+  EXPECT_EQ(h.get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(h.get_f32("gemma3.rope.scaling.factor"), 8.0f);
+  EXPECT_EQ(h.find_tensor("output.weight"), nullptr);  // tied, as Gemma's converter
+  EXPECT_NE(h.find_tensor("blk.5.post_ffw_norm.weight"), nullptr);
+  g.n_ctx = 1 << 16;
+  EXPECT_EQ(synth_hparams(g, 1000).sliding_window, 512);
+}
+
+// Synthesized with the shapes of ../shared/models/frontier's files, a model has their keys
+// (same types and values) and their tensors (names and shapes): the layout of the
+// reference's converters.
+TEST(Synth, FrontierShapesGiveFrontierLayout) {
+  const std::string dir = "../shared/models/frontier/";
+  std::vector<SynthOptions> cases(3);
+  for (SynthOptions& o : cases) {
+    o.type = "f32";
+    o.n_ctx = 256;
+    o.threads = 2;
+    o.n_head = 4;
+    o.n_embd = 128;
+    o.n_expert = 8;
+  }
+  SynthOptions& ds = cases[0];
+  ds.arch = "deepseek2";
+  ds.n_layer = 3;
+  ds.n_ff = 128;
+  ds.head_dim = 48;
+  ds.rope_dim = 16;
+  ds.n_ff_expert = 32;
+  ds.rope_factor = 4;
+  ds.rope_original_ctx = 64;
+  SynthOptions& gemma = cases[1];
+  gemma.arch = "gemma3";
+  gemma.n_layer = 6;
+  gemma.n_embd = 64;
+  gemma.n_ff = 128;
+  gemma.n_head_kv = 1;
+  gemma.head_dim = 64;
+  gemma.sliding_window = 8;
+  SynthOptions& oss = cases[2];
+  oss.arch = "gpt-oss";
+  oss.n_layer = 2;
+  oss.n_head_kv = 2;
+  oss.head_dim = 64;
+  oss.n_ff_expert = 32;
+  oss.sliding_window = 8;
+  for (SynthOptions& o : cases) {
+    SCOPED_TRACE(o.arch);
+    const std::string ref_path = dir + o.arch + "-f32.gguf";
+    o.vocab_path = ref_path;
+    o.out_path = temp_path("synth_frontier_" + o.arch + ".gguf");
+    synthesize(o);
+    gguf::File ref = gguf::File::open(ref_path);
+    gguf::File f = gguf::File::open(o.out_path);
+    for (const auto& [key, want] : ref.metadata()) {
+      if (!key.starts_with(o.arch + ".")) continue;
+      const gguf::Value* got = f.find(key);
+      ASSERT_NE(got, nullptr) << key;
+      EXPECT_EQ(got->type, want.type) << key;
+      EXPECT_EQ(got->u, want.u) << key;
+      EXPECT_EQ(got->i, want.i) << key;
+      EXPECT_EQ(static_cast<float>(got->f), static_cast<float>(want.f)) << key;
+      EXPECT_EQ(got->str, want.str) << key;
+    }
+    // The same names and shapes; the order within a block differs (model_tensors: gate,
+    // down, up; the frontier files: gate, up, down), which readers do not mind (by name).
+    ASSERT_EQ(f.tensors().size(), ref.tensors().size());
+    for (const gguf::TensorInfo& t : ref.tensors()) {
+      const gguf::TensorInfo* got = f.find_tensor(t.name);
+      ASSERT_NE(got, nullptr) << t.name;
+      EXPECT_EQ(got->shape, t.shape) << t.name;
+    }
+  }
+}
+
+// llama-quantize --pure Q8_0 left deepseek2-q8_0's router and 1-D tensors f32 and made every
+// other weight q8_0, attn_k_b's rows of 32 included: the q8_0 mix does the same.
+TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
+  gguf::File f = gguf::File::open("../shared/models/frontier/deepseek2-q8_0.gguf");
+  ModelInfo info = read_model_info(f);
+  const FileType q8 = *find_file_type("q8_0");
+  for (const TensorSpec& t : info.tensors) {
+    EXPECT_EQ(tensor_type_for(q8, t, info.hp), f.tensor(t.name).type) << t.name;
+  }
+}
+
+TEST(Synth, NewOptionsAreChecked) {
+  auto fails = [](SynthOptions o, const std::string& needle) {
+    try {
+      synth_hparams(o, 1000);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  SynthOptions o = small_new("deepseek2", "f32", "unused.gguf");
+  o.rope_dim = 96;
+  fails(o, "--rope-dim");
+  o = small_new("deepseek2", "f32", "unused.gguf");
+  o.gating = "relu";
+  fails(o, "--gating 'relu'");
+  o = small_new("deepseek2", "f32", "unused.gguf");
+  o.n_expert_group = 3;
+  fails(o, "--expert-groups 3");
+  o = small_new("deepseek2", "f32", "unused.gguf");
+  o.rope_scaling = "ntk";
+  fails(o, "--rope-scaling 'ntk'");
+  o = small("llama", "f32", "unused.gguf");
+  o.sliding_window = 64;
+  fails(o, "--window");
+  o = small("llama", "f32", "unused.gguf");
+  o.kv_lora_rank = 64;
+  fails(o, "--kv-lora");
+  o = small("llama", "f32", "unused.gguf");
+  o.n_leading_dense = 1;
+  fails(o, "--dense-layers");
 }
 
 TEST(BuiltinVocab, IsConsistent) {
