@@ -2,6 +2,8 @@
 # End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run,
 # bench, plan) driving them. Pipelines of 2 and 3 nodes (with and without --no-local) give
 # logits identical to one process; f16 on the wire stays close and greedy text the same;
+# the frontier architectures (deepseek2 MLA + MoE, gemma3, gpt-oss) in pipelines, tensor and
+# expert parallel stages, and shipped to nodes without the file;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
 # garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
@@ -290,6 +292,86 @@ done
 [ -n "$(find "$dir/ship1-cache/herd/models" -name '*.gguf')" ] || fail "ship: nothing cached"
 stop_node ship1
 stop_node ship2
+
+# --- The frontier architectures: deepseek2 (MLA, sigmoid router, shared experts, a dense
+# first layer), gemma3 (sandwich norms, sliding windows), gpt-oss (sinks, biases, MoE). ----
+# Pipelines cut only between layers: identical to one process. Tensor and expert parallel
+# ranks add partial sums in another order: close (close_logits). --no-local, so that the
+# planner cannot leave the nodes out. The MLA ranks keep the whole latent cache each; the
+# gpt-oss expert-parallel ranks hold their experts' [ff, n_expert] bias rows.
+fstart=$SECONDS
+frontier=$models/frontier
+fcases=0
+# frontier_case <model> <how: pipeline|close> <peers> [options...]
+frontier_case() {
+  local m=$1 how=$2 peers=$3 what
+  shift 3
+  what=$(tr -cd , <<<"$peers,")
+  what="$m over ${#what} nodes $*"
+  eval_model "$frontier/$m.gguf" "$dir/out.f32" --peers "$peers" --no-local "$@"
+  if [ "$how" = pipeline ]; then
+    cmp -s "$dir/ref-$m.f32" "$dir/out.f32" || fail "$what: logits differ from one process"
+  else
+    close_logits "$dir/ref-$m.f32" "$dir/out.f32" "$what"
+  fi
+  fcases=$((fcases + 1))
+}
+for m in deepseek2-f32 deepseek2-q8_0 gemma3-f32 gpt-oss-f32; do
+  eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
+done
+for peers in "$peers2" "$peers3"; do
+  count=$(tr -cd , <<<"$peers,")
+  count=${#count}
+  m1=$(mark n1) m2=$(mark n2) m3=$(mark n3)
+  frontier_case deepseek2-f32 pipeline "$peers" --parallel "pipeline:$count"
+  # The planner may leave a node out of a 3-layer pipeline under load, never all but one.
+  stages=$( { since n1 "$m1"; since n2 "$m2"; since n3 "$m3"; } | grep -c "loaded layers" || true)
+  [ "$stages" -ge 2 ] || fail "deepseek2-f32 pipeline:$count: $stages stages loaded"
+  for moe in expert-parallel split-experts; do
+    m1=$(mark n1) m2=$(mark n2) m3=$(mark n3)
+    frontier_case deepseek2-f32 close "$peers" --parallel tensor --moe "$moe"
+    ranks=$( { since n1 "$m1"; since n2 "$m2"; since n3 "$m3"; } | grep -c "loaded layers \[0, 3)" ||
+      true)
+    [ "$ranks" -eq "$count" ] ||
+      fail "deepseek2-f32 tensor ($moe) over $count nodes: $ranks ranks loaded"
+  done
+done
+frontier_case deepseek2-q8_0 pipeline "$peers2" --parallel pipeline:2
+frontier_case deepseek2-q8_0 close "$peers2" --parallel tensor --moe expert-parallel
+for m in gemma3-f32 gpt-oss-f32; do
+  frontier_case "$m" pipeline "$peers2" --parallel pipeline:2
+  frontier_case "$m" close "$peers2" --parallel tensor
+done
+frontier_case gpt-oss-f32 close "$peers3" --parallel tensor --moe expert-parallel
+# Shipped to nodes without the file: pipeline stages, then tensor-parallel ranks their cuts
+# of the MLA weights (attn_q_b, attn_kv_b, attn_k_b and attn_v_b by head) and of the
+# experts; a second run reads every cut from the cache and receives nothing.
+XDG_CACHE_HOME=$dir/fship1-cache start_node fship1 --no-model-files
+XDG_CACHE_HOME=$dir/fship2-cache start_node fship2 --no-model-files
+wait_nodes fship1 fship2
+fpeers=${addr[fship1]},${addr[fship2]}
+for parallel in pipeline:2 tensor; do
+  for want in "the coordinator" "the cache"; do
+    m1=$(mark fship1) m2=$(mark fship2)
+    how=close
+    [ "$parallel" = tensor ] || how=pipeline
+    frontier_case deepseek2-f32 "$how" "$fpeers" --parallel "$parallel" --moe expert-parallel
+    logs=$( { since fship1 "$m1"; since fship2 "$m2"; } )
+    [ "$(grep -c "loaded layers.* from $want" <<<"$logs")" -eq 2 ] ||
+      fail "ship deepseek2-f32 ($parallel): expected both nodes to load from $want in: $logs"
+    received=$( { grep -o "received [0-9.]* MB" <<<"$logs" || true; } |
+      awk '{s += $2} END {print s + 0}')
+    if [ "$want" = "the cache" ]; then
+      [ "$received" = 0 ] || fail "ship deepseek2-f32 ($parallel): $received MB on a second run"
+    else
+      awk -v r="$received" 'BEGIN {exit !(r > 0)}' ||
+        fail "ship deepseek2-f32 ($parallel): nothing received in: $logs"
+    fi
+  done
+done
+stop_node fship1
+stop_node fship2
+echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - fstart)) s)"
 
 # --- Keys. ---------------------------------------------------------------------------------
 printf '%s\n' 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef >"$dir/k1"

@@ -529,7 +529,9 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
     }
   }
   for (auto& l : loaders) l.join();
-  if (!load_errors.empty()) throw Error("cluster", load_errors.front());
+  // Each recorded error already names its module ("[cluster] node 'x' could not load ...",
+  // "[engine] ..." of a local rank): passed on as it is, not prefixed a second time.
+  if (!load_errors.empty()) throw Error(load_errors.front());
 
   for (auto& s : r.stages) {
     StageRunner* stage = s.get();

@@ -244,6 +244,29 @@ TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
   EXPECT_THAT(node.log(), HasSubstr("from the cache"));
 }
 
+TEST(ClusterTest, ANodeThatCannotLoadIsNamedWithItsErrorOnce) {
+  // A cached shard spoiled after it was shipped: the node's load fails, and the coordinator
+  // says which node and why, with each module named once (the node's error text already
+  // starts with its own "[module]").
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "spoiled");
+  TestNode node("node-a", cache, /*use_model_files=*/false);
+  ClusterOptions o = pipeline_options({node.address()});
+  o.plan.use_local = false;
+  ClusterRunner::open(model, o);
+  for (const auto& e : fs::recursive_directory_iterator(cache / "models")) {
+    if (e.path().extension() == ".gguf") fs::resize_file(e.path(), 16);
+  }
+  try {
+    ClusterRunner::open(model, o);
+    FAIL() << "a node with a spoiled cache loaded";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(),
+                ::testing::StartsWith("[cluster] node 'node-a' could not load its shard: "));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("[cluster] [cluster]")));
+  }
+}
+
 TEST(ClusterTest, ASecondCoordinatorIsToldTheNodeIsBusy) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
   const TempDir cache("cluster-test", "busy");

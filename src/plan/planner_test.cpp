@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/shard.h"
 #include "plan/apportion.h"
 #include "plan/plan_check.h"
 #include "plan/plan_table.h"
 #include "plan/rank_memory.h"
+#include "plan/shard_spec.h"
 #include "util/error.h"
 
 namespace herd {
@@ -433,6 +435,87 @@ TEST(PlanCheck, CatchesABrokenPlan) {
   p = plan(m, nodes, options(PlanOptions::Mode::kPipeline));
   p.stages.back().layer_end -= 1;  // the last layer dropped
   EXPECT_THROW(check_plan(p, m, nodes, o), Error);
+}
+
+// DeepSeek V3's attention: 128 heads over one latent of 512 and a rope key of 64 per token.
+PlanModel deepseek_v3(int64_t n_layer) {
+  HParams hp;
+  hp.n_vocab = 129280;
+  hp.n_embd = 7168;
+  hp.n_ff = 18432;
+  hp.n_layer = n_layer;
+  hp.n_head = 128;
+  hp.n_head_kv = 1;
+  hp.head_dim = 192;
+  hp.head_dim_v = 128;
+  hp.n_rot = 64;
+  hp.n_ctx = 4096;
+  hp.q_lora_rank = 1536;
+  hp.kv_lora_rank = 512;
+  hp.mla_split_b = true;
+  hp.n_expert = 16;
+  hp.n_expert_used = 8;
+  hp.n_ff_expert = 2048;
+  hp.n_expert_shared = 1;
+  hp.n_leading_dense = 1;
+  hp.gating = Gating::kSigmoid;
+  return synthetic_plan_model(*find_arch("deepseek2"), hp, TensorType::Q4_K);
+}
+
+TEST(Planner, MlaRanksEachCountTheWholeLatentCache) {
+  // The cache holds one latent and one rope key per token, which every query head reads:
+  // each tensor-parallel rank keeps all of it, F16, however few heads it has.
+  const PlanModel m = deepseek_v3(4);
+  PlanOptions o = options(PlanOptions::Mode::kTensor);
+  o.n_ctx = 1024;
+  const std::vector<NodeProfile> nodes = {node("local", 64, 50), node("b", 64, 30),
+                                          node("c", 64, 40)};
+  const Plan p = checked_plan(m, nodes, o);
+  ASSERT_EQ(p.stages.size(), 1u);
+  ASSERT_EQ(p.stages[0].ranks.size(), 3u);
+  const uint64_t per_rank = uint64_t{4} * 1024 * (512 + 64) * 2;
+  for (const Rank& r : p.stages[0].ranks) {
+    EXPECT_EQ(r.kv_head_end - r.kv_head_begin, 1);
+    EXPECT_EQ(estimate_memory(m, o, rank_load(m, p.stages[0], r)).kv_cache, per_rank);
+  }
+  // Pipeline stages: each its own layers' latents.
+  const Plan pp = checked_plan(m, nodes, options(PlanOptions::Mode::kPipeline));
+  uint64_t total = 0;
+  for (const Stage& s : pp.stages) {
+    total += estimate_memory(m, PlanOptions{}, rank_load(m, s, s.ranks[0])).kv_cache;
+  }
+  EXPECT_EQ(total, uint64_t{4} * static_cast<uint64_t>(pp.n_ctx) * (512 + 64) * 2);
+}
+
+TEST(PlanModelFrom, MlaCacheIsWhatTheShardAllocates) {
+  // The frontier deepseek2 file: 3 layers, kv_lora 64 + rope 16, context 256. The planner's
+  // KV bytes of every rank (2 and 3 ranks, both MoE modes) are those the rank's shard
+  // allocates, and layers x n_ctx x (kv_lora + rope) x 2 bytes.
+  const gguf::File f = gguf::File::open("../shared/models/frontier/deepseek2-f32.gguf");
+  const ModelInfo info = read_model_info(f);
+  ASSERT_EQ(info.hp.kv_lora_rank + info.hp.n_rot, 80);
+  const PlanModel m = plan_model_from(info, f);
+  for (const PlanOptions::MoeMode moe :
+       {PlanOptions::MoeMode::kExpertParallel, PlanOptions::MoeMode::kSplitExperts}) {
+    for (size_t n = 2; n <= 3; ++n) {
+      std::vector<NodeProfile> nodes = {node("local", 1, 10), node("b", 1, 30), node("c", 1, 20)};
+      nodes.resize(n);
+      PlanOptions o = options(PlanOptions::Mode::kTensor);
+      o.moe = moe;
+      o.n_ctx = 256;
+      const Plan p = checked_plan(m, nodes, o);
+      ASSERT_EQ(p.stages.size(), 1u);
+      ASSERT_EQ(p.stages[0].ranks.size(), n);
+      for (const Rank& r : p.stages[0].ranks) {
+        const uint64_t kv = estimate_memory(m, o, rank_load(m, p.stages[0], r)).kv_cache;
+        EXPECT_EQ(kv, uint64_t{3} * 256 * 80 * 2);
+        engine::ShardOptions so;
+        so.n_ctx = o.n_ctx;
+        so.n_seq = o.n_seq;
+        EXPECT_EQ(kv, engine::Shard::sizes(info, shard_spec(p.stages[0], r, true), so).kv_bytes);
+      }
+    }
+  }
 }
 
 TEST(PlanModelFrom, MatchesTheFile) {
