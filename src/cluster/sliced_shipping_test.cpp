@@ -247,12 +247,10 @@ TEST(SlicedShipping, FrontierRanksAreShippedTheirCutsAndLoadThemBitForBit) {
 // A rank whose slice holds none of a weight is not shipped that tensor at all (a GGUF
 // tensor has no empty dimension). deepseek2-q8_0 gives such ranks: with 2 split-experts
 // ranks one holds no FFN rows (an expert's 32 rows are one q8_0 block of ffn_down_exps),
-// with 3 expert-parallel ranks two hold no heads. Loading such a cut file fails in
-// engine/shard.cpp (whose owner fixes it; enable this test then): the MLA branch looks up
-// attn_k_b / attn_kv_b even for a rank with no heads, and the file's missing MLA tensors
-// make read_model_info guess neither layout; pack_dense requires the spec of ffn_gate /
-// ffn_gate_shexp in info.tensors, which a partial file without them does not list.
-TEST(SlicedShipping, DISABLED_RanksWithEmptyCutsOfMlaAndSharedExpertsLoad) {
+// with 3 expert-parallel ranks two hold no heads. Their cut files load: a rank without
+// heads looks up no MLA tensor, and the dense layer's and shared experts' cuts come from
+// the model's tensor list, not the file's.
+TEST(SlicedShipping, RanksWithEmptyCutsOfMlaAndSharedExpertsLoad) {
   const Case cases[] = {{"frontier/deepseek2-q8_0", 2, PlanOptions::MoeMode::kSplitExperts},
                         {"frontier/deepseek2-q8_0", 3, PlanOptions::MoeMode::kExpertParallel}};
   for (const Case& c : cases) {

@@ -200,6 +200,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     return m;
   };
   const Range all_embd{0, hp.n_embd};
+  const std::vector<TensorSpec> all_tensors = model_tensors(arch, hp);
   // A vector cut to the model's elements r of it (dimension 0).
   auto vector_slice = [&](const std::string& name, Range r) {
     return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
@@ -237,7 +238,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       }
       l.wkv_a = pack(p + "attn_kv_a_mqa.weight", {0, kv_lora + hp.n_rot}, all_embd);
       l.kv_a_norm = load_vector(file.tensor(p + "attn_kv_a_norm.weight"));
-      if (hp.mla_split_b) {
+      if (!has_heads) {
+        // No heads: no attention (a cut file holds none of k_b, v_b, kv_b).
+      } else if (hp.mla_split_b) {
         // Per held head h: k_b's rows [h kv_lora, (h + 1) kv_lora) and v_b's [h hdv, ...).
         const std::string k_name = p + "attn_k_b.weight", v_name = p + "attn_v_b.weight";
         const gguf::TensorInfo& kb = file.tensor(k_name);
@@ -301,8 +304,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     // The dense FFN of a dense layer, or the shared experts of an MoE layer: rows cut in
     // proportion to the slice's FFN range (model/arch.cpp says by how much).
     auto pack_dense = [&](const std::string& gate, const std::string& up, const std::string& down) {
-      const TensorSpec* ts = find_tensor_spec(info, gate);
-      HERD_CHECK(ts != nullptr);
+      // (From the model's list: a cut file lacks the tensors its slice holds none of.)
+      const auto ts = std::find_if(all_tensors.begin(), all_tensors.end(),
+                                   [&](const TensorSpec& t) { return t.name == gate; });
+      HERD_CHECK(ts != all_tensors.end());
       const WeightCut cut = weight_cut(*ts, slice, hp);  // rows of gate / up
       const Range rows{cut.begin, cut.end};
       l.n_ff = rows.size();

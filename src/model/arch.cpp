@@ -80,6 +80,8 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
       add("attn_kv_a_mqa.weight", {hp.n_embd, kv_lora + hp.n_rot}, kAttn);
       add("attn_kv_a_norm.weight", {kv_lora}, kNorm);
+      // (The shard reads attn_kv_b only when a file lacks attn_k_b / attn_v_b; it is still
+      // listed, so that files keep it whole: a rank is shipped it too.)
       if (hp.mla_kv_b) {
         add("attn_kv_b.weight", {kv_lora, hp.n_head * (nope + hdv)}, kAttn, kHeads, 1, nope + hdv);
       }

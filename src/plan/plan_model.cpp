@@ -29,11 +29,8 @@ PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
   return m;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-// Adds one tensor's bytes to the group that tensor parallelism splits it with.
+// Adds one tensor's bytes to the group that tensor parallelism splits it with: the tensor
+// list says how each weight is cut (model/arch.cpp), so no name is parsed here.
 // block_size: elements per block of the tensor's type.
 void add_tensor(PlanModel& m, const TensorSpec& t, uint64_t bytes, int64_t block_size) {
   if (t.layer < 0) {
@@ -42,7 +39,7 @@ void add_tensor(PlanModel& m, const TensorSpec& t, uint64_t bytes, int64_t block
       if (m.tied_output) m.output_bytes += bytes;
     } else if (t.role == TensorRole::kOutput) {
       m.output_bytes += bytes;
-    } else if (t.name == "output_norm.weight") {
+    } else if (t.role == TensorRole::kNorm) {
       m.output_norm_bytes += bytes;
     } else {
       m.global_bytes += bytes;
@@ -51,35 +48,28 @@ void add_tensor(PlanModel& m, const TensorSpec& t, uint64_t bytes, int64_t block
   }
   HERD_CHECK(t.layer < m.n_layer);
   PlanLayer& layer = m.layers[static_cast<size_t>(t.layer)];
-  // The name after "blk.N." says which part of attention a tensor belongs to; the
-  // roles alone do not tell attn_q from attn_k.
-  const std::string_view local = std::string_view(t.name).substr(t.name.find('.', 4) + 1);
-  switch (t.role) {
-    case TensorRole::kAttention:
-    case TensorRole::kAttentionValue:
-    case TensorRole::kBias:
-      if (starts_with(local, "attn_q.") || starts_with(local, "attn_output.")) {
-        layer.attn_q_bytes += bytes;
-        if (starts_with(local, "attn_output.")) {
-          m.attn_output_block = std::max(m.attn_output_block, block_size);
-        }
-      } else if (starts_with(local, "attn_k.") || starts_with(local, "attn_v.")) {
-        layer.attn_kv_bytes += bytes;
+  switch (t.split) {
+    case SplitBy::kHeads:
+      layer.attn_q_bytes += bytes;
+      // Columns cut by query head (attn_output): the slices must keep whole blocks.
+      if (t.split_dim == 0 && t.shape.size() >= 2)
+        m.attn_output_block = std::max(m.attn_output_block, block_size);
+      return;
+    case SplitBy::kKvHeads:
+      layer.attn_kv_bytes += bytes;
+      return;
+    case SplitBy::kFf:
+      layer.ffn_bytes += bytes;
+      if (t.split_dim == 0 && t.shape.size() >= 2)
+        m.ffn_down_block = std::max(m.ffn_down_block, block_size);
+      return;
+    default:  // norms, routers, MLA's latent projections: every rank needs them whole
+      // (per-expert tensors not cut by FFN row are still cut by expert: count them there).
+      if (t.per_expert) {
+        layer.ffn_bytes += bytes;
       } else {
         layer.replicated_bytes += bytes;
       }
-      return;
-    case TensorRole::kFfn:
-    case TensorRole::kExperts:
-      layer.ffn_bytes += bytes;
-      return;
-    case TensorRole::kFfnDown:
-    case TensorRole::kExpertsDown:
-      layer.ffn_bytes += bytes;
-      m.ffn_down_block = std::max(m.ffn_down_block, block_size);
-      return;
-    default:  // norms, router: small, and every rank needs them whole
-      layer.replicated_bytes += bytes;
       return;
   }
 }

@@ -163,7 +163,9 @@ Slicing Planner::slicing(int64_t n_ranks) const {
   // Heads come in units of k heads such that attn_output's column slices are whole quant
   // blocks; preferably whole GQA groups (no KV head computed twice), preferably at least
   // one unit per rank.
-  auto whole_blocks = [&](int64_t k) { return (k * m_.head_dim) % m_.attn_output_block == 0; };
+  // (attn_output has a head's value size of columns per head: MLA's differs from its key's.)
+  const int64_t cols_per_head = m_.hp.head_dim_v > 0 ? m_.hp.head_dim_v : m_.head_dim;
+  auto whole_blocks = [&](int64_t k) { return (k * cols_per_head) % m_.attn_output_block == 0; };
   std::vector<int64_t> units;
   for (int64_t k = group; k <= m_.n_head; k += group) {
     if (m_.n_head % k == 0) units.push_back(k);

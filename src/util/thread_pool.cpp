@@ -92,7 +92,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+void ThreadPool::run(int64_t n_tasks, FunctionRef<void(int64_t, int)> fn) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
@@ -127,7 +127,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& f
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn) {
   const int64_t parts = std::min<int64_t>(n, n_threads_);
   run(parts,
       [&](int64_t part, int thread) { fn(n * part / parts, n * (part + 1) / parts, thread); });

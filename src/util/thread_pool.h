@@ -11,10 +11,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/function_ref.h"
 
 namespace herd {
 
@@ -31,12 +32,11 @@ class ThreadPool {
   // Calls fn(task, thread_index) for every task in [0, n_tasks); thread_index < size().
   // Tasks are handed out dynamically in order. Exceptions thrown by fn are rethrown here
   // (the first one; the remaining tasks still run).
-  void run(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
+  void run(int64_t n_tasks, FunctionRef<void(int64_t task, int thread)> fn);
 
   // Convenience: splits [0, n) into one contiguous range per thread:
   // fn(begin, end, thread_index). Ranges are as even as possible.
-  void parallel_for(int64_t n,
-                    const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
+  void parallel_for(int64_t n, FunctionRef<void(int64_t begin, int64_t end, int thread)> fn);
 
  private:
   void worker_loop(int index);
@@ -53,7 +53,7 @@ class ThreadPool {
   // worker still in an old generation can never claim a task of a newer one: run() first
   // closes the ticket under the new generation, then publishes the job (all sequentially
   // consistent, so a worker that sees the new job's size also sees the closed ticket).
-  std::atomic<const std::function<void(int64_t, int)>*> job_{nullptr};
+  std::atomic<const FunctionRef<void(int64_t, int)>*> job_{nullptr};
   std::atomic<int64_t> n_tasks_{0};
   std::atomic<uint64_t> ticket_{0};
   std::atomic<int64_t> done_{0};  // tasks of the current generation that have finished
