@@ -27,6 +27,7 @@ struct BenchOptions {
   int64_t n_gen = 32;
   int reps = 3;
   int64_t seqs = 1;
+  int64_t depth = 0;  // > 0: decode after a context of this many tokens (llama-bench -gp)
   bool json = false;
 };
 
@@ -92,19 +93,28 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-s,--seqs", o->seqs,
                   "Also decode this many sequences together, one batch per step")
       ->capture_default_str();
+  cmd->add_option("-d,--depth", o->depth,
+                  "Decode after a context of this many tokens, filled untimed (llama-bench "
+                  "-gp DEPTH,N); 0: right after the -p prompt")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     if (o->n_prompt < 1 || o->n_gen < 1 || o->reps < 1)
       throw Error("cli", "-p, -n and -r must be positive");
     if (o->seqs < 1) throw Error("cli", "--seqs must be positive");
+    if (o->depth < 0) throw Error("cli", "--depth must not be negative");
+    // Decoding starts after the prompt, or after the --depth context.
+    const int64_t decode_start = o->depth > 0 ? o->depth : o->n_prompt;
+    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen;
     // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
     ModelOptions model = o->model;
-    if (model.n_ctx == 0) model.n_ctx = o->n_prompt + o->n_gen;
+    if (model.n_ctx == 0) model.n_ctx = needed;
     auto runner = model.open(o->seqs);
     const HParams& hp = runner->hparams();
-    if (o->n_prompt + o->n_gen > runner->n_ctx()) {
-      throw Error("cli", "-p + -n = " + std::to_string(o->n_prompt + o->n_gen) +
-                             " exceeds the context of " + std::to_string(runner->n_ctx()));
+    if (needed > runner->n_ctx()) {
+      throw Error("cli", "the run needs " + std::to_string(needed) +
+                             " positions, beyond the context of " +
+                             std::to_string(runner->n_ctx()));
     }
     // Deterministic pseudo-random prompt ids (the content does not change the cost).
     std::vector<int32_t> ids(static_cast<size_t>(o->n_prompt));
@@ -118,15 +128,28 @@ void add_bench(CLI::App& app) {
         batch.add(ids[static_cast<size_t>(i)], 0, static_cast<int32_t>(i), i + 1 == o->n_prompt);
       runner->forward(batch, logits);
     };
+    // The --depth context, in chunks of 256 tokens (not timed).
+    auto fill_depth = [&] {
+      for (int64_t begin = 0; begin < o->depth; begin += 256) {
+        batch.clear();
+        const int64_t end = std::min(o->depth, begin + 256);
+        for (int64_t i = begin; i < end; ++i) {
+          batch.add(static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab), 0, static_cast<int32_t>(i),
+                    i + 1 == end);
+        }
+        runner->forward(batch, logits);
+      }
+    };
     auto run_decode = [&] {
       for (int64_t i = 0; i < o->n_gen; ++i) {
         batch.clear();
         batch.add(ids[static_cast<size_t>(i) % ids.size()], 0,
-                  static_cast<int32_t>(o->n_prompt + i), true);
+                  static_cast<int32_t>(decode_start + i), true);
         runner->forward(batch, logits);
       }
     };
     prefill();  // warm-up: page in the weights, grow the scratch buffers
+    fill_depth();
     run_decode();
     // Across nodes: per-stage figures of the last repetition, prefill and decode apart.
     auto* cluster = dynamic_cast<cluster::ClusterRunner*>(runner.get());
@@ -139,19 +162,25 @@ void add_bench(CLI::App& app) {
       double t0 = now_seconds();
       prefill();
       double t1 = now_seconds();
+      const double prefill_seconds = t1 - t0;
       if (cluster && last) {
         prefill_stages = cluster->stage_stats();
         prefill_wall = cluster->forward_seconds();
         cluster->reset_stats();
       }
+      if (o->depth > 0) {
+        fill_depth();
+        if (cluster && last) cluster->reset_stats();
+      }
       const double c1 = cpu_seconds();
+      t1 = now_seconds();
       run_decode();
       double t2 = now_seconds(), c2 = cpu_seconds();
       if (cluster && last) {
         decode_stages = cluster->stage_stats();
         decode_wall = cluster->forward_seconds();
       }
-      prefill_tps.push_back(static_cast<double>(o->n_prompt) / (t1 - t0));
+      prefill_tps.push_back(static_cast<double>(o->n_prompt) / prefill_seconds);
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
       decode_cpu.push_back(1e3 * (c2 - c1) / static_cast<double>(o->n_gen));
     }
@@ -207,6 +236,7 @@ void add_bench(CLI::App& app) {
                                   {"runner", runner->describe()},
                                   {"n_prompt", o->n_prompt},
                                   {"n_gen", o->n_gen},
+                                  {"depth", o->depth},
                                   {"prefill_tok_s", prefill_speed},
                                   {"decode_tok_s", decode},
                                   {"bandwidth_gbs", bandwidth / 1e9},
@@ -230,8 +260,8 @@ void add_bench(CLI::App& app) {
     std::printf("runner       %s\n", runner->describe().c_str());
     std::printf("prefill      %8.1f tok/s  (%lld tokens, median of %d)\n", prefill_speed,
                 static_cast<long long>(o->n_prompt), o->reps);
-    std::printf("decode       %8.1f tok/s  (%lld tokens, median of %d)\n", decode,
-                static_cast<long long>(o->n_gen), o->reps);
+    std::printf("decode       %8.1f tok/s  (%lld tokens after %lld, median of %d)\n", decode,
+                static_cast<long long>(o->n_gen), static_cast<long long>(decode_start), o->reps);
     if (o->seqs > 1) {
       std::printf("batch decode %8.1f tok/s  (%lld sequences together: %.2fx one sequence)\n",
                   batch_tps, static_cast<long long>(o->seqs), batch_tps / decode);
