@@ -220,12 +220,21 @@ void add_bench(CLI::App& app) {
     const double model_bytes = static_cast<double>(runner->info().weight_bytes) + kv_bytes;
     ThreadPool probe_pool(o->model.threads);
     const double bandwidth = measure_read_bandwidth(probe_pool);
-    // Bytes one decoded token reads: every weight the forward pass uses once (the
-    // embedding contributes one row only).
+    // Bytes one decoded token reads: every weight the forward pass uses once, but of each
+    // MoE layer's experts only the ones a token runs through, and one row of the embedding.
     const auto& embd = runner->file().tensor("token_embd.weight");
-    double bytes_per_token = static_cast<double>(runner->info().weight_bytes) -
-                             static_cast<double>(embd.n_bytes) +
-                             static_cast<double>(embd.n_bytes) / static_cast<double>(hp.n_vocab);
+    double bytes_per_token = 0;
+    for (const TensorSpec& spec : runner->info().tensors) {
+      const double bytes = static_cast<double>(runner->file().tensor(spec.name).n_bytes);
+      if (spec.role == TensorRole::kEmbedding) {
+        bytes_per_token += bytes / static_cast<double>(hp.n_vocab);
+      } else if (spec.per_expert) {
+        bytes_per_token +=
+            bytes * static_cast<double>(hp.n_expert_used) / static_cast<double>(hp.n_expert);
+      } else {
+        bytes_per_token += bytes;
+      }
+    }
     if (hp.tied_output) bytes_per_token += static_cast<double>(embd.n_bytes);
     const double decode = median(decode_tps), prefill_speed = median(prefill_tps);
     const double roofline_tps = bandwidth / bytes_per_token;
@@ -271,7 +280,7 @@ void add_bench(CLI::App& app) {
     std::printf("bandwidth    %8.1f GB/s (read, measured now)\n", bandwidth / 1e9);
     std::printf("memory       %8.1f MB peak RSS (weights + KV cache: %.1f MB)\n", peak_rss / 1e6,
                 model_bytes / 1e6);
-    std::printf("roofline     %8.1f tok/s  (%.1f MB of weights per token); decode at %.0f%%\n",
+    std::printf("roofline     %8.1f tok/s  (%.1f MB of weights read per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
     if (cluster) {
       std::printf("stages       (last repetition; per token)\n");
