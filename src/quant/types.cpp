@@ -9,8 +9,8 @@
 
 #include "quant/blocks.h"
 #include "quant/float16.h"
-#include "quant/iq_grid_quants.h"
 #include "quant/iq4_quants.h"
+#include "quant/iq_grid_quants.h"
 #include "quant/k_quants.h"
 #include "quant/legacy_quants.h"
 #include "util/error.h"
