@@ -59,7 +59,7 @@ const char* scaling_name(RopeScaling r) {
 }
 
 // One line per run of layers with the same options: what the forward pass will do.
-std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
+std::string layer_text(const HParams& hp, const LayerOptions& o) {
   std::string text;
   if (o.moe) {
     text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
@@ -84,7 +84,6 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
     std::snprintf(rope, sizeof rope, " x%g", static_cast<double>(hp.rope_factor));
     text += rope;
   }
-  static_cast<void>(arch);
   return text;
 }
 
@@ -113,10 +112,10 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.q_lora_rank));
   }
   int64_t begin = 0;
-  std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
+  std::string run = layer_text(hp, layer_options(arch, hp, 0));
   for (int64_t il = 1; il <= hp.n_layer; ++il) {
     const std::string text =
-        il < hp.n_layer ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
+        il < hp.n_layer ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)
