@@ -138,7 +138,9 @@ class JsonCallReader {
         break;
       case Phase::kValue:
         if (is_space(c)) break;
-        if (key_ == "name" && c == '"') {
+        // A repeated name key is skipped, as a repeated arguments key is (below): the first
+        // name may have been streamed already.
+        if (key_ == "name" && c == '"' && !calls_.back().named) {
           start_token(Role::kName);
           break;
         }

@@ -243,6 +243,24 @@ TEST(OutputParser, RepeatedArgumentsKeyKeepsTheFirst) {
   EXPECT_EQ(d.tool_calls[0].arguments, R"({"a":123456})");
 }
 
+TEST(OutputParser, RepeatedNameKeyKeepsTheFirst) {
+  // output_parser_fuzz: a forced Mistral call whose empty name was complete (and streamed,
+  // mapped to "f") was renamed by a second name key when read whole but not in pieces.
+  OutputParserOptions o;
+  o.tools = ToolFormat::kMistral;
+  o.forced_call = true;
+  o.tool_names = {"f", "get_weather"};
+  const ParsedDelta d = both(o, R"(","name":"g"}])");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f");
+  o.forced_call = false;
+  o.tools = ToolFormat::kHermes;
+  const ParsedDelta h =
+      both(o, R"(<tool_call>{"name": "get_weather", "name": "f", "arguments": {}}</tool_call>)");
+  ASSERT_EQ(h.tool_calls.size(), 1u);
+  EXPECT_EQ(h.tool_calls[0].name, "get_weather");
+}
+
 TEST(OutputParser, FuzzFoundRepeatedArgumentsInEveryFormat) {
   // server_request_fuzz: a repeated arguments key after part of the first had been handed
   // out made the parser cut its text at a position past its end (std::out_of_range).
