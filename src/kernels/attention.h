@@ -27,14 +27,31 @@ struct AttendArgs {
   // [n_q] or null: per head an extra logit in the softmax with no value (attention sinks,
   // gpt-oss), not scaled; its share of the weight is dropped.
   const float* sinks = nullptr;
-  float* scores = nullptr;  // scratch of n_q * n_pos floats
+  float* scores = nullptr;  // scratch of attend_scratch_floats(n_q, n_pos, k_dim, v_dim)
   float* out = nullptr;     // [n_q][v_dim]
+  // [n_q][2] or null. When set, the call covers a chunk of the positions: out is left
+  // unnormalized (sum_j e^(s_j - max) v_j) and each head's (max, sum of e^(s_j - max)) is
+  // written here, sinks not counted; merge_attention combines the chunks. Only the kernels
+  // of keys and values of different sizes (attend_wide_kernel) take it.
+  float* partial = nullptr;
 };
 // REQUIRES: n_q >= 1, n_pos >= 1.
 using AttendFn = void (*)(const AttendArgs& args);
 
+// Floats of AttendArgs::scores any kernel of attend_kernel needs for such a call.
+int64_t attend_scratch_floats(int64_t n_q, int64_t n_pos, int64_t k_dim, int64_t v_dim);
+
+// out[h] = the attention of n_chunks chunks of positions, each computed with partial set
+// (partials: [n_chunks][n_q][2], outs: [n_chunks][n_q][v_dim]), with each head's sink (when
+// sinks is not null) counted once.
+void merge_attention(const float* partials, const float* outs, int64_t n_chunks, int64_t n_q,
+                     int64_t v_dim, const float* sinks, float* out);
+
 // The best attention kernel of `isa` (or below it) for keys of k_dim and values of v_dim.
+// When k_dim != v_dim or either is over 256 (multi-head latent attention: the values are the
+// first v_dim of each key row, values == keys), it takes AttendArgs::partial.
 AttendFn attend_kernel(Isa isa, int64_t k_dim, int64_t v_dim);
+bool attend_takes_partial(int64_t k_dim, int64_t v_dim);
 
 // x[i] = silu(x[i]) * up[i] = x[i] / (1 + e^-x[i]) * up[i] for i < n: the gated product
 // of the FFN, chosen once per ISA like attention (the SIMD ones use the vector exp of
@@ -49,16 +66,19 @@ void attend(const AttendArgs& args);
 // Each SIMD ISA's kernels: the shared ones of attention_simd.h instantiated over its vectors
 // (attention_<isa>.cpp). attend REQUIRES head_dim % width == 0 (avx2 8, avx512 16, neon 4)
 // and head_dim <= 256; attend_kernel checks both.
-// attend_wide takes any k_dim and v_dim that are multiples of the width (MLA's 576 / 512).
+// attend_wide takes any k_dim and v_dim that are multiples of the width (MLA's 576 / 512);
+// attend_lanes (x86) too, when values == keys, with the heads across the vector's lanes.
 namespace avx2 {
 extern const SiluMulFn silu_mul;
 extern const AttendFn attend;
 extern const AttendFn attend_wide;
+extern const AttendFn attend_lanes;
 }  // namespace avx2
 namespace avx512 {
 extern const SiluMulFn silu_mul;
 extern const AttendFn attend;
 extern const AttendFn attend_wide;
+extern const AttendFn attend_lanes;
 }  // namespace avx512
 namespace neon {
 extern const SiluMulFn silu_mul;

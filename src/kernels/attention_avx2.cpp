@@ -10,6 +10,11 @@ namespace {
 struct V {
   using F = __m256;
   static constexpr int64_t kWidth = 8;
+  // attend_wide: heads per run (16 registers: 4 heads x 2 rows of accumulators, the
+  // rows, q).
+  static constexpr int kWideHeads = 4;
+  // attend_lanes: cached rows per block (8 accumulators and q in 16 registers).
+  static constexpr int64_t kLaneRows = 8;
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
@@ -53,5 +58,6 @@ struct V {
 extern const SiluMulFn silu_mul = &silu_mul_with<V>;
 extern const AttendFn attend = &attend_with<V>;
 extern const AttendFn attend_wide = &attend_wide_with<V>;
+extern const AttendFn attend_lanes = &attend_lanes_with<V>;
 
 }  // namespace herd::kernels::avx2

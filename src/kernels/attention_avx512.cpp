@@ -10,6 +10,11 @@ namespace {
 struct V {
   using F = __m512;
   static constexpr int64_t kWidth = 16;
+  // attend_wide: heads per run (32 registers: 8 heads x 2 rows of accumulators, the
+  // rows, q).
+  static constexpr int kWideHeads = 8;
+  // attend_lanes: cached rows per block (16 accumulators and q in 32 registers).
+  static constexpr int64_t kLaneRows = 16;
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
@@ -43,5 +48,6 @@ struct V {
 extern const SiluMulFn silu_mul = &silu_mul_with<V>;
 extern const AttendFn attend = &attend_with<V>;
 extern const AttendFn attend_wide = &attend_wide_with<V>;
+extern const AttendFn attend_lanes = &attend_lanes_with<V>;
 
 }  // namespace herd::kernels::avx512

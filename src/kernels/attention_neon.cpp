@@ -12,6 +12,9 @@ namespace {
 struct V {
   using F = float32x4_t;
   static constexpr int64_t kWidth = 4;
+  // attend_wide: heads per run (32 registers: 8 heads x 2 rows of accumulators, the
+  // rows, q).
+  static constexpr int kWideHeads = 8;
   static F zero() { return vdupq_n_f32(0.0f); }
   static F set1(float v) { return vdupq_n_f32(v); }
   static F load(const float* p) { return vld1q_f32(p); }

@@ -7,7 +7,7 @@
 // Included only by the ISA files; everything here has internal linkage (an unnamed
 // namespace), as in panel_gemm.h, so each ISA file gets its own copy.
 //
-// V provides, for kWidth floats per vector F:
+// V provides, for kWidth floats per vector F (and kWideHeads, heads per attend_wide run):
 //   zero(); set1(f); load(p); store(p, v); load_f16(p): kWidth halves to F;
 //   add, sub, mul, max; fma(a, b, c) = a * b + c; reduce_add(v), reduce_max(v);
 //   neg_abs(v) = -|v|; div(a, b); if_nonnegative(v, a, b) = v >= 0 ? a : b per lane;
@@ -85,6 +85,24 @@ float softmax_weights(float* scores, int64_t n_pos, float sink) {
     V::store(tail, exp_nonpositive<V>(V::sub(V::load(tail), m)));
     for (int64_t i = 0; j + i < n_pos; ++i) sum += scores[j + i] = tail[i];
   }
+  return sum;
+}
+
+// scores[0, n) replaced by e^(s - max) for a max at least each of them; returns their sum.
+template <class V>
+float softmax_weights_at(float* scores, int64_t n, float max) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth;
+  const F m = V::set1(max);
+  F vsum = V::zero();
+  int64_t j = 0;
+  for (; j + w <= n; j += w) {
+    const F e = exp_nonpositive<V>(V::sub(V::load(scores + j), m));
+    V::store(scores + j, e);
+    vsum = V::add(vsum, e);
+  }
+  float sum = V::reduce_add(vsum);
+  for (; j < n; ++j) sum += scores[j] = std::exp(scores[j] - max);
   return sum;
 }
 
@@ -184,9 +202,11 @@ void attend_shared(const float* q, const uint16_t* keys, const uint16_t* values,
 }
 
 // Heads with long keys and values (multi-head latent attention: 576 and 512): q and the
-// output live in memory (L1), not registers. NH heads share each widened key row, two rows
-// at a time; values are summed in blocks of kBlock positions so that the block stays in L1
-// while every dimension of the output passes over it.
+// output live in memory (L1), not registers. One pass over the cache (the cache of a long
+// context is far larger than L2, so every extra pass is a read from memory): blocks of kBlock
+// positions, each scored for the NH heads (every widened key row shared by them, two rows
+// at a time) and at once summed into the outputs while the block is in L1, with the softmax
+// taken online (the outputs rescaled when a block raises a head's maximum).
 template <class V, int NH>
 void attend_wide_heads(const AttendArgs& a, int64_t h0) {
   using F = typename V::F;
@@ -194,50 +214,67 @@ void attend_wide_heads(const AttendArgs& a, int64_t h0) {
   constexpr int64_t kBlock = 32;
   const int64_t nk = a.k_dim / w, nv = a.v_dim / w, n_pos = a.n_pos;
   const float* q[NH];
-  float* scores[NH];
+  float* scores[NH];  // [NH][block] of a.scores: the block's scores, then its weights
   float* out[NH];
+  float max[NH], sum[NH];
   for (int h = 0; h < NH; ++h) {
     q[h] = a.q + (h0 + h) * a.k_dim;
-    scores[h] = a.scores + (h0 + h) * n_pos;
+    scores[h] = a.scores + (h0 + h) * std::min(kBlock, n_pos);
     out[h] = a.out + (h0 + h) * a.v_dim;
-  }
-  int64_t j = 0;
-  for (; j + 2 <= n_pos; j += 2) {
-    const uint16_t* k0 = a.keys + j * a.stride;
-    const uint16_t* k1 = k0 + a.stride;
-    F acc0[NH], acc1[NH];
-    for (int h = 0; h < NH; ++h) acc0[h] = acc1[h] = V::zero();
-    for (int64_t i = 0; i < nk; ++i) {
-      const F x0 = V::load_f16(k0 + w * i), x1 = V::load_f16(k1 + w * i);
-      for (int h = 0; h < NH; ++h) {
-        const F qv = V::load(q[h] + w * i);
-        acc0[h] = V::fma(qv, x0, acc0[h]);
-        acc1[h] = V::fma(qv, x1, acc1[h]);
-      }
-    }
-    for (int h = 0; h < NH; ++h) {
-      scores[h][j] = V::reduce_add(acc0[h]) * a.scale;
-      scores[h][j + 1] = V::reduce_add(acc1[h]) * a.scale;
-    }
-  }
-  for (; j < n_pos; ++j) {
-    const uint16_t* k0 = a.keys + j * a.stride;
-    F acc[NH];
-    for (int h = 0; h < NH; ++h) acc[h] = V::zero();
-    for (int64_t i = 0; i < nk; ++i) {
-      const F x0 = V::load_f16(k0 + w * i);
-      for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::load(q[h] + w * i), x0, acc[h]);
-    }
-    for (int h = 0; h < NH; ++h) scores[h][j] = V::reduce_add(acc[h]) * a.scale;
-  }
-  float inv[NH];
-  for (int h = 0; h < NH; ++h) {
-    const float sink = a.sinks != nullptr ? a.sinks[h0 + h] : -INFINITY;
-    inv[h] = 1.0f / softmax_weights<V>(scores[h], n_pos, sink);
+    max[h] = -INFINITY;
+    sum[h] = 0.0f;
     for (int64_t i = 0; i < nv; ++i) V::store(out[h] + w * i, V::zero());
   }
   for (int64_t jb = 0; jb < n_pos; jb += kBlock) {
-    const int64_t je = std::min(n_pos, jb + kBlock);
+    const int64_t n = std::min(kBlock, n_pos - jb);
+    const uint16_t* block = a.keys + jb * a.stride;
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const uint16_t* k0 = block + j * a.stride;
+      const uint16_t* k1 = k0 + a.stride;
+      F acc0[NH], acc1[NH];
+      for (int h = 0; h < NH; ++h) acc0[h] = acc1[h] = V::zero();
+      for (int64_t i = 0; i < nk; ++i) {
+        const F x0 = V::load_f16(k0 + w * i), x1 = V::load_f16(k1 + w * i);
+        for (int h = 0; h < NH; ++h) {
+          const F qv = V::load(q[h] + w * i);
+          acc0[h] = V::fma(qv, x0, acc0[h]);
+          acc1[h] = V::fma(qv, x1, acc1[h]);
+        }
+      }
+      for (int h = 0; h < NH; ++h) {
+        scores[h][j] = V::reduce_add(acc0[h]) * a.scale;
+        scores[h][j + 1] = V::reduce_add(acc1[h]) * a.scale;
+      }
+    }
+    if (j < n) {
+      const uint16_t* k0 = block + j * a.stride;
+      F acc[NH];
+      for (int h = 0; h < NH; ++h) acc[h] = V::zero();
+      for (int64_t i = 0; i < nk; ++i) {
+        const F x0 = V::load_f16(k0 + w * i);
+        for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::load(q[h] + w * i), x0, acc[h]);
+      }
+      for (int h = 0; h < NH; ++h) scores[h][j] = V::reduce_add(acc[h]) * a.scale;
+    }
+    // Online softmax: weights e^(s - max) under the running maximum; what was summed under
+    // an older maximum is rescaled by e^(old - new).
+    for (int h = 0; h < NH; ++h) {
+      float block_max = max[h];
+      for (int64_t jj = 0; jj < n; ++jj) block_max = std::max(block_max, scores[h][jj]);
+      if (block_max > max[h]) {
+        const float c = std::exp(max[h] - block_max);  // 0 on the first block
+        sum[h] *= c;
+        if (jb > 0) {
+          const F cv = V::set1(c);
+          for (int64_t i = 0; i < nv; ++i)
+            V::store(out[h] + w * i, V::mul(V::load(out[h] + w * i), cv));
+        }
+        max[h] = block_max;
+      }
+      sum[h] += softmax_weights_at<V>(scores[h], n, max[h]);
+    }
+    const uint16_t* values = a.values + jb * a.stride;
     int64_t i = 0;
     for (; i + 2 <= nv; i += 2) {
       F acc0[NH], acc1[NH];
@@ -245,8 +282,8 @@ void attend_wide_heads(const AttendArgs& a, int64_t h0) {
         acc0[h] = V::load(out[h] + w * i);
         acc1[h] = V::load(out[h] + w * (i + 1));
       }
-      for (int64_t jj = jb; jj < je; ++jj) {
-        const uint16_t* row = a.values + jj * a.stride + w * i;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const uint16_t* row = values + jj * a.stride + w * i;
         const F x0 = V::load_f16(row), x1 = V::load_f16(row + w);
         for (int h = 0; h < NH; ++h) {
           const F p = V::set1(scores[h][jj]);
@@ -262,26 +299,45 @@ void attend_wide_heads(const AttendArgs& a, int64_t h0) {
     for (; i < nv; ++i) {
       F acc[NH];
       for (int h = 0; h < NH; ++h) acc[h] = V::load(out[h] + w * i);
-      for (int64_t jj = jb; jj < je; ++jj) {
-        const F x0 = V::load_f16(a.values + jj * a.stride + w * i);
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const F x0 = V::load_f16(values + jj * a.stride + w * i);
         for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::set1(scores[h][jj]), x0, acc[h]);
       }
       for (int h = 0; h < NH; ++h) V::store(out[h] + w * i, acc[h]);
     }
   }
   for (int h = 0; h < NH; ++h) {
-    const F scale_h = V::set1(inv[h]);
-    for (int64_t i = 0; i < nv; ++i)
-      V::store(out[h] + w * i, V::mul(V::load(out[h] + w * i), scale_h));
+    if (a.partial != nullptr) {
+      a.partial[2 * (h0 + h)] = max[h];
+      a.partial[2 * (h0 + h) + 1] = sum[h];
+      continue;
+    }
+    if (a.sinks != nullptr) sum[h] += std::exp(a.sinks[h0 + h] - max[h]);
+    const F inv = V::set1(1.0f / sum[h]);
+    for (int64_t i = 0; i < nv; ++i) V::store(out[h] + w * i, V::mul(V::load(out[h] + w * i), inv));
   }
 }
 
-// REQUIRES: k_dim and v_dim multiples of V::kWidth (see attend_kernel).
+// REQUIRES: k_dim and v_dim multiples of V::kWidth (see attend_kernel). Runs of up to
+// V::kWideHeads heads (as many as keep two rows' accumulators of each in registers).
 template <class V>
 void attend_wide_with(const AttendArgs& a) {
+  constexpr int64_t kRun = V::kWideHeads;
   int64_t h = 0;
-  for (; h + 4 <= a.n_q; h += 4) attend_wide_heads<V, 4>(a, h);
+  for (; h + kRun <= a.n_q; h += kRun) attend_wide_heads<V, kRun>(a, h);
   switch (a.n_q - h) {
+    case 7:
+      if constexpr (kRun > 7) attend_wide_heads<V, 7>(a, h);
+      break;
+    case 6:
+      if constexpr (kRun > 6) attend_wide_heads<V, 6>(a, h);
+      break;
+    case 5:
+      if constexpr (kRun > 5) attend_wide_heads<V, 5>(a, h);
+      break;
+    case 4:
+      if constexpr (kRun > 4) attend_wide_heads<V, 4>(a, h);
+      break;
     case 3:
       attend_wide_heads<V, 3>(a, h);
       break;
@@ -293,6 +349,106 @@ void attend_wide_with(const AttendArgs& a) {
       break;
     default:
       break;
+  }
+}
+
+// Wide heads with the heads across the lanes (x86, where an FMA broadcasts one float from
+// memory for free): no horizontal sums, and each block of cached rows is widened once for
+// all heads. Per block of kRows positions, rows widened into f32; per group of kWidth heads,
+// scores[r] (a vector: one lane per head) = sum_d q^T[d] * row_r[d] for the block's rows,
+// the online softmax lane by lane, and out^T[dv] += sum_r p[r] * row_r[dv].
+// Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows * k_dim
+// floats (attend_scratch_floats counts the widest ISA's). Values must be the keys (v_dim <=
+// k_dim), else it is attend_wide.
+template <class V>
+void attend_lanes_with(const AttendArgs& a) {
+  using F = typename V::F;
+  constexpr int64_t w = V::kWidth, kRows = V::kLaneRows, kChunk = V::kLaneRows;
+  if (a.values != a.keys || a.v_dim > a.k_dim) {  // the block's widened rows are the values
+    attend_wide_with<V>(a);
+    return;
+  }
+  const int64_t k_dim = a.k_dim, v_dim = a.v_dim, n_pos = a.n_pos;
+  const int64_t groups = (a.n_q + w - 1) / w;
+  float* const q_t = a.scores;                        // [groups][k_dim][w], scaled
+  float* const out_t = q_t + groups * k_dim * w;      // [groups][v_dim][w]
+  float* const weights = out_t + groups * v_dim * w;  // [groups][kRows][w]
+  float* const max = weights + groups * kRows * w;    // [groups][w]
+  float* const sum = max + groups * w;                // [groups][w]
+  float* const rows = sum + groups * w;               // [kRows][k_dim], the block widened
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t d = 0; d < k_dim; ++d) {
+      for (int64_t l = 0; l < w; ++l) {
+        const int64_t h = g * w + l;
+        q_t[(g * k_dim + d) * w + l] = h < a.n_q ? a.q[h * k_dim + d] * a.scale : 0.0f;
+      }
+    }
+    for (int64_t i = 0; i < v_dim; ++i) V::store(out_t + (g * v_dim + i) * w, V::zero());
+    V::store(max + g * w, V::set1(-INFINITY));
+    V::store(sum + g * w, V::zero());
+  }
+  for (int64_t jb = 0; jb < n_pos; jb += kRows) {
+    const int64_t n = std::min(kRows, n_pos - jb);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const uint16_t* src = a.keys + (jb + r) * a.stride;
+      for (int64_t i = 0; i < k_dim; i += w)
+        V::store(rows + r * k_dim + i, r < n ? V::load_f16(src + i) : V::zero());
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* qg = q_t + g * k_dim * w;
+      F acc[kRows];
+      for (int64_t r = 0; r < kRows; ++r) acc[r] = V::zero();
+      for (int64_t d = 0; d < k_dim; ++d) {
+        const F qv = V::load(qg + d * w);
+        for (int64_t r = 0; r < kRows; ++r)
+          acc[r] = V::fma(qv, V::set1(rows[r * k_dim + d]), acc[r]);
+      }
+      // Online softmax, one lane per head.
+      const F old_max = V::load(max + g * w);
+      F new_max = old_max;
+      for (int64_t r = 0; r < n; ++r) new_max = V::max(new_max, acc[r]);
+      const F c = exp_nonpositive<V>(V::sub(old_max, new_max));  // ~0 on the first block
+      F total = V::mul(V::load(sum + g * w), c);
+      float* pg = weights + g * kRows * w;
+      for (int64_t r = 0; r < n; ++r) {
+        const F p = exp_nonpositive<V>(V::sub(acc[r], new_max));
+        total = V::add(total, p);
+        V::store(pg + r * w, p);
+      }
+      V::store(max + g * w, new_max);
+      V::store(sum + g * w, total);
+      float* og = out_t + g * v_dim * w;
+      int64_t i = 0;
+      for (; i + kChunk <= v_dim; i += kChunk) {
+        F o[kChunk];
+        for (int64_t k = 0; k < kChunk; ++k) o[k] = V::mul(V::load(og + (i + k) * w), c);
+        for (int64_t r = 0; r < n; ++r) {
+          const F p = V::load(pg + r * w);
+          const float* row = rows + r * k_dim + i;
+          for (int64_t k = 0; k < kChunk; ++k) o[k] = V::fma(p, V::set1(row[k]), o[k]);
+        }
+        for (int64_t k = 0; k < kChunk; ++k) V::store(og + (i + k) * w, o[k]);
+      }
+      for (; i < v_dim; ++i) {
+        F o = V::mul(V::load(og + i * w), c);
+        for (int64_t r = 0; r < n; ++r)
+          o = V::fma(V::load(pg + r * w), V::set1(rows[r * k_dim + i]), o);
+        V::store(og + i * w, o);
+      }
+    }
+  }
+  for (int64_t h = 0; h < a.n_q; ++h) {
+    const int64_t g = h / w, l = h % w;
+    float total = sum[g * w + l];
+    if (a.partial != nullptr) {
+      a.partial[2 * h] = max[g * w + l];
+      a.partial[2 * h + 1] = total;
+    } else if (a.sinks != nullptr) {
+      total += std::exp(a.sinks[h] - max[g * w + l]);
+    }
+    const float inv = a.partial != nullptr ? 1.0f : 1.0f / total;
+    const float* og = out_t + g * v_dim * w + l;
+    for (int64_t i = 0; i < v_dim; ++i) a.out[h * v_dim + i] = og[i * w] * inv;
   }
 }
 

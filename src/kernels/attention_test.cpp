@@ -87,8 +87,23 @@ TEST(Attention, SimdMatchesScalar) {
   }
 }
 
+// The kernels for keys and values of different sizes on `isa`: attend_kernel's choice and,
+// where it is another, the ISA's attend_wide (which arm64 uses, and attend_lanes falls back
+// to when values are not the keys).
+std::vector<AttendFn> wide_kernels(Isa isa, int64_t k_dim, int64_t v_dim) {
+  std::vector<AttendFn> fns = {attend_kernel(isa, k_dim, v_dim)};
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512) fns.push_back(avx512::attend_wide);
+  if (isa == Isa::kAvx2) fns.push_back(avx2::attend_wide);
+#endif
+  fns.push_back(&scalar::attend);  // with `partial`
+  return fns;
+}
+
 // The wide kernels (MLA: keys of 576, values the first 512 of the same row) against the
-// scalar one, for 1-16 heads sharing the latent and positions that end off a block of 32.
+// scalar one, for 1-16 heads sharing the latent (runs of every length), positions that end
+// off a block of 32, with and without sinks, and scales small and large (the large one
+// moves a head's maximum from block to block, so the online softmax rescales).
 TEST(Attention, WideSimdMatchesScalar) {
   const CpuFeatures cpu = detect_cpu();
   std::mt19937 rng(9);
@@ -96,26 +111,56 @@ TEST(Attention, WideSimdMatchesScalar) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (best_isa(cpu, isa) != isa) continue;
     for (auto [k_dim, v_dim] : {std::pair<int64_t, int64_t>{576, 512}, {80, 64}, {48, 48 * 6}}) {
-      for (int64_t n_q : {1, 3, 4, 7, 16}) {
-        for (int64_t n_pos : {1, 2, 33, 100}) {
+      for (int64_t n_q : {1, 3, 4, 5, 7, 8, 9, 16}) {
+        for (int64_t n_pos : {1, 2, 33, 100, 257}) {
+          const bool with_sinks = (n_q + n_pos) % 2 == 1;
+          const float scale = n_pos % 3 == 0 ? 0.5f : 0.05f;
           const int64_t stride = std::max(k_dim, v_dim) + 16;
-          std::vector<float> q(static_cast<size_t>(n_q * k_dim));
+          std::vector<float> q(static_cast<size_t>(n_q * k_dim)), sinks(static_cast<size_t>(n_q));
           std::vector<uint16_t> rows(static_cast<size_t>(n_pos * stride));
           for (float& x : q) x = normal(rng);
+          for (float& x : sinks) x = 2 * normal(rng);
           for (uint16_t& x : rows) x = fp32_to_fp16(normal(rng));
           std::vector<float> scores(static_cast<size_t>(n_q * n_pos)),
               want(static_cast<size_t>(n_q * v_dim)), got(want.size());
-          AttendArgs args{q.data(), n_q,   rows.data(), rows.data(), stride,        n_pos,
-                          k_dim,    v_dim, 0.05f,       nullptr,     scores.data(), want.data()};
+          AttendArgs args{q.data(),      n_q,
+                          rows.data(),   rows.data(),
+                          stride,        n_pos,
+                          k_dim,         v_dim,
+                          scale,         with_sinks ? sinks.data() : nullptr,
+                          scores.data(), want.data()};
           scalar::attend(args);
-          AttendFn fn = attend_kernel(isa, k_dim, v_dim);
-          ASSERT_NE(fn, &scalar::attend);
-          args.out = got.data();
-          fn(args);
-          for (size_t d = 0; d < got.size(); ++d) {
-            EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
-                << isa_name(isa) << " " << k_dim << "/" << v_dim << " n_q " << n_q << " n_pos "
-                << n_pos << " at " << d;
+          scores.resize(static_cast<size_t>(attend_scratch_floats(n_q, n_pos, k_dim, v_dim)));
+          args.scores = scores.data();
+          for (AttendFn fn : wide_kernels(isa, k_dim, v_dim)) {
+            args.out = got.data();
+            fn(args);
+            for (size_t d = 0; d < got.size(); ++d) {
+              EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
+                  << isa_name(isa) << " " << k_dim << "/" << v_dim << " n_q " << n_q << " n_pos "
+                  << n_pos << " scale " << scale << " sinks " << with_sinks << " at " << d;
+            }
+            // The same positions in three chunks (the last may be empty of whole blocks),
+            // each with `partial`, merged.
+            if (n_pos < 3) continue;
+            const int64_t cut[4] = {0, n_pos / 3, n_pos / 3 + 1, n_pos};
+            std::vector<float> partials(static_cast<size_t>(3 * n_q * 2)),
+                outs(static_cast<size_t>(3 * n_q * v_dim));
+            for (int64_t c = 0; c < 3; ++c) {
+              AttendArgs chunk = args;
+              chunk.keys = chunk.values = rows.data() + cut[c] * stride;
+              chunk.n_pos = cut[c + 1] - cut[c];
+              chunk.out = outs.data() + c * n_q * v_dim;
+              chunk.partial = partials.data() + c * n_q * 2;
+              fn(chunk);
+            }
+            std::fill(got.begin(), got.end(), 0.0f);
+            merge_attention(partials.data(), outs.data(), 3, n_q, v_dim, args.sinks, got.data());
+            for (size_t d = 0; d < got.size(); ++d) {
+              EXPECT_NEAR(got[d], want[d], 2e-5 * (1 + std::fabs(want[d])))
+                  << "merged " << isa_name(isa) << " " << k_dim << "/" << v_dim << " n_q " << n_q
+                  << " n_pos " << n_pos << " at " << d;
+            }
           }
         }
       }
