@@ -1,7 +1,9 @@
 // Attention kernel throughput over a cached context, per call as the engine makes them
 // (one call per run of heads that share a KV head, each thread its own runs).
 //   mla: DeepSeek V3's latent attention (576-value rows: 512 latent + 64 rope key; values
-//        the first 512), heads per call as a 2-thread run gets them (8 of 16).
+//        the first 512) of 16 heads, one call as the engine makes it (decode cuts the
+//        positions over the threads: each thread's call covers n_pos / threads of them);
+//        mla_wide: the same through attend_wide (arm64's kernel, x86's before attend_lanes).
 //   gqa: a llama-style KV head of 128 values shared by 4 query heads.
 // The context is cycled through 12 layers' caches, as decode reads them, so that one
 // layer's cache does not stay in L2 from the call before. "GFLOP/s" counts
@@ -45,7 +47,7 @@ void bm_attend(benchmark::State& state, int64_t n_q, int64_t k_dim, int64_t v_di
   for (uint16_t& x : cache) x = herd::fp32_to_fp16(normal(rng));
   std::vector<float> q(static_cast<size_t>(n_q * k_dim));
   for (float& x : q) x = normal(rng);
-  std::vector<float> scores(static_cast<size_t>(n_q * n_pos + 64 * 1024));
+  std::vector<float> scores(static_cast<size_t>(attend_scratch_floats(n_q, n_pos, k_dim, v_dim)));
   std::vector<float> out(static_cast<size_t>(n_q * v_dim));
   int64_t layer = 0;
   for (auto _ : state) {
@@ -72,23 +74,20 @@ void bm_attend(benchmark::State& state, int64_t n_q, int64_t k_dim, int64_t v_di
 }
 
 void bm_mla(benchmark::State& state) {
-  bm_attend(state, 8, 576, 512);
+  bm_attend(state, 16, 576, 512);
+}
+void bm_mla_wide(benchmark::State& state) {
+  bm_attend(state, 16, 576, 512,
+            bench_isa() == Isa::kAvx512 ? avx512::attend_wide : avx2::attend_wide);
 }
 void bm_gqa(benchmark::State& state) {
   bm_attend(state, 4, 128, 128);
 }
-void bm_mla16(benchmark::State& state) {
-  bm_attend(state, 16, 576, 512);
-}
-void bm_mla16_lanes(benchmark::State& state) {
-  bm_attend(state, 16, 576, 512, avx512::attend_lanes);
-}
 
 }  // namespace
 
-BENCHMARK(bm_mla)->Arg(256)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_mla16)->Arg(256)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_mla16_lanes)->Arg(256)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mla)->Arg(256)->Arg(1024)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mla_wide)->Arg(256)->Arg(1024)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_gqa)->Arg(256)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -10,9 +10,10 @@
 namespace herd::engine {
 namespace {
 
-std::unique_ptr<LocalRunner> open_model(const std::string& name, int64_t n_seq, int64_t n_ctx) {
+std::unique_ptr<LocalRunner> open_model(const std::string& name, int64_t n_seq, int64_t n_ctx,
+                                        int threads = 2) {
   LocalOptions o;
-  o.threads = 2;
+  o.threads = threads;
   o.n_seq = n_seq;
   o.n_ctx = n_ctx;
   return LocalRunner::open("../shared/models/" + name + ".gguf", o);
@@ -78,6 +79,38 @@ TEST(Batch, SequencesInOneBatchMatchSequencesAlone) {
       one.add(11, 0, static_cast<int32_t>(prompts[s].size()), true);
       single->forward(one, expect);
       EXPECT_LT(row_error(logits.data() + s * n_vocab, expect.data(), n_vocab), 1e-4) << s;
+    }
+  }
+}
+
+// Decode of one sequence has fewer attention calls than threads when the heads are one call
+// (MLA): each call's positions are cut over the threads and merged. Against one thread,
+// which never cuts, over a context long enough to be cut in 2 and 3 (uneven) chunks.
+TEST(Batch, DecodeCutOverThreadsMatchesOneThread) {
+  const std::string model = "frontier/deepseek2-f32";
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 230; ++i) prompt.push_back((i * 37 + 5) % 300);
+  auto decode = [&](int threads) {
+    auto runner = open_model(model, 1, 256, threads);
+    std::vector<float> logits, all;
+    Batch b;
+    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], 0, static_cast<int32_t>(i), false);
+    runner->forward(b, logits);
+    for (int32_t pos = 230; pos < 236; ++pos) {
+      Batch step;
+      step.add((pos * 11) % 300, 0, pos, true);
+      runner->forward(step, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return std::pair{all, runner->hparams().n_vocab};
+  };
+  const auto [want, n_vocab] = decode(1);
+  for (int threads : {2, 3}) {
+    const auto [got, n] = decode(threads);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < 6; ++step) {
+      EXPECT_LT(row_error(got.data() + step * n, want.data() + step * n, n), 1e-4)
+          << threads << " threads, step " << step;
     }
   }
 }

@@ -450,12 +450,19 @@ void Shard::State::resolve_slice() {
 }
 
 int64_t Shard::State::max_heads_per_call() const {
-  if (arch->attention == AttentionKind::kMla) {
-    // Every head reads the one latent: split them over the threads, each reading it once.
-    const int64_t threads = std::max(1, options.n_threads);
-    return std::max<int64_t>(1, (n_head + threads - 1) / threads);
-  }
+  // MLA: every head reads the one latent, so all heads are one call (the kernel widens each
+  // cached row once for all of them); decode cuts its positions over the threads instead.
+  if (arch->attention == AttentionKind::kMla) return std::max<int64_t>(1, n_head);
   return hp.n_head / hp.n_head_kv;
+}
+
+int64_t Shard::State::scores_per_thread() const {
+  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
+  if (arch->attention == AttentionKind::kMla) {
+    return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.kv_lora_rank + hp.n_rot,
+                                          hp.kv_lora_rank);
+  }
+  return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.head_dim, hp.head_dim_v);
 }
 
 ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
@@ -471,8 +478,13 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
   z.q = t * static_cast<size_t>(n_head * p.head_dim);
   z.attn = t * static_cast<size_t>(n_head * p.head_dim_v);
   z.ffn_a = z.ffn_b = t * static_cast<size_t>(widest_ff);
-  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : p.n_ctx;
-  z.scores = static_cast<size_t>(n_threads) * static_cast<size_t>(max_heads_per_call() * n_ctx);
+  z.scores = static_cast<size_t>(n_threads) * static_cast<size_t>(scores_per_thread());
+  // attend_cached cuts calls only when there are fewer than threads: under 2 * n_threads
+  // (call, chunk) pairs, of at most every head each.
+  const int64_t v_dim_kernel =
+      arch->attention == AttentionKind::kMla ? p.kv_lora_rank : p.head_dim_v;
+  z.attn_chunks = 2 * static_cast<size_t>(n_threads) *
+                  static_cast<size_t>(max_heads_per_call() * (v_dim_kernel + 2));
   if (arch->attention == AttentionKind::kMla) {
     const int64_t latent = p.kv_lora_rank + p.n_rot, nope = p.head_dim - p.n_rot;
     z.k = t * static_cast<size_t>(latent);
@@ -496,8 +508,8 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
 
 size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
-                        scores + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a + moe_b +
-                        moe_out + moe_acc + 2 * moe_choices;
+                        scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
+                        moe_b + moe_out + moe_acc + 2 * moe_choices;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
   const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o});
@@ -506,7 +518,8 @@ size_t ScratchSizes::bytes() const {
 
 void Shard::State::reserve(int64_t n, int n_threads) {
   if (n <= capacity && static_cast<int>(scores.size()) > 0 &&
-      n_threads * max_heads_per_call() * kv.n_ctx() <= static_cast<int64_t>(scores.size()))
+      n_threads * scores_per_thread() <= static_cast<int64_t>(scores.size()) &&
+      scratch_sizes(1, n_threads).attn_chunks <= attn_chunks.size())
     return;
   n = std::max(n, capacity);
   const ScratchSizes z = scratch_sizes(n, n_threads);
@@ -524,6 +537,7 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&ffn_out, z.ffn_out},
                            {&router_logits, z.router_logits},
                            {&scores, z.scores},
+                           {&attn_chunks, z.attn_chunks},
                            {&mla_q, z.mla_q},
                            {&mla_o, z.mla_o},
                            {&mla_in, z.mla_in},

@@ -33,33 +33,68 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
                                  ThreadPool& pool, const float* queries, int64_t q_stride,
                                  int64_t k_dim, int64_t v_dim, float* out, int64_t out_stride) {
   const int64_t n = batch.size();
-  const int64_t n_ctx = kv.n_ctx();
   const bool mla = arch->attention == AttentionKind::kMla;
   const int64_t window = l.options.sliding ? hp.sliding_window : 0;
   const auto n_runs = static_cast<int64_t>(head_runs.size());
-  const int64_t scores_per_thread = max_heads_per_call() * n_ctx;
-  // Per (token, run of heads): attention over the sequence's cached positions [start, pos],
-  // start = pos - window + 1 on a sliding-window layer.
-  pool.run(n * n_runs, [&](int64_t task, int thread) {
-    const int64_t t = task / n_runs;
-    const HeadRun& r = head_runs[static_cast<size_t>(task % n_runs)];
+  const int64_t per_thread = scores_per_thread();
+  // Fewer (token, run of heads) calls than threads (decode of MLA, whose heads are one run):
+  // each call's positions in `chunks` chunks on several threads, merged after.
+  const int64_t calls = n * n_runs;
+  const int64_t chunks = kernels::attend_takes_partial(k_dim, v_dim) && calls < pool.size()
+                             ? (pool.size() + calls - 1) / calls
+                             : 1;
+  auto positions = [&](int64_t t, int64_t* start) {
     const int64_t pos = batch.pos[t];
-    const int64_t start = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    *start = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    return pos - *start + 1;
+  };
+  // A call is cut when each chunk gets at least kMinChunk positions.
+  constexpr int64_t kMinChunk = 64;
+  auto cut = [&](int64_t n_pos) { return chunks > 1 && n_pos >= chunks * kMinChunk; };
+  const int64_t chunk_floats = max_heads_per_call() * (v_dim + 2);
+  // Per (token, run of heads, chunk): attention over the sequence's cached positions
+  // [start, pos], start = pos - window + 1 on a sliding-window layer.
+  pool.run(calls * chunks, [&](int64_t task, int thread) {
+    const int64_t call = task / chunks, c = task % chunks;
+    const int64_t t = call / n_runs;
+    const HeadRun& r = head_runs[static_cast<size_t>(call % n_runs)];
+    int64_t start = 0;
+    const int64_t n_pos = positions(t, &start);
+    const bool split = cut(n_pos);
+    if (!split && c > 0) return;
+    const int64_t begin = split ? start + c * n_pos / chunks : start;
+    const int64_t end = split ? start + (c + 1) * n_pos / chunks : start + n_pos;
     kernels::AttendArgs a;
     a.q = queries + t * q_stride + r.head * k_dim;
     a.n_q = r.n_heads;
-    a.keys = kv.k(layer, batch.seq[t], start) + (mla ? 0 : r.kv_head * k_dim);
-    a.values = mla ? a.keys : kv.v(layer, batch.seq[t], start) + r.kv_head * v_dim;
+    a.keys = kv.k(layer, batch.seq[t], begin) + (mla ? 0 : r.kv_head * k_dim);
+    a.values = mla ? a.keys : kv.v(layer, batch.seq[t], begin) + r.kv_head * v_dim;
     a.stride = kv.k_dim();
-    a.n_pos = pos - start + 1;
+    a.n_pos = end - begin;
     a.k_dim = k_dim;
     a.v_dim = v_dim;
     a.scale = attn_scale;
     a.sinks = l.sinks.empty() ? nullptr : l.sinks.data() + r.head;
-    a.scores = scores.data() + thread * scores_per_thread;
+    a.scores = scores.data() + thread * per_thread;
     a.out = out + t * out_stride + r.head * v_dim;
+    if (split) {  // [chunk][heads][v_dim], then [chunk][heads][2]
+      float* mine = attn_chunks.data() + call * chunks * chunk_floats;
+      a.out = mine + c * r.n_heads * v_dim;
+      a.partial = mine + chunks * r.n_heads * v_dim + c * r.n_heads * 2;
+    }
     attend(a);
   });
+  if (chunks == 1) return;
+  for (int64_t call = 0; call < calls; ++call) {
+    const int64_t t = call / n_runs;
+    const HeadRun& r = head_runs[static_cast<size_t>(call % n_runs)];
+    int64_t start = 0;
+    if (!cut(positions(t, &start))) continue;
+    const float* mine = attn_chunks.data() + call * chunks * chunk_floats;
+    kernels::merge_attention(mine + chunks * r.n_heads * v_dim, mine, chunks, r.n_heads, v_dim,
+                             l.sinks.empty() ? nullptr : l.sinks.data() + r.head,
+                             out + t * out_stride + r.head * v_dim);
+  }
 }
 
 void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& batch,

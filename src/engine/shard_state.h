@@ -53,7 +53,8 @@ struct Layer {
 // Floats of each scratch buffer for a batch of n tokens (Shard::State::scratch_sizes).
 struct ScratchSizes {
   size_t x = 0, h = 0, q = 0, k = 0, v = 0, attn = 0, ffn_a = 0, ffn_b = 0, ffn_out = 0;
-  size_t router_logits = 0, scores = 0, mla_q = 0, mla_o = 0, mla_in = 0, mla_out = 0;
+  size_t router_logits = 0, scores = 0, attn_chunks = 0, mla_q = 0, mla_o = 0, mla_in = 0,
+         mla_out = 0;
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
   size_t bytes() const;    // all of them, and the matmul workspace
@@ -98,7 +99,10 @@ struct Shard::State {
   // batch larger than any before: nothing is allocated once warm.
   int64_t capacity = 0;
   std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
-  std::vector<float> scores;  // [n_threads][heads per attention call][n_ctx]
+  std::vector<float> scores;  // [n_threads][scores_per_thread()]: the attention kernel's
+  // Attention calls cut into chunks of positions (attend_cached): [calls][chunks][heads]
+  // [v_dim] outputs, then [chunks][heads][2] partial sums; fewer calls than threads.
+  std::vector<float> attn_chunks;
   // MLA: queries in latent space [n][n_head][kv_lora + n_rot], attention outputs
   // [n][n_head][kv_lora], and the heads' inputs and outputs of k_b / v_b ([n_head][n][...]).
   std::vector<float> mla_q, mla_o, mla_in, mla_out;
@@ -114,6 +118,7 @@ struct Shard::State {
   void reserve(int64_t n, int n_threads);
   ScratchSizes scratch_sizes(int64_t n, int n_threads) const;
   int64_t max_heads_per_call() const;
+  int64_t scores_per_thread() const;  // attention kernel scratch, per thread
 
   void attention(int64_t il, const Batch& batch, ThreadPool& pool);
   void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);

@@ -357,17 +357,15 @@ void attend_wide_with(const AttendArgs& a) {
 // all heads. Per block of kRows positions, rows widened into f32; per group of kWidth heads,
 // scores[r] (a vector: one lane per head) = sum_d q^T[d] * row_r[d] for the block's rows,
 // the online softmax lane by lane, and out^T[dv] += sum_r p[r] * row_r[dv].
-// Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows * k_dim
-// floats (attend_scratch_floats counts the widest ISA's). Values must be the keys (v_dim <=
-// k_dim), else it is attend_wide.
-template <class V>
-void attend_lanes_with(const AttendArgs& a) {
+// Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows *
+// max(k_dim, kLaneStride) floats (attend_scratch_floats counts the widest ISA's). Values must be
+// the keys (v_dim <= k_dim), else it is attend_wide. kStride: the widened rows' stride in floats, a
+// constant when it is not 0 (so the score loop addresses its rows from one register instead of one
+// per row).
+template <class V, int64_t kStride>
+void attend_lanes_stride(const AttendArgs& a) {
   using F = typename V::F;
   constexpr int64_t w = V::kWidth, kRows = V::kLaneRows, kChunk = V::kLaneRows;
-  if (a.values != a.keys || a.v_dim > a.k_dim) {  // the block's widened rows are the values
-    attend_wide_with<V>(a);
-    return;
-  }
   const int64_t k_dim = a.k_dim, v_dim = a.v_dim, n_pos = a.n_pos;
   const int64_t groups = (a.n_q + w - 1) / w;
   float* const q_t = a.scores;                        // [groups][k_dim][w], scaled
@@ -375,7 +373,8 @@ void attend_lanes_with(const AttendArgs& a) {
   float* const weights = out_t + groups * v_dim * w;  // [groups][kRows][w]
   float* const max = weights + groups * kRows * w;    // [groups][w]
   float* const sum = max + groups * w;                // [groups][w]
-  float* const rows = sum + groups * w;               // [kRows][k_dim], the block widened
+  float* const rows = sum + groups * w;               // [kRows][row_stride]: the block widened
+  const int64_t row_stride = kStride > 0 ? kStride : k_dim;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t d = 0; d < k_dim; ++d) {
       for (int64_t l = 0; l < w; ++l) {
@@ -392,7 +391,7 @@ void attend_lanes_with(const AttendArgs& a) {
     for (int64_t r = 0; r < kRows; ++r) {
       const uint16_t* src = a.keys + (jb + r) * a.stride;
       for (int64_t i = 0; i < k_dim; i += w)
-        V::store(rows + r * k_dim + i, r < n ? V::load_f16(src + i) : V::zero());
+        V::store(rows + r * row_stride + i, r < n ? V::load_f16(src + i) : V::zero());
     }
     for (int64_t g = 0; g < groups; ++g) {
       const float* qg = q_t + g * k_dim * w;
@@ -401,7 +400,7 @@ void attend_lanes_with(const AttendArgs& a) {
       for (int64_t d = 0; d < k_dim; ++d) {
         const F qv = V::load(qg + d * w);
         for (int64_t r = 0; r < kRows; ++r)
-          acc[r] = V::fma(qv, V::set1(rows[r * k_dim + d]), acc[r]);
+          acc[r] = V::fma(qv, V::set1(rows[r * row_stride + d]), acc[r]);
       }
       // Online softmax, one lane per head.
       const F old_max = V::load(max + g * w);
@@ -424,7 +423,7 @@ void attend_lanes_with(const AttendArgs& a) {
         for (int64_t k = 0; k < kChunk; ++k) o[k] = V::mul(V::load(og + (i + k) * w), c);
         for (int64_t r = 0; r < n; ++r) {
           const F p = V::load(pg + r * w);
-          const float* row = rows + r * k_dim + i;
+          const float* row = rows + r * row_stride + i;
           for (int64_t k = 0; k < kChunk; ++k) o[k] = V::fma(p, V::set1(row[k]), o[k]);
         }
         for (int64_t k = 0; k < kChunk; ++k) V::store(og + (i + k) * w, o[k]);
@@ -432,7 +431,7 @@ void attend_lanes_with(const AttendArgs& a) {
       for (; i < v_dim; ++i) {
         F o = V::mul(V::load(og + i * w), c);
         for (int64_t r = 0; r < n; ++r)
-          o = V::fma(V::load(pg + r * w), V::set1(rows[r * k_dim + i]), o);
+          o = V::fma(V::load(pg + r * w), V::set1(rows[r * row_stride + i]), o);
         V::store(og + i * w, o);
       }
     }
@@ -449,6 +448,21 @@ void attend_lanes_with(const AttendArgs& a) {
     const float inv = a.partial != nullptr ? 1.0f : 1.0f / total;
     const float* og = out_t + g * v_dim * w + l;
     for (int64_t i = 0; i < v_dim; ++i) a.out[h * v_dim + i] = og[i * w] * inv;
+  }
+}
+
+// Rows of MLA's latent and rope key (576 values in DeepSeek V2/V3, Kimi K2) or less take the
+// constant stride of kLaneStride.
+constexpr int64_t kLaneStride = 576;
+
+template <class V>
+void attend_lanes_with(const AttendArgs& a) {
+  if (a.values != a.keys || a.v_dim > a.k_dim) {  // the block's widened rows are the values
+    attend_wide_with<V>(a);
+  } else if (a.k_dim <= kLaneStride) {
+    attend_lanes_stride<V, kLaneStride>(a);
+  } else {
+    attend_lanes_stride<V, 0>(a);
   }
 }
 
