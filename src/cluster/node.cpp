@@ -23,6 +23,7 @@
 #include "net/tcp_transport.h"
 #include "plan/local_profile.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 #include "util/thread_pool.h"
 
 namespace herd::cluster {
@@ -252,8 +253,7 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     net::Profile p;
     p.node_name = options.name;
     p.cores = static_cast<uint32_t>(profile.cores);
-    p.total_memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                     static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    p.total_memory = total_memory_bytes();
     p.free_memory = profile.free_memory_bytes;
     p.memory_bandwidth = profile.bandwidth_gbs;
     p.matmul_gflops = profile.matmul_gflops;
