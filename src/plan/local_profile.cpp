@@ -48,7 +48,10 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
   }
   node.address = options.address;
   node.cores = cpu_cores().logical;
-  node.free_memory_bytes = available_memory_bytes();
+  const SystemMemory memory = system_memory();
+  node.free_memory_bytes = memory.available_bytes;
+  node.total_memory_bytes = memory.total_bytes;
+  node.unified_memory = memory.unified;
   node.bandwidth_gbs = options.bandwidth_gbs > 0
                            ? options.bandwidth_gbs
                            : measure_read_bandwidth(pool, options.probe_bytes, 3) / 1e9;
