@@ -20,6 +20,7 @@
 #include "model/model_info.h"
 #include "net/activations.h"
 #include "net/heartbeat.h"
+#include "net/interfaces.h"
 #include "net/tcp_transport.h"
 #include "plan/local_profile.h"
 #include "plan/rank_memory.h"
@@ -131,7 +132,11 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
   s.profile = measure_local_profile(*s.pool, p);
-  s.log("node '" + s.options.name + "' listening on " + p.address);
+  // Which links coordinators reach it over (a Thunderbolt bridge, Ethernet, loopback).
+  const std::string links =
+      net::interfaces_text(net::interfaces_for_host(s.options.host, net::list_interfaces()));
+  s.log("node '" + s.options.name + "' listening on " + p.address +
+        (links.empty() ? "" : " (" + links + ")"));
   s.log("node '" + s.options.name + "': " + cpu_cores_text(cpu_cores()) + ", " +
         std::to_string(s.pool->size()) + " threads, " +
         std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available" +
