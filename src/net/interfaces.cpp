@@ -88,8 +88,8 @@ std::string interfaces_text(const std::vector<NetInterface>& interfaces) {
   for (const NetInterface& i : interfaces) {
     if (!text.empty()) text += "; ";
     // Appended piece by piece: `" " + string` trips GCC 12's -Wrestrict false positive.
-    for (const std::string& part : {i.name, i.address, interface_kind(i),
-                                    i.speed_mbps > 0 ? speed_text(i.speed_mbps) : ""}) {
+    for (const std::string& part :
+         {i.name, i.address, interface_kind(i), i.speed_mbps > 0 ? speed_text(i.speed_mbps) : ""}) {
       if (part.empty()) continue;
       if (!text.empty() && text.back() != ' ') text += ' ';
       text += part;
