@@ -13,6 +13,9 @@
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
 set -euo pipefail
 herd=${1:?usage: cluster_e2e_test.sh path/to/herd}
+# macOS: GNU's timeout comes from Homebrew's coreutils as gtimeout (Brewfile).
+command -v timeout >/dev/null || timeout() { gtimeout "$@"; }
+file_bytes() { wc -c <"$1" | tr -d ' '; }  # GNU and BSD stat differ; wc does not
 herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
 models=$(cd "$(dirname "$0")/../../shared/models" && pwd)
 dir=$(mktemp -d)
@@ -235,7 +238,7 @@ cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "after garbage: logits diffe
 # takes the model's hash from the memo the coordinators above left in the cache.
 read -r _ _ hash_high hash_low _ < <(grep -h " $synth\$" "$XDG_CACHE_HOME"/herd/hashes/*) ||
   fail "no content hash memo for $synth"
-n_vocab=$(($(stat -c %s "$dir/ref-synth5.f32") / 4 / 16))
+n_vocab=$(($(file_bytes "$dir/ref-synth5.f32") / 4 / 16))
 python3 "$(dirname "$0")/cluster_e2e_hostile.py" "${addr[n2]#*:}" "$synth" "$hash_low" \
   "$hash_high" 5 "$n_vocab" >"$dir/hostile.out" 2>&1 ||
   fail "hostile coordinator: $(cat "$dir/hostile.out")"
@@ -282,7 +285,7 @@ for m in llama-q4_0 qwen3moe-f16; do
     if [ "$want" = "the cache" ]; then
       [ "$received" = 0 ] || fail "ship tensor $m: $received MB shipped on a second start"
     else
-      model_mb=$(awk -v b="$(stat -c %s "$models/$m.gguf")" 'BEGIN {print b / 1e6}')
+      model_mb=$(awk -v b="$(file_bytes "$models/$m.gguf")" 'BEGIN {print b / 1e6}')
       awk -v r="$received" -v m="$model_mb" 'BEGIN {exit !(r > 0.5 * m && r < 1.5 * m)}' ||
         fail "ship tensor $m: the ranks received $received MB of a $model_mb MB model"
       echo "cluster_e2e: tensor parallel $m: 2 ranks received $received MB of a $model_mb MB model"

@@ -29,7 +29,8 @@ std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
 
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "GGUF model file")->required();
-  cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
+  cmd.add_option("-t,--threads", threads,
+                 "Threads (default: the performance cores, else all cores)");
   cmd.add_option("-c,--ctx", n_ctx,
                  "Context length (default: the model's, at most " +
                      std::to_string(engine::kDefaultMaxCtx) + ")");

@@ -52,7 +52,8 @@ void add_node(CLI::App& app) {
   cmd->add_option("-l,--listen", a->listen, "Address to listen on (HOST:PORT)")
       ->capture_default_str();
   cmd->add_option("--name", a->name, "Node name (default: host name and port)");
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("-t,--threads", a->threads,
+                  "Threads (default: the performance cores, else all cores)");
   cmd->add_option("--key", a->key_file, "Cluster key file (default: $HERD_KEY)");
   cmd->add_flag("--insecure-listen", a->insecure_listen,
                 "Without a key, listen on a non-loopback address anyway");

@@ -16,10 +16,12 @@
 #include "cluster/assignment.h"
 #include "cluster/cluster_runner.h"
 #include "cluster/node.h"
+#include "cluster/peers.h"
 #include "cluster/weight_cache.h"
 #include "engine/generate.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 #include "util/temp_dir.h"
 
 namespace herd::cluster {
@@ -351,6 +353,40 @@ TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
   auto cluster =
       ClusterRunner::open("../shared/models/llama-q4_0.gguf", pipeline_options({node.address()}));
   EXPECT_EQ(cluster->plan().stages.size(), 2u);
+}
+
+TEST(PeersTest, AProfileBringsTotalAndUnifiedMemory) {
+  const TempDir cache("cluster-test", "profile");
+  TestNode node("node-a", cache);
+  net::TcpTransportOptions t;
+  t.auth.node_name = "planner";
+  net::TcpTransport transport(t);
+  std::vector<Peer> peers = connect_peers(transport, {node.address()}, net::Millis(3000));
+  ASSERT_EQ(peers.size(), 1u);
+  peers[0].connection->close();
+  const NodeProfile& p = peers[0].profile;
+  EXPECT_EQ(p.name, "node-a");
+  EXPECT_EQ(p.total_memory_bytes, system_memory().total_bytes);
+  EXPECT_EQ(p.unified_memory, system_memory().unified);
+}
+
+TEST(PeersTest, ProfileDetailsThatDoNotParseMeanNoUnifiedMemory) {
+  net::Profile m;
+  m.node_name = "mac";
+  m.cores = 0;  // read as 1
+  m.total_memory = uint64_t{48} << 30;
+  m.free_memory = uint64_t{40} << 30;
+  m.memory_bandwidth = 273;
+  m.details_json = R"({"threads": 12, "unified_memory": true})";
+  NodeProfile p = profile_from_message(m, "10.0.0.2:7070");
+  EXPECT_TRUE(p.unified_memory);
+  EXPECT_EQ(p.total_memory_bytes, uint64_t{48} << 30);
+  EXPECT_EQ(p.cores, 1);
+  EXPECT_EQ(p.address, "10.0.0.2:7070");
+  for (const char* details : {"", "{", "[]", R"({"unified_memory": 1})", R"({"threads": 4})"}) {
+    m.details_json = details;
+    EXPECT_FALSE(profile_from_message(m, "x:1").unified_memory) << details;
+  }
 }
 
 TEST(AssignmentTest, ATensorShapeWhoseProductWrapsAround64BitsIsRefused) {

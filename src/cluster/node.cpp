@@ -20,9 +20,13 @@
 #include "model/model_info.h"
 #include "net/activations.h"
 #include "net/heartbeat.h"
+#include "net/interfaces.h"
 #include "net/tcp_transport.h"
 #include "plan/local_profile.h"
+#include "plan/rank_memory.h"
+#include "util/cpu_info.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 #include "util/thread_pool.h"
 
 namespace herd::cluster {
@@ -128,11 +132,20 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
   s.profile = measure_local_profile(*s.pool, p);
-  s.log("node '" + s.options.name + "' listening on " + p.address + " (" +
+  // Which links coordinators reach it over (a Thunderbolt bridge, Ethernet, loopback).
+  const std::string links =
+      net::interfaces_text(net::interfaces_for_host(s.options.host, net::list_interfaces()));
+  s.log("node '" + s.options.name + "' listening on " + p.address +
+        (links.empty() ? "" : " (" + links + ")"));
+  s.log("node '" + s.options.name + "': " + cpu_cores_text(cpu_cores()) + ", " +
         std::to_string(s.pool->size()) + " threads, " +
-        std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available, " +
-        std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s, " +
-        std::to_string(static_cast<int>(s.profile.matmul_gflops)) + " GFLOP/s q4_0)");
+        std::to_string(s.profile.free_memory_bytes >> 20) + " MiB available" +
+        (s.profile.unified_memory
+             ? " (unified memory: the model may use " +
+                   memory_text(unified_model_limit(s.profile.total_memory_bytes)) + ")"
+             : "") +
+        ", " + std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s, " +
+        std::to_string(static_cast<int>(s.profile.matmul_gflops)) + " GFLOP/s q4_0");
 }
 
 NodeServer::~NodeServer() = default;
@@ -252,12 +265,13 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     net::Profile p;
     p.node_name = options.name;
     p.cores = static_cast<uint32_t>(profile.cores);
-    p.total_memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                     static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    p.total_memory = profile.total_memory_bytes;
     p.free_memory = profile.free_memory_bytes;
     p.memory_bandwidth = profile.bandwidth_gbs;
     p.matmul_gflops = profile.matmul_gflops;
-    p.details_json = nlohmann::json{{"threads", pool->size()}}.dump();
+    p.details_json =
+        nlohmann::json{{"threads", pool->size()}, {"unified_memory", profile.unified_memory}}
+            .dump();
     net::send_message(*c, 0, p);
     auto idle_since = Clock::now();
     while (!stopping) {

@@ -2,9 +2,30 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "util/error.h"
 
 namespace herd::cluster {
+
+NodeProfile profile_from_message(const net::Profile& p, const std::string& address) {
+  NodeProfile profile;
+  profile.name = p.node_name;
+  profile.address = address;
+  profile.cores = static_cast<int>(std::clamp<uint32_t>(p.cores, 1, 1 << 20));
+  profile.free_memory_bytes = p.free_memory;
+  // A node that could not measure its bandwidth still gets a share.
+  profile.bandwidth_gbs = p.memory_bandwidth > 0 ? p.memory_bandwidth : 1;
+  profile.matmul_gflops = p.matmul_gflops;
+  profile.total_memory_bytes = p.total_memory;
+  const nlohmann::json details = nlohmann::json::parse(p.details_json, nullptr, false);
+  if (details.is_object()) {
+    const auto unified = details.find("unified_memory");
+    profile.unified_memory =
+        unified != details.end() && unified->is_boolean() && unified->get<bool>();
+  }
+  return profile;
+}
 
 std::vector<Peer> connect_peers(net::Transport& transport,
                                 const std::vector<std::string>& addresses, net::Millis timeout) {
@@ -15,13 +36,7 @@ std::vector<Peer> connect_peers(net::Transport& transport,
       peer.connection = transport.connect(address, timeout);
       net::Frame frame;
       const net::Profile p = net::recv_message<net::Profile>(*peer.connection, timeout, frame);
-      peer.profile.name = p.node_name;
-      peer.profile.address = address;
-      peer.profile.cores = static_cast<int>(std::max<uint32_t>(1, p.cores));
-      peer.profile.free_memory_bytes = p.free_memory;
-      // A node that could not measure its bandwidth still gets a share.
-      peer.profile.bandwidth_gbs = p.memory_bandwidth > 0 ? p.memory_bandwidth : 1;
-      peer.profile.matmul_gflops = p.matmul_gflops;
+      peer.profile = profile_from_message(p, address);
     } catch (const Error& e) {
       throw Error("cluster", "peer " + address + ": " + e.what());
     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "net/messages.h"
 #include "net/transport.h"
 #include "plan/node_profile.h"
 
@@ -15,6 +16,11 @@ struct Peer {
   std::shared_ptr<net::Connection> connection;
   NodeProfile profile;  // address = the "host:port" it was reached at
 };
+
+// The planner's view of a node from its PROFILE message, reached at `address`. Unified
+// memory travels in details_json ({"unified_memory": true}); a missing or malformed
+// details text means false (nodes before it existed), never an error.
+NodeProfile profile_from_message(const net::Profile& p, const std::string& address);
 
 // Connects to every address in order. Throws herd::Error naming the address that could not
 // be reached, refused the key, or sent no profile within `timeout`.

@@ -1,7 +1,8 @@
 #include "engine/runner.h"
 
 #include <algorithm>
-#include <thread>
+
+#include "util/cpu_info.h"
 
 namespace herd::engine {
 
@@ -22,9 +23,7 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
                                           : std::min(info.hp.n_ctx, kDefaultMaxCtx);
   shard_options.n_seq = options.n_seq;
   shard_options.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
-  shard_options.n_threads =
-      options.threads > 0 ? options.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  shard_options.n_threads = options.threads > 0 ? options.threads : default_thread_count();
   // The shard points into the file's mapping, which moves with the File object unchanged.
   Shard shard = Shard::load(file, info, ShardSpec{}, shard_options);
   return std::unique_ptr<LocalRunner>(new LocalRunner(

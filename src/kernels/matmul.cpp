@@ -7,12 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "kernels/kernel_table.h"
 #include "util/error.h"
+#include "util/large_pages.h"
 
 namespace herd::kernels {
 
@@ -57,23 +54,10 @@ size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
-// Decode streams every weight once per token: with 4 KiB pages that is a TLB miss every
-// 64 cache lines. A matrix of at least this size starts on a 2 MiB boundary and asks Linux
-// for huge pages over its whole 2 MiB extents (transparent huge pages are often "madvise"
-// only); the tail stays in small pages, so no memory is wasted.
-constexpr size_t kHugePage = size_t{2} << 20;
-
+// Repacked weights are streamed once per token: huge pages where the OS has them
+// (util/large_pages.h).
 uint8_t* allocate_packed(size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage) {
-    void* p = nullptr;
-    if (posix_memalign(&p, kHugePage, bytes) != 0) return nullptr;
-    // Advice only: without huge pages the memory works the same.
-    madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-    return static_cast<uint8_t*>(p);
-  }
-#endif
-  return static_cast<uint8_t*>(std::aligned_alloc(kAlignment, bytes));
+  return static_cast<uint8_t*>(allocate_large(bytes, kAlignment));
 }
 
 }  // namespace

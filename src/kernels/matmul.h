@@ -25,8 +25,10 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool neon = false, dotprod = false;
+  bool i8mm = false, bf16 = false;  // arm64: detected; no kernel uses them yet
 };
-// What this CPU and OS support (cpuid + xgetbv on x86; compile-time facts on arm64).
+// What this CPU and OS support: cpuid + xgetbv on x86; on arm64 the HWCAP bits (Linux) or
+// sysctl's hw.optional.arm.FEAT_* flags (macOS).
 CpuFeatures detect_cpu();
 // The best ISA for these features; `limit` caps it (tests, --isa flags).
 Isa best_isa(const CpuFeatures& cpu, Isa limit = Isa::kAvx512);

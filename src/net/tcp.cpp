@@ -1,11 +1,9 @@
 #include "net/tcp.h"
 
-#include <sys/socket.h>
-#ifdef __linux__
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
-#endif
 
 #include <asio.hpp>
 #include <charconv>
@@ -374,16 +372,12 @@ void TcpConnection::reader_loop() {
         fail("sent a malformed frame: " + reason);
         return;
       }
-#ifdef __linux__
       std::shared_ptr<WeightsSink> sink;
       if (frame.header.type == MessageType::WEIGHTS) {
         std::lock_guard lock(mutex_);
         sink = weights_sink_;
       }
       const bool read = sink ? read_weights(frame, *sink) : read_payload(frame, {});
-#else
-      const bool read = read_payload(frame, {});
-#endif
       if (!read) return;
       frames_received_.fetch_add(1, std::memory_order_relaxed);
       bytes_received_.fetch_add(kFrameHeaderSize + frame.header.length, std::memory_order_relaxed);
@@ -423,17 +417,13 @@ bool TcpConnection::read_payload(Frame& frame, ConstBytes prefix) {
 }
 
 void TcpConnection::set_weights_sink(std::shared_ptr<WeightsSink> sink) {
-#ifdef __linux__
   std::lock_guard lock(mutex_);
   weights_sink_ = std::move(sink);
-#else
-  (void)sink;
-#endif
 }
 
-#ifdef __linux__
 // A WEIGHTS frame while a sink is installed: reads the chunk's fields, asks the sink where
-// its data goes and splices it there from the socket; the frame keeps the fields alone.
+// its data goes and moves it there from the socket (move_to_file); the frame keeps the
+// fields alone.
 // Fields that do not parse, and chunks the sink declines, are read into memory whole, as
 // without a sink, for the receiver to see and report.
 bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
@@ -455,7 +445,7 @@ bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
   if (!head || head->n_bytes != length - head_bytes) return read_payload(frame, fields);
   const std::optional<WeightsSink::Place> place = sink.place(*head);
   if (!place) return read_payload(frame, fields);
-  const bool moved = splice_to_file(place->fd, place->offset, head->n_bytes);
+  const bool moved = move_to_file(place->fd, place->offset, head->n_bytes);
   sink.placed();
   if (!moved) return false;
   frame.storage = allocate_payload(fields.size());
@@ -464,6 +454,41 @@ bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
   return true;
 }
 
+bool TcpConnection::move_to_file(int fd, uint64_t offset, uint64_t n) {
+#ifdef __linux__
+  if (options_.splice_weights) return splice_to_file(fd, offset, n);
+#endif
+  return write_to_file(fd, offset, n);
+}
+
+// Moves n bytes from the socket into `fd` at `offset` through a buffer of 1 MiB: read,
+// then pwrite at the place (what macOS does, having no splice; the chunk is never held
+// whole). False when the connection ended or the file took no bytes (the failure is
+// recorded).
+bool TcpConnection::write_to_file(int fd, uint64_t offset, uint64_t n) {
+  constexpr size_t kBufferBytes = size_t{1} << 20;
+  if (file_buffer_.empty()) file_buffer_.resize(kBufferBytes);
+  while (n > 0) {
+    const size_t part = static_cast<size_t>(std::min<uint64_t>(n, file_buffer_.size()));
+    if (!read_fully(file_buffer_.data(), part)) return false;
+    for (size_t done = 0; done < part;) {
+      const ssize_t put =
+          ::pwrite(fd, file_buffer_.data() + done, part - done, static_cast<off_t>(offset + done));
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        fail(std::string("cannot write received weights: ") +
+             (put < 0 ? std::strerror(errno) : "the file took no bytes"));
+        return false;
+      }
+      done += static_cast<size_t>(put);
+    }
+    offset += part;
+    n -= part;
+  }
+  return true;
+}
+
+#ifdef __linux__
 // Moves n bytes from the socket into `fd` at `offset` through a pipe: the kernel copies the
 // socket's buffers into the file's page cache, and nothing passes through user memory (one
 // copy instead of two). False when the connection ended (the failure is recorded).

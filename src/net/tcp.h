@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "net/transport.h"
 
@@ -39,6 +40,10 @@ struct TcpOptions {
   // SO_SNDBUF / SO_RCVBUF; 0 keeps the kernel's autotuning (usually the faster choice:
   // a fixed size disables Linux's receive-buffer autotuning).
   int socket_buffer_bytes = 0;
+  // With a WeightsSink installed, WEIGHTS data goes from the socket into its file by
+  // splice(2) on Linux (one copy, none through user memory). false, and on other systems,
+  // it goes through a 1 MiB buffer and pwrite (tests set it to check that path on Linux).
+  bool splice_weights = true;
 };
 
 // "host:port" or "[v6]:port" -> {host, port}. Throws herd::Error on anything else.
@@ -69,7 +74,8 @@ class TcpConnection final : public Connection {
   std::string peer_name() const override;
   void finish_handshake(const std::string& name, const FrameLimits& limits) override;
   ConnectionStats stats() const override;
-  // Linux only (splice); elsewhere WEIGHTS chunks keep arriving in memory.
+  // WEIGHTS chunks the sink places go straight into its file (splice on Linux, read and
+  // pwrite elsewhere: TcpOptions::splice_weights).
   void set_weights_sink(std::shared_ptr<WeightsSink> sink) override;
 
   const std::string& address() const { return address_; }
@@ -86,9 +92,13 @@ class TcpConnection final : public Connection {
   // Reads frame.header.length payload bytes into storage, of which `prefix` were read
   // already; false when the connection ended.
   bool read_payload(Frame& frame, ConstBytes prefix);
-  // A WEIGHTS frame while a sink is installed (Linux): see tcp.cpp.
+  // A WEIGHTS frame while a sink is installed: see tcp.cpp.
   bool read_weights(Frame& frame, WeightsSink& sink);
+  // n bytes from the socket into fd at offset; false when the connection or the file
+  // failed (recorded). splice_to_file exists on Linux only.
+  bool move_to_file(int fd, uint64_t offset, uint64_t n);
   bool splice_to_file(int fd, uint64_t offset, uint64_t n);
+  bool write_to_file(int fd, uint64_t offset, uint64_t n);
   bool wait_readable(int socket);
   void answer_ping(uint64_t timestamp_ns);
   void mark_progress();
@@ -115,7 +125,8 @@ class TcpConnection final : public Connection {
   bool reader_started_ = false;
   std::shared_ptr<WeightsSink> weights_sink_;
 
-  int splice_pipe_[2] = {-1, -1};  // the reader's pipe for splice_to_file, made on first use
+  int splice_pipe_[2] = {-1, -1};     // the reader's pipe for splice_to_file, made on first use
+  std::vector<uint8_t> file_buffer_;  // the reader's buffer for write_to_file, made on first use
 
   std::mutex send_mutex_;  // one frame on the wire at a time
   std::atomic<bool> sending_{false};

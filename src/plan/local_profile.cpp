@@ -4,44 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "kernels/matmul.h"
 #include "quant/types.h"
 #include "util/bandwidth.h"
-
-#if defined(__APPLE__)
-#include <mach/mach.h>
-#endif
+#include "util/cpu_info.h"
+#include "util/system_memory.h"
 
 namespace herd {
-
-uint64_t available_memory_bytes() {
-#if defined(__APPLE__)
-  vm_statistics64_data_t vm{};
-  mach_msg_type_number_t count = HOST_VM_INFO64_COUNT;
-  if (host_statistics64(mach_host_self(), HOST_VM_INFO64, reinterpret_cast<host_info64_t>(&vm),
-                        &count) == KERN_SUCCESS) {
-    const uint64_t pages =
-        static_cast<uint64_t>(vm.free_count) + vm.inactive_count + vm.purgeable_count;
-    return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  }
-  return 0;
-#else
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    uint64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
-  }
-  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-#endif
-}
 
 double measure_matmul_gflops(ThreadPool& pool) {
   constexpr int64_t kRows = 4096, kCols = 4096, kTokens = 64;
@@ -77,8 +47,11 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
     node.name = gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "local";
   }
   node.address = options.address;
-  node.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  node.free_memory_bytes = available_memory_bytes();
+  node.cores = cpu_cores().logical;
+  const SystemMemory memory = system_memory();
+  node.free_memory_bytes = memory.available_bytes;
+  node.total_memory_bytes = memory.total_bytes;
+  node.unified_memory = memory.unified;
   node.bandwidth_gbs = options.bandwidth_gbs > 0
                            ? options.bandwidth_gbs
                            : measure_read_bandwidth(pool, options.probe_bytes, 3) / 1e9;

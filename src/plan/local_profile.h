@@ -1,5 +1,6 @@
-// The profile of the machine this process runs on. Not part of the pure planner: it reads
-// /proc/meminfo (Linux) or the VM statistics (macOS) and measures memory bandwidth. Used by
+// The profile of the machine this process runs on. Not part of the pure planner: it asks
+// the OS for cores and memory (util/cpu_info.h, util/system_memory.h) and measures memory
+// bandwidth. Used by
 // `herd plan` now and by the node daemon when it answers a PROFILE request.
 #pragma once
 
@@ -21,10 +22,6 @@ struct LocalProfileOptions {
 };
 
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options);
-
-// Memory the OS could give a new process without swapping: MemAvailable on Linux; free,
-// inactive and purgeable pages on macOS; free pages elsewhere. 0 when unknown.
-uint64_t available_memory_bytes();
 
 // GFLOP/s of a Q4_0 matrix product (4096 x 4096 weights, 64 tokens: prefill-like, compute
 // bound) with the pool's threads and the best kernels of this CPU; the best of 3 runs.

@@ -13,7 +13,9 @@ nlohmann::json to_json(const NodeProfile& node) {
           {"cores", node.cores},
           {"free_memory_bytes", node.free_memory_bytes},
           {"bandwidth_gbs", node.bandwidth_gbs},
-          {"matmul_gflops", node.matmul_gflops}};
+          {"matmul_gflops", node.matmul_gflops},
+          {"total_memory_bytes", node.total_memory_bytes},
+          {"unified_memory", node.unified_memory}};
 }
 
 NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& where) {
@@ -28,6 +30,9 @@ NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& w
   if (!(node.bandwidth_gbs > 0)) bad_field("bandwidth_gbs", where, "must be positive");
   node.matmul_gflops = get_double(j, "matmul_gflops", where);
   if (node.matmul_gflops < 0) bad_field("matmul_gflops", where, "must not be negative");
+  if (j.contains("total_memory_bytes"))
+    node.total_memory_bytes = get_uint(j, "total_memory_bytes", where);
+  if (j.contains("unified_memory")) node.unified_memory = get_bool(j, "unified_memory", where);
   return node;
 }
 

@@ -16,9 +16,13 @@ struct NodeProfile {
   std::string name;
   std::string address;  // "host:port", or "local" for the machine the coordinator runs on
   int cores = 1;
-  uint64_t free_memory_bytes = 0;  // what the node can give a model (before the headroom)
-  double bandwidth_gbs = 0;        // measured memory read bandwidth, 1e9 bytes per second
-  double matmul_gflops = 0;        // measured; 0 when unknown (the planner does not use it yet)
+  uint64_t free_memory_bytes = 0;   // what the node can give a model (before the headroom)
+  double bandwidth_gbs = 0;         // measured memory read bandwidth, 1e9 bytes per second
+  double matmul_gflops = 0;         // measured; 0 when unknown (the planner does not use it yet)
+  uint64_t total_memory_bytes = 0;  // physical memory; 0 when unknown
+  // The CPU shares its memory with the GPU (Apple Silicon). The planner then leaves the
+  // system its share of the total as well (unified_model_limit(), rank_memory.h).
+  bool unified_memory = false;
 
   bool operator==(const NodeProfile&) const = default;
 };
@@ -26,6 +30,8 @@ struct NodeProfile {
 nlohmann::json to_json(const NodeProfile& node);
 // Throws herd::Error("[plan] <where>: field '...' ...") naming a missing, mistyped or
 // out-of-range field (cores >= 1, bandwidth_gbs > 0, matmul_gflops >= 0).
+// total_memory_bytes and unified_memory may be missing (profiles written before they
+// existed): 0 and false.
 NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& where);
 // A JSON text holding one profile object or an array of them. `origin` names the text in
 // errors (a file name). Throws herd::Error on bad JSON or a bad profile.

@@ -48,6 +48,13 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
   out += "\nmodel: " + m.arch + ", " + std::to_string(m.n_layer) + " layers, " +
          std::to_string(m.n_head) + " heads (" + std::to_string(m.n_head_kv) + " KV), " +
          memory_text(m.weight_bytes()) + " of weights\n";
+  for (const NodeProfile& node : nodes) {
+    if (!node.unified_memory || node.total_memory_bytes == 0) continue;
+    out += "memory: " + node.name + ": " + memory_text(node.total_memory_bytes) + " unified, " +
+           memory_text(unified_model_limit(node.total_memory_bytes)) +
+           " usable by the model (the system keeps max(4 GiB, 25%)); " +
+           memory_text(node.free_memory_bytes) + " free now\n";
+  }
   out +=
       line("%-5s %-14s %-16s %-21s %-9s %-9s %-13s %-9s %-15s %10s %10s", "stage", "layers", "node",
            "address", "heads", "kv heads", "ffn rows", "experts", "vocab", "memory", "usable");

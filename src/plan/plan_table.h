@@ -11,7 +11,8 @@
 namespace herd {
 
 // REQUIRES: every rank's node indexes `nodes`. Usable memory is shown with the options'
-// headroom.
+// headroom. A node with unified memory gets a line saying how much of it the model may use
+// ("memory: mac-1: 48.00 GiB unified, 36.00 GiB usable by the model ...").
 std::string plan_table(const Plan& plan, const PlanModel& model,
                        const std::vector<NodeProfile>& nodes, const PlanOptions& options);
 

@@ -108,10 +108,19 @@ RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
   return load;
 }
 
+uint64_t unified_model_limit(uint64_t total_bytes) {
+  const uint64_t system_share = std::max(uint64_t{4} << 30, total_bytes / 4);
+  return total_bytes > system_share ? total_bytes - system_share : 0;
+}
+
 uint64_t usable_memory(const NodeProfile& node, const PlanOptions& options) {
   const double usable = std::floor(static_cast<double>(node.free_memory_bytes) *
                                    std::clamp(options.memory_headroom, 0.0, 1.0));
-  return usable >= 18446744073709549568.0 ? UINT64_MAX : static_cast<uint64_t>(usable);
+  const uint64_t bytes =
+      usable >= 18446744073709549568.0 ? UINT64_MAX : static_cast<uint64_t>(usable);
+  if (node.unified_memory && node.total_memory_bytes > 0)
+    return std::min(bytes, unified_model_limit(node.total_memory_bytes));
+  return bytes;
 }
 
 std::string memory_text(uint64_t bytes) {

@@ -38,8 +38,15 @@ MemoryEstimate estimate_memory(const PlanModel& model, const PlanOptions& option
 // The load of a placed rank. REQUIRES: the stage's layers lie inside the model.
 RankLoad rank_load(const PlanModel& model, const Stage& stage, const Rank& rank);
 
-// The bytes a plan may use on a node: its free memory times the headroom.
+// The bytes a plan may use on a node: its free memory times the headroom; on a node with
+// unified memory and a known total, at most unified_model_limit(total) as well.
 uint64_t usable_memory(const NodeProfile& node, const PlanOptions& options);
+// The share of a unified memory of `total_bytes` a model may take: the total minus
+// max(4 GiB, 25%), left to macOS, its apps and the GPU's own use. Why that rule: macOS
+// lets the GPU wire at most ~75% of RAM above 36 GiB (66% below), and a CPU engine's
+// pages compete with the same system; 4 GiB is what a Mac mini needs for the OS and a
+// terminal. 16 GiB -> 12 GiB, 48 GiB -> 36 GiB, 192 GiB -> 144 GiB; 0 below 4 GiB.
+uint64_t unified_model_limit(uint64_t total_bytes);
 // ceil(total * part / whole) without overflow: the bytes of `part` of `whole` equal units.
 // REQUIRES: 0 <= part <= whole, whole > 0.
 uint64_t slice_bytes(uint64_t total, int64_t part, int64_t whole);

@@ -7,9 +7,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <charconv>
 #include <ctime>
-#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -17,6 +15,7 @@
 #include "server/response.h"
 #include "server/tool_call_grammar.h"
 #include "server/web_assets.h"
+#include "util/open_files.h"
 
 namespace herd::server {
 namespace {
@@ -74,11 +73,7 @@ int connection_socket(const httplib::Request& req) {
     }
     return -1;
   };
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    const std::string name = entry.path().filename().string();
-    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
+  for (const int fd : open_file_descriptors()) {
     sockaddr_storage local{}, peer{};
     socklen_t local_size = sizeof local, peer_size = sizeof peer;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "util/cpu_info.h"
 #include "util/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -34,8 +35,7 @@ constexpr uint64_t ticket_of(uint32_t gen, uint64_t task) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0)
-    n_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (n_threads <= 0) n_threads = default_thread_count();
   n_threads_ = n_threads;
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

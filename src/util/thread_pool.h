@@ -21,7 +21,9 @@ namespace herd {
 
 class ThreadPool {
  public:
-  // n_threads counts the calling thread: n_threads - 1 workers are started. 0 means all cores.
+  // n_threads counts the calling thread: n_threads - 1 workers are started. 0 means
+  // default_thread_count() (cpu_info.h): the performance cores, or all cores when the OS
+  // does not tell kinds apart.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

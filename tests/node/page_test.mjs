@@ -1,12 +1,16 @@
-// The web page in headless Chromium (Debian's chromium driven by playwright-core): a reply
-// streams into the chat, the stop button ends a long one, the cluster view shows the node.
+// The web page in headless Chromium (Debian's chromium, or Google Chrome on macOS, driven by
+// playwright-core): a reply streams into the chat, the stop button ends a long one, the
+// cluster view shows the node.
 // Run by tests/serve_node_test.sh.
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
 const url = process.env.HERD_URL;
+const defaultBrowser = process.platform === 'darwin'
+  ? '/Applications/Google Chrome.app/Contents/MacOS/Google Chrome'
+  : '/usr/bin/chromium';
 const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  executablePath: process.env.CHROMIUM || defaultBrowser,
   args: ['--no-sandbox'],
 });
 try {
