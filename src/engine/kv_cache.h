@@ -23,6 +23,7 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
+  int64_t n_layer() const { return n_layer_; }
   int64_t n_seq() const { return n_seq_; }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t k_dim() const { return k_dim_; }

@@ -274,6 +274,7 @@ bool JsonConstraint::start_value(Stack& stack, unsigned char c) {
     if (!(n.types & (c == '{' ? kTypeObject : kTypeArray))) return false;
     if (stack.size() > kMaxNesting) return false;
     next.kind = c == '{' ? Kind::kObject : Kind::kArray;
+    next.phase = c == '{' ? kObjectStart : kArrayStart;
   } else if (c == '"') {
     if (!(n.types & kTypeString)) return false;
     next.kind = Kind::kString;
