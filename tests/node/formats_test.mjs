@@ -7,6 +7,9 @@
 // no marker leaks into content, and that histories with calls and results render. Run by
 // tests/serve_formats_test.sh with HERD_FORMAT = deepseek | deepseek-v3.2 | kimi | gpt-oss.
 import assert from 'node:assert/strict';
+// Node.js's own fetch, not the client's default node-fetch 2, which on Node.js 18 (Debian 12's)
+// fails a stream on a reused keep-alive connection with 'Premature close' (node-fetch#1767).
+import 'openai/shims/web';
 import OpenAI from 'openai';
 
 const format = process.env.HERD_FORMAT;

@@ -1,6 +1,9 @@
 // herd serve through the official openai client: chat, streaming, tools, completions,
 // and errors as the client reports them. Run by tests/serve_node_test.sh.
 import assert from 'node:assert/strict';
+// Node.js's own fetch, not the client's default node-fetch 2, which on Node.js 18 (Debian 12's)
+// fails a stream on a reused keep-alive connection with 'Premature close' (node-fetch#1767).
+import 'openai/shims/web';
 import OpenAI from 'openai';
 
 const baseURL = process.env.HERD_URL + '/v1';

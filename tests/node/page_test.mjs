@@ -2,6 +2,9 @@
 // playwright-core): a reply streams into the chat, the stop button ends a long one, the
 // cluster view shows the node.
 // Run by tests/serve_node_test.sh.
+// playwright-core is pinned at 1.61.1 (package.json), the last release that runs on Node.js
+// 18, the one Debian 12 ships (scripts/install-deps); 1.62 and later refuse to start below
+// Node.js 20. It drives a newer Chromium over CDP well enough for what this test does.
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
