@@ -1,5 +1,6 @@
 #include "net/ring.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/error.h"
@@ -44,13 +45,15 @@ void RingCollectives::all_gather_sum(float* data, size_t n) {
   const size_t p = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
   gathered_.resize(p * n);  // [p][n]: rank i's vector at i * n
-  std::memcpy(gathered_.data() + r * n, data, n * sizeof(float));
+  // copy_n, not memcpy: n may be 0 with null pointers (an empty vector's data()), which
+  // memcpy forbids even for 0 bytes.
+  std::copy_n(data, n, gathered_.data() + r * n);
   for (size_t s = 0; s + 1 < p; ++s) {
     const size_t send = (r + p - s) % p;
     const size_t recv = (r + p - s - 1) % p;
     exchange(gathered_.data(), static_cast<uint32_t>(s), send * n, n, recv * n, n, Combine::COPY);
   }
-  std::memcpy(data, gathered_.data(), n * sizeof(float));
+  std::copy_n(gathered_.data(), n, data);
   for (size_t i = 1; i < p; ++i) {
     const float* v = gathered_.data() + i * n;
     for (size_t k = 0; k < n; ++k) data[k] += v[k];
