@@ -32,11 +32,15 @@ struct AttendArgs {
   // [n_q][2] or null. When set, the call covers a chunk of the positions: out is left
   // unnormalized (sum_j e^(s_j - max) v_j) and each head's (max, sum of e^(s_j - max)) is
   // written here, sinks not counted; merge_attention combines the chunks. Only the kernels
-  // of keys and values of different sizes (attend_wide_kernel) take it.
+  // for which attend_takes_partial holds take it.
   float* partial = nullptr;
 };
 // REQUIRES: n_q >= 1, n_pos >= 1.
 using AttendFn = void (*)(const AttendArgs& args);
+
+// attend_lanes widens rows of up to this many values (MLA's latent and rope key: 576 in
+// DeepSeek V2/V3 and Kimi K2) at this constant stride, longer ones at their own.
+inline constexpr int64_t kLaneRowStride = 576;
 
 // Floats of AttendArgs::scores any kernel of attend_kernel needs for such a call.
 int64_t attend_scratch_floats(int64_t n_q, int64_t n_pos, int64_t k_dim, int64_t v_dim);

@@ -358,10 +358,10 @@ void attend_wide_with(const AttendArgs& a) {
 // scores[r] (a vector: one lane per head) = sum_d q^T[d] * row_r[d] for the block's rows,
 // the online softmax lane by lane, and out^T[dv] += sum_r p[r] * row_r[dv].
 // Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows *
-// max(k_dim, kLaneStride) floats (attend_scratch_floats counts the widest ISA's). Values must be
-// the keys (v_dim <= k_dim), else it is attend_wide. kStride: the widened rows' stride in floats, a
-// constant when it is not 0 (so the score loop addresses its rows from one register instead of one
-// per row).
+// max(k_dim, kLaneRowStride) floats (attend_scratch_floats counts the widest ISA's). The
+// values must be the keys (v_dim <= k_dim), else it is attend_wide (attend_lanes_with).
+// kStride: the widened rows' stride in floats, a constant when it is not 0 (so the score
+// loop addresses its rows from one register instead of one per row).
 template <class V, int64_t kStride>
 void attend_lanes_stride(const AttendArgs& a) {
   using F = typename V::F;
@@ -451,16 +451,12 @@ void attend_lanes_stride(const AttendArgs& a) {
   }
 }
 
-// Rows of MLA's latent and rope key (576 values in DeepSeek V2/V3, Kimi K2) or less take the
-// constant stride of kLaneStride.
-constexpr int64_t kLaneStride = 576;
-
 template <class V>
 void attend_lanes_with(const AttendArgs& a) {
   if (a.values != a.keys || a.v_dim > a.k_dim) {  // the block's widened rows are the values
     attend_wide_with<V>(a);
-  } else if (a.k_dim <= kLaneStride) {
-    attend_lanes_stride<V, kLaneStride>(a);
+  } else if (a.k_dim <= kLaneRowStride) {
+    attend_lanes_stride<V, kLaneRowStride>(a);
   } else {
     attend_lanes_stride<V, 0>(a);
   }
