@@ -12,6 +12,7 @@
 #include "gguf/writer.h"
 #include "model/builtin_vocab.h"
 #include "model/file_type.h"
+#include "util/cpu_info.h"
 #include "util/error.h"
 
 namespace herd {
@@ -413,9 +414,7 @@ void synthesize(const SynthOptions& o) {
     w.add_tensor(t.name, types.back(), t.shape);
   }
 
-  const int threads = o.threads > 0
-                          ? o.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : default_thread_count();
   // attn_k_b / attn_v_b are not drawn: they are attn_kv_b's values cut per head, from the
   // same draws (see mla_source), so that the three agree exactly before quantization.
   std::vector<size_t> source(specs.size());
