@@ -87,8 +87,7 @@ int64_t attend_scratch_floats(int64_t n_q, int64_t n_pos, int64_t k_dim, int64_t
   // attend_wide takes 32 scores per head, the scalar kernel one head's.
   constexpr int64_t kLanes = 16, kRows = 16;
   const int64_t groups = (n_q + kLanes - 1) / kLanes;
-  const int64_t lanes =
-      groups * kLanes * (k_dim + v_dim + kRows + 2) + kRows * std::max(k_dim, kLaneRowStride);
+  const int64_t lanes = groups * kLanes * (k_dim + v_dim + kRows + 2) + kRows * kLaneDims;
   return std::max({lanes, n_q * std::min<int64_t>(n_pos, 32), n_pos});
 }
 

@@ -38,9 +38,9 @@ struct AttendArgs {
 // REQUIRES: n_q >= 1, n_pos >= 1.
 using AttendFn = void (*)(const AttendArgs& args);
 
-// attend_lanes widens rows of up to this many values (MLA's latent and rope key: 576 in
-// DeepSeek V2/V3 and Kimi K2) at this constant stride, longer ones at their own.
-inline constexpr int64_t kLaneRowStride = 576;
+// attend_lanes widens its rows of keys to f32 this many values at a time (a buffer that
+// stays in L1).
+inline constexpr int64_t kLaneDims = 64;
 
 // Floats of AttendArgs::scores any kernel of attend_kernel needs for such a call.
 int64_t attend_scratch_floats(int64_t n_q, int64_t n_pos, int64_t k_dim, int64_t v_dim);

@@ -353,19 +353,24 @@ void attend_wide_with(const AttendArgs& a) {
 }
 
 // Wide heads with the heads across the lanes (x86, where an FMA broadcasts one float from
-// memory for free): no horizontal sums, and each block of cached rows is widened once for
-// all heads. Per block of kRows positions, rows widened into f32; per group of kWidth heads,
-// scores[r] (a vector: one lane per head) = sum_d q^T[d] * row_r[d] for the block's rows,
-// the online softmax lane by lane, and out^T[dv] += sum_r p[r] * row_r[dv].
+// memory for free): no horizontal sums. Per block of kRows positions and group of kWidth
+// heads, scores[r] (a vector: one lane per head) = sum_d q^T[d] * row_r[d], the online
+// softmax lane by lane, and out^T[dv] += sum_r p[r] * row_r[dv]. The block's rows are widened
+// to f32 kLaneDims values at a time, just before use, into a buffer that stays in L1: widened
+// whole (16 rows x 576 values), the buffer was evicted by q^T and out^T between blocks and its
+// stores cost a third of the kernel.
 // Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows *
-// max(k_dim, kLaneRowStride) floats (attend_scratch_floats counts the widest ISA's). The
-// values must be the keys (v_dim <= k_dim), else it is attend_wide (attend_lanes_with).
-// kStride: the widened rows' stride in floats, a constant when it is not 0 (so the score
-// loop addresses its rows from one register instead of one per row).
-template <class V, int64_t kStride>
-void attend_lanes_stride(const AttendArgs& a) {
+// kLaneDims floats (attend_scratch_floats counts the widest ISA's). The values must be the
+// keys (v_dim <= k_dim), else it is attend_wide.
+template <class V>
+void attend_lanes_with(const AttendArgs& a) {
+  if (a.values != a.keys || a.v_dim > a.k_dim) {  // the widened rows are the values
+    attend_wide_with<V>(a);
+    return;
+  }
   using F = typename V::F;
   constexpr int64_t w = V::kWidth, kRows = V::kLaneRows, kChunk = V::kLaneRows;
+  static_assert(kLaneDims % w == 0 && kLaneDims % kChunk == 0);
   const int64_t k_dim = a.k_dim, v_dim = a.v_dim, n_pos = a.n_pos;
   const int64_t groups = (a.n_q + w - 1) / w;
   float* const q_t = a.scores;                        // [groups][k_dim][w], scaled
@@ -373,8 +378,7 @@ void attend_lanes_stride(const AttendArgs& a) {
   float* const weights = out_t + groups * v_dim * w;  // [groups][kRows][w]
   float* const max = weights + groups * kRows * w;    // [groups][w]
   float* const sum = max + groups * w;                // [groups][w]
-  float* const rows = sum + groups * w;               // [kRows][row_stride]: the block widened
-  const int64_t row_stride = kStride > 0 ? kStride : k_dim;
+  float* const rows = sum + groups * w;               // [kRows][kLaneDims]: rows widened
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t d = 0; d < k_dim; ++d) {
       for (int64_t l = 0; l < w; ++l) {
@@ -386,21 +390,35 @@ void attend_lanes_stride(const AttendArgs& a) {
     V::store(max + g * w, V::set1(-INFINITY));
     V::store(sum + g * w, V::zero());
   }
+  // rows[r][i] = row (jb + r)'s values [d0, d0 + nd) in f32, zeros past the block's n rows.
+  // With `ahead`, the same values of the next block's rows are fetched into the cache (to
+  // L2): without it the loads waited on memory for a third of the kernel's time (16 rows
+  // apart are more streams than the hardware prefetcher follows).
+  auto widen = [&](int64_t jb, int64_t n, int64_t d0, int64_t nd, bool ahead) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      const uint16_t* src = a.keys + (jb + r) * a.stride + d0;
+      for (int64_t i = 0; i < nd; i += w)
+        V::store(rows + r * kLaneDims + i, r < n ? V::load_f16(src + i) : V::zero());
+      if (ahead && jb + kRows + r < n_pos) {
+        const char* next = reinterpret_cast<const char*>(src + kRows * a.stride);
+        for (int64_t b = 0; b < nd * 2; b += 64) __builtin_prefetch(next + b, 0, 2);
+      }
+    }
+  };
   for (int64_t jb = 0; jb < n_pos; jb += kRows) {
     const int64_t n = std::min(kRows, n_pos - jb);
-    for (int64_t r = 0; r < kRows; ++r) {
-      const uint16_t* src = a.keys + (jb + r) * a.stride;
-      for (int64_t i = 0; i < k_dim; i += w)
-        V::store(rows + r * row_stride + i, r < n ? V::load_f16(src + i) : V::zero());
-    }
     for (int64_t g = 0; g < groups; ++g) {
-      const float* qg = q_t + g * k_dim * w;
       F acc[kRows];
       for (int64_t r = 0; r < kRows; ++r) acc[r] = V::zero();
-      for (int64_t d = 0; d < k_dim; ++d) {
-        const F qv = V::load(qg + d * w);
-        for (int64_t r = 0; r < kRows; ++r)
-          acc[r] = V::fma(qv, V::set1(rows[r * row_stride + d]), acc[r]);
+      for (int64_t d0 = 0; d0 < k_dim; d0 += kLaneDims) {
+        const int64_t nd = std::min(kLaneDims, k_dim - d0);
+        widen(jb, n, d0, nd, g == 0);
+        const float* qg = q_t + (g * k_dim + d0) * w;
+        for (int64_t d = 0; d < nd; ++d) {
+          const F qv = V::load(qg + d * w);
+          for (int64_t r = 0; r < kRows; ++r)
+            acc[r] = V::fma(qv, V::set1(rows[r * kLaneDims + d]), acc[r]);
+        }
       }
       // Online softmax, one lane per head.
       const F old_max = V::load(max + g * w);
@@ -417,22 +435,28 @@ void attend_lanes_stride(const AttendArgs& a) {
       V::store(max + g * w, new_max);
       V::store(sum + g * w, total);
       float* og = out_t + g * v_dim * w;
-      int64_t i = 0;
-      for (; i + kChunk <= v_dim; i += kChunk) {
-        F o[kChunk];
-        for (int64_t k = 0; k < kChunk; ++k) o[k] = V::mul(V::load(og + (i + k) * w), c);
-        for (int64_t r = 0; r < n; ++r) {
-          const F p = V::load(pg + r * w);
-          const float* row = rows + r * row_stride + i;
-          for (int64_t k = 0; k < kChunk; ++k) o[k] = V::fma(p, V::set1(row[k]), o[k]);
+      for (int64_t d0 = 0; d0 < v_dim; d0 += kLaneDims) {
+        const int64_t nd = std::min(kLaneDims, v_dim - d0);
+        widen(jb, n, d0, nd, false);
+        int64_t i = 0;
+        for (; i + kChunk <= nd; i += kChunk) {
+          F o[kChunk];
+          float* oi = og + (d0 + i) * w;
+          for (int64_t k = 0; k < kChunk; ++k) o[k] = V::mul(V::load(oi + k * w), c);
+          for (int64_t r = 0; r < n; ++r) {
+            const F p = V::load(pg + r * w);
+            const float* row = rows + r * kLaneDims + i;
+            for (int64_t k = 0; k < kChunk; ++k) o[k] = V::fma(p, V::set1(row[k]), o[k]);
+          }
+          for (int64_t k = 0; k < kChunk; ++k) V::store(oi + k * w, o[k]);
         }
-        for (int64_t k = 0; k < kChunk; ++k) V::store(og + (i + k) * w, o[k]);
-      }
-      for (; i < v_dim; ++i) {
-        F o = V::mul(V::load(og + i * w), c);
-        for (int64_t r = 0; r < n; ++r)
-          o = V::fma(V::load(pg + r * w), V::set1(rows[r * row_stride + i]), o);
-        V::store(og + i * w, o);
+        for (; i < nd; ++i) {
+          float* oi = og + (d0 + i) * w;
+          F o = V::mul(V::load(oi), c);
+          for (int64_t r = 0; r < n; ++r)
+            o = V::fma(V::load(pg + r * w), V::set1(rows[r * kLaneDims + i]), o);
+          V::store(oi, o);
+        }
       }
     }
   }
@@ -448,17 +472,6 @@ void attend_lanes_stride(const AttendArgs& a) {
     const float inv = a.partial != nullptr ? 1.0f : 1.0f / total;
     const float* og = out_t + g * v_dim * w + l;
     for (int64_t i = 0; i < v_dim; ++i) a.out[h * v_dim + i] = og[i * w] * inv;
-  }
-}
-
-template <class V>
-void attend_lanes_with(const AttendArgs& a) {
-  if (a.values != a.keys || a.v_dim > a.k_dim) {  // the block's widened rows are the values
-    attend_wide_with<V>(a);
-  } else if (a.k_dim <= kLaneRowStride) {
-    attend_lanes_stride<V, kLaneRowStride>(a);
-  } else {
-    attend_lanes_stride<V, 0>(a);
   }
 }
 

@@ -111,7 +111,7 @@ TEST(Attention, WideSimdMatchesScalar) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (best_isa(cpu, isa) != isa) continue;
     for (auto [k_dim, v_dim] : {std::pair<int64_t, int64_t>{576, 512}, {80, 64}, {48, 48 * 6}}) {
-      for (int64_t n_q : {1, 3, 4, 5, 7, 8, 9, 16}) {
+      for (int64_t n_q : {1, 3, 4, 5, 7, 8, 9, 16, 20}) {
         for (int64_t n_pos : {1, 2, 33, 100, 257}) {
           const bool with_sinks = (n_q + n_pos) % 2 == 1;
           const float scale = n_pos % 3 == 0 ? 0.5f : 0.05f;
