@@ -4,7 +4,7 @@
 # neither `2>/dev/null`, nor a test that expects herd to fail, nor a node the test kills at
 # the end can lose it. Prints the reports and exits 1 if there are any, else exits with the
 # test's own code. Options already in ASAN_OPTIONS / UBSAN_OPTIONS are kept
-# (scripts/test-sanitize sets them).
+# (scripts/test-libcxx sets them).
 # Usage: run_sanitized.sh COMMAND [ARGS...]
 set -uo pipefail
 reports=$(mktemp -d)
