@@ -47,19 +47,6 @@ inline size_t decoded_scratch_bytes(int64_t cols) {
   return size_t(kChunkRows * (cols / 256)) * sizeof(Decoded);
 }
 
-// Any type through quant's integer decoding (the reference bits): the fallback decoder.
-template <typename BlockT, void (*kDecode)(const BlockT&, quant::GridInts&)>
-struct GenericDecoder {
-  using Block = BlockT;
-  static void decode(const Block& b, Decoded& out) {
-    quant::GridInts ints;
-    kDecode(b, ints);
-    for (int i = 0; i < 256; ++i) out.q[i] = uint8_t(ints.q[i] + kBias);
-    for (int s = 0; s < 16; ++s) out.scale[s] = ints.scale[s];
-    out.d = ints.d;
-  }
-};
-
 // y[t * y_stride] = dot of decoded row w with token t of act, for t < T.
 template <class Dot, int... N>
 void dot_tokens(int n, const Decoded* w, int64_t n_blocks, const uint8_t* act, size_t stride,
