@@ -361,7 +361,8 @@ void attend_wide_with(const AttendArgs& a) {
 // stores cost a third of the kernel.
 // Scratch (a.scores): groups * kWidth * (k_dim + v_dim + kLaneRows + 2) + kLaneRows *
 // kLaneDims floats (attend_scratch_floats counts the widest ISA's). The values must be the
-// keys (v_dim <= k_dim), else it is attend_wide.
+// keys (v_dim <= k_dim), else it is attend_wide. REQUIRES: k_dim and v_dim multiples of
+// kWidth (attend_kernel's choice), so whole vectors are widened and out^T is whole chunks.
 template <class V>
 void attend_lanes_with(const AttendArgs& a) {
   if (a.values != a.keys || a.v_dim > a.k_dim) {  // the widened rows are the values
@@ -370,7 +371,7 @@ void attend_lanes_with(const AttendArgs& a) {
   }
   using F = typename V::F;
   constexpr int64_t w = V::kWidth, kRows = V::kLaneRows, kChunk = V::kLaneRows;
-  static_assert(kLaneDims % w == 0 && kLaneDims % kChunk == 0);
+  static_assert(kChunk == w && kLaneDims % w == 0);
   const int64_t k_dim = a.k_dim, v_dim = a.v_dim, n_pos = a.n_pos;
   const int64_t groups = (a.n_q + w - 1) / w;
   float* const q_t = a.scores;                        // [groups][k_dim][w], scaled
@@ -438,8 +439,7 @@ void attend_lanes_with(const AttendArgs& a) {
       for (int64_t d0 = 0; d0 < v_dim; d0 += kLaneDims) {
         const int64_t nd = std::min(kLaneDims, v_dim - d0);
         widen(jb, n, d0, nd, false);
-        int64_t i = 0;
-        for (; i + kChunk <= nd; i += kChunk) {
+        for (int64_t i = 0; i < nd; i += kChunk) {
           F o[kChunk];
           float* oi = og + (d0 + i) * w;
           for (int64_t k = 0; k < kChunk; ++k) o[k] = V::mul(V::load(oi + k * w), c);
@@ -449,13 +449,6 @@ void attend_lanes_with(const AttendArgs& a) {
             for (int64_t k = 0; k < kChunk; ++k) o[k] = V::fma(p, V::set1(row[k]), o[k]);
           }
           for (int64_t k = 0; k < kChunk; ++k) V::store(oi + k * w, o[k]);
-        }
-        for (; i < nd; ++i) {
-          float* oi = og + (d0 + i) * w;
-          F o = V::mul(V::load(oi), c);
-          for (int64_t r = 0; r < n; ++r)
-            o = V::fma(V::load(pg + r * w), V::set1(rows[r * kLaneDims + i]), o);
-          V::store(oi, o);
         }
       }
     }

@@ -5,8 +5,6 @@
 // offset by the delta and the bias. Compiled with -march=armv8.2-a+dotprod.
 #include <arm_neon.h>
 
-#include <cstring>
-
 #include "kernels/iq_grid_kernels.h"
 #include "kernels/iq_grid_simd.h"
 #include "quant/float16.h"
@@ -62,12 +60,6 @@ uint8x16_t biased(uint8x16_t magnitude, uint8x16_t negative) {
   return vbslq_u8(negative, vsubq_u8(bias, magnitude), vaddq_u8(bias, magnitude));
 }
 
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 struct DecodeIQ2_XXS {
   using Block = BlockIQ2_XXS;
   static void decode(const Block& b, Decoded& out) {
@@ -108,12 +100,6 @@ struct DecodeIQ3_S {
     }
   }
 };
-
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 
 // The 16 scales of the types with a 4-bit s per 16 weights, two per byte (iq2_xs, iq2_s).
 void nibble_scales(const uint8_t* scales, Decoded& out) {

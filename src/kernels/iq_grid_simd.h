@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "kernels/activations.h"
@@ -45,6 +46,18 @@ inline constexpr int64_t kChunkRows = 16;
 
 inline size_t decoded_scratch_bytes(int64_t cols) {
   return size_t(kChunkRows * (cols / 256)) * sizeof(Decoded);
+}
+
+// Little-endian fields of a GGUF block at any alignment.
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
 }
 
 // y[t * y_stride] = dot of decoded row w with token t of act, for t < T.

@@ -30,18 +30,6 @@ inline void store256(void* p, __m256i v) {
   _mm256_store_si256(static_cast<__m256i*>(p), v);
 }
 
-inline uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
 // Four grid rows of 8 (one sub-block's magnitudes, or IQ1's -1/0/+1 bytes) in one vector.
 inline __m256i grid4(const uint64_t* grid, int i0, int i1, int i2, int i3) {
   return _mm256_set_epi64x(int64_t(grid[i3]), int64_t(grid[i2]), int64_t(grid[i1]),
