@@ -642,6 +642,44 @@ void ClusterRunner::reset_stats() {
   impl_->forward_seconds = 0;
 }
 
+nlohmann::json ClusterRunner::status() const {
+  Impl& r = *impl_;
+  nlohmann::json out;
+  std::vector<bool> used(r.nodes.size(), false);
+  for (const Stage& stage : r.plan.stages) {
+    for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    out["state"] = r.error.empty() ? "ok" : "degraded";
+    out["reason"] = r.error;
+    out["forward_seconds"] = r.forward_seconds;
+  }
+  out["parallel"] = r.plan.parallel;
+  out["plan"] = to_json(r.plan);
+  out["nodes"] = nlohmann::json::array();
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    nlohmann::json n = to_json(r.nodes[i]);
+    n["index"] = i;
+    n["state"] = used[i] ? "up" : "unused";
+    out["nodes"].push_back(std::move(n));
+  }
+  out["stages"] = nlohmann::json::array();
+  for (const StageStats& s : stage_stats()) {
+    out["stages"].push_back({{"index", out["stages"].size()},
+                             {"node", s.node},
+                             {"layers", {s.layer_begin, s.layer_end}},
+                             {"batches", s.batches},
+                             {"tokens", s.tokens},
+                             {"compute_seconds", s.compute_seconds},
+                             {"busy_seconds", s.busy_seconds},
+                             {"bytes_sent", s.bytes_sent},
+                             {"bytes_received", s.bytes_received}});
+  }
+  out["events"] = nlohmann::json::array();
+  return out;
+}
+
 double ClusterRunner::forward_seconds() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->forward_seconds;

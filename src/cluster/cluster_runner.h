@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/runner.h"
 #include "net/auth.h"
 #include "net/heartbeat.h"
@@ -77,6 +79,16 @@ class ClusterRunner : public engine::ModelRunner {
   void reset_stats();
   // Seconds forward() has spent since open() or reset_stats() (for the pipeline bubble).
   double forward_seconds() const;
+
+  // The pod as it is now, for the live view (GET /api/cluster) and `herd nodes`:
+  //   {"state": "ok" | "recovering" | "degraded", "reason": text,
+  //    "parallel": plan.parallel, "plan": to_json(plan),
+  //    "nodes": [to_json(NodeProfile) + {"index", "state": "up" | "unused" | "lost"}],
+  //    "stages": [{"index", "node", "layers": [begin, end), "batches", "tokens",
+  //                "compute_seconds", "busy_seconds", "bytes_sent", "bytes_received"}],
+  //    "forward_seconds", "events": [{"time": unix seconds, "kind", "text"}]}
+  // Safe from any thread while forward() runs.
+  nlohmann::json status() const;
 
   struct Impl;
 
