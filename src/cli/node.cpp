@@ -34,6 +34,7 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   double bandwidth_gbs = 0;
+  uint64_t memory_bytes = 0;
 };
 
 void log_line(std::string_view line) {
@@ -67,6 +68,10 @@ void add_node(CLI::App& app) {
                   "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
                   "that share a machine, whose probes would slow each other")
       ->check(CLI::Range(0.01, 1e5));
+  cmd->add_option("--memory", a->memory_bytes,
+                  "Memory the node offers models at most (e.g. 512M, 16G; default: what is "
+                  "free): keeps room for other work, or gives a test a node too small")
+      ->transform(CLI::AsSizeValue(false));
   cmd->callback([a] {
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
@@ -90,6 +95,7 @@ void add_node(CLI::App& app) {
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
     o.bandwidth_gbs = a->bandwidth_gbs;  // the matmul speed is measured either way
+    o.memory_limit_bytes = a->memory_bytes;
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;

@@ -199,6 +199,7 @@ void HttpServer::health(httplib::Response& res) {
     degraded = degraded_;
   }
   Scheduler* scheduler = scheduler_.load();
+  if (degraded.empty() && scheduler) degraded = scheduler->unavailable();
   if (degraded.empty() && scheduler && !scheduler->failure().empty()) {
     degraded = "the model failed: " + scheduler->failure();
   }
@@ -294,6 +295,10 @@ void HttpServer::routes() {
         if (authorized(req, res)) {
           if (!model_.load()) {
             throw ApiError(503, "the model is loading", "server_error", "", "loading");
+          }
+          if (Scheduler* scheduler = scheduler_.load()) {
+            const std::string why = scheduler->unavailable();
+            if (!why.empty()) throw ApiError(503, why, "server_error", "", "unavailable");
           }
           (this->*handler)(req, res);
         }

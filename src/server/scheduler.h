@@ -141,6 +141,8 @@ class Scheduler {
   // Why the last forward pass failed, while no pass has succeeded since (empty: healthy).
   // A failing model (later: a lost peer) makes /health say "degraded". Thread-safe.
   std::string failure() const;
+  // The runner's reason it cannot run now (ModelRunner::unavailable), or empty.
+  std::string unavailable() const { return runner_.unavailable(); }
 
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
   int64_t n_queued() const;
