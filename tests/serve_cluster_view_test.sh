@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The page's live view of a pod: three `herd node`s on 127.0.0.1 and `herd serve --peers
-# ... --no-local --parallel pipeline` over them; tests/node/cluster_page_test.mjs (headless
-# Chromium) checks the nodes, the 3-stage plan and GET /api/cluster, then kills one node
-# with SIGKILL during a streaming reply and waits for the page to show it lost (or the pod
-# not ok). About 30 s.
+# ... --no-local --parallel pipeline:3` over them (plain "pipeline" may leave a node out);
+# tests/node/cluster_page_test.mjs (headless Chromium) checks the nodes, the 3-stage plan
+# and GET /api/cluster, then kills one node with SIGKILL during a streaming reply and waits
+# for the page to show it lost (or the pod not ok). About 40 s.
 set -euo pipefail
 herd=${1:?usage: serve_cluster_view_test.sh path/to/herd}
 herd=$(realpath "$herd")
@@ -58,7 +58,7 @@ done
 # Six layers, two per stage; wide enough that a long reply takes seconds.
 serve_model "$dir" 1024 6
 serve_start --slots 2 --peers "${addr[n1]},${addr[n2]},${addr[n3]}" --no-local \
-  --parallel pipeline
+  --parallel pipeline:3
 HERD_URL=$url HERD_NODES="n1,n2,n3" HERD_VICTIM=n2 HERD_VICTIM_PID=${pid_of[n2]} \
   node "$here/node/cluster_page_test.mjs" || fail "cluster_page_test.mjs"
 # The server outlives the node it lost and still stops cleanly.

@@ -4,7 +4,8 @@
 // the page shows it within 5 s: the node lost, or the pod not ok, naming the node.
 // Written to hold before and after the coordinator recovers from a lost node: today the
 // pod becomes "degraded" with a reason naming the node; with recovery it is "recovering"
-// then "ok" with the node "lost" and events naming it.
+// then "ok" with the node "lost" and events naming it. Last, a recovery's status served
+// in place of /api/cluster checks how the page draws a lost node and the event log.
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
@@ -123,9 +124,31 @@ try {
     }
   })();
   await Promise.race([ended, sleep(30000).then(() => { throw new Error('the stream hangs'); })]);
-  console.log('cluster_page_test: the stream ended with:', streamed.slice(-300).trim());
+  const last = streamed.trim().split('\n\n').filter((e) => e !== 'data: [DONE]').pop();
+  console.log('cluster_page_test: the stream ended with:', last.slice(0, 300));
 
   await page.screenshot({ path: process.env.HERD_SCREENSHOT || '/tmp/herd-cluster-page.png', fullPage: true });
+
+  // What the page draws of a recovery (the runner's status() once it re-plans on the
+  // survivors): the pod "recovering", the node lost, the events newest first, and text
+  // from the server escaped, never run as HTML.
+  const recovering = {
+    ...after, state: 'recovering', reason: 're-planning on 2 nodes',
+    nodes: after.nodes.map((n) => (n.name === victim ? { ...n, state: 'lost' } : n)),
+    events: [
+      { time: 1000, kind: 'lost', text: `node '${victim}' closed the connection <img src=x onerror="window.injected=1">` },
+      { time: 1002, kind: 'recovered', text: 'a new plan on 2 nodes' },
+    ],
+  };
+  await page.route('**/api/cluster', (route) => route.fulfill({ json: recovering }));
+  await page.waitForSelector(`.node.lost[data-name="${victim}"]`);
+  await page.waitForFunction(() => document.querySelector('#pod-state').textContent === 'recovering');
+  assert.equal(await page.textContent('#pod-reason'), 're-planning on 2 nodes');
+  assert.deepEqual(await page.locator('#events li b').allTextContents(), ['recovered', 'lost']);
+  assert.equal(await page.locator('#events img').count(), 0);
+  assert.match(await page.textContent('#events'), /<img src=x/);
+  assert.equal(await page.evaluate(() => window.injected), undefined);
+  await page.unroute('**/api/cluster');
   assert.deepEqual(errors, []);
   console.log('cluster_page_test: all checks passed');
 } finally {
