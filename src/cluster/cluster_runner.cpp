@@ -488,6 +488,19 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
+  if (tolerant && po.mode == PlanOptions::Mode::kHybrid) {
+    // Fewer nodes answer than --parallel pipeline:P,tensor:T asks for: keep T ranks per
+    // stage and make as many stages as the nodes allow; too few for one: the planner's
+    // choice.
+    const auto n_nodes = static_cast<int>(r.nodes.size()) - (po.use_local ? 0 : 1);
+    if (n_nodes < po.pipeline_stages * po.tensor_ranks) {
+      if (n_nodes >= po.tensor_ranks) {
+        po.pipeline_stages = n_nodes / po.tensor_ranks;
+      } else {
+        po.mode = PlanOptions::Mode::kAuto;
+      }
+    }
+  }
   r.plan = herd::plan(plan_model_from(r.info, r.file), r.nodes, po);
   // Nodes the plan does not use are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
