@@ -62,7 +62,7 @@ try:
         text, err = answer(nodes, parallel, [nodes[i] for i in victims])
         if text != reference:
             fail("%s: the answer after losing two nodes differs:\n%r\n%r" % (parallel, text, reference))
-        again = re.findall(r"pod formed again in (\d+) ms after replaying (\d+) tokens: (.*)", err)
+        again = re.findall(r"pod formed again in (\d+) ms after replaying (\d+) tokens \(in \d+ ms\): (.*)", err)
         if not again:
             fail("%s: no new pod: %s" % (parallel, err))
         print("ok: %s of 16 nodes lost %s mid-answer and finished it (same answer): %s" %

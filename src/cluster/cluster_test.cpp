@@ -288,12 +288,44 @@ TEST(ClusterTest, ASecondCoordinatorIsToldTheNodeIsBusy) {
   EXPECT_EQ(logits.size(), static_cast<size_t>(first->hparams().n_vocab));
 }
 
-TEST(ClusterTest, ANodeThatGoesAwayFailsTheRequestNamingIt) {
+TEST(ClusterTest, ANodeThatGoesAwayIsReplacedByThisProcess) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
   const TempDir cache("cluster-test", "gone");
   auto node = std::make_unique<TestNode>("node-gone", cache);
   auto cluster = ClusterRunner::open(model, pipeline_options({node->address()}));
+  ASSERT_EQ(cluster->plan().stages.size(), 2u);
+  engine::Batch prompt;
+  for (int32_t i = 0; i < 5; ++i) prompt.add(10 + i, 0, i, i == 4);
+  std::vector<float> logits;
+  cluster->forward(prompt, logits);
   node.reset();  // the node stops: its connection closes
+  engine::Batch next;
+  next.add(99, 0, 5, true);
+  cluster->forward(next, logits);  // a pod of this process alone, the prompt replayed
+  EXPECT_EQ(cluster->plan().stages.size(), 1u);
+  const nlohmann::json status = cluster->status();
+  EXPECT_EQ(status["state"], "ok");
+  EXPECT_THAT(status.dump(), HasSubstr("node-gone"));
+  EXPECT_TRUE(cluster->unavailable().empty());
+
+  // The same tokens in one process give the same logits.
+  engine::LocalOptions lo;
+  lo.n_ctx = 64;
+  auto local = engine::LocalRunner::open(model, lo);
+  std::vector<float> expected;
+  local->forward(prompt, expected);
+  local->forward(next, expected);
+  EXPECT_EQ(logits, expected);
+}
+
+TEST(ClusterTest, NoSurvivorsFailsTheRequestNamingTheNode) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "alone");
+  auto node = std::make_unique<TestNode>("node-gone", cache);
+  ClusterOptions o = pipeline_options({node->address()});
+  o.plan.use_local = false;
+  auto cluster = ClusterRunner::open(model, o);
+  node.reset();
   engine::Batch b;
   b.add(1, 0, 0, true);
   std::vector<float> logits;
@@ -305,7 +337,9 @@ TEST(ClusterTest, ANodeThatGoesAwayFailsTheRequestNamingIt) {
     EXPECT_THAT(e.what(), HasSubstr("node-gone"));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  // Later requests get the same clear error, at once.
+  EXPECT_THAT(cluster->unavailable(), HasSubstr("node-gone"));
+  EXPECT_EQ(cluster->status()["state"], "degraded");
+  // Later requests get the same clear error.
   EXPECT_THROW(cluster->forward(b, logits), Error);
 }
 
