@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct ClusterOptions {
   net::HeartbeatOptions heartbeat;
   FILE* progress = nullptr;        // where loading and shipping progress goes; null: silent
   double local_bandwidth_gbs = 0;  // this machine's for the planner; 0: measured
+  // "host:port" of the nodes seen on the LAN now (--peers auto); empty: none.
+  std::function<std::vector<std::string>()> discover;
 };
 
 // Per-stage figures since open() or reset_stats().
