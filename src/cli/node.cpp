@@ -1,18 +1,24 @@
 // herd node --listen HOST:PORT [--threads N] [--name NAME] [--key FILE] [--insecure-listen]
-//           [--cache-dir DIR] [--no-model-files]
+//           [--cache-dir DIR] [--no-model-files] [--no-advertise]
 // A worker: waits for a coordinator (`herd run/eval/bench/serve --peers ...`), reports
-// this machine's profile, loads the shard it is given and serves it. Runs until SIGINT or
-// SIGTERM. Log lines go to stderr.
+// this machine's profile, loads the shard it is given and serves it. Advertises itself on
+// the LAN with DNS-SD (net/discovery.h) for `--peers auto` and `herd nodes`, unless there
+// is no mDNS daemon (it says so once and runs anyway). Runs until SIGINT or SIGTERM. Log
+// lines go to stderr.
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/node.h"
+#include "cluster/weight_cache.h"
+#include "net/discovery.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -34,6 +40,7 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   double bandwidth_gbs = 0;
+  bool no_advertise = false;
 };
 
 void log_line(std::string_view line) {
@@ -42,6 +49,37 @@ void log_line(std::string_view line) {
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
   std::fprintf(stderr, "%s herd node: %.*s\n", stamp, static_cast<int>(line.size()), line.data());
   std::fflush(stderr);
+}
+
+// What this node says on the LAN; null when it cannot advertise (logged once).
+std::unique_ptr<net::NodeAdvertiser> advertise(const cluster::NodeServer& server,
+                                               const cluster::NodeOptions& o) {
+  const NodeProfile& p = server.profile();
+  net::NodeAdvert advert;
+  advert.name = p.name;
+  advert.cluster = net::cluster_id(o.key.get());
+  advert.cores = p.cores;
+  advert.free_memory_bytes = p.free_memory_bytes;
+  advert.bandwidth_gbs = p.bandwidth_gbs;
+  try {
+    const std::filesystem::path cache =
+        o.cache_dir.empty() ? cluster::default_cache_dir() : o.cache_dir;
+    advert.models = cluster::cached_models(cache);
+  } catch (const Error&) {
+    // No cache directory: nothing cached to say.
+  }
+  advert.n_models = advert.models.size();
+  for (std::string& m : advert.models) m.resize(net::kModelHashPrefixChars);
+  try {
+    auto advertiser =
+        std::make_unique<net::NodeAdvertiser>(p.name, server.port(), advert, log_line);
+    log_line("advertised on the LAN as '" + p.name + "' (" + net::kServiceType + ", cluster " +
+             advert.cluster + ")");
+    return advertiser;
+  } catch (const Error& e) {
+    log_line(std::string(e.what()) + "; not advertised on the LAN");
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -67,6 +105,8 @@ void add_node(CLI::App& app) {
                   "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
                   "that share a machine, whose probes would slow each other")
       ->check(CLI::Range(0.01, 1e5));
+  cmd->add_flag("--no-advertise", a->no_advertise,
+                "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
   cmd->callback([a] {
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
@@ -96,7 +136,9 @@ void add_node(CLI::App& app) {
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
 
-    cluster::NodeServer server(std::move(o));
+    cluster::NodeServer server(o);
+    const std::unique_ptr<net::NodeAdvertiser> advertiser =
+        a->no_advertise ? nullptr : advertise(server, o);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     std::thread watcher([&server] {
