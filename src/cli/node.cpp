@@ -72,7 +72,7 @@ std::unique_ptr<net::NodeAdvertiser> advertise(const cluster::NodeServer& server
   for (std::string& m : advert.models) m.resize(net::kModelHashPrefixChars);
   try {
     auto advertiser =
-        std::make_unique<net::NodeAdvertiser>(p.name, server.port(), advert, log_line);
+        std::make_unique<net::NodeAdvertiser>(p.name, o.host, server.port(), advert, log_line);
     log_line("advertised on the LAN as '" + p.name + "' (" + net::kServiceType + ", cluster " +
              advert.cluster + ")");
     return advertiser;

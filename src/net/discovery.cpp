@@ -169,7 +169,7 @@ NodeAdvert decode_txt(ConstBytes txt) {
       cluster = std::string(value);
     } else if (key == "cores") {
       const uint64_t v = parse_u64(key, value);
-      if (v < 1 || v > (1u << 20)) throw txt_error("cores " + std::string(value) + " out of range");
+      if (v > (1u << 20)) throw txt_error("cores " + std::string(value) + " out of range");
       a.cores = static_cast<int64_t>(v);
     } else if (key == "mem") {
       a.free_memory_bytes = parse_u64(key, value);

@@ -38,7 +38,7 @@ struct NodeAdvert {
   uint32_t version = kProtocolVersion;
   std::string name;
   std::string cluster = "none";  // cluster_id()
-  int64_t cores = 0;
+  int64_t cores = 0;             // 0: not said
   uint64_t free_memory_bytes = 0;
   double bandwidth_gbs = 0;
   std::vector<std::string> models;  // kModelHashPrefixChars lowercase hex digits each
@@ -86,9 +86,15 @@ std::vector<DiscoveredNode> browse_nodes(const BrowseOptions& options);
 // daemon). The daemon withdraws the service when this is destroyed or the process ends.
 class NodeAdvertiser {
  public:
+  // Advertises `instance` on `port` on the interfaces a socket bound to `listen_host`
+  // receives on: every one for a wildcard ("0.0.0.0", "::", ""), else the one holding that
+  // address, so that a node listening on 127.0.0.1 is seen on this machine only (on Linux;
+  // macOS's mDNSResponder does not serve lo0, so there it is advertised everywhere) and
+  // one listening on a Thunderbolt bridge is found, and reached, over the bridge.
   // Throws herd::Error when there is no DNS-SD library or no mDNS daemon. `log` hears
   // about the registration's outcome (a rename after a name conflict, a late failure).
-  NodeAdvertiser(const std::string& instance, uint16_t port, const NodeAdvert& advert, LogFn log);
+  NodeAdvertiser(const std::string& instance, const std::string& listen_host, uint16_t port,
+                 const NodeAdvert& advert, LogFn log);
   ~NodeAdvertiser();
   NodeAdvertiser(const NodeAdvertiser&) = delete;
   NodeAdvertiser& operator=(const NodeAdvertiser&) = delete;

@@ -111,7 +111,7 @@ TEST(Txt, HostileRecordsAreErrors) {
   EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=12"})), HasSubstr("cluster"));
   EXPECT_THAT(decode_error(record({"v=1", "name=a\nb", "cluster=none"})), HasSubstr("name"));
   EXPECT_THAT(decode_error(record({"v=99999", "name=x", "cluster=none"})), HasSubstr("range"));
-  EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "cores=0"})),
+  EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "cores=2000000"})),
               HasSubstr("cores"));
   EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "mem=-1"})), HasSubstr("mem"));
   EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "mem=99999999999999999999"})),

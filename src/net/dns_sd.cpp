@@ -4,6 +4,7 @@
 // DNSServiceGetAddrInfo, so a host's IPv4 address is asked with DNSServiceQueryRecord (A).
 #include <arpa/inet.h>
 #include <dns_sd.h>
+#include <net/if.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "net/discovery.h"
+#include "net/interfaces.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -150,6 +152,18 @@ void advance(Service& s) {
   }
 }
 
+// The interface index to advertise on for a socket bound to `host` (see the header).
+uint32_t advert_interface(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0" || host == "::") return kDNSServiceInterfaceIndexAny;
+  const std::vector<NetInterface> on = interfaces_for_host(host, list_interfaces());
+  if (on.size() != 1) return kDNSServiceInterfaceIndexAny;
+#if defined(__APPLE__)
+  if (on.front().loopback) return kDNSServiceInterfaceIndexAny;
+#endif
+  const unsigned index = if_nametoindex(on.front().name.c_str());
+  return index == 0 ? kDNSServiceInterfaceIndexAny : index;
+}
+
 }  // namespace
 
 std::vector<DiscoveredNode> browse_nodes(const BrowseOptions& options) {
@@ -255,8 +269,8 @@ struct NodeAdvertiser::Impl {
   }
 };
 
-NodeAdvertiser::NodeAdvertiser(const std::string& instance, uint16_t port, const NodeAdvert& advert,
-                               LogFn log)
+NodeAdvertiser::NodeAdvertiser(const std::string& instance, const std::string& listen_host,
+                               uint16_t port, const NodeAdvert& advert, LogFn log)
     : impl_(std::make_unique<Impl>()) {
   quiet_avahi_warning();
   impl_->log = std::move(log);
@@ -264,7 +278,7 @@ NodeAdvertiser::NodeAdvertiser(const std::string& instance, uint16_t port, const
   impl_->instance = instance.substr(0, 63);
   const std::vector<uint8_t> txt = encode_txt(advert);
   const DNSServiceErrorType e = DNSServiceRegister(
-      &impl_->ref.ref, 0, kDNSServiceInterfaceIndexAny, impl_->instance.c_str(), kServiceType,
+      &impl_->ref.ref, 0, advert_interface(listen_host), impl_->instance.c_str(), kServiceType,
       nullptr, nullptr, htons(port), static_cast<uint16_t>(txt.size()), txt.data(),
       &Impl::on_register, impl_.get());
   if (e != kDNSServiceErr_NoError) {

@@ -17,7 +17,8 @@ std::vector<DiscoveredNode> browse_nodes(const BrowseOptions&) {
 
 struct NodeAdvertiser::Impl {};
 
-NodeAdvertiser::NodeAdvertiser(const std::string&, uint16_t, const NodeAdvert&, LogFn) {
+NodeAdvertiser::NodeAdvertiser(const std::string&, const std::string&, uint16_t, const NodeAdvert&,
+                               LogFn) {
   throw Error("net", kNoLibrary);
 }
 
