@@ -7,8 +7,9 @@
 # avahi-daemon and herd talk over (DBUS_SYSTEM_BUS_ADDRESS).
 # Usage: discovery_e2e_test.sh path/to/herd [three|sixteen]
 #   three:   3 nodes of one key and 1 of another: `herd nodes` lists exactly the 3 with
-#            their profiles; `herd run --peers auto` prints what named peers print; a killed
-#            node drops out within seconds; without the daemon, `herd nodes` and
+#            their profiles; `herd run --peers auto` prints what named peers print; the
+#            nodes' records then list the model they were sent; a killed node drops out
+#            within seconds; without the daemon, `herd nodes` and
 #            `--peers auto` say so, `herd node` warns and runs, named peers still work.
 #   sixteen: 16 nodes; `herd nodes` and `--peers auto` (herd plan) find all 16.
 # Needs root (namespaces), unshare, ip, dbus-daemon and avahi-daemon (scripts/install-deps);
@@ -175,9 +176,11 @@ if [ "$mode" = sixteen ]; then
 fi
 
 # ---- three nodes of cluster k1, one of k2 ---------------------------------------------------
-start_node n1 --key "$dir/k1"
-start_node n2 --key "$dir/k1"
-start_node n3 --key "$dir/k1"
+# --no-model-files: the nodes are sent the weights, so their cache (shared here) fills, and
+# their TXT records must then list the model.
+start_node n1 --key "$dir/k1" --no-model-files
+start_node n2 --key "$dir/k1" --no-model-files
+start_node n3 --key "$dir/k1" --no-model-files
 start_node other --key "$dir/k2"
 wait_nodes n1 n2 n3 other
 grep -q "advertised on the LAN as 'n1'" "$dir/n1.log" || fail "n1 did not advertise"
@@ -200,7 +203,8 @@ done
 grep -q "^other" "$dir/table.txt" && fail "table lists the other cluster's node"
 echo "discovery_e2e: herd nodes lists n1 n2 n3 (and not the other key's node)"
 
-# --peers auto gives the text named peers give (pipeline, f32 on the wire: exact).
+# --peers auto gives the text named peers give (pipeline, f32 on the wire: exact); --no-local
+# so that the nodes hold the layers.
 model=$dir/tiny.gguf
 "$herd" synth --arch llama --layers 4 --embd 64 --ff 128 --heads 4 --kv-heads 2 --type f16 \
   --out "$model" >/dev/null 2>&1 || fail "synth"
@@ -208,7 +212,8 @@ run() {  # run <out> <peers> [options...]
   local out=$1 peers=$2
   shift 2
   "$herd" run --model "$model" --prompt "hello world" -n 8 --temp 0 --threads 1 \
-    --parallel pipeline --peers "$peers" --discover-ms 1000 "$@" >"$out" 2>"$dir/run.err" ||
+    --parallel pipeline --no-local --peers "$peers" --discover-ms 1000 "$@" >"$out" \
+    2>"$dir/run.err" ||
     fail "run --peers $peers: $(cat "$dir/run.err")"
 }
 named=${addr[n1]},${addr[n2]},${addr[n3]}
@@ -220,6 +225,17 @@ cmp -s "$dir/named.txt" "$dir/auto.txt" || fail "--peers auto printed other text
 run "$dir/mixed.txt" "auto,${addr[n2]}" --key "$dir/k1"
 cmp -s "$dir/named.txt" "$dir/mixed.txt" || fail "--peers auto,<named> printed other text"
 echo "discovery_e2e: --peers auto (and auto mixed with a named peer) = named peers"
+# The nodes look at their cache every 5 s and update their TXT record.
+for _ in $(seq 12); do
+  names --key "$dir/k1" >/dev/null
+  python3 -c 'import json,sys
+nodes = json.load(open(sys.argv[1]))
+assert len(nodes) == 3 and all(n["n_models"] == 1 and len(n["models"][0]) == 16 for n in nodes)' \
+    "$dir/nodes.json" 2>/dev/null && break
+done
+python3 -c 'import json,sys; assert all(n["n_models"] == 1 for n in json.load(open(sys.argv[1])))' \
+  "$dir/nodes.json" 2>/dev/null || fail "the TXT records do not list the cached model: $(cat "$dir/nodes.json")"
+echo "discovery_e2e: the nodes' TXT records list the model they were sent"
 
 # A node that dies (SIGKILL: no goodbye of its own) drops out: avahi withdraws its record.
 kill -KILL "${pid_of[n2]}"
@@ -233,6 +249,8 @@ stop_avahi
 expect_fail "no mDNS daemon is running" nodes --key "$dir/k1" --discover-ms 300
 expect_fail "no mDNS daemon is running" run --model "$model" --prompt hi -n 2 --threads 1 \
   --peers auto --key "$dir/k1"
+for _ in $(seq 50); do grep -q "lost the mDNS daemon" "$dir/n1.log" && break; sleep 0.1; done
+grep -q "lost the mDNS daemon" "$dir/n1.log" || fail "n1 did not say it lost the daemon"
 start_node n4 --key "$dir/k1"
 wait_nodes n4
 grep -q "no mDNS daemon is running.*not advertised" "$dir/n4.log" || fail "n4 did not warn"

@@ -51,35 +51,59 @@ void log_line(std::string_view line) {
   std::fflush(stderr);
 }
 
-// What this node says on the LAN; null when it cannot advertise (logged once).
-std::unique_ptr<net::NodeAdvertiser> advertise(const cluster::NodeServer& server,
-                                               const cluster::NodeOptions& o) {
-  const NodeProfile& p = server.profile();
+// This node on the LAN: its advertiser (null when it cannot advertise: logged once) and
+// what it says, kept so that refresh() can say it again when the cache changes.
+struct LanPresence {
+  std::unique_ptr<net::NodeAdvertiser> advertiser;
   net::NodeAdvert advert;
-  advert.name = p.name;
-  advert.cluster = net::cluster_id(o.key.get());
-  advert.cores = p.cores;
-  advert.free_memory_bytes = p.free_memory_bytes;
-  advert.bandwidth_gbs = p.bandwidth_gbs;
-  try {
-    const std::filesystem::path cache =
-        o.cache_dir.empty() ? cluster::default_cache_dir() : o.cache_dir;
+  std::filesystem::path cache;  // empty: none (no cache directory)
+
+  // The cached models, newest first, as the TXT record lists them.
+  void read_cache() {
+    if (cache.empty()) return;
     advert.models = cluster::cached_models(cache);
+    advert.n_models = advert.models.size();
+    for (std::string& m : advert.models) m.resize(net::kModelHashPrefixChars);
+  }
+  // Says the cached models again when they changed (a model was received). Cheap: one
+  // directory listing.
+  void refresh() {
+    if (!advertiser) return;
+    const std::vector<std::string> before = advert.models;
+    const uint64_t n_before = advert.n_models;
+    read_cache();
+    if (advert.models == before && advert.n_models == n_before) return;
+    try {
+      advertiser->update(advert);
+    } catch (const Error& e) {
+      log_line(std::string(e.what()) + "; the LAN still sees the old model list");
+    }
+  }
+};
+
+LanPresence advertise(const cluster::NodeServer& server, const cluster::NodeOptions& o) {
+  const NodeProfile& p = server.profile();
+  LanPresence lan;
+  lan.advert.name = p.name;
+  lan.advert.cluster = net::cluster_id(o.key.get());
+  lan.advert.cores = p.cores;
+  lan.advert.free_memory_bytes = p.free_memory_bytes;
+  lan.advert.bandwidth_gbs = p.bandwidth_gbs;
+  try {
+    lan.cache = o.cache_dir.empty() ? cluster::default_cache_dir() : o.cache_dir;
   } catch (const Error&) {
     // No cache directory: nothing cached to say.
   }
-  advert.n_models = advert.models.size();
-  for (std::string& m : advert.models) m.resize(net::kModelHashPrefixChars);
+  lan.read_cache();
   try {
-    auto advertiser =
-        std::make_unique<net::NodeAdvertiser>(p.name, o.host, server.port(), advert, log_line);
+    lan.advertiser =
+        std::make_unique<net::NodeAdvertiser>(p.name, o.host, server.port(), lan.advert, log_line);
     log_line("advertised on the LAN as '" + p.name + "' (" + net::kServiceType + ", cluster " +
-             advert.cluster + ")");
-    return advertiser;
+             lan.advert.cluster + ")");
   } catch (const Error& e) {
     log_line(std::string(e.what()) + "; not advertised on the LAN");
-    return nullptr;
   }
+  return lan;
 }
 
 }  // namespace
@@ -137,12 +161,15 @@ void add_node(CLI::App& app) {
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
 
     cluster::NodeServer server(o);
-    const std::unique_ptr<net::NodeAdvertiser> advertiser =
-        a->no_advertise ? nullptr : advertise(server, o);
+    LanPresence lan;
+    if (!a->no_advertise) lan = advertise(server, o);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    std::thread watcher([&server] {
-      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::thread watcher([&server, &lan] {
+      for (int tick = 1; !g_stop; ++tick) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (tick % 50 == 0) lan.refresh();  // every 5 s
+      }
       server.stop();
     });
     server.run();

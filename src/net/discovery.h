@@ -99,7 +99,9 @@ class NodeAdvertiser {
   NodeAdvertiser(const NodeAdvertiser&) = delete;
   NodeAdvertiser& operator=(const NodeAdvertiser&) = delete;
 
-  // Replaces the TXT record (DNSServiceUpdateRecord). Thread-safe.
+  // Replaces the TXT record (DNSServiceUpdateRecord); nothing once the daemon reported the
+  // registration lost (the log has said so). Thread-safe. Throws herd::Error when the
+  // daemon refuses the update.
   void update(const NodeAdvert& advert);
 
  private:

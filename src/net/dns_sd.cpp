@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <list>
@@ -238,6 +239,7 @@ struct NodeAdvertiser::Impl {
   Ref ref;
   std::mutex mutex;  // guards ref's calls: ProcessResult on the thread, update() elsewhere
   std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};  // the daemon reported the registration lost
   std::thread thread;
   LogFn log;
   std::string instance;
@@ -245,10 +247,13 @@ struct NodeAdvertiser::Impl {
   static void on_register(DNSServiceRef, DNSServiceFlags, DNSServiceErrorType err, const char* name,
                           const char*, const char*, void* context) {
     auto* impl = static_cast<Impl*>(context);
+    if (err != kDNSServiceErr_NoError) impl->failed = true;
     if (!impl->log) return;
-    if (err != kDNSServiceErr_NoError) {
+    if (err == kServiceNotRunning || err == kDNSServiceErr_Unknown) {
+      impl->log("discovery: lost the mDNS daemon; no longer advertised on the LAN");
+    } else if (err != kDNSServiceErr_NoError) {
       impl->log("discovery: advertising '" + impl->instance + "' failed (DNS-SD error " +
-                std::to_string(err) + ")");
+                std::to_string(err) + "); no longer advertised on the LAN");
     } else if (impl->instance != name) {
       impl->log("discovery: advertised as '" + std::string(name) + "' (the name was taken)");
     }
@@ -262,9 +267,10 @@ struct NodeAdvertiser::Impl {
       if (poll(&p, 1, 200) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
       std::lock_guard<std::mutex> lock(mutex);
       if (DNSServiceProcessResult(ref.ref) != kDNSServiceErr_NoError) {
-        if (log) log("discovery: lost the mDNS daemon; no longer advertised");
-        return;
+        failed = true;
+        if (log) log("discovery: lost the mDNS daemon; no longer advertised on the LAN");
       }
+      if (failed) return;
     }
   }
 };
@@ -296,6 +302,7 @@ NodeAdvertiser::~NodeAdvertiser() {
 void NodeAdvertiser::update(const NodeAdvert& advert) {
   const std::vector<uint8_t> txt = encode_txt(advert);
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->failed) return;  // said once, by the thread
   const DNSServiceErrorType e = DNSServiceUpdateRecord(
       impl_->ref.ref, nullptr, 0, static_cast<uint16_t>(txt.size()), txt.data(), 0);
   if (e != kDNSServiceErr_NoError) throw dns_sd_error("updating the TXT record", e);
