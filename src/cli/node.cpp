@@ -40,6 +40,7 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   double bandwidth_gbs = 0;
+  uint64_t memory_bytes = 0;
   bool no_advertise = false;
 };
 
@@ -129,6 +130,10 @@ void add_node(CLI::App& app) {
                   "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
                   "that share a machine, whose probes would slow each other")
       ->check(CLI::Range(0.01, 1e5));
+  cmd->add_option("--memory", a->memory_bytes,
+                  "Memory the node offers models at most (e.g. 512M, 16G; default: what is "
+                  "free): keeps room for other work, or gives a test a node too small")
+      ->transform(CLI::AsSizeValue(false));
   cmd->add_flag("--no-advertise", a->no_advertise,
                 "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
   cmd->callback([a] {
@@ -154,6 +159,7 @@ void add_node(CLI::App& app) {
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
     o.bandwidth_gbs = a->bandwidth_gbs;  // the matmul speed is measured either way
+    o.memory_limit_bytes = a->memory_bytes;
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;
