@@ -113,8 +113,14 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.key = cluster.key();
   o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
   if (wants_discovery(cluster.peers)) {
+    // Asked again when the pod is re-formed (on the coordinator's mender thread): a daemon
+    // that went away since start-up means no new nodes, not a failed recovery.
     o.discover = [id = net::cluster_id(o.key.get()), ms = cluster.discover_ms] {
-      return discover_peers(id, ms);
+      try {
+        return discover_peers(id, ms);
+      } catch (const Error&) {
+        return std::vector<std::string>{};
+      }
     };
   }
   parse_parallel(cluster.parallel, o.plan);
