@@ -488,6 +488,19 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
+  if (tolerant && po.mode == PlanOptions::Mode::kHybrid) {
+    // Fewer nodes answer than --parallel pipeline:P,tensor:T asks for: keep T ranks per
+    // stage and make as many stages as the nodes allow; too few for one: the planner's
+    // choice.
+    const auto n_nodes = static_cast<int>(r.nodes.size()) - (po.use_local ? 0 : 1);
+    if (n_nodes < po.pipeline_stages * po.tensor_ranks) {
+      if (n_nodes >= po.tensor_ranks) {
+        po.pipeline_stages = n_nodes / po.tensor_ranks;
+      } else {
+        po.mode = PlanOptions::Mode::kAuto;
+      }
+    }
+  }
   r.plan = herd::plan(plan_model_from(r.info, r.file), r.nodes, po);
   // Nodes the plan does not use are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
@@ -806,6 +819,7 @@ void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
   State& st = *state_;
   std::vector<float> scratch;
   int64_t replayed = 0;
+  const auto start = Clock::now();
   for (size_t seq = 0; seq < st.history.size(); ++seq) {
     const std::vector<int32_t>& tokens = st.history[seq];
     size_t keep = tokens.size();  // up to where `next` continues (or rewinds) the sequence
@@ -826,14 +840,23 @@ void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
     }
   }
   replayed_tokens_ = replayed;
+  replay_ms_ = static_cast<int>(seconds_since(start) * 1000);
 }
 
-std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Batch& next) {
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(
+    const engine::Batch& next, const std::vector<std::string>& skip) {
   State& st = *state_;
-  std::vector<std::string> unreachable;
+  std::vector<std::string> unreachable, peers;
+  for (const std::string& address : all_peers()) {
+    if (std::find(skip.begin(), skip.end(), address) == skip.end()) {
+      peers.push_back(address);
+    } else {
+      unreachable.push_back(address + " (lost)");
+    }
+  }
   std::shared_ptr<Impl> pod;
   try {
-    pod = form_pod(st, all_peers(), true, unreachable);
+    pod = form_pod(st, peers, true, unreachable);
   } catch (const std::exception& e) {
     std::string reason = e.what();
     if (!unreachable.empty()) {
@@ -870,6 +893,7 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
   State& st = *state_;
   if (pod() && begins_request(batch, st.history)) take_in_returning(batch);
   std::string last_error;
+  std::vector<std::string> lost;  // by the last attempt: not asked again while recovering
   for (int attempt = 0; attempt <= kMaxRecoveries; ++attempt) {
     std::shared_ptr<Impl> current = pod();
     if (!current) {
@@ -880,12 +904,13 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
         }
       }
       const auto start = Clock::now();
-      current = form_again(batch);
+      current = form_again(batch, lost);
       set_pod(current);
       st.event("formed", "pod formed again in " +
                              std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
                              " ms after replaying " + std::to_string(replayed_tokens_) +
-                             " tokens: " + current->describe());
+                             " tokens (in " + std::to_string(replay_ms_) +
+                             " ms): " + current->describe());
     }
     try {
       current->forward(batch, logits);
@@ -908,7 +933,7 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
       last_error = e.what();
       // A node that reports its ring neighbour gone may answer before this process sees
       // the neighbour's connection break: the heartbeat settles it within its timeout.
-      std::vector<std::string> lost = current->lost_nodes();
+      lost = current->lost_nodes();
       const auto settle =
           Clock::now() + st.options.heartbeat.timeout + st.options.heartbeat.interval;
       while (lost.empty() && Clock::now() < settle) {

@@ -116,9 +116,11 @@ class ClusterRunner : public engine::ModelRunner {
   std::vector<std::string> all_peers() const;  // named, then discovered
   // Runs every sequence's tokens (up to where `next` continues it) through a new pod.
   void replay(Impl& pod, const engine::Batch& next);
-  // Forms a pod of the nodes that answer and replays; throws when it cannot hold the model
-  // (the runner is then "degraded").
-  std::shared_ptr<Impl> form_again(const engine::Batch& next);
+  // Forms a pod of the nodes that answer, except `skip` (nodes just lost: a stopped one
+  // would hold the recovery up for the connect timeout), and replays; throws when it
+  // cannot hold the model (the runner is then "degraded").
+  std::shared_ptr<Impl> form_again(const engine::Batch& next,
+                                   const std::vector<std::string>& skip = {});
   // On the mender's thread: which lost (or newly discovered) nodes answer again.
   void probe_returning();
   // At a request boundary: the nodes probe_returning() found are taken into the pod.
@@ -139,6 +141,7 @@ class ClusterRunner : public engine::ModelRunner {
   Plan last_plan_;
   std::vector<NodeProfile> last_nodes_;
   int64_t replayed_tokens_ = 0;  // by the last replay
+  int replay_ms_ = 0;
 };
 
 }  // namespace herd::cluster

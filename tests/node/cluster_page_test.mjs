@@ -67,7 +67,7 @@ try {
   const response = await fetch(url + '/v1/chat/completions', {
     method: 'POST', headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Tell me a long story.' }],
-      max_tokens: 3000, ignore_eos: true, temperature: 0, stream: true }),
+      max_tokens: 1000, ignore_eos: true, temperature: 0, stream: true }),
   });
   assert.equal(response.status, 200);
   const reader = response.body.getReader();
@@ -115,7 +115,7 @@ try {
   assert.ok(namesVictim(after.reason) || victimNode.state === 'lost' ||
     after.events.some((e) => namesVictim(e.text)), JSON.stringify(after));
 
-  // The reply ends (an error, or finished on the survivors): it does not hang.
+  // The reply goes on after a pause on the survivors and ends.
   const ended = (async () => {
     for (;;) {
       const { value, done } = await reader.read();
@@ -126,6 +126,13 @@ try {
   await Promise.race([ended, sleep(30000).then(() => { throw new Error('the stream hangs'); })]);
   const last = streamed.trim().split('\n\n').filter((e) => e !== 'data: [DONE]').pop();
   console.log('cluster_page_test: the stream ended with:', last.slice(0, 300));
+  // The pod formed again on the survivors and finished the reply: no error in the stream.
+  assert.ok(!streamed.includes('"error"'), `the reply failed: ${last.slice(0, 300)}`);
+  assert.ok(last.includes('"finish_reason":"length"'), last.slice(0, 300));
+  const healed = await cluster();
+  assert.equal(healed.state, 'ok', JSON.stringify(healed));
+  assert.equal(healed.nodes.find((n) => n.name === victim).state, 'lost');
+  assert.equal(healed.plan.stages.length, 2);
 
   await page.screenshot({ path: process.env.HERD_SCREENSHOT || '/tmp/herd-cluster-page.png', fullPage: true });
 
