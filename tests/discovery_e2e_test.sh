@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end: LAN discovery (DNS-SD, net/discovery.h) with a real avahi-daemon, confined to
 # this test: the script re-runs itself in new network and mount namespaces (unshare -n -m),
-# where only a loopback exists (multicast switched on, so avahi takes it) and nothing can
-# leave the machine; a private tmpfs on /run keeps avahi's pid file and socket apart from
+# where only a loopback exists (up, multicast switched on as on a real interface) and
+# nothing can leave the machine; a private tmpfs on /run keeps avahi's pid file and socket apart from
 # the host's and from a parallel run; the test's own dbus-daemon is the system bus that
 # avahi-daemon and herd talk over (DBUS_SYSTEM_BUS_ADDRESS).
 # Usage: discovery_e2e_test.sh path/to/herd [three|sixteen]
