@@ -4,8 +4,13 @@ that their start-up probes do not fight) run a pipeline of 16 and a hybrid of 8 
 tensor-parallel ranks; each loses two nodes (SIGKILL) in the middle of a greedy answer and
 finishes it with the answer an undisturbed run gives.
 
+With --peers-auto the coordinator finds the nodes by discovery (DNS-SD: run by
+tests/discovery_e2e_test.sh sixteen, inside its namespace with its own avahi-daemon); else
+it names them.
+
 Usage: cluster_sixteen_test.py path/to/herd [--peers-auto]
 """
+import json
 import os
 import re
 import subprocess
@@ -16,11 +21,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from herd_nodes import DIR, ENV, HERD, PROCS, Node, cleanup, fail, herd, peers  # noqa: E402
 
 PROMPT = "Sixteen nodes"
+AUTO = "--peers-auto" in sys.argv[2:]
+
+
+def wait_listed(nodes):
+    """With discovery: until `herd nodes` lists exactly these nodes."""
+    want = sorted(n.name for n in nodes)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        r = herd("nodes", "--json", "--discover-ms", "1000")
+        if r.returncode == 0 and sorted(n["name"] for n in json.loads(r.stdout)) == want:
+            return
+        time.sleep(0.2)
+    fail("herd nodes does not list the 16 nodes: " + r.stdout + r.stderr)
 
 
 def answer(nodes, parallel, victims=()):
     """herd run across `nodes`; `victims` are killed once a third of the answer is out."""
-    args = [HERD, "run", "-m", MODEL, "--peers", peers(nodes), "--no-local", "--parallel",
+    args = [HERD, "run", "-m", MODEL, "--peers", "auto" if AUTO else peers(nodes), "--no-local",
+            "--parallel",
             parallel, "--temp", "0", "-n", "48", "-p", PROMPT, "-c", "256"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     PROCS.append(p)
@@ -51,7 +70,9 @@ try:
         fail("synth: " + r.stderr)
     start = time.time()
     nodes = [Node("n%02d" % i) for i in range(16)]
-    print("ok: 16 nodes up in %.1f s" % (time.time() - start))
+    if AUTO:
+        wait_listed(nodes)
+    print("ok: 16 nodes up in %.1f s%s" % (time.time() - start, ", found by discovery" if AUTO else ""))
 
     for parallel, victims, stages in (("pipeline", (3, 11), 16), ("pipeline:8,tensor:2", (5, 12), 8)):
         reference, err = answer(nodes, parallel)
@@ -70,6 +91,8 @@ try:
                "; ".join("formed again in %s ms, %s tokens replayed: %s" % a for a in again)))
         for i in victims:
             nodes[i].start()
+        if AUTO:
+            wait_listed(nodes)
 finally:
     cleanup()
 print("PASS")

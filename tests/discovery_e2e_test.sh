@@ -11,7 +11,9 @@
 #            nodes' records then list the model they were sent; a killed node drops out
 #            within seconds; without the daemon, `herd nodes` and
 #            `--peers auto` say so, `herd node` warns and runs, named peers still work.
-#   sixteen: 16 nodes; `herd nodes` and `--peers auto` (herd plan) find all 16.
+#   sixteen: 16 nodes; `herd nodes` and `--peers auto` (herd plan) find all 16; then
+#            cluster_sixteen_test.py --peers-auto: 16 more form pods by discovery, and each
+#            loses two nodes mid-answer.
 # Needs root (namespaces), unshare, ip, dbus-daemon and avahi-daemon (scripts/install-deps);
 # skips (exit 77) where those are missing, as on macOS. About 10 s each.
 set -euo pipefail
@@ -172,6 +174,10 @@ if [ "$mode" = sixteen ]; then
   n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["nodes"]))' "$dir/plan.json")
   [ "$n" = 17 ] || fail "plan --peers auto: $n nodes (expected this one and 16)"
   echo "discovery_e2e: --peers auto resolves all 16 (sixteen: ${SECONDS}s)"
+  # Sixteen keyless nodes (another cluster than these) found by discovery run a pipeline of
+  # 16 and 8 stages x 2 ranks, each losing two nodes mid-answer.
+  python3 "$(dirname "$0")/cluster_sixteen_test.py" "$herd" --peers-auto ||
+    fail "sixteen nodes by discovery"
   exit 0
 fi
 

@@ -200,6 +200,7 @@ struct ClusterRunner::State {
   std::optional<net::ContentHash> content_hash;
   std::map<std::string, NodeProfile> known;  // by address: every node a pod has had
   std::vector<std::string> returning;        // lost or new nodes that answer: taken in next request
+  std::vector<std::string> discovered;       // "host:port" the mender's last browse found
   std::unique_ptr<net::TcpTransport> probe_transport;  // the mender's
   std::vector<std::vector<int32_t>> history;           // [n_seq][position] tokens the pod has seen
 
@@ -757,6 +758,12 @@ void ClusterRunner::mend() {
   std::unique_lock<std::mutex> lock(mender_mutex_);
   while (!mender_wake_.wait_for(lock, kRetryEvery, [&] { return stopping_; })) {
     lock.unlock();
+    if (state_->options.discover) {
+      // Browsing takes a while (--discover-ms): done here, never on a recovery's path.
+      std::vector<std::string> found = state_->options.discover();
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      state_->discovered = std::move(found);
+    }
     if (unavailable().empty()) {
       probe_returning();
       lock.lock();
@@ -807,10 +814,9 @@ void ClusterRunner::remember_pod(const Impl& pod) {
 
 std::vector<std::string> ClusterRunner::all_peers() const {
   std::vector<std::string> peers = state_->options.peers;
-  if (state_->options.discover) {
-    for (const std::string& address : state_->options.discover()) {
-      if (std::find(peers.begin(), peers.end(), address) == peers.end()) peers.push_back(address);
-    }
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const std::string& address : state_->discovered) {
+    if (std::find(peers.begin(), peers.end(), address) == peers.end()) peers.push_back(address);
   }
   return peers;
 }

@@ -126,8 +126,8 @@ class ClusterRunner : public engine::ModelRunner {
   // At a request boundary: the nodes probe_returning() found are taken into the pod.
   void take_in_returning(const engine::Batch& batch);
 
-  // Once a second: while degraded, tries to form a pod (between forward() calls); else
-  // probes the nodes that are not in the pod.
+  // Once a second: browses the LAN (with options.discover); while degraded, tries to form
+  // a pod (between forward() calls); else probes the nodes that are not in the pod.
   void mend();
 
   std::unique_ptr<State> state_;
