@@ -166,6 +166,19 @@ try:
     print("ok: serve, b returns and is taken in at the next request")
     serve.terminate()
     serve.wait()
+
+    # ---- herd serve, a tensor-parallel pair: c dies at chunk 20 of a streaming answer
+    serve, port = start_serve("serve-tensor", [a, c], "tensor")
+    reference, n = stream_with_kill(port, None)
+    text, _ = stream_with_kill(port, c)
+    if text != reference:
+        fail("tensor: the streamed answer after a kill differs:\n%r\n%r" % (text, reference))
+    with open(os.path.join(DIR, "serve-tensor.log")) as f:
+        if "lost node 'c'" not in f.read():
+            fail("serve (tensor) did not report the lost node")
+    print("ok: serve, a streaming request survives the death of a tensor-parallel rank")
+    serve.terminate()
+    serve.wait()
     for n in (a, b, c):
         n.kill()
 
