@@ -328,7 +328,8 @@ for peers in "$peers2" "$peers3"; do
   frontier_case deepseek2-f32 pipeline "$peers" --parallel "pipeline:$count"
   # The planner may leave a node out of a 3-layer pipeline under load, never all but one.
   stages=$( { since n1 "$m1"; since n2 "$m2"; since n3 "$m3"; } | grep -c "loaded layers" || true)
-  [ "$stages" -ge 2 ] || fail "deepseek2-f32 pipeline:$count: $stages stages loaded"
+  [ "$stages" -ge 2 ] ||
+    fail "deepseek2-f32 pipeline:$count: $stages stages loaded: $(cat "$dir/coordinator.err")"
   for moe in expert-parallel split-experts; do
     m1=$(mark n1) m2=$(mark n2) m3=$(mark n3)
     frontier_case deepseek2-f32 close "$peers" --parallel tensor --moe "$moe"
