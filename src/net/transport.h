@@ -106,7 +106,7 @@ class Connection {
 template <typename M>
 void send_message(Connection& connection, uint64_t id, const M& message) {
   Payload payload = encode(message);
-  ConstBytes parts[2] = {payload.head, payload.tail};
+  ConstBytes parts[3] = {payload.head, payload.tail, payload.trailer};
   connection.send_frame_parts(FrameHeader{M::kType, 0, id, payload.size()}, parts);
 }
 
