@@ -55,6 +55,9 @@ struct StageStats {
   double busy_seconds = 0;     // from sending a batch to having its result (compute + wire)
   uint64_t bytes_sent = 0;     // by the coordinator to this stage's node
   uint64_t bytes_received = 0;
+  // Bytes that came to this stage's ranks straight from the previous stage (stage links:
+  // both run on nodes), not through the coordinator.
+  uint64_t link_bytes_received = 0;
 };
 
 class ClusterRunner : public engine::ModelRunner {
