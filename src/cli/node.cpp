@@ -34,6 +34,7 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   double bandwidth_gbs = 0;
+  double matmul_gflops = 0;
 };
 
 void log_line(std::string_view line) {
@@ -67,6 +68,10 @@ void add_node(CLI::App& app) {
                   "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
                   "that share a machine, whose probes would slow each other")
       ->check(CLI::Range(0.01, 1e5));
+  cmd->add_option("--matmul", a->matmul_gflops,
+                  "Q4_0 matrix product speed to report (GFLOP/s) instead of measuring it: for "
+                  "nodes that share a machine, whose measurements would differ by load")
+      ->check(CLI::Range(0.01, 1e6));
   cmd->callback([a] {
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
@@ -89,7 +94,8 @@ void add_node(CLI::App& app) {
     o.insecure_listen = a->insecure_listen;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
-    o.bandwidth_gbs = a->bandwidth_gbs;  // the matmul speed is measured either way
+    o.bandwidth_gbs = a->bandwidth_gbs;
+    o.matmul_gflops = a->matmul_gflops;
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;

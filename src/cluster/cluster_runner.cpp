@@ -408,27 +408,76 @@ void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
 }
 
 // The next frame from `rank` of the last stage of s's chain. While it waits, the other nodes
-// of the chain are watched: one whose connection failed (the heartbeat's verdict, or it
-// closed) or that reported an ERROR (a bad batch, a stage link that broke) fails the batch
-// with an error naming it.
+// of the chain are watched. When anything goes wrong in the chain (a connection failed: the
+// heartbeat's verdict, or it closed; a node reported an ERROR: a bad batch, or a stage link
+// that broke), the failure reported is the one of the earliest stage: a node that dies makes
+// the next stage's link fail, which closes the links after it, so the later errors are
+// consequences. A short grace lets the earlier reports arrive.
 net::Frame ClusterRunner::Impl::receive_from_chain(StageRunner& s, RankRunner& rank) {
   if (s.chain_end == static_cast<size_t>(s.index)) return rank.remote->recv_frame(kResultTimeout);
   const auto deadline = Clock::now() + kResultTimeout;
-  for (;;) {
-    if (std::optional<net::Frame> frame = rank.remote->try_recv_frame(net::Millis(100))) {
-      return std::move(*frame);
+  const auto first_failure = [&](const std::string& fallback) -> std::string {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (size_t i = static_cast<size_t>(s.index); i <= s.chain_end; ++i) {
+      for (RankRunner& other : stages[i]->ranks) {
+        try {
+          // Throws "[net] peer 'name (address)': ..." for a failed connection.
+          std::optional<net::Frame> frame = other.remote->try_recv_frame(net::Millis(0));
+          // The last stage's ranks send results too: only an ERROR of theirs counts.
+          if (!frame || (i == s.chain_end && frame->header.type != net::MessageType::ERROR)) {
+            continue;
+          }
+          if (frame->header.type != net::MessageType::ERROR) {
+            net::throw_unexpected(*frame, net::MessageType::ERROR, other.remote->peer_name());
+          }
+          const net::ErrorReply e = net::decode_error(frame->payload());
+          return "[cluster] node '" + other.node_name + "': " + net::printable(e.message);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      }
     }
+    return fallback;
+  };
+  for (;;) {
+    std::optional<net::Frame> frame;
+    try {
+      frame = rank.remote->try_recv_frame(net::Millis(100));
+    } catch (const std::exception& e) {
+      throw Error(first_failure(e.what()));
+    }
+    if (frame && frame->header.type != net::MessageType::ERROR) return std::move(*frame);
+    if (frame) {
+      const net::ErrorReply e = net::decode_error(frame->payload());
+      throw Error(
+          first_failure("[cluster] node '" + rank.node_name + "': " + net::printable(e.message)));
+    }
+    // The stages before the last send this process nothing but an ERROR.
     for (size_t i = static_cast<size_t>(s.index); i <= s.chain_end; ++i) {
       for (RankRunner& other : stages[i]->ranks) {
         if (&other == &rank) continue;
-        // Throws "[net] peer 'name (address)': ..." for a failed connection.
-        std::optional<net::Frame> frame = other.remote->try_recv_frame(net::Millis(0));
-        if (!frame) continue;
-        if (frame->header.type == net::MessageType::ERROR) {
-          const net::ErrorReply e = net::decode_error(frame->payload());
-          throw Error("cluster", "node '" + other.node_name + "': " + net::printable(e.message));
+        std::optional<net::Frame> got;
+        try {
+          if (i == s.chain_end) {
+            if (other.remote->is_open()) continue;
+            throw Error("cluster", "node '" + other.node_name + "': its connection failed");
+          }
+          got = other.remote->try_recv_frame(net::Millis(0));
+        } catch (const std::exception& e) {
+          throw Error(first_failure(e.what()));
         }
-        net::throw_unexpected(*frame, net::MessageType::ERROR, other.remote->peer_name());
+        if (!got) continue;
+        std::string text;
+        try {
+          if (got->header.type != net::MessageType::ERROR) {
+            net::throw_unexpected(*got, net::MessageType::ERROR, other.remote->peer_name());
+          }
+          text = "[cluster] node '" + other.node_name +
+                 "': " + net::printable(net::decode_error(got->payload()).message);
+        } catch (const std::exception& e) {
+          text = e.what();
+        }
+        throw Error(first_failure(text));
       }
     }
     if (Clock::now() > deadline) {

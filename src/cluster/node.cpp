@@ -148,6 +148,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.address = s.options.host + ":" + std::to_string(s.transport->port());
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
+  p.matmul_gflops = s.options.matmul_gflops;
   s.profile = measure_local_profile(*s.pool, p);
   // Which links coordinators reach it over (a Thunderbolt bridge, Ethernet, loopback).
   const std::string links =
@@ -293,11 +294,13 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     auto idle_since = Clock::now();
     // A stage link failed: the coordinator is told which (it may be waiting on another
     // node of the chain), and the plan is dropped.
+    // Told first, so that the coordinator hears of it before the ERRORs of the stages after
+    // this one, whose links close next.
     const auto link_failed = [&](uint64_t id, const std::string& what) {
       log(what);
+      net::send_message(*c, id, net::ErrorReply{net::ErrorCode::FORWARD_FAILED, what});
       close_links(*loaded);
       loaded.reset();
-      net::send_message(*c, id, net::ErrorReply{net::ErrorCode::FORWARD_FAILED, what});
     };
     while (!stopping) {
       std::optional<net::Frame> frame;
