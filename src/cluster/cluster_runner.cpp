@@ -197,14 +197,14 @@ void link_ring(StageRunner& s, const std::vector<NodeProfile>& nodes) {
 // every rank of stage i+1 (FlowSpec); a stage next to one this process runs talks to this
 // process. Marks the chains: each stage's chain_end, and the stages run by their head.
 void link_stages(std::vector<std::unique_ptr<StageRunner>>& stages,
-                 const std::vector<NodeProfile>& nodes, uint64_t token) {
+                 const std::vector<NodeProfile>& nodes, uint64_t token, bool enabled) {
   for (size_t i = 0; i < stages.size(); ++i) {
     StageRunner& s = *stages[i];
     s.chain_end = i;
     s.all_remote = std::all_of(s.ranks.begin(), s.ranks.end(),
                                [](const RankRunner& rank) { return rank.node != 0; });
   }
-  for (size_t i = 0; i + 1 < stages.size(); ++i) {
+  for (size_t i = 0; enabled && i + 1 < stages.size(); ++i) {
     StageRunner& from = *stages[i];
     StageRunner& to = *stages[i + 1];
     if (!from.all_remote || !to.all_remote) continue;
@@ -687,7 +687,7 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
     s->stats.layer_end = stage.layer_end;
     r.stages.push_back(std::move(s));
   }
-  link_stages(r.stages, r.nodes, random_token());
+  link_stages(r.stages, r.nodes, random_token(), options.stage_links);
 
   // Remote ranks load in parallel (each node reads or receives its own weights) while this
   // process loads its own and dials its ring links.

@@ -37,6 +37,9 @@ struct ClusterOptions {
   PlanOptions plan;                // mode, MoE mode, use_local (--no-local)
   engine::LocalOptions local;      // threads, n_ctx, n_seq, kernels for the local stage
   net::WireDType wire_dtype = net::WireDType::F32;
+  // Consecutive stages on nodes pass activations straight to each other. false: every
+  // stage's through this process (the way before stage links; for comparison).
+  bool stage_links = true;
   std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
