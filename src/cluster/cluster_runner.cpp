@@ -387,11 +387,15 @@ void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
                                                   options.wire_dtype, s.wire);
   }
   try {
+    // Encoded once for every rank. The bytes counted are the frames' own (a connection's
+    // counters also move with heartbeats, and with frames that arrive while we look).
+    const net::Payload payload = net::encode(request);
+    const net::ConstBytes parts[3] = {payload.head, payload.tail, payload.trailer};
     for (RankRunner& rank : s.ranks) {
       if (!rank.remote) continue;
-      const net::ConnectionStats before = rank.remote->stats();
-      net::send_message(*rank.remote, job.frame_id, request);
-      job.bytes_sent += rank.remote->stats().bytes_sent - before.bytes_sent;
+      rank.remote->send_frame_parts(
+          net::FrameHeader{net::MessageType::FORWARD, 0, job.frame_id, payload.size()}, parts);
+      job.bytes_sent += net::kFrameHeaderSize + payload.size();
     }
   } catch (...) {
     job.batch = std::move(request.batch);
@@ -498,9 +502,8 @@ void ClusterRunner::Impl::receive_result(StageRunner& s, Job& job) {
   for (size_t i = 0; i < end.ranks.size(); ++i) {
     RankRunner& rank = end.ranks[i];
     if (!rank.remote) continue;
-    const uint64_t before = rank.remote->stats().bytes_received;
     net::Frame frame = receive_from_chain(s, rank);
-    received += rank.remote->stats().bytes_received - before;
+    received += net::kFrameHeaderSize + frame.header.length;
     if (frame.header.type == net::MessageType::ERROR) {
       const net::ErrorReply e = net::decode_error(frame.payload());
       throw Error("cluster", "node '" + rank.node_name + "': " + net::printable(e.message));

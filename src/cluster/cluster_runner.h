@@ -11,6 +11,13 @@
 // gathered in batch order. Hidden states travel in F32 (bit-identical to one process) or
 // F16 (--wire-dtype f16).
 //
+// Stage links: consecutive stages that both run on nodes pass hidden states straight to
+// each other (links set up at load time, like the tensor-parallel rings). Such a chain is
+// run by its first stage's worker, which sends each micro-batch as it comes, and a
+// receiver thread, which takes the chain's results from its last stage (each with every
+// stage's compute time); the stages after the first in a chain do nothing here. So the
+// coordinator's bytes per token do not grow with the number of stages.
+//
 // Failure: heartbeats watch every node; a node that dies or stops answering fails the
 // forward() in progress within seconds with an error naming it, and every later forward()
 // with the same error. The process stays up (a server answers the next request with it).

@@ -213,7 +213,8 @@ struct Want {
 };
 
 // RING: the first frame on a connection between two ranks of a tensor-parallel stage (the
-// links of its ring all-reduce): who is calling, for which loaded plan.
+// links of its ring all-reduce), or on a stage link (rank 0 of a stage to a rank of the
+// next: then the plan's flow token and the calling stage): who is calling, for which plan.
 struct Ring {
   static constexpr MessageType kType = MessageType::RING;
   uint64_t token = 0;  // the plan's ring token, from the LOAD both ranks were given
