@@ -390,7 +390,7 @@ void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
     // Encoded once for every rank. The bytes counted are the frames' own (a connection's
     // counters also move with heartbeats, and with frames that arrive while we look).
     const net::Payload payload = net::encode(request);
-    const net::ConstBytes parts[3] = {payload.head, payload.tail, payload.trailer};
+    const net::ConstBytes parts[2] = {payload.head, payload.tail};  // no stage times
     for (RankRunner& rank : s.ranks) {
       if (!rank.remote) continue;
       rank.remote->send_frame_parts(

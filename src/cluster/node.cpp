@@ -302,18 +302,38 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
       close_links(*loaded);
       loaded.reset();
     };
+    std::optional<net::Frame> pending;  // the coordinator's, read early
     while (!stopping) {
       std::optional<net::Frame> frame;
       bool from_prev = false;
-      if (loaded && loaded->prev) {
+      if (pending) {
+        frame = std::move(pending);
+        pending.reset();
+      } else if (loaded && loaded->prev) {
         // Batches come from the previous stage; the coordinator only says LOAD or BYE.
         frame = c->try_recv_frame(net::Millis(0));
         if (!frame) {
           try {
             frame = loaded->prev->try_recv_frame(net::Millis(50));
           } catch (const std::exception& e) {
-            link_failed(
-                0, std::string("[cluster] the link from the previous stage failed: ") + e.what());
+            // The previous stage closes its links when its coordinator says BYE (the end
+            // of the session) or sends it a new plan (LOAD), which this node is then about
+            // to hear too: no error then.
+            std::optional<net::Frame> next = c->try_recv_frame(net::Millis(200));
+            if (next && next->header.type == net::MessageType::BYE) {
+              log("coordinator '" + c->peer_name() + "' said goodbye");
+              close_links(*loaded);
+              c->close();
+              return;
+            }
+            if (!next || next->header.type != net::MessageType::LOAD) {
+              link_failed(
+                  0, std::string("[cluster] the link from the previous stage failed: ") + e.what());
+            } else {
+              close_links(*loaded);
+              loaded.reset();
+            }
+            pending = std::move(next);  // read in turn
             continue;
           }
           from_prev = frame.has_value();
