@@ -7,9 +7,8 @@
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
 # garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
-# it serving; a node that stops answering
-# or dies fails the coordinator within the heartbeat timeout with an error naming it, and
-# nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
+# it serving; a node that stops answering or dies is named by the coordinator, which goes
+# on without it; nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
 set -euo pipefail
 herd=${1:?usage: cluster_e2e_test.sh path/to/herd}
@@ -419,12 +418,14 @@ grep -q "herd: error:" "$dir/open.err" && grep -q -- "--insecure-listen" "$dir/o
 echo "cluster_e2e: shipping, keys ok ($((SECONDS - start)) s)"
 
 # --- Failures: a node that stops answering, a node that dies. -------------------------------
-# fail_node <signal> <name> <max seconds> [parallel]: a long decode (bench: tens of seconds)
+# lose_node <signal> <name> <max seconds> [parallel]: a long decode (bench: tens of seconds)
 # across n1 and <name> (a pipeline, or the two ranks of a tensor-parallel stage); once <name>
-# has loaded and decoding is under way, send it <signal>; the coordinator must exit non-zero
-# within <max seconds> with herd: error: naming the node.
-fail_node() {
-  local sig=$1 name=$2 max=$3 parallel=${4:-pipeline} m run_pid code=0 t0 elapsed
+# has loaded and decoding is under way, send it <signal>; within <max seconds> the
+# coordinator must name the lost node and go on with a pod formed again on n1 alone
+# (tests/cluster_recovery_test.py checks that the answer is unchanged). Then the bench is
+# stopped.
+lose_node() {
+  local sig=$1 name=$2 max=$3 parallel=${4:-pipeline} m run_pid t0 elapsed=""
   m=$(mark "$name")
   "$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \
     --peers "${addr[n1]},${addr[$name]}" --no-local --parallel "$parallel" \
@@ -440,35 +441,41 @@ fail_node() {
   kill -0 "$run_pid" 2>/dev/null || fail "$sig $name: the run ended before the signal"
   kill "-$sig" "${pid_of[$name]}"
   t0=$EPOCHREALTIME
-  wait "$run_pid" || code=$?
-  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
-  echo "cluster_e2e: SIG$sig $name ($parallel): coordinator exited $code after ${elapsed} s:" \
-    "$(grep "herd: error:" "$dir/coordinator.err" || true)"
-  [ "$code" -ne 0 ] || fail "$sig $name: the coordinator succeeded"
+  for _ in $(seq 400); do
+    if grep -q "pod formed again" "$dir/coordinator.err"; then
+      elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
+      break
+    fi
+    kill -0 "$run_pid" 2>/dev/null || fail "$sig $name: the coordinator exited: $(cat "$dir/coordinator.err")"
+    sleep 0.05
+  done
+  kill -KILL "$run_pid"
+  wait "$run_pid" 2>/dev/null || true
+  [ -n "$elapsed" ] || fail "$sig $name: no new pod within 20 s: $(cat "$dir/coordinator.err")"
+  echo "cluster_e2e: SIG$sig $name ($parallel): the coordinator went on after ${elapsed} s:" \
+    "$(grep -o "lost node '$name'.*" "$dir/coordinator.err" | head -1)"
   awk -v e="$elapsed" -v m="$max" 'BEGIN {exit !(e < m)}' || fail "$sig $name: the coordinator took ${elapsed} s"
-  grep -q "herd: error:" "$dir/coordinator.err" && grep -q "$name" "$dir/coordinator.err" ||
-    fail "$sig $name: error does not name the node: $(cat "$dir/coordinator.err")"
-  grep -q "\[cluster\] \[cluster\]" "$dir/coordinator.err" &&
-    fail "$sig $name: the error names its module twice: $(cat "$dir/coordinator.err")"
+  grep -q "lost node '$name'" "$dir/coordinator.err" ||
+    fail "$sig $name: the coordinator does not name the node: $(cat "$dir/coordinator.err")"
   true
 }
 start_node victim
 start_node victim2
 wait_nodes victim victim2
-fail_node STOP victim 6.5
+lose_node STOP victim 6.5
 # Resumed, it drops the dead session and serves the next coordinator.
 kill -CONT "${pid_of[victim]}"
 eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[victim]}" --no-local \
   --parallel pipeline:2
 cmp -s "$dir/ref-synth5.f32" "$dir/out.f32" || fail "victim after SIGCONT: logits differ"
-# A stopped rank of a tensor-parallel stage: its ring neighbour n1 gives up on it (the ring
-# links have heartbeats of their own), and both serve again once it resumes.
-fail_node STOP victim 6.5 tensor
+# A stopped rank of a tensor-parallel stage: the coordinator goes on with n1 alone, and
+# both serve again once it resumes.
+lose_node STOP victim 6.5 tensor
 kill -CONT "${pid_of[victim]}"
 eval_model "$synth" "$dir/out.f32" --peers "${addr[n1]},${addr[victim]}" --no-local \
   --parallel tensor
 close_logits "$dir/ref-synth5.f32" "$dir/out.f32" "tensor parallel after SIGCONT"
-fail_node KILL victim2 3
+lose_node KILL victim2 3
 wait "${pid_of[victim2]}" 2>/dev/null || true
 # A coordinator killed mid-run: its nodes serve the next one.
 "$herd" bench --model "$synth" -p 16 -n 4000 -r 100 -c 8192 --threads 1 \

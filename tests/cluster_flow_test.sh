@@ -4,7 +4,7 @@
 # (a) the logits are identical to one process (f32 on the wire), and close with f16;
 # (b) the coordinator's bytes per decoded token (herd bench --json) are the same at 2, 4
 # and 8 stages (they do not grow with the stages), and each stage's compute is reported;
-# (c) a middle stage that dies fails the coordinator within seconds, naming it.
+# (c) a middle stage that dies is noticed and named, and the answer goes on (recovery).
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
 set -euo pipefail
 herd=${1:?usage: cluster_flow_test.sh path/to/herd}
@@ -142,9 +142,10 @@ sys.exit(0 if b[0] > 0 and max(flat) == min(flat) and b[2] <= 1.05 * b[0] else 1
 EOF
   fail "coordinator bytes per token grow with the stages: 2: ${coord[2]}, 4: ${coord[4]}, 8: ${coord[8]}"
 
-# --- (c) a middle stage dies mid-decode: the coordinator names it within seconds. --------
+# --- (c) a middle stage dies mid-decode: the coordinator notices at once, names it, forms
+# the pod again on the survivors (docs/cluster.md "When a node dies") and finishes. -------
 m=$(marks)
-"$herd" bench --model "$model" -p 16 -n 900 -r 100 -c 1024 --threads 1 \
+"$herd" bench --model "$model" -p 16 -n 600 -r 10 -c 1024 --threads 1 \
   --peers "$(peers_of 4)" --no-local --parallel pipeline:4 >/dev/null 2>"$dir/coordinator.err" &
 run_pid=$!
 victim=""
@@ -161,14 +162,12 @@ done
 sleep 0.5
 kill -0 "$run_pid" 2>/dev/null || fail "the bench ended before the kill: $(cat "$dir/coordinator.err")"
 kill -KILL "${pid_of[$victim]}"
-t0=$EPOCHREALTIME
 code=0
+timeout 120 tail --pid="$run_pid" -f /dev/null || true
 wait "$run_pid" || code=$?
-elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')
-echo "cluster_flow: SIGKILL $victim (a middle stage): coordinator exited $code after ${elapsed} s:" \
-  "$(grep "herd: error:" "$dir/coordinator.err" || true)"
-[ "$code" -ne 0 ] || fail "the coordinator succeeded without $victim"
-awk -v e="$elapsed" 'BEGIN {exit !(e < 5)}' || fail "the coordinator took ${elapsed} s"
-grep -q "herd: error:.*$victim" "$dir/coordinator.err" ||
-  fail "the error does not name $victim: $(cat "$dir/coordinator.err")"
+echo "cluster_flow: SIGKILL $victim (a middle stage): coordinator exited $code:" \
+  "$(grep "herd: " "$dir/coordinator.err" | head -3 | tr '\n' ' ')"
+[ "$code" -eq 0 ] || fail "the coordinator did not recover from losing $victim: $(cat "$dir/coordinator.err")"
+grep -q "lost node.*$victim" "$dir/coordinator.err" ||
+  fail "the coordinator did not name $victim: $(cat "$dir/coordinator.err")"
 echo "cluster_flow: ok ($((SECONDS - start)) s)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # herd serve over raw HTTP (curl): SSE framing, error statuses in OpenAI's shape, API keys,
 # the queue limit, a client that disconnects mid-stream, greedy output equal to `herd run`,
-# and a graceful stop that finishes the request in flight.
+# GET /api/cluster in one process and across nodes, and a graceful stop that finishes the
+# request in flight.
 set -euo pipefail
 herd=${1:?usage: serve_http_test.sh path/to/herd}
 herd=$(realpath "$herd")
@@ -251,6 +252,19 @@ done
 grep -q 'endpoint="completions",status="503"' "$dir/metrics" || fail "/metrics does not count the 503"
 curl -s "$url/" | grep -qi '<html' || fail "/ is not the page"
 
+# The pod in one process (no key needed, like /api/node): one node up, one stage holding
+# every layer, per-stage figures from the passes so far.
+[ "$(curl -s -o "$dir/cluster.json" -w '%{http_code}' "$url/api/cluster")" = 200 ] || fail "/api/cluster"
+[ "$(js "$dir/cluster.json" "['state', 'reason', 'parallel', 'plan', 'nodes', 'stages', 'forward_seconds',
+  'events', 'model', 'metrics'].filter((k) => !(k in j)).join(',')")" = "" ] ||
+  fail "/api/cluster keys: $(cat "$dir/cluster.json")"
+[ "$(js "$dir/cluster.json" "[j.state, j.parallel, j.nodes.length, j.nodes[0].state, j.plan.stages.length,
+  j.plan.stages[0].layers.join('-'), j.plan.stages[0].ranks[0].node, j.events.length].join(' ')")" = \
+  "ok single 1 up 1 0-2 0 0" ] || fail "/api/cluster one node: $(cat "$dir/cluster.json")"
+[ "$(js "$dir/cluster.json" "j.stages[0].tokens > 0 && j.stages[0].ms_per_token > 0 &&
+  j.stages[0].tokens_per_second > 0 && j.nodes[0].memory_used_bytes === j.plan.stages[0].ranks[0].memory_bytes &&
+  j.nodes[0].memory_used_bytes > 0")" = true ] || fail "/api/cluster figures: $(cat "$dir/cluster.json")"
+
 # Graceful stop: SIGTERM while a request streams; it still ends with [DONE].
 curl -sN -H 'Authorization: Bearer secret' -H 'Content-Type: application/json' \
   -d '{"prompt": "Last", "max_tokens": 150, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}' \
@@ -295,5 +309,9 @@ js "$dir/body" 'j.choices[0].text' > "$dir/served-peers.txt"
 cmp -s "$dir/served.txt" "$dir/served-peers.txt" || fail "across nodes the reply differs"
 curl -s "$url/api/node" > "$dir/node.json"
 [ "$(js "$dir/node.json" 'j.node.stages.length')" = 2 ] || fail "/api/node stages: $(cat "$dir/node.json")"
+curl -s "$url/api/cluster" > "$dir/cluster.json"
+[ "$(js "$dir/cluster.json" "[j.state, j.plan.stages.length, j.stages.length,
+  j.nodes.filter((n) => n.state === 'up').map((n) => n.name).sort().join(',')].join(' ')")" = \
+  "ok 2 2 serve-node-1,serve-node-2" ] || fail "/api/cluster across nodes: $(cat "$dir/cluster.json")"
 serve_stop
 echo "serve_http_test: all checks passed"

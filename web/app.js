@@ -1,5 +1,5 @@
-// herd's page: a chat that streams from /v1/chat/completions, and a view of the cluster
-// (for now the local node) from /api/node. No framework, no CDN.
+// herd's page: a chat that streams from /v1/chat/completions, and a live view of the pod
+// (nodes, plan, per-stage figures, events) from /api/cluster. No framework, no CDN.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -209,49 +209,108 @@ function bytes(n) {
   return (n / 1024).toFixed(0) + ' KiB';
 }
 
-function renderNodes(info) {
-  const n = info.node;
-  const m = info.metrics;
-  if (!n) { $('nodes').innerHTML = '<p>Loading the model…</p>'; return; }
-  const layers = '<span></span>'.repeat(Math.min(n.layers.total, 128));
-  $('nodes').innerHTML = `
-    <div class="node" id="node-${escapeHtml(n.name)}">
-      <h3>${escapeHtml(n.name)} <small>(this machine)</small></h3>
-      <div class="tps"><span id="tps">${m.tokens_per_second.toFixed(1)}</span> tok/s</div>
-      <div class="layers" title="layers ${n.layers.first}–${n.layers.end - 1}">${layers}</div>
-      <dl>
-        <dt>model</dt><dd>${escapeHtml(info.model)} (${escapeHtml(n.arch)})</dd>
-        <dt>layers</dt><dd class="layer-range">${n.layers.first}–${n.layers.end - 1} of ${n.layers.total}</dd>
-        <dt>weights</dt><dd>${bytes(n.weight_bytes + n.packed_weight_bytes)}</dd>
-        <dt>KV cache</dt><dd>${bytes(n.kv_cache_bytes)} (${n.slots} slots × ${n.n_ctx})</dd>
-        <dt>threads</dt><dd>${n.threads} (${escapeHtml(n.isa)})</dd>
-        <dt>running</dt><dd>${m.running} (queued ${m.queued})</dd>
-        <dt>tokens</dt><dd>${m.completion_tokens} generated, ${m.prompt_tokens} prefilled, ${m.cached_prompt_tokens} cached</dd>
-        <dt>requests</dt><dd>${m.requests}</dd>
-      </dl>
-    </div>` + (n.stages ? renderStages(n) : '');
+// ---- the cluster view: the pod as GET /api/cluster reports it (docs/server.md), redrawn
+// every second while the view is shown. Every text from the server is escaped.
+const esc = (v) => escapeHtml(String(v));
+// A half-open range [begin, end) as the page writes it: "4–7", "4", or "–" when empty.
+const span = (r) => (!r || r[1] <= r[0] ? '–' : r[1] - r[0] === 1 ? `${r[0]}` : `${r[0]}–${r[1] - 1}`);
+const width = (r) => (r ? r[1] - r[0] : 0);
+
+// [0, 1, 2, 5, 7, 8] -> "0–2, 5, 7–8"
+function idList(ids) {
+  if (!ids || !ids.length) return '–';
+  const parts = [];
+  let begin = ids[0], prev = ids[0];
+  for (const id of ids.slice(1).concat([null])) {
+    if (id === prev + 1) { prev = id; continue; }
+    parts.push(begin === prev ? `${begin}` : `${begin}–${prev}`);
+    begin = prev = id;
+  }
+  return parts.join(', ');
 }
 
-// Across nodes: one line per rank of every pipeline stage.
-function renderStages(n) {
-  const rows = n.stages.map((s, i) => s.ranks.map((r) => `
-      <tr><td>${i}</td><td>${s.layers[0]}–${s.layers[1] - 1}</td><td>${escapeHtml(r.node)}</td>
-      <td>${escapeHtml(r.address)}</td><td>${r.heads[0]}–${r.heads[1] - 1}</td>
-      <td>${bytes(r.memory_bytes)}</td></tr>`).join('')).join('');
-  return `<h3>${escapeHtml(n.parallel)}</h3>
-    <table class="stages"><tr><th>stage</th><th>layers</th><th>node</th><th>address</th>
-    <th>heads</th><th>memory</th></tr>${rows}</table>`;
+// The layer ranges the plan gives node `index`, in pipeline order.
+function nodeLayers(plan, index) {
+  if (!plan) return [];
+  return plan.stages.filter((s) => s.ranks.some((r) => r.node === index)).map((s) => s.layers);
 }
+
+function nodeCard(n, pod) {
+  const stages = pod.plan ? pod.plan.stages : [];
+  const total = stages.length ? stages[stages.length - 1].layers[1] : 0;
+  const held = nodeLayers(pod.plan, n.index);
+  const holds = (i) => held.some((r) => i >= r[0] && i < r[1]);
+  const bar = Array.from({ length: Math.min(total, 128) }, (_, i) => `<span${holds(i) ? ' class="on"' : ''}></span>`).join('');
+  const layers = held.length ? held.map(span).join(', ') + ` of ${total}` : 'none';
+  const free = n.free_memory_bytes ? bytes(n.free_memory_bytes) + ' free' : 'free unknown';
+  const cores = n.threads ? `${n.cores} (${n.threads} threads${n.isa ? ', ' + esc(n.isa) : ''})` : `${n.cores}`;
+  return `
+    <div class="node ${esc(n.state)}" id="node-${esc(n.name)}" data-name="${esc(n.name)}">
+      <h3>${esc(n.name)} <span class="node-state">${esc(n.state)}</span></h3>
+      <div class="layers" title="layers ${esc(layers)}">${bar}</div>
+      <dl>
+        <dt>address</dt><dd>${esc(n.address)}</dd>
+        <dt>layers</dt><dd class="layer-range">${layers}</dd>
+        <dt>cores</dt><dd>${cores}</dd>
+        <dt>memory</dt><dd class="memory">${bytes(n.memory_used_bytes || 0)} in use / ${free}</dd>
+        <dt>bandwidth</dt><dd>${n.bandwidth_gbs ? n.bandwidth_gbs.toFixed(1) + ' GB/s' : 'unknown'}</dd>
+      </dl>
+    </div>`;
+}
+
+// One row per rank; a stage's layers and its figures span its ranks' rows.
+function planTable(pod) {
+  if (!pod.plan) return '';
+  const name = (i) => (pod.nodes[i] ? pod.nodes[i].name : `#${i}`);
+  const rows = pod.plan.stages.map((s, i) => {
+    const st = pod.stages[i] || {};
+    const n = s.ranks.length;
+    return s.ranks.map((r, k) => `
+      <tr class="stage-${i}">${k === 0 ? `<td rowspan="${n}">${i}</td><td rowspan="${n}">${span(s.layers)}</td>` : ''}
+        <td class="rank-node">${esc(name(r.node))}</td><td>${span(r.heads)}</td><td>${span(r.kv_heads)}</td>
+        <td>${idList(r.experts)}</td><td>${width(r.vocab)}</td><td>${bytes(r.memory_bytes)}</td>
+        ${k === 0 ? `<td rowspan="${n}" class="ms">${st.tokens ? st.ms_per_token.toFixed(2) : '–'}</td>
+        <td rowspan="${n}" class="stage-tps">${st.tokens ? st.tokens_per_second.toFixed(1) : '–'}</td>
+        <td rowspan="${n}">${st.tokens || 0}</td>` : ''}</tr>`).join('');
+  }).join('');
+  const notes = pod.plan.notes.map((t) => `<li>${esc(t)}</li>`).join('');
+  return `<table class="stages"><tr><th>stage</th><th>layers</th><th>node</th><th>heads</th>
+    <th>KV heads</th><th>experts</th><th>vocab rows</th><th>memory</th><th>ms/token</th>
+    <th>tok/s</th><th>tokens</th></tr>${rows}</table>` + (notes ? `<ul class="notes">${notes}</ul>` : '');
+}
+
+function renderCluster(pod) {
+  $('pod').className = 'pod ' + pod.state;
+  $('pod-state').textContent = pod.state;
+  $('pod-reason').textContent = pod.reason || '';
+  const m = pod.metrics;
+  $('pod-figures').textContent = pod.model ? [pod.model, pod.parallel,
+    `${m.tokens_per_second.toFixed(1)} tok/s`, `${m.running} running, ${m.queued} queued`,
+    `${m.completion_tokens} tokens generated`].join(' · ') : '';
+  $('nodes').innerHTML = pod.nodes.length ? pod.nodes.map((n) => nodeCard(n, pod)).join('')
+    : '<p>Loading the model…</p>';
+  $('plan').innerHTML = planTable(pod);
+  const events = pod.events.slice().sort((a, b) => b.time - a.time);  // newest first
+  $('events').innerHTML = events.length ? events.map((e) => `
+    <li class="event ${esc(e.kind)}"><time>${new Date(e.time * 1000).toLocaleTimeString()}</time>
+    <b>${esc(e.kind)}</b> ${esc(e.text)}</li>`).join('') : '<li class="none">none yet</li>';
+}
+
+const clusterShown = () => !$('view-cluster').classList.contains('hidden');
+let polling = false;
 
 async function poll() {
+  if (polling) return;  // a slow answer is not asked for twice
+  polling = true;
   try {
-    const [health, node] = await Promise.all([fetch('/health'), fetch('/api/node')]);
-    const h = await health.json();
-    $('status').textContent = h.status + (h.reason ? ': ' + h.reason : '');
-    renderNodes(await node.json());
-    if (!$('model').options.length && h.status === 'ready') loadModels();
+    const health = await (await fetch('/health')).json();
+    $('status').textContent = health.status + (health.reason ? ': ' + health.reason : '');
+    if (!$('model').options.length && health.status === 'ready') loadModels();
+    if (clusterShown()) renderCluster(await (await fetch('/api/cluster')).json());
   } catch (e) {
     $('status').textContent = 'server unreachable';
+  } finally {
+    polling = false;
   }
 }
 
@@ -260,6 +319,7 @@ for (const tab of document.querySelectorAll('.tab')) {
     for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t === tab);
     $('view-chat').classList.toggle('hidden', tab.dataset.view !== 'chat');
     $('view-cluster').classList.toggle('hidden', tab.dataset.view !== 'cluster');
+    if (clusterShown()) poll();
   });
 }
 $('api_key').addEventListener('change', loadModels);

@@ -17,5 +17,6 @@ void add_bench(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_node(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_nodes(CLI::App& app);
 
 }  // namespace herd::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   herd::cli::add_plan(app);
   herd::cli::add_node(app);
   herd::cli::add_serve(app);
+  herd::cli::add_nodes(app);
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cluster/cluster_runner.h"
@@ -10,8 +11,13 @@
 namespace herd::cli {
 
 void ClusterFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("--peers", peers, "Nodes to use besides this process (HOST:PORT,...)")
+  cmd.add_option("--peers", peers,
+                 "Nodes to use besides this process (HOST:PORT,...; auto: every node of this "
+                 "key's cluster seen on the LAN)")
       ->delimiter(',');
+  cmd.add_option("--discover-ms", discover_ms, "How long --peers auto looks for nodes (ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60000));
   cmd.add_flag("--no-local", no_local, "This process coordinates only and holds no layers");
   cmd.add_option("--parallel", parallel,
                  "How to split the model: auto, pipeline, tensor, pipeline:P,tensor:T")
@@ -25,6 +31,46 @@ std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
   std::optional<net::ClusterKey> key = net::resolve_cluster_key(key_file, std::getenv("HERD_KEY"));
   if (!key) return nullptr;
   return std::make_shared<const net::ClusterKey>(std::move(*key));
+}
+
+bool wants_discovery(const std::vector<std::string>& peers) {
+  return std::find(peers.begin(), peers.end(), "auto") != peers.end();
+}
+
+std::vector<std::string> discover_peers(const std::string& cluster, int discover_ms) {
+  net::BrowseOptions browse;
+  browse.wait = net::Millis(discover_ms);
+  browse.cluster = cluster;
+  std::vector<std::string> out;
+  for (const net::DiscoveredNode& node : net::browse_nodes(browse)) out.push_back(node.endpoint());
+  return out;
+}
+
+std::vector<std::string> resolve_peers(const std::vector<std::string>& peers,
+                                       const net::ClusterKey* key, int discover_ms,
+                                       FILE* progress) {
+  if (!wants_discovery(peers)) return peers;
+  std::vector<std::string> out;
+  for (const std::string& p : peers) {
+    if (p != "auto" && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  const std::string cluster = net::cluster_id(key);
+  const std::vector<std::string> found = discover_peers(cluster, discover_ms);
+  if (found.empty() && out.empty()) {
+    throw Error("cli", "--peers auto: no node of cluster " + cluster + " seen on the LAN in " +
+                           std::to_string(discover_ms) + " ms (same --key? --discover-ms?)");
+  }
+  std::string list;
+  for (const std::string& p : found) {
+    list += (list.empty() ? "" : ", ") + p;
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  if (progress) {
+    std::fprintf(progress, "herd: --peers auto: %zu node%s of cluster %s on the LAN%s%s\n",
+                 found.size(), found.size() == 1 ? "" : "s", cluster.c_str(),
+                 found.empty() ? "" : ": ", list.c_str());
+  }
+  return out;
 }
 
 void ModelOptions::add_to(CLI::App& cmd) {
@@ -67,14 +113,25 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
   if (!cluster.distributed()) return engine::LocalRunner::open(model, local);
   cluster::ClusterOptions o;
-  o.peers = cluster.peers;
+  o.key = cluster.key();
+  o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
+  if (wants_discovery(cluster.peers)) {
+    // Asked again when the pod is re-formed (on the coordinator's mender thread): a daemon
+    // that went away since start-up means no new nodes, not a failed recovery.
+    o.discover = [id = net::cluster_id(o.key.get()), ms = cluster.discover_ms] {
+      try {
+        return discover_peers(id, ms);
+      } catch (const Error&) {
+        return std::vector<std::string>{};
+      }
+    };
+  }
   parse_parallel(cluster.parallel, o.plan);
   o.plan.moe = parse_moe_mode(cluster.moe);
   o.plan.use_local = !cluster.no_local;
   o.local = local;
   o.wire_dtype = wire;
   o.stage_links = !no_stage_links;
-  o.key = cluster.key();
   o.progress = stderr;
   return cluster::ClusterRunner::open(model, o);
 }

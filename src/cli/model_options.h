@@ -1,8 +1,10 @@
 // Options every command that runs a model shares (--model, --threads, --ctx, and the
-// cluster's --peers, --no-local, --parallel, --wire-dtype, --key), and the loading that
-// follows from them: the one-stage plan in this process, or a plan across nodes.
+// cluster's --peers, --no-local, --parallel, --wire-dtype, --key, --discover-ms), and the
+// loading that follows from them: the one-stage plan in this process, or a plan across
+// nodes. `--peers auto` stands for every node of the key's cluster seen on the LAN.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 
 #include "engine/runner.h"
 #include "net/auth.h"
+#include "net/discovery.h"
 
 namespace herd::cli {
 
@@ -20,12 +23,24 @@ struct ClusterFlags {
   std::string parallel = "auto";
   std::string moe = "auto";
   std::string key_file;
+  int discover_ms = net::kDefaultDiscoverMs;
 
   void add_to(CLI::App& cmd);
   bool distributed() const { return !peers.empty() || no_local; }
   // --key FILE, else HERD_KEY, else null (insecure mode).
   std::shared_ptr<const net::ClusterKey> key() const;
 };
+
+// True when `peers` holds "auto".
+bool wants_discovery(const std::vector<std::string>& peers);
+// The nodes of the cluster with this id (net::cluster_id) seen on the LAN within
+// discover_ms, as "host:port". Throws herd::Error when discovery cannot run.
+std::vector<std::string> discover_peers(const std::string& cluster, int discover_ms);
+// `peers` with "auto" replaced by discover_peers(cluster_id(key)): the named ones first, no
+// endpoint twice. Says what it found on `progress` (null: silent). Throws herd::Error when
+// discovery cannot run, or finds no node and no peer is named.
+std::vector<std::string> resolve_peers(const std::vector<std::string>& peers,
+                                       const net::ClusterKey* key, int discover_ms, FILE* progress);
 
 struct ModelOptions {
   std::string model;

@@ -1,18 +1,24 @@
 // herd node --listen HOST:PORT [--threads N] [--name NAME] [--key FILE] [--insecure-listen]
-//           [--cache-dir DIR] [--no-model-files]
+//           [--cache-dir DIR] [--no-model-files] [--no-advertise]
 // A worker: waits for a coordinator (`herd run/eval/bench/serve --peers ...`), reports
-// this machine's profile, loads the shard it is given and serves it. Runs until SIGINT or
-// SIGTERM. Log lines go to stderr.
+// this machine's profile, loads the shard it is given and serves it. Advertises itself on
+// the LAN with DNS-SD (net/discovery.h) for `--peers auto` and `herd nodes`, unless there
+// is no mDNS daemon (it says so once and runs anyway). Runs until SIGINT or SIGTERM. Log
+// lines go to stderr.
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/node.h"
+#include "cluster/weight_cache.h"
+#include "net/discovery.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -35,6 +41,8 @@ struct NodeArgs {
   std::string isa = "auto";
   double bandwidth_gbs = 0;
   double matmul_gflops = 0;
+  uint64_t memory_bytes = 0;
+  bool no_advertise = false;
 };
 
 void log_line(std::string_view line) {
@@ -43,6 +51,61 @@ void log_line(std::string_view line) {
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
   std::fprintf(stderr, "%s herd node: %.*s\n", stamp, static_cast<int>(line.size()), line.data());
   std::fflush(stderr);
+}
+
+// This node on the LAN: its advertiser (null when it cannot advertise: logged once) and
+// what it says, kept so that refresh() can say it again when the cache changes.
+struct LanPresence {
+  std::unique_ptr<net::NodeAdvertiser> advertiser;
+  net::NodeAdvert advert;
+  std::filesystem::path cache;  // empty: none (no cache directory)
+
+  // The cached models, newest first, as the TXT record lists them.
+  void read_cache() {
+    if (cache.empty()) return;
+    advert.models = cluster::cached_models(cache);
+    advert.n_models = advert.models.size();
+    for (std::string& m : advert.models) m.resize(net::kModelHashPrefixChars);
+  }
+  // Says the cached models again when they changed (a model was received). Cheap: one
+  // directory listing.
+  void refresh() {
+    if (!advertiser) return;
+    const std::vector<std::string> before = advert.models;
+    const uint64_t n_before = advert.n_models;
+    read_cache();
+    if (advert.models == before && advert.n_models == n_before) return;
+    try {
+      advertiser->update(advert);
+    } catch (const Error& e) {
+      log_line(std::string(e.what()) + "; the LAN still sees the old model list");
+    }
+  }
+};
+
+LanPresence advertise(const cluster::NodeServer& server, const cluster::NodeOptions& o) {
+  const NodeProfile& p = server.profile();
+  LanPresence lan;
+  lan.advert.name = p.name;
+  lan.advert.cluster = net::cluster_id(o.key.get());
+  lan.advert.cores = p.cores;
+  lan.advert.free_memory_bytes = p.free_memory_bytes;
+  lan.advert.bandwidth_gbs = p.bandwidth_gbs;
+  try {
+    lan.cache = o.cache_dir.empty() ? cluster::default_cache_dir() : o.cache_dir;
+  } catch (const Error&) {
+    // No cache directory: nothing cached to say.
+  }
+  lan.read_cache();
+  try {
+    lan.advertiser =
+        std::make_unique<net::NodeAdvertiser>(p.name, o.host, server.port(), lan.advert, log_line);
+    log_line("advertised on the LAN as '" + p.name + "' (" + net::kServiceType + ", cluster " +
+             lan.advert.cluster + ")");
+  } catch (const Error& e) {
+    log_line(std::string(e.what()) + "; not advertised on the LAN");
+  }
+  return lan;
 }
 
 }  // namespace
@@ -72,6 +135,12 @@ void add_node(CLI::App& app) {
                   "Q4_0 matrix product speed to report (GFLOP/s) instead of measuring it: for "
                   "nodes that share a machine, whose measurements would differ by load")
       ->check(CLI::Range(0.01, 1e6));
+  cmd->add_option("--memory", a->memory_bytes,
+                  "Memory the node offers models at most (e.g. 512M, 16G; default: what is "
+                  "free): keeps room for other work, or gives a test a node too small")
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_flag("--no-advertise", a->no_advertise,
+                "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
   cmd->callback([a] {
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
@@ -96,17 +165,23 @@ void add_node(CLI::App& app) {
     o.use_model_files = !a->no_model_files;
     o.bandwidth_gbs = a->bandwidth_gbs;
     o.matmul_gflops = a->matmul_gflops;
+    o.memory_limit_bytes = a->memory_bytes;
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
 
-    cluster::NodeServer server(std::move(o));
+    cluster::NodeServer server(o);
+    LanPresence lan;
+    if (!a->no_advertise) lan = advertise(server, o);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    std::thread watcher([&server] {
-      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::thread watcher([&server, &lan] {
+      for (int tick = 1; !g_stop; ++tick) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (tick % 50 == 0) lan.refresh();  // every 5 s
+      }
       server.stop();
     });
     server.run();

@@ -1,4 +1,4 @@
-// herd plan --model M [--peers HOST:PORT,...] [--no-local] [--parallel ...] [--ctx N] [--json]
+// herd plan --model M [--peers HOST:PORT,...|auto] [--no-local] [--parallel ...] [--ctx N] [--json]
 //           [--node-profile FILE.json ...]
 // How a model would be split across nodes, without loading it: the plan as a table, or as
 // JSON ({"nodes": [...], "plan": {...}}) with --json. Node 0 is this machine (profiled now:
@@ -43,7 +43,7 @@ struct PlanArgs {
   double bandwidth_gbs = 0;
   std::string name;
   bool json = false;
-  ClusterFlags key;  // only --key is used
+  ClusterFlags key;  // only --key and --discover-ms are used
 };
 
 std::string read_text(const std::string& path) {
@@ -61,23 +61,26 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
       peers.push_back(std::move(p));
   }
   if (args.peers.empty()) return peers;
+  const std::shared_ptr<const net::ClusterKey> key = args.key.key();
+  const std::vector<std::string> addresses =
+      resolve_peers(args.peers, key.get(), args.key.discover_ms, stderr);
   if (peers.empty()) {
     // Ask the nodes themselves: connect, read their PROFILE, say goodbye.
     net::TcpTransportOptions t;
     t.auth.node_name = "herd-plan";
-    t.auth.key = args.key.key();
+    t.auth.key = key;
     net::TcpTransport transport(t);
-    for (cluster::Peer& peer : cluster::connect_peers(transport, args.peers, net::Millis(5000))) {
+    for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
       peer.connection->close();
       peers.push_back(std::move(peer.profile));
     }
     return peers;
   }
-  if (peers.size() != args.peers.size()) {
-    throw Error("plan", std::to_string(args.peers.size()) + " peers but " +
+  if (peers.size() != addresses.size()) {
+    throw Error("plan", std::to_string(addresses.size()) + " peers but " +
                             std::to_string(peers.size()) + " node profiles");
   }
-  for (size_t i = 0; i < peers.size(); ++i) peers[i].address = args.peers[i];
+  for (size_t i = 0; i < peers.size(); ++i) peers[i].address = addresses[i];
   return peers;
 }
 
@@ -124,9 +127,13 @@ void add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   cmd->add_option("-m,--model", args->model, "GGUF model file")->required();
   cmd->add_option("--peers", args->peers,
-                  "Other nodes, HOST:PORT,... (asked for their profiles, unless --node-profile "
-                  "files stand for them)")
+                  "Other nodes, HOST:PORT,... or auto (every node of this key's cluster seen on "
+                  "the LAN); asked for their profiles, unless --node-profile files stand for them")
       ->delimiter(',');
+  cmd->add_option("--discover-ms", args->key.discover_ms,
+                  "How long --peers auto looks for nodes (ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60000));
   cmd->add_option("--node-profile", args->profile_files,
                   "JSON file with a node profile or an array of them, standing for peers "
                   "(repeatable)");

@@ -16,7 +16,9 @@
 #include "cluster/cluster_runner.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "util/cpu_info.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 
 namespace herd::cli {
 namespace {
@@ -51,6 +53,8 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
       {"n_head", hp.n_head},
       {"n_head_kv", hp.n_head_kv},
       {"n_vocab", hp.n_vocab},
+      {"n_ff", hp.n_ff},
+      {"n_expert", hp.n_expert},
       {"n_ctx", runner.n_ctx()},
       {"slots", runner.n_seq()},
       {"weight_bytes", runner.info().weight_bytes},
@@ -61,6 +65,11 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
     m.node_info["isa"] = std::string(kernels::isa_name(local->isa()));
     m.node_info["kv_cache_bytes"] = local->shard().kv_cache_bytes();
     m.node_info["packed_weight_bytes"] = local->shard().packed_weight_bytes();
+    // What GET /api/cluster's one-node view shows of this machine (read once, at load).
+    const SystemMemory memory = system_memory();
+    m.node_info["cores"] = cpu_cores().logical;
+    m.node_info["free_memory_bytes"] = memory.available_bytes;
+    m.node_info["total_memory_bytes"] = memory.total_bytes;
   } else if (auto* cluster = dynamic_cast<cluster::ClusterRunner*>(&runner)) {
     // Across nodes: the stages and who runs them (the page lists them).
     m.node_info["name"] = "coordinator";
@@ -82,6 +91,7 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
     }
     m.node_info["stages"] = stages;
     m.node_info["parallel"] = cluster->plan().parallel;
+    m.cluster_status = [cluster] { return cluster->status(); };
   }
   return m;
 }

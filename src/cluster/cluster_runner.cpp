@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -35,6 +36,10 @@ namespace {
 // heartbeat; this only bounds a node that answers pings but never the batch.
 constexpr net::Millis kResultTimeout{600000};
 constexpr net::Millis kLoadTimeout{3600000};
+// Tokens per forward pass when a new pod replays the sequences (the plan's batch size).
+constexpr size_t kReplayChunk = 256;
+// How long a node may take to answer when a pod is formed again.
+constexpr net::Millis kReformConnectTimeout{2000};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -237,12 +242,48 @@ uint64_t link_frame_bytes(uint64_t n_tokens, int64_t n_embd, net::WireDType dtyp
 
 }  // namespace
 
-struct ClusterRunner::Impl {
-  explicit Impl(gguf::File model) : file(std::move(model)), info(read_model_info(file)) {}
+// What outlives one pod: the model file (its tokenizer's views stay valid across
+// re-plans), the options, this machine's profile (measured once), and every sequence's
+// tokens, which rebuild the KV caches of a new pod.
+struct ClusterRunner::State {
+  State(const std::string& model_path, const ClusterOptions& o)
+      : path(model_path), options(o), file(gguf::File::open(path)), info(read_model_info(file)) {}
 
+  std::string path;
   ClusterOptions options;
   gguf::File file;
   ModelInfo info;
+  std::optional<NodeProfile> local_profile;
+  std::optional<net::ContentHash> content_hash;
+  std::map<std::string, NodeProfile> known;  // by address: every node a pod has had
+  std::vector<std::string> returning;        // lost or new nodes that answer: taken in next request
+  std::unique_ptr<net::TcpTransport> probe_transport;  // the mender's
+  std::vector<std::vector<int32_t>> history;           // [n_seq][position] tokens the pod has seen
+
+  mutable std::mutex mutex;           // guards what status() reads below
+  std::string state = "ok";           // "ok", "recovering" or "degraded"
+  std::string reason;                 // why not "ok"
+  std::vector<std::string> lost;      // addresses named or discovered that are not in the pod
+  std::deque<nlohmann::json> events;  // newest last, at most kMaxEvents
+  Clock::time_point last_attempt{};   // of forming a pod while degraded
+
+  void event(const std::string& kind, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    events.push_back({{"time", now}, {"kind", kind}, {"text", text}});
+    while (events.size() > kMaxEvents) events.pop_front();
+    if (options.progress) std::fprintf(options.progress, "herd: %s\n", text.c_str());
+  }
+  static constexpr size_t kMaxEvents = 100;
+};
+
+struct ClusterRunner::Impl {
+  Impl(const gguf::File& model, const ModelInfo& model_info) : file(model), info(model_info) {}
+
+  ClusterOptions options;
+  const gguf::File& file;
+  const ModelInfo& info;
   Plan plan;
   std::vector<NodeProfile> nodes;
   std::unique_ptr<ThreadPool> pool;
@@ -258,6 +299,10 @@ struct ClusterRunner::Impl {
   std::string error;  // the first failure; once set, the runner is broken
   double forward_seconds = 0;
 
+  void forward(const engine::Batch& batch, std::vector<float>& logits);
+  std::string describe() const;
+  // "host:port" of the nodes whose connection (or a ring link to them) broke.
+  std::vector<std::string> lost_nodes() const;
   void run_stage(StageRunner& s, Job& job);
   void send_batch(StageRunner& s, Job& job);
   void receive_result(StageRunner& s, Job& job);
@@ -612,13 +657,19 @@ void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& has
   }
 }
 
-ClusterRunner::ClusterRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ClusterRunner::~ClusterRunner() = default;
+namespace {
 
-std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
-                                                   const ClusterOptions& options) {
-  auto impl = std::make_unique<Impl>(gguf::File::open(path));
-  Impl& r = *impl;
+// Forms a pod of this process and the nodes at `peers`: connects, plans, loads every
+// shard. tolerant: a peer that cannot be reached (or stays busy) is left out and named in
+// `unreachable`; otherwise it is an error. Throws herd::Error naming the node or the
+// problem (a model that does not fit, a failed load).
+std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
+                                              const std::vector<std::string>& peers, bool tolerant,
+                                              std::vector<std::string>& unreachable) {
+  const ClusterOptions& options = st.options;
+  const std::string& path = st.path;
+  auto impl = std::make_unique<ClusterRunner::Impl>(st.file, st.info);
+  ClusterRunner::Impl& r = *impl;
   r.options = options;
   r.pool = std::make_unique<ThreadPool>(options.local.threads);
 
@@ -635,16 +686,26 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   if (!options.plan.use_local && local.bandwidth_gbs <= 0) local.bandwidth_gbs = 1;
   // Nodes measure their matmul speed; so does a coordinator that may hold layers beside them.
   local.measure_matmul = local.bandwidth_gbs <= 0 && !options.peers.empty();
-  r.nodes.push_back(measure_local_profile(*r.pool, local));
-  for (size_t i = 0; i < options.peers.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (options.peers[i] == options.peers[j]) {
-        throw Error("cluster", "peer " + options.peers[i] + " is given twice in --peers");
+  if (!st.local_profile) st.local_profile = measure_local_profile(*r.pool, local);
+  r.nodes.push_back(*st.local_profile);
+  std::vector<std::shared_ptr<net::Connection>> connections(1);
+  std::vector<Peer> reached;
+  if (tolerant) {
+    for (const std::string& address : peers) {
+      std::string why;
+      // A node that lets the connection in but never answers (stopped, cut off) must not
+      // hold a recovery up for long.
+      const net::Millis timeout = std::min(options.connect_timeout, kReformConnectTimeout);
+      if (std::optional<Peer> peer = try_connect_peer(*r.transport, address, timeout, why)) {
+        reached.push_back(std::move(*peer));
+      } else {
+        unreachable.push_back(address + " (" + why + ")");
       }
     }
+  } else {
+    reached = connect_peers(*r.transport, peers, options.connect_timeout);
   }
-  std::vector<std::shared_ptr<net::Connection>> connections(1);
-  for (Peer& peer : connect_peers(*r.transport, options.peers, options.connect_timeout)) {
+  for (Peer& peer : reached) {
     r.nodes.push_back(std::move(peer.profile));
     connections.push_back(std::move(peer.connection));
   }
@@ -653,6 +714,19 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
+  if (tolerant && po.mode == PlanOptions::Mode::kHybrid) {
+    // Fewer nodes answer than --parallel pipeline:P,tensor:T asks for: keep T ranks per
+    // stage and make as many stages as the nodes allow; too few for one: the planner's
+    // choice.
+    const auto n_nodes = static_cast<int>(r.nodes.size()) - (po.use_local ? 0 : 1);
+    if (n_nodes < po.pipeline_stages * po.tensor_ranks) {
+      if (n_nodes >= po.tensor_ranks) {
+        po.pipeline_stages = n_nodes / po.tensor_ranks;
+      } else {
+        po.mode = PlanOptions::Mode::kAuto;
+      }
+    }
+  }
   r.plan = herd::plan(plan_model_from(r.info, r.file), r.nodes, po);
   // Nodes the plan does not use are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
@@ -698,15 +772,15 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) any_remote = any_remote || rank.remote != nullptr;
   }
-  net::ContentHash hash;
-  if (any_remote) {
+  if (any_remote && !st.content_hash) {
     fs::path cache;
     try {
       cache = default_cache_dir();
     } catch (const Error&) {
     }
-    hash = file_content_hash(path, cache);
+    st.content_hash = file_content_hash(path, cache);
   }
+  const net::ContentHash hash = st.content_hash.value_or(net::ContentHash{});
   const std::string absolute = fs::absolute(path).string();
   std::vector<std::thread> loaders;
   std::mutex errors_mutex;
@@ -766,11 +840,30 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
     s->worker = std::thread([&r, stage] { r.worker(*stage); });
     if (stage->all_remote) s->receiver = std::thread([&r, stage] { r.receiver(*stage); });
   }
-  return std::unique_ptr<ClusterRunner>(new ClusterRunner(std::move(impl)));
+  return impl;
 }
 
-void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logits) {
-  Impl& r = *impl_;
+}  // namespace
+
+std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
+                                                   const ClusterOptions& options) {
+  for (size_t i = 0; i < options.peers.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (options.peers[i] == options.peers[j]) {
+        throw Error("cluster", "peer " + options.peers[i] + " is given twice in --peers");
+      }
+    }
+  }
+  auto state = std::make_unique<State>(path, options);
+  std::vector<std::string> unreachable;
+  std::unique_ptr<Impl> impl = form_pod(*state, options.peers, false, unreachable);
+  state->history.resize(static_cast<size_t>(impl->plan.n_seq));
+  state->event("formed", "pod formed: " + impl->describe());
+  return std::unique_ptr<ClusterRunner>(new ClusterRunner(std::move(state), std::move(impl)));
+}
+
+void ClusterRunner::Impl::forward(const engine::Batch& batch, std::vector<float>& logits) {
+  Impl& r = *this;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     if (!r.error.empty()) throw Error("cluster", "the cluster failed earlier: " + r.error);
@@ -817,30 +910,22 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
   for (const Job& job : r.finished) logits.insert(logits.end(), job.data.begin(), job.data.end());
 }
 
-const HParams& ClusterRunner::hparams() const {
-  return impl_->info.hp;
-}
-int64_t ClusterRunner::n_ctx() const {
-  return impl_->plan.n_ctx;
-}
-int64_t ClusterRunner::n_seq() const {
-  return impl_->plan.n_seq;
-}
-const gguf::File& ClusterRunner::file() const {
-  return impl_->file;
-}
-const ModelInfo& ClusterRunner::info() const {
-  return impl_->info;
-}
-const Plan& ClusterRunner::plan() const {
-  return impl_->plan;
-}
-const std::vector<NodeProfile>& ClusterRunner::nodes() const {
-  return impl_->nodes;
+std::vector<std::string> ClusterRunner::Impl::lost_nodes() const {
+  std::vector<std::string> lost;
+  auto add = [&](int node) {
+    const std::string& address = nodes[static_cast<size_t>(node)].address;
+    if (std::find(lost.begin(), lost.end(), address) == lost.end()) lost.push_back(address);
+  };
+  for (const auto& s : stages) {
+    for (const RankRunner& rank : s->ranks) {
+      if (rank.remote && !rank.remote->is_open()) add(rank.node);
+    }
+  }
+  return lost;
 }
 
-std::string ClusterRunner::describe() const {
-  const Impl& r = *impl_;
+std::string ClusterRunner::Impl::describe() const {
+  const Impl& r = *this;
   std::string text = r.plan.parallel + " of " + std::to_string(r.stages.size()) + " stages:";
   for (const auto& s : r.stages) {
     text += " " + s->name + " [" + std::to_string(s->stats.layer_begin) + ", " +
@@ -849,9 +934,350 @@ std::string ClusterRunner::describe() const {
   return text + "; local " + std::to_string(r.pool->size()) + " threads";
 }
 
+// ---- the runner: one pod at a time, formed again when a node is lost ----
+
+namespace {
+
+constexpr net::Millis kRetryEvery{1000};  // forming a pod while degraded; probing lost nodes
+constexpr int kMaxRecoveries = 4;         // pods formed again for one batch before giving up
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// Whether the batch begins a request (a prompt, or a sequence started again or rewound)
+// rather than only continuing sequences by a token each: the boundary where nodes may
+// join the pod.
+bool begins_request(const engine::Batch& batch, const std::vector<std::vector<int32_t>>& history) {
+  std::vector<int32_t> seen;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const int32_t seq = batch.seq[static_cast<size_t>(i)];
+    const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
+    const auto s = static_cast<size_t>(seq);
+    if (pos == 0 || s >= history.size() || pos < history[s].size()) return true;
+    if (std::find(seen.begin(), seen.end(), seq) != seen.end()) return true;  // a chunk
+    seen.push_back(seq);
+  }
+  return false;
+}
+
+}  // namespace
+
+ClusterRunner::ClusterRunner(std::unique_ptr<State> state, std::shared_ptr<Impl> pod)
+    : state_(std::move(state)), pod_(std::move(pod)) {
+  n_ctx_ = pod_->plan.n_ctx;
+  n_seq_ = pod_->plan.n_seq;
+  remember_pod(*pod_);
+  mender_ = std::thread([this] { mend(); });
+}
+
+ClusterRunner::~ClusterRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mender_mutex_);
+    stopping_ = true;
+  }
+  mender_wake_.notify_all();
+  mender_.join();
+}
+
+void ClusterRunner::mend() {
+  std::unique_lock<std::mutex> lock(mender_mutex_);
+  while (!mender_wake_.wait_for(lock, kRetryEvery, [&] { return stopping_; })) {
+    lock.unlock();
+    if (unavailable().empty()) {
+      probe_returning();
+      lock.lock();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> turn(forward_mutex_);
+      if (!pod() && !unavailable().empty()) {
+        try {
+          const auto start = Clock::now();
+          std::shared_ptr<Impl> formed = form_again(engine::Batch{});
+          set_pod(formed);
+          state_->event("formed",
+                        "pod whole again after " +
+                            std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                            " ms, replayed " + std::to_string(replayed_tokens_) +
+                            " tokens: " + formed->describe());
+        } catch (const std::exception&) {
+          // Still degraded; form_again recorded why.
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::pod() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return pod_;
+}
+
+void ClusterRunner::set_pod(std::shared_ptr<Impl> pod) {
+  std::shared_ptr<Impl> old;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    old = std::move(pod_);
+    pod_ = std::move(pod);
+  }
+  // The old pod says BYE to its nodes here, outside the lock (status() is not kept waiting).
+}
+
+void ClusterRunner::remember_pod(const Impl& pod) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (size_t i = 1; i < pod.nodes.size(); ++i) state_->known[pod.nodes[i].address] = pod.nodes[i];
+  last_plan_ = pod.plan;
+  last_nodes_ = pod.nodes;
+}
+
+std::vector<std::string> ClusterRunner::all_peers() const {
+  std::vector<std::string> peers = state_->options.peers;
+  if (state_->options.discover) {
+    for (const std::string& address : state_->options.discover()) {
+      if (std::find(peers.begin(), peers.end(), address) == peers.end()) peers.push_back(address);
+    }
+  }
+  return peers;
+}
+
+void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
+  State& st = *state_;
+  std::vector<float> scratch;
+  int64_t replayed = 0;
+  const auto start = Clock::now();
+  for (size_t seq = 0; seq < st.history.size(); ++seq) {
+    const std::vector<int32_t>& tokens = st.history[seq];
+    size_t keep = tokens.size();  // up to where `next` continues (or rewinds) the sequence
+    for (int64_t i = 0; i < next.size(); ++i) {
+      if (static_cast<size_t>(next.seq[static_cast<size_t>(i)]) == seq) {
+        keep = std::min(keep, static_cast<size_t>(next.pos[static_cast<size_t>(i)]));
+      }
+    }
+    for (size_t begin = 0; begin < keep;) {
+      const size_t end = std::min(keep, begin + kReplayChunk);
+      engine::Batch chunk;
+      for (size_t p = begin; p < end; ++p) {
+        chunk.add(tokens[p], static_cast<int32_t>(seq), static_cast<int32_t>(p), p + 1 == end);
+      }
+      pod.forward(chunk, scratch);
+      replayed += static_cast<int64_t>(end - begin);
+      begin = end;
+    }
+  }
+  replayed_tokens_ = replayed;
+  replay_ms_ = static_cast<int>(seconds_since(start) * 1000);
+}
+
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(
+    const engine::Batch& next, const std::vector<std::string>& skip) {
+  State& st = *state_;
+  std::vector<std::string> unreachable, peers;
+  for (const std::string& address : all_peers()) {
+    if (std::find(skip.begin(), skip.end(), address) == skip.end()) {
+      peers.push_back(address);
+    } else {
+      unreachable.push_back(address + " (lost)");
+    }
+  }
+  std::shared_ptr<Impl> pod;
+  try {
+    pod = form_pod(st, peers, true, unreachable);
+  } catch (const std::exception& e) {
+    std::string reason = e.what();
+    if (!unreachable.empty()) {
+      std::vector<std::string> named;
+      for (const std::string& u : unreachable) {
+        const auto known = st.known.find(u.substr(0, u.find(' ')));
+        named.push_back(known == st.known.end() ? u : "'" + known->second.name + "' " + u);
+      }
+      reason += "; not answering: " + joined(named);
+    }
+    bool news;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      news = st.state != "degraded" || st.reason != reason;
+      st.state = "degraded";
+      st.reason = reason;
+      st.last_attempt = Clock::now();
+    }
+    if (news) st.event("degraded", "the pod cannot run the model: " + reason);
+    throw Error("cluster", "the pod cannot run the model: " + reason);
+  }
+  replay(*pod, next);
+  remember_pod(*pod);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.lost.clear();
+  for (const std::string& u : unreachable) st.lost.push_back(u.substr(0, u.find(' ')));
+  st.state = "ok";
+  st.reason.clear();
+  return pod;
+}
+
+void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logits) {
+  std::lock_guard<std::mutex> turn(forward_mutex_);
+  State& st = *state_;
+  if (pod() && begins_request(batch, st.history)) take_in_returning(batch);
+  std::string last_error;
+  std::vector<std::string> lost;  // by the last attempt: not asked again while recovering
+  for (int attempt = 0; attempt <= kMaxRecoveries; ++attempt) {
+    std::shared_ptr<Impl> current = pod();
+    if (!current) {
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        if (st.state == "degraded" && Clock::now() - st.last_attempt < kRetryEvery) {
+          throw Error("cluster", "the pod cannot run the model: " + st.reason);
+        }
+      }
+      const auto start = Clock::now();
+      current = form_again(batch, lost);
+      set_pod(current);
+      st.event("formed", "pod formed again in " +
+                             std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                             " ms after replaying " + std::to_string(replayed_tokens_) +
+                             " tokens (in " + std::to_string(replay_ms_) +
+                             " ms): " + current->describe());
+    }
+    try {
+      current->forward(batch, logits);
+      for (int64_t i = 0; i < batch.size(); ++i) {
+        const auto seq = static_cast<size_t>(batch.seq[static_cast<size_t>(i)]);
+        const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
+        if (seq >= st.history.size()) continue;
+        std::vector<int32_t>& h = st.history[seq];
+        // A write before the end rewinds the sequence, as it does in the KV cache; a gap
+        // (never made by generation or the scheduler) leaves the sequence unknown.
+        if (pos > h.size()) {
+          h.clear();
+          continue;
+        }
+        h.resize(pos);
+        h.push_back(batch.tokens[static_cast<size_t>(i)]);
+      }
+      return;
+    } catch (const std::exception& e) {
+      last_error = e.what();
+      // A node that reports its ring neighbour gone may answer before this process sees
+      // the neighbour's connection break: the heartbeat settles it within its timeout.
+      lost = current->lost_nodes();
+      const auto settle =
+          Clock::now() + st.options.heartbeat.timeout + st.options.heartbeat.interval;
+      while (lost.empty() && Clock::now() < settle) {
+        std::this_thread::sleep_for(net::Millis(20));
+        lost = current->lost_nodes();
+      }
+      set_pod(nullptr);  // broken either way: the next batch gets a pod formed again
+      if (lost.empty()) throw;
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        st.state = "recovering";
+        st.reason = "lost " + joined(lost);
+        st.lost = lost;
+      }
+      std::string names;
+      for (const std::string& address : lost) {
+        const auto known = st.known.find(address);
+        names += (names.empty() ? "'" : ", '") +
+                 (known == st.known.end() ? address : known->second.name) + "' (" + address + ")";
+      }
+      st.event("lost", "lost node " + names + ": " + last_error);
+    }
+  }
+  throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries) +
+                             " pods failed in a row; last: " + last_error);
+}
+
+void ClusterRunner::probe_returning() {
+  State& st = *state_;
+  std::vector<std::string> candidates;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    candidates = st.lost;
+  }
+  const std::vector<std::string> peers = all_peers();
+  {
+    const std::shared_ptr<Impl> current = pod();
+    if (!current) return;
+    // Nodes the plan left out as unneeded are among current->nodes too: not asked.
+    for (const std::string& address : peers) {
+      bool in_pod = false;
+      for (const NodeProfile& n : current->nodes) in_pod = in_pod || n.address == address;
+      if (!in_pod && std::find(candidates.begin(), candidates.end(), address) == candidates.end()) {
+        candidates.push_back(address);
+      }
+    }
+  }
+  if (candidates.empty()) return;
+  if (!st.probe_transport) {
+    net::TcpTransportOptions t;
+    t.auth.node_name = st.options.name;
+    t.auth.key = st.options.key;
+    st.probe_transport = std::make_unique<net::TcpTransport>(t);
+  }
+  std::vector<std::string> back;
+  for (const std::string& address : candidates) {
+    std::string why;
+    if (std::optional<Peer> peer =
+            try_connect_peer(*st.probe_transport, address, net::Millis(500), why)) {
+      peer->connection->close();
+      back.push_back(address);
+    }
+  }
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.returning = back;
+}
+
+void ClusterRunner::take_in_returning(const engine::Batch& batch) {
+  State& st = *state_;
+  std::vector<std::string> back;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    back.swap(st.returning);
+  }
+  if (back.empty()) return;
+  const auto start = Clock::now();
+  set_pod(nullptr);  // its nodes end their sessions now, ready for the new pod
+  std::shared_ptr<Impl> formed = form_again(batch);
+  set_pod(formed);
+  st.event("joined", "node " + joined(back) + " joined; pod formed again in " +
+                         std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                         " ms: " + formed->describe());
+}
+
+const HParams& ClusterRunner::hparams() const {
+  return state_->info.hp;
+}
+int64_t ClusterRunner::n_ctx() const {
+  return n_ctx_;
+}
+int64_t ClusterRunner::n_seq() const {
+  return n_seq_;
+}
+const gguf::File& ClusterRunner::file() const {
+  return state_->file;
+}
+const ModelInfo& ClusterRunner::info() const {
+  return state_->info;
+}
+const Plan& ClusterRunner::plan() const {
+  return last_plan_;
+}
+const std::vector<NodeProfile>& ClusterRunner::nodes() const {
+  return last_nodes_;
+}
+std::string ClusterRunner::describe() const {
+  const std::shared_ptr<Impl> current = pod();
+  return current ? current->describe() : "no pod: " + state_->reason;
+}
+
 std::vector<StageStats> ClusterRunner::stage_stats() const {
   std::vector<StageStats> out;
-  for (const auto& s : impl_->stages) {
+  const std::shared_ptr<Impl> current = pod();
+  if (!current) return out;
+  for (const auto& s : current->stages) {
     std::lock_guard<std::mutex> lock(s->stats_mutex);
     out.push_back(s->stats);
   }
@@ -859,7 +1285,9 @@ std::vector<StageStats> ClusterRunner::stage_stats() const {
 }
 
 void ClusterRunner::reset_stats() {
-  for (auto& s : impl_->stages) {
+  const std::shared_ptr<Impl> current = pod();
+  if (!current) return;
+  for (auto& s : current->stages) {
     std::lock_guard<std::mutex> lock(s->stats_mutex);
     StageStats fresh;
     fresh.node = s->stats.node;
@@ -867,33 +1295,67 @@ void ClusterRunner::reset_stats() {
     fresh.layer_end = s->stats.layer_end;
     s->stats = fresh;
   }
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->forward_seconds = 0;
+  std::lock_guard<std::mutex> lock(current->mutex);
+  current->forward_seconds = 0;
+}
+
+double ClusterRunner::forward_seconds() const {
+  const std::shared_ptr<Impl> current = pod();
+  if (!current) return 0;
+  std::lock_guard<std::mutex> lock(current->mutex);
+  return current->forward_seconds;
+}
+
+std::string ClusterRunner::unavailable() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->state == "degraded" ? state_->reason : std::string();
 }
 
 nlohmann::json ClusterRunner::status() const {
-  Impl& r = *impl_;
+  const State& st = *state_;
+  const std::shared_ptr<Impl> current = pod();
   nlohmann::json out;
-  std::vector<bool> used(r.nodes.size(), false);
-  for (const Stage& stage : r.plan.stages) {
-    for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
-  }
+  std::vector<std::string> lost;
   {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    out["state"] = r.error.empty() ? "ok" : "degraded";
-    out["reason"] = r.error;
-    out["forward_seconds"] = r.forward_seconds;
+    std::lock_guard<std::mutex> lock(st.mutex);
+    out["state"] = st.state;
+    out["reason"] = st.reason;
+    out["events"] = nlohmann::json::array();
+    for (const nlohmann::json& e : st.events) out["events"].push_back(e);
+    lost = st.lost;
   }
-  out["parallel"] = r.plan.parallel;
-  out["plan"] = to_json(r.plan);
   out["nodes"] = nlohmann::json::array();
-  for (size_t i = 0; i < r.nodes.size(); ++i) {
-    nlohmann::json n = to_json(r.nodes[i]);
-    n["index"] = i;
-    n["state"] = used[i] ? "up" : "unused";
+  out["stages"] = nlohmann::json::array();
+  out["forward_seconds"] = forward_seconds();
+  if (current) {
+    out["parallel"] = current->plan.parallel;
+    out["plan"] = to_json(current->plan);
+    std::vector<bool> used(current->nodes.size(), false);
+    for (const Stage& stage : current->plan.stages) {
+      for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
+    }
+    for (size_t i = 0; i < current->nodes.size(); ++i) {
+      nlohmann::json n = to_json(current->nodes[i]);
+      n["index"] = i;
+      n["state"] = used[i] ? "up" : "unused";
+      out["nodes"].push_back(std::move(n));
+    }
+  } else {
+    out["parallel"] = "";
+    out["plan"] = nullptr;
+  }
+  for (const std::string& address : lost) {
+    nlohmann::json n;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      const auto known = st.known.find(address);
+      if (known != st.known.end()) n = to_json(known->second);
+    }
+    n["address"] = address;
+    n["index"] = nullptr;
+    n["state"] = "lost";
     out["nodes"].push_back(std::move(n));
   }
-  out["stages"] = nlohmann::json::array();
   for (const StageStats& s : stage_stats()) {
     out["stages"].push_back({{"index", out["stages"].size()},
                              {"node", s.node},
@@ -906,13 +1368,7 @@ nlohmann::json ClusterRunner::status() const {
                              {"bytes_received", s.bytes_received},
                              {"link_bytes_received", s.link_bytes_received}});
   }
-  out["events"] = nlohmann::json::array();
   return out;
-}
-
-double ClusterRunner::forward_seconds() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->forward_seconds;
 }
 
 }  // namespace herd::cluster

@@ -18,14 +18,23 @@
 // stage's compute time); the stages after the first in a chain do nothing here. So the
 // coordinator's bytes per token do not grow with the number of stages.
 //
-// Failure: heartbeats watch every node; a node that dies or stops answering fails the
-// forward() in progress within seconds with an error naming it, and every later forward()
-// with the same error. The process stays up (a server answers the next request with it).
+// Failure: heartbeats watch every node; a node that dies or stops answering breaks the
+// forward() in progress within 2 s. The runner then forms a new pod of the nodes that
+// still answer (the planner again, weights from their files, caches or shipped), replays
+// every sequence's tokens into its KV caches, and runs the batch again: the caller sees a
+// pause. When the survivors cannot hold the model, forward() throws a clear error (and
+// unavailable() says why) until enough nodes answer again; it tries again at most once a
+// second. At a request boundary, nodes that were lost (or newly discovered) and answer
+// again are taken in. docs/cluster.md describes it.
 #pragma once
 
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +62,8 @@ struct ClusterOptions {
   net::HeartbeatOptions heartbeat;
   FILE* progress = nullptr;        // where loading and shipping progress goes; null: silent
   double local_bandwidth_gbs = 0;  // this machine's for the planner; 0: measured
+  // "host:port" of the nodes seen on the LAN now (--peers auto); empty: none.
+  std::function<std::vector<std::string>()> discover;
 };
 
 // Per-stage figures since open() or reset_stats().
@@ -103,11 +114,47 @@ class ClusterRunner : public engine::ModelRunner {
   // Safe from any thread while forward() runs.
   nlohmann::json status() const;
 
-  struct Impl;
+  // Why the pod cannot run the model now (the survivors of a failure cannot hold it), or
+  // empty. The server answers 503 with it.
+  std::string unavailable() const override;
+
+  struct Impl;   // one pod: its plan, connections and stages
+  struct State;  // what outlives a pod: the file, options, each sequence's tokens
 
  private:
-  explicit ClusterRunner(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  ClusterRunner(std::unique_ptr<State> state, std::shared_ptr<Impl> pod);
+  std::shared_ptr<Impl> pod() const;  // null while none is formed
+  void set_pod(std::shared_ptr<Impl> pod);
+  void remember_pod(const Impl& pod);
+  std::vector<std::string> all_peers() const;  // named, then discovered
+  // Runs every sequence's tokens (up to where `next` continues it) through a new pod.
+  void replay(Impl& pod, const engine::Batch& next);
+  // Forms a pod of the nodes that answer, except `skip` (nodes just lost: a stopped one
+  // would hold the recovery up for the connect timeout), and replays; throws when it
+  // cannot hold the model (the runner is then "degraded").
+  std::shared_ptr<Impl> form_again(const engine::Batch& next,
+                                   const std::vector<std::string>& skip = {});
+  // On the mender's thread: which lost (or newly discovered) nodes answer again.
+  void probe_returning();
+  // At a request boundary: the nodes probe_returning() found are taken into the pod.
+  void take_in_returning(const engine::Batch& batch);
+
+  // Once a second: while degraded, tries to form a pod (between forward() calls); else
+  // probes the nodes that are not in the pod.
+  void mend();
+
+  std::unique_ptr<State> state_;
+  std::mutex forward_mutex_;  // forward() and mend() take turns
+  std::mutex mender_mutex_;
+  std::condition_variable mender_wake_;
+  bool stopping_ = false;
+  std::thread mender_;
+  std::shared_ptr<Impl> pod_;  // guarded by state_->mutex
+  int64_t n_ctx_ = 0, n_seq_ = 0;
+  Plan last_plan_;
+  std::vector<NodeProfile> last_nodes_;
+  int64_t replayed_tokens_ = 0;  // by the last replay
+  int replay_ms_ = 0;
 };
 
 }  // namespace herd::cluster

@@ -150,6 +150,10 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.measure_matmul = s.options.measure_matmul;
   p.matmul_gflops = s.options.matmul_gflops;
   s.profile = measure_local_profile(*s.pool, p);
+  if (s.options.memory_limit_bytes > 0) {
+    s.profile.free_memory_bytes =
+        std::min(s.profile.free_memory_bytes, s.options.memory_limit_bytes);
+  }
   // Which links coordinators reach it over (a Thunderbolt bridge, Ethernet, loopback).
   const std::string links =
       net::interfaces_text(net::interfaces_for_host(s.options.host, net::list_interfaces()));

@@ -1,6 +1,8 @@
 #include "cluster/peers.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +45,36 @@ std::vector<Peer> connect_peers(net::Transport& transport,
     peers.push_back(std::move(peer));
   }
   return peers;
+}
+
+std::optional<Peer> try_connect_peer(net::Transport& transport, const std::string& address,
+                                     net::Millis timeout, std::string& why) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<net::Millis>(deadline - std::chrono::steady_clock::now());
+    bool busy = false;
+    try {
+      Peer peer;
+      peer.connection = transport.connect(address, std::max(left, net::Millis(100)));
+      net::Frame frame = peer.connection->recv_frame(std::max(left, net::Millis(100)));
+      if (frame.header.type == net::MessageType::ERROR) {
+        const net::ErrorReply e = net::decode_error(frame.payload());
+        busy = e.code == net::ErrorCode::BUSY;
+        why = net::printable(e.message);
+        peer.connection->close();
+      } else {
+        const net::Profile p = net::expect_message<net::Profile>(frame, address);
+        peer.profile = profile_from_message(p, address);
+        return peer;
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!busy || std::chrono::steady_clock::now() + net::Millis(100) >= deadline)
+      return std::nullopt;
+    std::this_thread::sleep_for(net::Millis(100));
+  }
 }
 
 }  // namespace herd::cluster

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,11 @@ NodeProfile profile_from_message(const net::Profile& p, const std::string& addre
 // be reached, refused the key, or sent no profile within `timeout`.
 std::vector<Peer> connect_peers(net::Transport& transport,
                                 const std::vector<std::string>& addresses, net::Millis timeout);
+
+// Connects to one node, as connect_peers does, waiting out a node that is still ending an
+// earlier session (it answers BUSY) until `timeout`. nullopt, with `why` set, when the node
+// cannot be reached, refuses the key or stays busy.
+std::optional<Peer> try_connect_peer(net::Transport& transport, const std::string& address,
+                                     net::Millis timeout, std::string& why);
 
 }  // namespace herd::cluster

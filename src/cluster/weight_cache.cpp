@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -127,6 +128,26 @@ fs::path shard_cache_path(const fs::path& cache_dir, const net::ContentHash& mod
   char file[32];
   std::snprintf(file, sizeof file, "%016llx.gguf", key);
   return cache_dir / "models" / to_hex(model_hash) / file;
+}
+
+std::vector<std::string> cached_models(const fs::path& cache_dir) {
+  std::vector<std::pair<fs::file_time_type, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(cache_dir / "models", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != 32 || name.find_first_not_of("0123456789abcdef") != std::string::npos ||
+        !it->is_directory(ec))
+      continue;
+    const fs::file_time_type when = fs::last_write_time(it->path(), ec);
+    if (!ec) found.emplace_back(when, name);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
 }
 
 }  // namespace herd::cluster

@@ -31,6 +31,11 @@ std::string to_hex(const net::ContentHash& hash);
 net::ContentHash file_content_hash(const std::filesystem::path& path,
                                    const std::filesystem::path& cache_dir);
 
+// The models with files under cache_dir/models: their content hashes (32 hex digits, as
+// to_hex), the most recently written first. Empty when there are none or the directory
+// cannot be read. What `herd node` advertises on the LAN (net/discovery.h).
+std::vector<std::string> cached_models(const std::filesystem::path& cache_dir);
+
 // The cached file holding exactly the tensors of `a` (names, types and shapes) of the
 // model `model_hash`, cut to a's slice: a tensor-parallel rank's file is never taken for
 // the whole of those tensors, nor for another rank's cut of the same shapes.

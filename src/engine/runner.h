@@ -28,6 +28,9 @@ class ModelRunner {
   virtual const ModelInfo& info() const = 0;
   // How the model runs, for timing summaries: "2 threads, avx512 kernels", ...
   virtual std::string describe() const = 0;
+  // Why forward() cannot run now (a pod that lost more nodes than it can spare), or empty.
+  // Safe from any thread. A server answers 503 with it.
+  virtual std::string unavailable() const { return {}; }
 };
 
 struct LocalOptions {

@@ -25,10 +25,11 @@
 namespace herd::net {
 
 struct HeartbeatOptions {
-  Millis interval{500};
-  // Detection takes at most timeout + interval: 3.5 s by default, inside the 5 s a
-  // coordinator has to report a dead node.
-  Millis timeout{3000};
+  Millis interval{250};
+  // Detection takes at most timeout + interval: 1.75 s by default, inside the 2 s a
+  // coordinator has to notice a lost node. (The TCP reader answers PINGs on its own
+  // thread, so a node busy computing is never silent this long.)
+  Millis timeout{1500};
 };
 
 class Heartbeat {

@@ -28,10 +28,11 @@ class Generator {
  public:
   explicit Generator(uint64_t seed) : rng_(seed) {}
 
-  Case next() {
+  // n_nodes 0: a cluster of 1 to 17 nodes; else exactly n_nodes.
+  Case next(int64_t n_nodes = 0) {
     Case c;
     c.model = model();
-    c.nodes = nodes(c.model);
+    c.nodes = nodes(c.model, n_nodes);
     c.options = options(c.nodes.size());
     c.description = describe(c);
     return c;
@@ -76,10 +77,13 @@ class Generator {
     return m;
   }
 
-  std::vector<NodeProfile> nodes(const PlanModel& m) {
-    const int64_t n = pick<int64_t>({1, 2, 3, 4, 5, 7, 8, 16}) + uniform(0, 1);
-    // Together the nodes offer between 0.3 and 6 times the weights; some a lot less.
-    const double total = static_cast<double>(m.weight_bytes()) * real(0.3, 6.0);
+  std::vector<NodeProfile> nodes(const PlanModel& m, int64_t n_nodes) {
+    const int64_t n =
+        n_nodes > 0 ? n_nodes : pick<int64_t>({1, 2, 3, 4, 5, 7, 8, 16}) + uniform(0, 1);
+    // Together the nodes offer between 0.3 and 6 times the weights; some a lot less. A
+    // large cluster: each node between 1/50 and 2 times the weights.
+    const double total = static_cast<double>(m.weight_bytes()) *
+                         (n_nodes > 0 ? static_cast<double>(n) * real(0.02, 2.0) : real(0.3, 6.0));
     const bool similar = uniform(0, 2) == 0;
     std::vector<double> weights;
     double sum = 0;
@@ -91,7 +95,9 @@ class Generator {
     for (int64_t i = 0; i < n; ++i) {
       NodeProfile node;
       node.name = i == 0 ? "local" : "n" + std::to_string(i);
-      node.address = i == 0 ? "local" : "10.0.0." + std::to_string(i) + ":7000";
+      node.address =
+          i == 0 ? "local"
+                 : "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) + ":7000";
       node.cores = static_cast<int>(uniform(1, 64));
       node.free_memory_bytes = static_cast<uint64_t>(total * weights[static_cast<size_t>(i)] / sum);
       node.bandwidth_gbs = similar ? real(50, 55) : real(5, 400);
@@ -210,6 +216,37 @@ TEST(PlannerProperties, RandomModelsAndClusters) {
   EXPECT_GT(multi_stage, n_cases / 10);
   std::printf("planned %d, refused %d; %d tensor stages, %d multi-stage plans\n", planned, refused,
               multi_rank, multi_stage);
+}
+
+// Clusters of hundreds to a thousand nodes (a herd of herds, or the planner given every
+// node a discovery found): the same properties, and the plan made in bounded time.
+TEST(PlannerProperties, ThousandNodeClusters) {
+  Generator generate(static_cast<uint64_t>(env_or("PLAN_SEED", 20261202)));
+  const int n_cases = env_or("PLAN_LARGE_CASES", 40);
+  int planned = 0, refused = 0;
+  for (int i = 0; i < n_cases; ++i) {
+    const int64_t n_nodes = i % 4 == 0 ? 1000 : i % 4 == 1 ? 513 : i % 4 == 2 ? 256 : 100;
+    const Case c = generate.next(n_nodes);
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + c.description);
+    Plan p;
+    try {
+      p = plan(c.model, c.nodes, c.options);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      ASSERT_EQ(what.rfind("[plan] ", 0), 0u) << what;
+      if (std::getenv("PLAN_VERBOSE")) std::printf("refused: %s\n", what.c_str());
+      ++refused;
+      continue;
+    }
+    ++planned;
+    ASSERT_NO_THROW(check_plan(p, c.model, c.nodes, c.options)) << to_json(p).dump();
+    ASSERT_EQ(to_json(plan(c.model, c.nodes, c.options)).dump(), to_json(p).dump());
+    for (const Stage& s : p.stages) {
+      for (const Rank& r : s.ranks) ASSERT_LT(static_cast<size_t>(r.node), c.nodes.size());
+    }
+  }
+  EXPECT_GT(planned, n_cases / 4);
+  std::printf("1000-node clusters: planned %d, refused %d\n", planned, refused);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "server/cluster_view.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/tool_call_grammar.h"
@@ -192,16 +193,23 @@ bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res)
   return false;
 }
 
-void HttpServer::health(httplib::Response& res) {
+std::string HttpServer::degraded_reason() {
   std::string degraded;
   {
     std::lock_guard lock(degraded_mutex_);
     degraded = degraded_;
   }
   Scheduler* scheduler = scheduler_.load();
+  if (degraded.empty() && scheduler) degraded = scheduler->unavailable();
   if (degraded.empty() && scheduler && !scheduler->failure().empty()) {
     degraded = "the model failed: " + scheduler->failure();
   }
+  return degraded;
+}
+
+void HttpServer::health(httplib::Response& res) {
+  const std::string degraded = degraded_reason();
+  Scheduler* scheduler = scheduler_.load();
   if (!degraded.empty()) {
     send_json(res, 503, {{"status", "degraded"}, {"reason", degraded}});
   } else if (!model_.load()) {
@@ -213,6 +221,39 @@ void HttpServer::health(httplib::Response& res) {
                {"running", scheduler->n_running()},
                {"queued", scheduler->n_queued()}});
   }
+}
+
+// GET /api/cluster: the runner's view across nodes, or the one-node view; the server's own
+// failure (an engine that stopped) makes an "ok" pod "degraded".
+void HttpServer::cluster(httplib::Response& res) {
+  const ServedModel* m = model_.load();
+  Scheduler* scheduler = scheduler_.load();
+  if (!m || !scheduler) {
+    send_json(res, 200,
+              {{"state", "loading"},
+               {"reason", "the model is loading"},
+               {"parallel", ""},
+               {"plan", nullptr},
+               {"nodes", json::array()},
+               {"stages", json::array()},
+               {"forward_seconds", 0},
+               {"events", json::array()},
+               {"metrics", metrics_.summary()}});
+    return;
+  }
+  json out = m->cluster_status ? m->cluster_status()
+                               : single_node_status(m->node_info, scheduler->forward_stats());
+  add_derived_figures(out);
+  if (out.value("state", "ok") == "ok") {
+    if (const std::string degraded = degraded_reason(); !degraded.empty()) {
+      out["state"] = "degraded";
+      out["reason"] = degraded;
+    }
+  }
+  out["model"] = m->id;
+  metrics_.set_queue(scheduler->n_queued(), scheduler->n_running());
+  out["metrics"] = metrics_.summary();
+  send_json(res, 200, out);
 }
 
 std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params,
@@ -274,6 +315,8 @@ void HttpServer::routes() {
     }
     send_json(res, 200, out);
   });
+  http_->Get("/api/cluster",
+             [this](const httplib::Request&, httplib::Response& res) { cluster(res); });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     json data = json::array();
@@ -294,6 +337,10 @@ void HttpServer::routes() {
         if (authorized(req, res)) {
           if (!model_.load()) {
             throw ApiError(503, "the model is loading", "server_error", "", "loading");
+          }
+          if (Scheduler* scheduler = scheduler_.load()) {
+            const std::string why = scheduler->unavailable();
+            if (!why.empty()) throw ApiError(503, why, "server_error", "", "unavailable");
           }
           (this->*handler)(req, res);
         }

@@ -1,5 +1,5 @@
 // HttpServer: the OpenAI-compatible HTTP API (cpp-httplib) in front of a Scheduler, plus
-// /health, /metrics, /api/node and the embedded web page.
+// /health, /metrics, /api/node, /api/cluster and the embedded web page.
 //
 //   HttpServer server(options);
 //   server.bind();                 // listening: /health says "loading"
@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,10 @@ struct ServedModel {
   std::string template_source;
   std::optional<std::string> bos, eos;  // token texts for the template
   nlohmann::json node_info;             // what /api/node reports about this node
+  // The pod as it is now, for GET /api/cluster (schema: docs/server.md): set when the
+  // runner spans nodes (the coordinator's status()); empty: the one-node view of node_info.
+  // Called from HTTP threads while the engine runs: it must be thread-safe.
+  std::function<nlohmann::json()> cluster_status;
 };
 
 class HttpServer {
@@ -78,6 +83,9 @@ class HttpServer {
   void completions(const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<RequestStream> submit(GenerationParams params, const char* prompt_param);
   void health(httplib::Response& res);
+  void cluster(httplib::Response& res);
+  // Why the server cannot generate (the engine stopped, the last pass failed); empty: it can.
+  std::string degraded_reason();
 
   ServerOptions options_;
   Metrics& metrics_;

@@ -135,6 +135,11 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
 
 Scheduler::~Scheduler() = default;
 
+Scheduler::ForwardStats Scheduler::forward_stats() const {
+  std::lock_guard lock(mutex_);
+  return forward_stats_;
+}
+
 std::string Scheduler::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;
@@ -381,6 +386,7 @@ bool Scheduler::step() {
   }
   if (batch_.size() == 0) return false;
 
+  const auto forward_start = Clock::now();
   try {
     runner_.forward(batch_, logits_);
   } catch (const std::exception& e) {
@@ -397,8 +403,12 @@ bool Scheduler::step() {
   }
 
   {
+    const double took = seconds_between(forward_start, Clock::now());
     std::lock_guard lock(mutex_);
     failure_.clear();
+    ++forward_stats_.batches;
+    forward_stats_.tokens += batch_.size();
+    forward_stats_.seconds += took;
   }
   // The pass succeeded: the slots now hold what it wrote.
   for (auto& a : running_) {

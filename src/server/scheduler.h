@@ -141,10 +141,20 @@ class Scheduler {
   // Why the last forward pass failed, while no pass has succeeded since (empty: healthy).
   // A failing model (later: a lost peer) makes /health say "degraded". Thread-safe.
   std::string failure() const;
+  // The runner's reason it cannot run now (ModelRunner::unavailable), or empty.
+  std::string unavailable() const { return runner_.unavailable(); }
 
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
   int64_t n_queued() const;
   int64_t n_running() const { return n_running_.load(); }
+  // Forward passes since start, and the wall time they took (the one-node view of
+  // GET /api/cluster: one stage's tokens and compute time). Thread-safe.
+  struct ForwardStats {
+    int64_t batches = 0;
+    int64_t tokens = 0;
+    double seconds = 0;
+  };
+  ForwardStats forward_stats() const;
   // The tokens slot `slot` holds in its KV cache (for tests). Engine thread only.
   const std::vector<int32_t>& slot_tokens(int32_t slot) const { return slots_[slot].cached; }
   // The last batch step() ran (for tests). Engine thread only.
@@ -177,8 +187,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   uint64_t clock_ = 0;                            // admission counter for LRU slot choice
 
-  mutable std::mutex mutex_;  // guards queue_, stopping_ and failure_
+  mutable std::mutex mutex_;  // guards queue_, stopping_, failure_ and forward_stats_
   std::string failure_;
+  ForwardStats forward_stats_;  // guarded by mutex_
   std::condition_variable cv_;
   std::deque<Waiting> queue_;
   bool stopping_ = false;
