@@ -28,6 +28,12 @@ void check(const nlohmann::json& j) {
     if (a.n_stages < 1 || a.stage < 0 || a.stage >= a.n_stages) std::abort();
     if (a.shard.layer_begin < 0 || a.shard.layer_end < a.shard.layer_begin) std::abort();
     if (a.n_ctx < 1 || a.n_seq < 1) std::abort();
+    // Stage links: a first stage accepts none, a last one dials none, addresses are text.
+    if (a.flow.prev < 0 || a.flow.prev > 1 || (a.stage == 0 && a.flow.prev > 0)) std::abort();
+    if (a.stage + 1 == a.n_stages && !a.flow.next.empty()) std::abort();
+    for (const std::string& address : a.flow.next) {
+      if (address.empty() || address.size() > 1024) std::abort();
+    }
     for (const TensorDesc& t : a.tensors) {
       if (t.name.empty() || t.shape.empty() || t.shape.size() > 4) std::abort();
       // The element count the node would write for it: at most 2^44, without wrapping.
@@ -43,7 +49,8 @@ void check(const nlohmann::json& j) {
     (void)shard_cache_path("/cache", herd::net::ContentHash{}, a);
     for (const TensorDesc& t : a.tensors) (void)data_bytes(t);
     const Assignment b = assignment_from_json(nlohmann::json::parse(to_json(a).dump()));
-    if (b.tensors.size() != a.tensors.size() || b.shard.layer_end != a.shard.layer_end) {
+    if (b.tensors.size() != a.tensors.size() || b.shard.layer_end != a.shard.layer_end ||
+        b.flow.next != a.flow.next || b.flow.prev != a.flow.prev || b.flow.token != a.flow.token) {
       std::abort();
     }
   } catch (const herd::Error&) {
@@ -70,6 +77,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Assignment a;
     a.shard.layer_end = 1;
     a.n_ctx = 8;
+    a.n_stages = 2;  // with a stage link to the next stage
+    a.flow.token = 5;
+    a.flow.next = {"127.0.0.1:7070"};
     a.tensors.push_back({"blk.0.ffn_up.weight", herd::TensorType::F32, {1}});
     nlohmann::json j = herd::cluster::to_json(a);
     j["tensors"][0]["shape"] = shape;

@@ -114,6 +114,24 @@ load(dict(good, tensors=[{"name": "x", "type": 0, "shape": [1 << 40, 1 << 40]}])
 expect_error(E_LOAD_FAILED, "too large", "LOAD with a 2^80-element tensor")
 load(dict(good, layer_end=n_layer + 7))
 expect_error(E_LOAD_FAILED, "layer", "LOAD of layers beyond the model")
+# Stage links (assignment.h FlowSpec): checked before anything is dialled or loaded.
+two = dict(good, n_stages=2, output=False)
+load(dict(two, flow={"token": 5, "next": ["127.0.0.1:1"], "prev": 2}))
+expect_error(E_LOAD_FAILED, "flow.prev", "LOAD with 2 links from the previous stage")
+load(dict(two, flow={"token": 5, "next": [], "prev": 1}))
+expect_error(E_LOAD_FAILED, "flow.prev", "LOAD of a first stage with a previous stage")
+load(dict(good, flow={"token": 5, "next": ["127.0.0.1:1"], "prev": 0}))
+expect_error(E_LOAD_FAILED, "flow.next", "LOAD of a last stage with a next stage")
+load(dict(two, flow={"token": 5, "next": ["a b\n"], "prev": 0}))
+expect_error(E_LOAD_FAILED, "flow.next", "LOAD with a control byte in a stage link address")
+load(dict(two, flow={"token": 5, "next": [{"x": 1}], "prev": 0}))
+expect_error(E_LOAD_FAILED, "flow.next", "LOAD with an object for an address")
+load(dict(two, flow={"token": 0, "next": ["127.0.0.1:1"], "prev": 0}))
+expect_error(E_LOAD_FAILED, "flow.token", "LOAD of stage links without a token")
+# A next stage that is not there: the node says so (it dials before it loads anything).
+load(dict(two, flow={"token": 5, "next": ["127.0.0.1:1"], "prev": 0}))
+expect_error(E_LOAD_FAILED, "could not link to the next stage",
+             "LOAD with a next stage nobody listens at")
 
 # The model file with its real hash: loads. Then bad batches fail one request each.
 load(good)

@@ -64,15 +64,16 @@ nlohmann::json stage_json(const std::vector<cluster::StageStats>& prefill,
     const cluster::StageStats& p = prefill[i];
     const cluster::StageStats& d = decode[i];
     const double n_p = static_cast<double>(n_prompt), n_d = static_cast<double>(n_gen);
-    out.push_back(
-        {{"node", d.node},
-         {"layers", {d.layer_begin, d.layer_end}},
-         {"prefill_compute_ms_per_token", 1e3 * p.compute_seconds / n_p},
-         {"prefill_wire_ms_per_token", 1e3 * (p.busy_seconds - p.compute_seconds) / n_p},
-         {"decode_compute_ms_per_token", 1e3 * d.compute_seconds / n_d},
-         {"decode_wire_ms_per_token", 1e3 * (d.busy_seconds - d.compute_seconds) / n_d},
-         {"decode_bytes_sent_per_token", static_cast<double>(d.bytes_sent) / n_d},
-         {"decode_bytes_received_per_token", static_cast<double>(d.bytes_received) / n_d}});
+    out.push_back({{"node", d.node},
+                   {"layers", {d.layer_begin, d.layer_end}},
+                   {"prefill_compute_ms_per_token", 1e3 * p.compute_seconds / n_p},
+                   {"prefill_wire_ms_per_token", 1e3 * (p.busy_seconds - p.compute_seconds) / n_p},
+                   {"decode_compute_ms_per_token", 1e3 * d.compute_seconds / n_d},
+                   {"decode_wire_ms_per_token", 1e3 * (d.busy_seconds - d.compute_seconds) / n_d},
+                   {"decode_bytes_sent_per_token", static_cast<double>(d.bytes_sent) / n_d},
+                   {"decode_bytes_received_per_token", static_cast<double>(d.bytes_received) / n_d},
+                   {"decode_link_bytes_received_per_token",
+                    static_cast<double>(d.link_bytes_received) / n_d}});
   }
   return out;
 }
@@ -261,6 +262,14 @@ void add_bench(CLI::App& app) {
         j["stages"] = stage_json(prefill_stages, decode_stages, o->n_prompt, o->n_gen);
         j["pipeline_bubble_prefill"] = bubble(prefill_stages, prefill_wall);
         j["pipeline_bubble_decode"] = bubble(decode_stages, decode_wall);
+        // What the coordinator sends and receives per decoded token, all stages together:
+        // with stage links it does not grow with the number of stages.
+        uint64_t coordinator_bytes = 0;
+        for (const cluster::StageStats& s : decode_stages) {
+          coordinator_bytes += s.bytes_sent + s.bytes_received;
+        }
+        j["coordinator_bytes_per_token"] =
+            static_cast<double>(coordinator_bytes) / static_cast<double>(o->n_gen);
       }
       std::printf("%s\n", j.dump().c_str());
       return;
@@ -290,12 +299,13 @@ void add_bench(CLI::App& app) {
         const double n_p = static_cast<double>(o->n_prompt), n_d = static_cast<double>(o->n_gen);
         std::printf(
             "  %-20s layers [%lld, %lld)  prefill %.2f ms compute %.2f ms wire  decode %.2f ms "
-            "compute %.2f ms wire  sent %.0f B/token\n",
+            "compute %.2f ms wire  sent %.0f B/token%s\n",
             d.node.c_str(), static_cast<long long>(d.layer_begin),
             static_cast<long long>(d.layer_end), 1e3 * p.compute_seconds / n_p,
             1e3 * (p.busy_seconds - p.compute_seconds) / n_p, 1e3 * d.compute_seconds / n_d,
             1e3 * (d.busy_seconds - d.compute_seconds) / n_d,
-            static_cast<double>(d.bytes_sent) / n_d);
+            static_cast<double>(d.bytes_sent) / n_d,
+            d.link_bytes_received > 0 ? " (input straight from the previous stage)" : "");
       }
       std::printf("bubble       prefill %.0f%%, decode %.0f%% (share of stage-time idle)\n",
                   100 * bubble(prefill_stages, prefill_wall),

@@ -85,6 +85,9 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--wire-dtype", wire_dtype,
                  "Activations between pipeline stages: f32 (exact) or f16 (half the bytes)")
       ->capture_default_str();
+  cmd.add_flag("--no-stage-links", no_stage_links,
+               "Send every stage's activations through this process, not from stage to stage "
+               "(for comparison)");
   cluster.add_to(cmd);
 }
 
@@ -128,6 +131,7 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.plan.use_local = !cluster.no_local;
   o.local = local;
   o.wire_dtype = wire;
+  o.stage_links = !no_stage_links;
   o.progress = stderr;
   return cluster::ClusterRunner::open(model, o);
 }

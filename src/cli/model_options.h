@@ -48,6 +48,7 @@ struct ModelOptions {
   int64_t n_ctx = 0;
   std::string isa = "auto";
   std::string wire_dtype = "f32";
+  bool no_stage_links = false;
   ClusterFlags cluster;
 
   void add_to(CLI::App& cmd);

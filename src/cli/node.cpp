@@ -40,6 +40,7 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   double bandwidth_gbs = 0;
+  double matmul_gflops = 0;
   uint64_t memory_bytes = 0;
   bool no_advertise = false;
 };
@@ -130,6 +131,10 @@ void add_node(CLI::App& app) {
                   "Memory read bandwidth to report (GB/s) instead of measuring it: for nodes "
                   "that share a machine, whose probes would slow each other")
       ->check(CLI::Range(0.01, 1e5));
+  cmd->add_option("--matmul", a->matmul_gflops,
+                  "Q4_0 matrix product speed to report (GFLOP/s) instead of measuring it: for "
+                  "nodes that share a machine, whose measurements would differ by load")
+      ->check(CLI::Range(0.01, 1e6));
   cmd->add_option("--memory", a->memory_bytes,
                   "Memory the node offers models at most (e.g. 512M, 16G; default: what is "
                   "free): keeps room for other work, or gives a test a node too small")
@@ -158,7 +163,8 @@ void add_node(CLI::App& app) {
     o.insecure_listen = a->insecure_listen;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
-    o.bandwidth_gbs = a->bandwidth_gbs;  // the matmul speed is measured either way
+    o.bandwidth_gbs = a->bandwidth_gbs;
+    o.matmul_gflops = a->matmul_gflops;
     o.memory_limit_bytes = a->memory_bytes;
     ModelOptions isa;
     isa.isa = a->isa;

@@ -102,6 +102,39 @@ void read_ring(const nlohmann::json& j, RingSpec& ring) {
   }
 }
 
+// Optional: an assignment without "flow" has no stage links.
+void read_flow(const nlohmann::json& j, FlowSpec& flow, int stage, int n_stages) {
+  if (!j.is_object()) bad("flow", "not an object");
+  // Named "flow.<key>" in errors: "token" and "next" alone would be ambiguous with "ring".
+  const auto member = [&](const char* name) -> const nlohmann::json& {
+    auto it = j.find(name);
+    if (it == j.end()) bad(std::string("flow.") + name, "missing");
+    return *it;
+  };
+  const nlohmann::json& token = member("token");
+  if (!token.is_number_unsigned() && !token.is_number_integer()) bad("flow.token", "not a number");
+  flow.token = token.get<uint64_t>();
+  const nlohmann::json& next = member("next");
+  if (!next.is_array() || next.size() > 4096) bad("flow.next", "not an array of addresses");
+  for (const nlohmann::json& v : next) {
+    if (!v.is_string()) bad("flow.next", "an entry is not a string");
+    const std::string address = v.get<std::string>();
+    if (address.empty() || address.size() > 1024) bad("flow.next", "an address is empty or long");
+    for (char c : address) {
+      if (c <= 0x20 || c > 0x7e) bad("flow.next", "an address is not printable ASCII");
+    }
+    flow.next.push_back(address);
+  }
+  if (!flow.next.empty() && stage + 1 == n_stages) bad("flow.next", "the last stage has no next");
+  const nlohmann::json& prev = member("prev");
+  if (!prev.is_number_integer() || prev.get<int64_t>() < 0 || prev.get<int64_t>() > 1) {
+    bad("flow.prev", "not 0 or 1");
+  }
+  flow.prev = static_cast<int>(prev.get<int64_t>());
+  if (flow.prev > 0 && stage == 0) bad("flow.prev", "the first stage has no previous stage");
+  if ((!flow.next.empty() || flow.prev > 0) && flow.token == 0) bad("flow.token", "0 for links");
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Assignment& a) {
@@ -123,6 +156,7 @@ nlohmann::json to_json(const Assignment& a) {
           {"slice", slice},
           {"ring",
            {{"token", a.ring.token}, {"next", a.ring.next.connect}, {"prev", a.ring.prev.connect}}},
+          {"flow", {{"token", a.flow.token}, {"next", a.flow.next}, {"prev", a.flow.prev}}},
           {"layer_begin", a.shard.layer_begin},
           {"layer_end", a.shard.layer_end},
           {"embedding", a.shard.embedding},
@@ -143,6 +177,7 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   a.rank = static_cast<int>(int_field(j, "rank", 0, a.n_ranks - 1));
   read_slice(field(j, "slice"), a.shard.slice);
   read_ring(field(j, "ring"), a.ring);
+  if (auto flow = j.find("flow"); flow != j.end()) read_flow(*flow, a.flow, a.stage, a.n_stages);
   a.shard.layer_begin = int_field(j, "layer_begin", 0, kMaxLayers);
   a.shard.layer_end = int_field(j, "layer_end", a.shard.layer_begin, kMaxLayers);
   a.shard.embedding = bool_field(j, "embedding");

@@ -43,12 +43,26 @@ struct RingSpec {
   RingLink next, prev;
 };
 
+// Direct links between consecutive stages that both run on nodes (docs/cluster.md "Stage
+// to stage"): rank 0 of a stage dials every rank of the next stage at load time, says RING
+// {token, its stage} first, and then sends each batch's hidden states straight to them
+// (FORWARD); the coordinator sends to the first stage of such a chain and hears from its
+// last. Stages next to one the coordinator runs talk to the coordinator as before.
+struct FlowSpec {
+  uint64_t token = 0;             // identifies this plan's stage links: their RING carries it
+  std::vector<std::string> next;  // the next stage's ranks, in rank order ("host:port"):
+                                  // this stage's output goes to them, not the coordinator
+  int prev = 0;  // links to accept from the previous stage (0 or 1: its rank 0): the input
+                 // comes over it, not from the coordinator
+};
+
 struct Assignment {
   int stage = 0;     // index in the plan's pipeline
   int n_stages = 1;  // stages in the plan
   int rank = 0;      // tensor-parallel rank within the stage
   int n_ranks = 1;   // ranks of the stage (1: not tensor-parallel)
   RingSpec ring;     // when n_ranks > 1
+  FlowSpec flow;     // stage-to-stage links (absent in the JSON: none)
   engine::ShardSpec shard;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;

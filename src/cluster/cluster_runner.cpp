@@ -51,6 +51,10 @@ struct Job {
   engine::Batch batch;
   std::vector<float> data;  // [n][n_embd] input to the next stage; the last stage's logits
   bool failed = false;
+  // Between sending a batch to a stage (or chain of stages) and its result.
+  Clock::time_point sent_at;
+  uint64_t frame_id = 0;
+  uint64_t bytes_sent = 0;
 };
 
 // A queue between stages; pop() blocks until a job arrives or the queue closes.
@@ -158,6 +162,17 @@ struct StageRunner {
   std::thread worker;
   std::vector<uint8_t> wire;  // f16 activations being sent
 
+  // Stage to stage (link_stages): consecutive stages whose ranks all run on nodes form a
+  // chain; its first stage (the head) is sent the batch, its last (`chain_end`) answers.
+  // A later stage of a chain (`chained`) is run by its head and does nothing itself.
+  size_t chain_end = 0;
+  bool chained = false;
+  bool all_remote = false;
+  uint64_t next_id = 0;           // frame id of the last batch sent (RESULT carries it)
+  JobQueue sent;                  // all_remote head: batches sent, waiting for the result
+  std::thread receiver;           // pops `sent`
+  Clock::time_point last_result;  // when the previous result came (for busy_seconds)
+
   std::mutex stats_mutex;
   StageStats stats;
 };
@@ -181,6 +196,48 @@ void link_ring(StageRunner& s, const std::vector<NodeProfile>& nodes) {
       to.assignment.ring.prev.connect = nodes[static_cast<size_t>(from.node)].address;
     }
   }
+}
+
+// Consecutive stages whose ranks all run on nodes talk directly: rank 0 of stage i dials
+// every rank of stage i+1 (FlowSpec); a stage next to one this process runs talks to this
+// process. Marks the chains: each stage's chain_end, and the stages run by their head.
+void link_stages(std::vector<std::unique_ptr<StageRunner>>& stages,
+                 const std::vector<NodeProfile>& nodes, uint64_t token, bool enabled) {
+  for (size_t i = 0; i < stages.size(); ++i) {
+    StageRunner& s = *stages[i];
+    s.chain_end = i;
+    s.all_remote = std::all_of(s.ranks.begin(), s.ranks.end(),
+                               [](const RankRunner& rank) { return rank.node != 0; });
+  }
+  for (size_t i = 0; enabled && i + 1 < stages.size(); ++i) {
+    StageRunner& from = *stages[i];
+    StageRunner& to = *stages[i + 1];
+    if (!from.all_remote || !to.all_remote) continue;
+    std::vector<std::string> next;
+    for (const RankRunner& rank : to.ranks) {
+      next.push_back(nodes[static_cast<size_t>(rank.node)].address);
+    }
+    for (RankRunner& rank : from.ranks) {
+      rank.assignment.flow.token = token;
+      rank.assignment.flow.next = next;
+    }
+    for (RankRunner& rank : to.ranks) {
+      rank.assignment.flow.token = token;
+      rank.assignment.flow.prev = 1;
+    }
+    to.chained = true;
+  }
+  for (size_t i = stages.size(); i-- > 1;) {
+    if (stages[i]->chained) stages[i - 1]->chain_end = stages[i]->chain_end;
+  }
+}
+
+// Bytes of the FORWARD frame a stage of a chain sends each rank of the next: header, batch
+// layout, activations and the stage times so far (docs/protocol.md).
+uint64_t link_frame_bytes(uint64_t n_tokens, int64_t n_embd, net::WireDType dtype,
+                          uint64_t n_times) {
+  return net::kFrameHeaderSize + 4 + 13 * n_tokens + 17 +
+         n_tokens * static_cast<uint64_t>(n_embd) * net::wire_dtype_size(dtype) + 4 + 8 * n_times;
 }
 
 }  // namespace
@@ -248,7 +305,12 @@ struct ClusterRunner::Impl {
   // "host:port" of the nodes whose connection (or a ring link to them) broke.
   std::vector<std::string> lost_nodes() const;
   void run_stage(StageRunner& s, Job& job);
+  void send_batch(StageRunner& s, Job& job);
+  void receive_result(StageRunner& s, Job& job);
+  net::Frame receive_from_chain(StageRunner& s, RankRunner& rank);
+  void pass_on(StageRunner& s, Job job);
   void worker(StageRunner& s);
+  void receiver(StageRunner& s);
   void finish(Job job);
   void fail(const std::string& message);
   void load_remote(RankRunner& s, const net::ContentHash& hash, const std::string& path);
@@ -259,6 +321,10 @@ ClusterRunner::Impl::~Impl() {
   for (auto& s : stages) s->in.close();
   for (auto& s : stages) {
     if (s->worker.joinable()) s->worker.join();
+  }
+  for (auto& s : stages) s->sent.close();
+  for (auto& s : stages) {
+    if (s->receiver.joinable()) s->receiver.join();
   }
   for (auto& s : stages) {
     for (RankRunner& rank : s->ranks) {
@@ -283,6 +349,17 @@ void ClusterRunner::Impl::finish(Job job) {
   changed.notify_all();
 }
 
+void ClusterRunner::Impl::pass_on(StageRunner& s, Job job) {
+  if (job.failed || s.chain_end + 1 == stages.size()) {
+    finish(std::move(job));
+  } else {
+    stages[s.chain_end + 1]->in.push(std::move(job));
+  }
+}
+
+// A stage this process runs (or holds a rank of) runs each batch to its end here; the head
+// of a chain of nodes only sends it, and its receiver waits for the result, so that the
+// next micro-batch goes out while the chain works on this one.
 void ClusterRunner::Impl::worker(StageRunner& s) {
   while (std::optional<Job> job = s.in.pop()) {
     bool broken;
@@ -292,7 +369,11 @@ void ClusterRunner::Impl::worker(StageRunner& s) {
     }
     if (!broken && !job->failed) {
       try {
-        run_stage(s, *job);
+        if (s.all_remote) {
+          send_batch(s, *job);
+        } else {
+          run_stage(s, *job);
+        }
       } catch (const std::exception& e) {
         fail(e.what());
         job->failed = true;
@@ -300,36 +381,71 @@ void ClusterRunner::Impl::worker(StageRunner& s) {
     } else {
       job->failed = true;
     }
-    if (job->failed || static_cast<size_t>(s.index) + 1 == stages.size()) {
-      finish(std::move(*job));
+    if (s.all_remote) {
+      s.sent.push(std::move(*job));
     } else {
-      stages[static_cast<size_t>(s.index) + 1]->in.push(std::move(*job));
+      pass_on(s, std::move(*job));
     }
   }
 }
 
+void ClusterRunner::Impl::receiver(StageRunner& s) {
+  while (std::optional<Job> job = s.sent.pop()) {
+    bool broken;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      broken = !error.empty();
+    }
+    if (!broken && !job->failed) {
+      try {
+        receive_result(s, *job);
+      } catch (const std::exception& e) {
+        fail(e.what());
+        job->failed = true;
+      }
+    } else {
+      job->failed = true;
+    }
+    pass_on(s, std::move(*job));
+  }
+}
+
 void ClusterRunner::Impl::run_stage(StageRunner& s, Job& job) {
+  if (s.chained) return;  // its chain's head sent the batch on and received the result
+  send_batch(s, job);
+  receive_result(s, job);
+}
+
+// Every rank gets the batch (and the input activations) first; then this process runs its
+// own rank, whose all-reduces meet the remote ranks' as they compute.
+void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
   const HParams& hp = info.hp;
   const auto n = static_cast<uint32_t>(job.batch.size());
-  const auto start = Clock::now();
   const bool embeds = s.ranks[0].assignment.shard.embedding;
-  const bool logits = s.ranks[0].assignment.shard.output;
   const float* input = job.data.empty() ? nullptr : job.data.data();
-
-  // Every rank gets the batch (and the input activations) first; then this process runs
-  // its own rank, whose all-reduces meet the remote ranks' as they compute.
-  uint64_t sent = 0, received = 0;
+  job.sent_at = Clock::now();
+  job.frame_id = ++s.next_id;
+  job.bytes_sent = 0;
   net::Forward request;
   request.batch = std::move(job.batch);
   if (!embeds) {
     request.activations = net::encode_activations(job.data, n, static_cast<uint32_t>(hp.n_embd),
                                                   options.wire_dtype, s.wire);
   }
-  for (RankRunner& rank : s.ranks) {
-    if (!rank.remote) continue;
-    const net::ConnectionStats before = rank.remote->stats();
-    net::send_message(*rank.remote, ++rank.next_frame_id, request);
-    sent += rank.remote->stats().bytes_sent - before.bytes_sent;
+  try {
+    // Encoded once for every rank. The bytes counted are the frames' own (a connection's
+    // counters also move with heartbeats, and with frames that arrive while we look).
+    const net::Payload payload = net::encode(request);
+    const net::ConstBytes parts[2] = {payload.head, payload.tail};  // no stage times
+    for (RankRunner& rank : s.ranks) {
+      if (!rank.remote) continue;
+      rank.remote->send_frame_parts(
+          net::FrameHeader{net::MessageType::FORWARD, 0, job.frame_id, payload.size()}, parts);
+      job.bytes_sent += net::kFrameHeaderSize + payload.size();
+    }
+  } catch (...) {
+    job.batch = std::move(request.batch);
+    throw;
   }
   job.batch = std::move(request.batch);
   for (RankRunner& rank : s.ranks) {
@@ -339,12 +455,101 @@ void ClusterRunner::Impl::run_stage(StageRunner& s, Job& job) {
     rank.compute_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   }
-  for (size_t i = 0; i < s.ranks.size(); ++i) {
-    RankRunner& rank = s.ranks[i];
+}
+
+// The next frame from `rank` of the last stage of s's chain. While it waits, the other nodes
+// of the chain are watched. When anything goes wrong in the chain (a connection failed: the
+// heartbeat's verdict, or it closed; a node reported an ERROR: a bad batch, or a stage link
+// that broke), the failure reported is the one of the earliest stage: a node that dies makes
+// the next stage's link fail, which closes the links after it, so the later errors are
+// consequences. A short grace lets the earlier reports arrive.
+net::Frame ClusterRunner::Impl::receive_from_chain(StageRunner& s, RankRunner& rank) {
+  if (s.chain_end == static_cast<size_t>(s.index)) return rank.remote->recv_frame(kResultTimeout);
+  const auto deadline = Clock::now() + kResultTimeout;
+  const auto first_failure = [&](const std::string& fallback) -> std::string {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (size_t i = static_cast<size_t>(s.index); i <= s.chain_end; ++i) {
+      for (RankRunner& other : stages[i]->ranks) {
+        try {
+          // Throws "[net] peer 'name (address)': ..." for a failed connection.
+          std::optional<net::Frame> frame = other.remote->try_recv_frame(net::Millis(0));
+          // The last stage's ranks send results too: only an ERROR of theirs counts.
+          if (!frame || (i == s.chain_end && frame->header.type != net::MessageType::ERROR)) {
+            continue;
+          }
+          if (frame->header.type != net::MessageType::ERROR) {
+            net::throw_unexpected(*frame, net::MessageType::ERROR, other.remote->peer_name());
+          }
+          const net::ErrorReply e = net::decode_error(frame->payload());
+          return "[cluster] node '" + other.node_name + "': " + net::printable(e.message);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      }
+    }
+    return fallback;
+  };
+  for (;;) {
+    std::optional<net::Frame> frame;
+    try {
+      frame = rank.remote->try_recv_frame(net::Millis(100));
+    } catch (const std::exception& e) {
+      throw Error(first_failure(e.what()));
+    }
+    if (frame && frame->header.type != net::MessageType::ERROR) return std::move(*frame);
+    if (frame) {
+      const net::ErrorReply e = net::decode_error(frame->payload());
+      throw Error(
+          first_failure("[cluster] node '" + rank.node_name + "': " + net::printable(e.message)));
+    }
+    // The stages before the last send this process nothing but an ERROR.
+    for (size_t i = static_cast<size_t>(s.index); i <= s.chain_end; ++i) {
+      for (RankRunner& other : stages[i]->ranks) {
+        if (&other == &rank) continue;
+        std::optional<net::Frame> got;
+        try {
+          if (i == s.chain_end) {
+            if (other.remote->is_open()) continue;
+            throw Error("cluster", "node '" + other.node_name + "': its connection failed");
+          }
+          got = other.remote->try_recv_frame(net::Millis(0));
+        } catch (const std::exception& e) {
+          throw Error(first_failure(e.what()));
+        }
+        if (!got) continue;
+        std::string text;
+        try {
+          if (got->header.type != net::MessageType::ERROR) {
+            net::throw_unexpected(*got, net::MessageType::ERROR, other.remote->peer_name());
+          }
+          text = "[cluster] node '" + other.node_name +
+                 "': " + net::printable(net::decode_error(got->payload()).message);
+        } catch (const std::exception& e) {
+          text = e.what();
+        }
+        throw Error(first_failure(text));
+      }
+    }
+    if (Clock::now() > deadline) {
+      throw Error("cluster", "node '" + rank.node_name + "': no result within " +
+                                 std::to_string(kResultTimeout.count()) + " ms");
+    }
+  }
+}
+
+void ClusterRunner::Impl::receive_result(StageRunner& s, Job& job) {
+  const HParams& hp = info.hp;
+  const auto n = static_cast<uint32_t>(job.batch.size());
+  StageRunner& end = *stages[s.chain_end];
+  const bool logits = end.ranks[0].assignment.shard.output;
+  const size_t chain = s.chain_end + 1 - static_cast<size_t>(s.index);
+  uint64_t received = 0;
+  std::vector<uint64_t> upstream_ns;  // the chain's stages before its last
+  for (size_t i = 0; i < end.ranks.size(); ++i) {
+    RankRunner& rank = end.ranks[i];
     if (!rank.remote) continue;
-    const uint64_t before = rank.remote->stats().bytes_received;
-    net::Frame frame = rank.remote->recv_frame(kResultTimeout);
-    received += rank.remote->stats().bytes_received - before;
+    net::Frame frame = receive_from_chain(s, rank);
+    received += net::kFrameHeaderSize + frame.header.length;
     if (frame.header.type == net::MessageType::ERROR) {
       const net::ErrorReply e = net::decode_error(frame.payload());
       throw Error("cluster", "node '" + rank.node_name + "': " + net::printable(e.message));
@@ -354,31 +559,35 @@ void ClusterRunner::Impl::run_stage(StageRunner& s, Job& job) {
     // Logits: this rank's vocabulary rows; hidden states: rank 0 sends them, others none.
     const auto rows = static_cast<uint32_t>(logits ? job.batch.n_logits() : i == 0 ? n : 0);
     const auto cols = static_cast<uint32_t>(logits ? ve - vb : hp.n_embd);
-    if (frame.header.id != rank.next_frame_id ||
+    if (frame.header.id != job.frame_id ||
         result.kind != (logits ? net::ResultKind::LOGITS : net::ResultKind::HIDDEN) ||
-        result.output.rows != rows || result.output.cols != cols) {
+        result.output.rows != rows || result.output.cols != cols ||
+        result.upstream_ns.size() != chain - 1) {
       throw Error("cluster", "node '" + rank.node_name + "' answered batch " +
                                  std::to_string(frame.header.id) + " with " +
                                  std::to_string(result.output.rows) + "x" +
-                                 std::to_string(result.output.cols) + ", expected batch " +
-                                 std::to_string(rank.next_frame_id) + ", " + std::to_string(rows) +
-                                 "x" + std::to_string(cols));
+                                 std::to_string(result.output.cols) + " (" +
+                                 std::to_string(result.upstream_ns.size()) +
+                                 " stage times), expected batch " + std::to_string(job.frame_id) +
+                                 ", " + std::to_string(rows) + "x" + std::to_string(cols) + " (" +
+                                 std::to_string(chain - 1) + ")");
     }
     rank.output.resize(static_cast<size_t>(rows) * cols);
     net::decode_activations(result.output, rank.output);
     rank.compute_ns = result.compute_ns;
+    if (upstream_ns.empty()) upstream_ns = result.upstream_ns;
   }
 
   // The stage's output: rank 0's hidden states, or the ranks' logit columns side by side.
   uint64_t compute_ns = 0;
-  for (const RankRunner& rank : s.ranks) compute_ns = std::max(compute_ns, rank.compute_ns);
-  if (!logits || s.ranks.size() == 1) {
-    std::swap(job.data, s.ranks[0].output);
+  for (const RankRunner& rank : end.ranks) compute_ns = std::max(compute_ns, rank.compute_ns);
+  if (!logits || end.ranks.size() == 1) {
+    std::swap(job.data, end.ranks[0].output);
   } else {
     const size_t n_logits = static_cast<size_t>(job.batch.n_logits());
     const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
     job.data.assign(n_logits * n_vocab, 0.0f);
-    for (const RankRunner& rank : s.ranks) {
+    for (const RankRunner& rank : end.ranks) {
       const auto [vb, ve] = rank.vocab(hp.n_vocab);
       const size_t width = static_cast<size_t>(ve - vb);
       for (size_t t = 0; t < n_logits; ++t) {
@@ -388,13 +597,30 @@ void ClusterRunner::Impl::run_stage(StageRunner& s, Job& job) {
     }
   }
 
-  std::lock_guard<std::mutex> lock(s.stats_mutex);
-  s.stats.batches += 1;
-  s.stats.tokens += n;
-  s.stats.compute_seconds += static_cast<double>(compute_ns) * 1e-9;
-  s.stats.busy_seconds += seconds_since(start);
-  s.stats.bytes_sent += sent;
-  s.stats.bytes_received += received;
+  // Per stage: its compute time; the coordinator's bytes at the ends of the chain; the time
+  // the chain was busy with this batch (since it was sent, or since the previous result
+  // came when batches queued) to its last stage, less the stages' compute before it.
+  const auto now = Clock::now();
+  const auto busy_from = std::max(job.sent_at, s.last_result);
+  s.last_result = now;
+  double busy = std::chrono::duration<double>(now - busy_from).count();
+  for (size_t k = 0; k < chain; ++k) {
+    StageRunner& stage = *stages[static_cast<size_t>(s.index) + k];
+    const bool last = k + 1 == chain;
+    const double seconds = static_cast<double>(last ? compute_ns : upstream_ns[k]) * 1e-9;
+    std::lock_guard<std::mutex> lock(stage.stats_mutex);
+    stage.stats.batches += 1;
+    stage.stats.tokens += n;
+    stage.stats.compute_seconds += seconds;
+    stage.stats.busy_seconds += last ? std::max(seconds, busy) : seconds;
+    busy -= seconds;
+    if (k == 0) stage.stats.bytes_sent += job.bytes_sent;
+    if (last) stage.stats.bytes_received += received;
+    if (k > 0) {
+      stage.stats.link_bytes_received +=
+          stage.ranks.size() * link_frame_bytes(n, hp.n_embd, options.wire_dtype, k);
+    }
+  }
 }
 
 void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& hash,
@@ -539,6 +765,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     s->stats.layer_end = stage.layer_end;
     r.stages.push_back(std::move(s));
   }
+  link_stages(r.stages, r.nodes, random_token(), options.stage_links);
 
   // Remote ranks load in parallel (each node reads or receives its own weights) while this
   // process loads its own and dials its ring links.
@@ -610,7 +837,9 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
 
   for (auto& s : r.stages) {
     StageRunner* stage = s.get();
+    if (stage->chained) continue;  // its head's threads run it
     s->worker = std::thread([&r, stage] { r.worker(*stage); });
+    if (stage->all_remote) s->receiver = std::thread([&r, stage] { r.receiver(*stage); });
   }
   return impl;
 }
@@ -1142,7 +1371,8 @@ nlohmann::json ClusterRunner::status() const {
                              {"compute_seconds", s.compute_seconds},
                              {"busy_seconds", s.busy_seconds},
                              {"bytes_sent", s.bytes_sent},
-                             {"bytes_received", s.bytes_received}});
+                             {"bytes_received", s.bytes_received},
+                             {"link_bytes_received", s.link_bytes_received}});
   }
   return out;
 }

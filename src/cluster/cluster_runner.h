@@ -11,6 +11,13 @@
 // gathered in batch order. Hidden states travel in F32 (bit-identical to one process) or
 // F16 (--wire-dtype f16).
 //
+// Stage links: consecutive stages that both run on nodes pass hidden states straight to
+// each other (links set up at load time, like the tensor-parallel rings). Such a chain is
+// run by its first stage's worker, which sends each micro-batch as it comes, and a
+// receiver thread, which takes the chain's results from its last stage (each with every
+// stage's compute time); the stages after the first in a chain do nothing here. So the
+// coordinator's bytes per token do not grow with the number of stages.
+//
 // Failure: heartbeats watch every node; a node that dies or stops answering breaks the
 // forward() in progress within 2 s. The runner then forms a new pod of the nodes that
 // still answer (the planner again, weights from their files, caches or shipped), replays
@@ -46,6 +53,9 @@ struct ClusterOptions {
   PlanOptions plan;                // mode, MoE mode, use_local (--no-local)
   engine::LocalOptions local;      // threads, n_ctx, n_seq, kernels for the local stage
   net::WireDType wire_dtype = net::WireDType::F32;
+  // Consecutive stages on nodes pass activations straight to each other. false: every
+  // stage's through this process (the way before stage links; for comparison).
+  bool stage_links = true;
   std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
@@ -66,6 +76,9 @@ struct StageStats {
   double busy_seconds = 0;     // from sending a batch to having its result (compute + wire)
   uint64_t bytes_sent = 0;     // by the coordinator to this stage's node
   uint64_t bytes_received = 0;
+  // Bytes that came to this stage's ranks straight from the previous stage (stage links:
+  // both run on nodes), not through the coordinator.
+  uint64_t link_bytes_received = 0;
 };
 
 class ClusterRunner : public engine::ModelRunner {

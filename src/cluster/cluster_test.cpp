@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <unistd.h>
@@ -191,7 +192,10 @@ INSTANTIATE_TEST_SUITE_P(
                       TensorCase{"qwen2-f16", "tensor", 2, true},  // 3 ranks > 2 KV heads
                       TensorCase{"qwen3-f16", "tensor", 3, false},
                       TensorCase{"qwen3moe-f16", "tensor", 2, false},
-                      TensorCase{"llama-q4_k_m", "pipeline:2,tensor:2", 3, true}),
+                      TensorCase{"llama-q4_k_m", "pipeline:2,tensor:2", 3, true},
+                      // Two tensor-parallel stages on nodes: rank 0 of the first sends its
+                      // hidden states straight to both ranks of the second.
+                      TensorCase{"llama-q4_k_m", "pipeline:2,tensor:2", 4, false}),
     [](const auto& info) {
       std::string name = info.param.model + "_" + std::to_string(info.param.nodes) + "nodes" +
                          (info.param.use_local ? "_local" : "") +
@@ -216,6 +220,60 @@ TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
   for (const Stage& s : cluster->plan().stages) EXPECT_NE(s.ranks[0].node, 0);
   std::vector<float> got = run_all(*cluster, prompt_ids());
   EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  // The stages talk directly: the coordinator sends to the first and hears from the last,
+  // and still knows each stage's compute time.
+  const std::vector<StageStats> stats = cluster->stage_stats();
+  ASSERT_EQ(stats.size(), 2u) << cluster->describe();
+  EXPECT_GT(stats[0].bytes_sent, 0u);
+  EXPECT_EQ(stats[0].bytes_received, 0u);
+  EXPECT_EQ(stats[1].bytes_sent, 0u);
+  EXPECT_GT(stats[1].bytes_received, 0u);
+  EXPECT_EQ(stats[0].link_bytes_received, 0u);
+  EXPECT_GT(stats[1].link_bytes_received, 0u);
+  for (const StageStats& s : stats) {
+    EXPECT_GT(s.compute_seconds, 0) << s.node;
+    EXPECT_GE(s.busy_seconds, s.compute_seconds) << s.node;
+    EXPECT_EQ(s.tokens, static_cast<int64_t>(prompt_ids().size())) << s.node;
+  }
+  EXPECT_THAT(a.log() + b.log(), HasSubstr("input from the previous stage"));
+  EXPECT_THAT(a.log() + b.log(), HasSubstr("output to the next stage"));
+}
+
+TEST(ClusterTest, ALostStageOfAChainIsRecovered) {
+  // Two stages on nodes pass activations straight on; either one stopping is noticed (the
+  // coordinator waits on the last stage and watches the first), the pod is formed again
+  // on the survivor, and the answer is the one one process gives.
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "chain-gone");
+  engine::Batch prompt;
+  for (int32_t i = 0; i < 5; ++i) prompt.add(10 + i, 0, i, i == 4);
+  engine::Batch next;
+  next.add(99, 0, 5, true);
+  engine::LocalOptions lo;
+  lo.n_ctx = 64;
+  auto local = engine::LocalRunner::open(model, lo);
+  std::vector<float> expected;
+  local->forward(prompt, expected);
+  local->forward(next, expected);
+  for (int victim = 0; victim < 2; ++victim) {
+    auto a = std::make_unique<TestNode>("node-a", cache);
+    auto b = std::make_unique<TestNode>("node-b", cache);
+    ClusterOptions o = pipeline_options({a->address(), b->address()});
+    o.plan.use_local = false;
+    auto cluster = ClusterRunner::open(model, o);
+    ASSERT_EQ(cluster->plan().stages.size(), 2u) << cluster->describe();
+    std::vector<float> logits;
+    cluster->forward(prompt, logits);
+    const int node = cluster->plan().stages[static_cast<size_t>(victim)].ranks[0].node;
+    const std::string name = node == 1 ? "node-a" : "node-b";
+    (node == 1 ? a : b)->stop();
+    const auto start = std::chrono::steady_clock::now();
+    cluster->forward(next, logits);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_EQ(cluster->plan().stages.size(), 1u) << cluster->describe();
+    EXPECT_THAT(cluster->status().dump(), HasSubstr(name)) << "stage " << victim;
+    EXPECT_EQ(logits, expected) << "stage " << victim;
+  }
 }
 
 TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
@@ -444,6 +502,47 @@ TEST(AssignmentTest, ATensorShapeWhoseProductWrapsAround64BitsIsRefused) {
       EXPECT_THAT(e.what(), HasSubstr("too large")) << shape;
     }
   }
+}
+
+TEST(AssignmentTest, StageLinksAreCheckedOnArrival) {
+  Assignment a;
+  a.stage = 1;
+  a.n_stages = 3;
+  a.shard.layer_end = 1;
+  a.n_ctx = 8;
+  a.flow.token = 77;
+  a.flow.next = {"127.0.0.1:7001", "127.0.0.1:7002"};
+  a.flow.prev = 1;
+  const Assignment b = assignment_from_json(to_json(a));
+  EXPECT_EQ(b.flow.token, 77u);
+  EXPECT_EQ(b.flow.next, a.flow.next);
+  EXPECT_EQ(b.flow.prev, 1);
+  nlohmann::json j = to_json(a);
+  j.erase("flow");  // none: no stage links
+  EXPECT_TRUE(assignment_from_json(j).flow.next.empty());
+  const auto refused = [&](const char* what, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json bad = to_json(a);
+    edit(bad);
+    try {
+      assignment_from_json(bad);
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("flow")) << what;
+    }
+  };
+  refused("a string", [](nlohmann::json& x) { x["flow"] = "x"; });
+  refused("no token", [](nlohmann::json& x) { x["flow"].erase("token"); });
+  refused("token 0", [](nlohmann::json& x) { x["flow"]["token"] = 0; });
+  refused("next not an array", [](nlohmann::json& x) { x["flow"]["next"] = "a:1"; });
+  refused("a number address", [](nlohmann::json& x) { x["flow"]["next"][0] = 5; });
+  refused("an empty address", [](nlohmann::json& x) { x["flow"]["next"][0] = ""; });
+  refused("a newline", [](nlohmann::json& x) { x["flow"]["next"][0] = "a:1\n"; });
+  refused("a long address",
+          [](nlohmann::json& x) { x["flow"]["next"][0] = std::string(2000, 'a'); });
+  refused("prev 2", [](nlohmann::json& x) { x["flow"]["prev"] = 2; });
+  refused("prev -1", [](nlohmann::json& x) { x["flow"]["prev"] = -1; });
+  refused("prev of stage 0", [](nlohmann::json& x) { x["stage"] = 0; });
+  refused("next of the last stage", [](nlohmann::json& x) { x["stage"] = 2; });
 }
 
 }  // namespace

@@ -42,7 +42,24 @@ struct Loaded {
   ModelInfo info;
   engine::Shard shard;
   std::unique_ptr<RingAllReduce> ring;  // tensor-parallel ranks only
+  // Stage links (assignment.h FlowSpec): the input comes over `prev` when there is one;
+  // rank 0 sends its output over `next` (to every rank of the next stage) when there are
+  // any, else to the coordinator.
+  std::shared_ptr<net::Connection> prev;
+  std::vector<std::shared_ptr<net::Connection>> next;
 };
+
+// A stage link failed (a neighbour died or sent garbage): the loaded plan cannot run any
+// more batches, but the session goes on (the coordinator may send a new LOAD).
+class StageLinkError : public Error {
+ public:
+  using Error::Error;
+};
+
+void close_links(Loaded& loaded) {
+  if (loaded.prev) loaded.prev->close();
+  for (auto& link : loaded.next) link->close();
+}
 
 // A connection that arrives during a session is a ring link if its first frame, sent
 // right after the handshake, is RING; a coordinator says nothing (it waits for our
@@ -131,6 +148,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.address = s.options.host + ":" + std::to_string(s.transport->port());
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
+  p.matmul_gflops = s.options.matmul_gflops;
   s.profile = measure_local_profile(*s.pool, p);
   if (s.options.memory_limit_bytes > 0) {
     s.profile.free_memory_bytes =
@@ -278,8 +296,55 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
             .dump();
     net::send_message(*c, 0, p);
     auto idle_since = Clock::now();
+    // A stage link failed: the coordinator is told which (it may be waiting on another
+    // node of the chain), and the plan is dropped.
+    // Told first, so that the coordinator hears of it before the ERRORs of the stages after
+    // this one, whose links close next.
+    const auto link_failed = [&](uint64_t id, const std::string& what) {
+      log(what);
+      net::send_message(*c, id, net::ErrorReply{net::ErrorCode::FORWARD_FAILED, what});
+      close_links(*loaded);
+      loaded.reset();
+    };
+    std::optional<net::Frame> pending;  // the coordinator's, read early
     while (!stopping) {
-      std::optional<net::Frame> frame = c->try_recv_frame(net::Millis(200));
+      std::optional<net::Frame> frame;
+      bool from_prev = false;
+      if (pending) {
+        frame = std::move(pending);
+        pending.reset();
+      } else if (loaded && loaded->prev) {
+        // Batches come from the previous stage; the coordinator only says LOAD or BYE.
+        frame = c->try_recv_frame(net::Millis(0));
+        if (!frame) {
+          try {
+            frame = loaded->prev->try_recv_frame(net::Millis(50));
+          } catch (const std::exception& e) {
+            // The previous stage closes its links when its coordinator says BYE (the end
+            // of the session) or sends it a new plan (LOAD), which this node is then about
+            // to hear too: no error then.
+            std::optional<net::Frame> next = c->try_recv_frame(net::Millis(200));
+            if (next && next->header.type == net::MessageType::BYE) {
+              log("coordinator '" + c->peer_name() + "' said goodbye");
+              close_links(*loaded);
+              c->close();
+              return;
+            }
+            if (!next || next->header.type != net::MessageType::LOAD) {
+              link_failed(
+                  0, std::string("[cluster] the link from the previous stage failed: ") + e.what());
+            } else {
+              close_links(*loaded);
+              loaded.reset();
+            }
+            pending = std::move(next);  // read in turn
+            continue;
+          }
+          from_prev = frame.has_value();
+        }
+      } else {
+        frame = c->try_recv_frame(net::Millis(200));
+      }
       if (!frame) {
         if (Clock::now() - idle_since > options.recv_timeout) {
           throw Error("cluster",
@@ -288,8 +353,22 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
         continue;
       }
       idle_since = Clock::now();
+      if (from_prev) {
+        try {
+          if (frame->header.type != net::MessageType::FORWARD) {
+            throw StageLinkError("cluster",
+                                 "the previous stage '" + loaded->prev->peer_name() + "' sent " +
+                                     std::string(net::message_type_name(frame->header.type)));
+          }
+          forward(*c, *frame, *loaded, input, output, wire);
+        } catch (const Error& e) {
+          link_failed(frame->header.id, e.what());
+        }
+        continue;
+      }
       switch (frame->header.type) {
         case net::MessageType::LOAD:
+          if (loaded) close_links(*loaded);
           loaded.reset();  // a new plan replaces the old shard
           loaded = load(*c, net::decode_load(frame->payload()));
           break;
@@ -299,7 +378,11 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
                               net::ErrorReply{net::ErrorCode::PROTOCOL, "FORWARD before LOAD"});
             break;
           }
-          forward(*c, *frame, *loaded, input, output, wire);
+          try {
+            forward(*c, *frame, *loaded, input, output, wire);
+          } catch (const StageLinkError& e) {
+            link_failed(frame->header.id, e.what());
+          }
           break;
         case net::MessageType::BYE:
           log("coordinator '" + c->peer_name() + "' said goodbye");
@@ -320,6 +403,7 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     } catch (const std::exception&) {
     }
   }
+  if (loaded) close_links(*loaded);
   c->close();
   // Ring links of this session that were never taken (a load that failed) go with it.
   std::lock_guard<std::mutex> lock(inbox_mutex);
@@ -331,6 +415,30 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
   try {
     Assignment a = assignment_from_json(nlohmann::json::parse(request.plan_json));
     const auto start = Clock::now();
+    // Stage links to the next stage first, before this node loads anything: the next stage
+    // finds them waiting when it has loaded its own shard. Closed if this load fails.
+    std::vector<std::shared_ptr<net::Connection>> next;
+    struct CloseOnFailure {
+      std::vector<std::shared_ptr<net::Connection>>& links;
+      ~CloseOnFailure() {
+        for (auto& link : links) {
+          if (link) link->close();
+        }
+      }
+    } close_on_failure{next};
+    if (a.rank == 0) {
+      for (const std::string& address : a.flow.next) {
+        try {
+          next.push_back(transport->connect(address, net::Millis(30000)));
+          net::send_message(*next.back(), 0,
+                            net::Ring{a.flow.token, static_cast<uint32_t>(a.stage)});
+        } catch (const Error& e) {
+          throw Error("cluster", "stage " + std::to_string(a.stage) +
+                                     " could not link to the next stage at " + address + ": " +
+                                     e.what());
+        }
+      }
+    }
     // Where the weights come from: the same model file, else a cached shard, else the wire.
     std::string source;
     fs::path path;
@@ -380,14 +488,33 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       heartbeat->watch(ring->next());
       heartbeat->watch(ring->prev());
     }
+    std::shared_ptr<net::Connection> prev;
+    if (a.flow.prev > 0) {
+      // The previous stage's rank 0 dialled this rank (with the flow token, as its stage).
+      try {
+        prev =
+            accept_ring_link(a.flow.token, static_cast<uint32_t>(a.stage - 1), net::Millis(30000));
+      } catch (const Error& e) {
+        throw Error("cluster", "stage " + std::to_string(a.stage - 1) +
+                                   " did not link to this stage: " + e.what());
+      }
+      heartbeat->watch(prev);
+    }
+    for (auto& link : next) heartbeat->watch(link);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     log("loaded layers [" + std::to_string(a.shard.layer_begin) + ", " +
         std::to_string(a.shard.layer_end) + ")" + (a.shard.embedding ? " + embedding" : "") +
         (a.shard.output ? " + output" : "") + " from " + source + " in " +
-        std::to_string(seconds).substr(0, 5) + " s");
+        std::to_string(seconds).substr(0, 5) + " s" +
+        (prev ? "; input from the previous stage" : "") +
+        (a.flow.next.empty() ? ""
+         : a.rank == 0       ? "; output to the next stage"
+                             : "; output by rank 0"));
     net::send_message(c, 0, net::Ready{});
-    return Loaded{std::move(a), std::move(file), std::move(info), std::move(shard),
-                  std::move(ring)};
+    Loaded result{std::move(a),    std::move(file), std::move(info), std::move(shard),
+                  std::move(ring), std::move(prev), std::move(next)};
+    next.clear();  // now the session's
+    return result;
   } catch (const std::exception& e) {
     log(std::string("load failed: ") + e.what());
     net::send_message(c, 0, net::ErrorReply{net::ErrorCode::LOAD_FAILED, e.what()});
@@ -398,7 +525,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
 void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
                                std::vector<float>& input, std::vector<float>& output,
                                std::vector<uint8_t>& wire) {
-  const net::Forward f = net::decode_forward(frame.payload());
+  net::Forward f = net::decode_forward(frame.payload());
   const HParams& hp = loaded.info.hp;
   const uint32_t n = static_cast<uint32_t>(f.batch.size());
   try {
@@ -419,6 +546,31 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
     r.compute_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     const Assignment& a = loaded.assignment;
+    if (!a.flow.next.empty()) {
+      // The next stage runs on nodes: rank 0 sends it the hidden states (every rank holds
+      // them after the last all-reduce) and the batch, with the stage times so far.
+      if (a.rank != 0) return;
+      if (f.upstream_ns.size() >= net::kMaxChainStages) {
+        throw StageLinkError("cluster", "FORWARD: too many stage times");
+      }
+      net::Forward out;
+      out.batch = std::move(f.batch);
+      out.activations = net::encode_activations(
+          std::span<const float>(output.data(), size_t{n} * static_cast<size_t>(hp.n_embd)), n,
+          static_cast<uint32_t>(hp.n_embd), a.wire_dtype, wire);
+      out.upstream_ns = std::move(f.upstream_ns);
+      out.upstream_ns.push_back(r.compute_ns);
+      for (const auto& link : loaded.next) {
+        try {
+          net::send_message(*link, frame.header.id, out);
+        } catch (const Error& e) {
+          throw StageLinkError("cluster", "the link to the next stage '" + link->peer_name() +
+                                              "' failed: " + e.what());
+        }
+      }
+      return;
+    }
+    r.upstream_ns = std::move(f.upstream_ns);
     if (a.shard.output) {
       // This rank's vocabulary rows (all of them unless the head is split).
       const engine::TensorSlice& slice = loaded.shard.spec().slice;
@@ -436,6 +588,8 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
           rows, static_cast<uint32_t>(hp.n_embd), a.wire_dtype, wire);
     }
     net::send_message(c, frame.header.id, r);
+  } catch (const StageLinkError&) {
+    throw;
   } catch (const Error& e) {
     // A bad batch (full context, unknown slot) fails this request, not the session.
     net::send_message(c, frame.header.id,

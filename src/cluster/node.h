@@ -28,6 +28,7 @@ struct NodeOptions {
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
   double bandwidth_gbs = 0;         // 0: measured at start-up
+  double matmul_gflops = 0;         // > 0: reported instead of measured (nodes sharing a machine)
   uint64_t memory_limit_bytes = 0;  // the most free memory to report; 0: what is free
   bool measure_matmul = true;       // false: report 0 GFLOP/s (the planner then uses bytes only)
   // Map the model file when the coordinator names one this machine has (same content

@@ -65,20 +65,24 @@ Payload fields_only(WireWriter& w) {
 
 // ---- activations: u8 dtype | u32 rows | u32 cols | u64 n_bytes | data ----
 
-void write_activations_fields(WireWriter& w, const Activations& a) {
+void write_activations_fields(WireWriter& w, const Activations& a, bool stage_times = false) {
   HERD_CHECK(a.rows <= kMaxActivationRows && a.cols <= kMaxActivationCols);
   HERD_CHECK_MSG(a.data.size() == uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype),
                  "rows=" + std::to_string(a.rows) + " cols=" + std::to_string(a.cols) +
                      " bytes=" + std::to_string(a.data.size()));
-  w.u8(static_cast<uint8_t>(a.dtype));
+  w.u8(static_cast<uint8_t>(a.dtype) | (stage_times ? kStageTimesFlag : 0));
   w.u32(a.rows);
   w.u32(a.cols);
   w.u64(a.data.size());
 }
 
-Activations read_activations(WireReader& r) {
+Activations read_activations(WireReader& r, bool* stage_times = nullptr) {
   Activations a;
   uint8_t dtype = r.u8("dtype");
+  if (stage_times != nullptr) {
+    *stage_times = (dtype & kStageTimesFlag) != 0;
+    dtype = static_cast<uint8_t>(dtype & ~kStageTimesFlag);
+  }
   if (dtype > static_cast<uint8_t>(WireDType::F16)) {
     r.fail("dtype", "unknown activation type " + std::to_string(dtype));
   }
@@ -97,6 +101,26 @@ Activations read_activations(WireReader& r) {
   }
   a.data = r.bytes(n_bytes, "data");
   return a;
+}
+
+// ---- stage times: u32 n (1..kMaxChainStages) | n x u64 compute_ns, after the activations'
+// data when their dtype byte has kStageTimesFlag ----
+
+void write_stage_times(WireWriter& w, const std::vector<uint64_t>& times) {
+  if (times.empty()) return;
+  HERD_CHECK(times.size() <= kMaxChainStages);
+  w.u32(static_cast<uint32_t>(times.size()));
+  for (uint64_t t : times) w.u64(t);
+}
+
+std::vector<uint64_t> read_stage_times(WireReader& r, bool present) {
+  std::vector<uint64_t> times;
+  if (!present) return times;
+  const uint32_t n = r.count(kMaxChainStages, 8, "n_stage_times");
+  if (n == 0) r.fail("n_stage_times", "an empty list is sent as no flag and no list");
+  times.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) times.push_back(r.u64("stage_ns"));
+  return times;
 }
 
 }  // namespace
@@ -297,7 +321,8 @@ Ring decode_ring(ConstBytes payload) {
   return m;
 }
 
-// ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations ----
+// ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations
+//      | stage times (optional) ----
 
 namespace {
 constexpr uint64_t kForwardTokenBytes = 4 + 4 + 4 + 1;
@@ -309,7 +334,7 @@ Payload encode(const Forward& m) {
   HERD_CHECK(n <= kMaxBatchTokens);
   HERD_CHECK(b.seq.size() == n && b.pos.size() == n && b.want_logits.size() == n);
   HERD_CHECK(m.activations.rows == 0 || m.activations.rows == n);
-  WireWriter w(4 + n * kForwardTokenBytes + 32);
+  WireWriter w(4 + n * kForwardTokenBytes + 32 + 8 * m.upstream_ns.size());
   w.u32(static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) {
     w.i32(b.tokens[i]);
@@ -317,8 +342,11 @@ Payload encode(const Forward& m) {
     w.i32(b.pos[i]);
     w.u8(b.want_logits[i] ? 1 : 0);
   }
-  write_activations_fields(w, m.activations);
-  return Payload{w.take(), m.activations.data};
+  write_activations_fields(w, m.activations, !m.upstream_ns.empty());
+  // The stage times follow the activations' data, as a trailer of the gather write.
+  WireWriter times;
+  write_stage_times(times, m.upstream_ns);
+  return Payload{w.take(), m.activations.data, times.take()};
 }
 
 Forward decode_forward(ConstBytes payload) {
@@ -340,23 +368,27 @@ Forward decode_forward(ConstBytes payload) {
     }
     b.add(token, seq, pos, want);
   }
-  m.activations = read_activations(r);
+  bool stage_times = false;
+  m.activations = read_activations(r, &stage_times);
   if (m.activations.rows != 0 && m.activations.rows != n) {
     r.fail("rows", std::to_string(m.activations.rows) + " activation rows for " +
                        std::to_string(n) + " tokens");
   }
+  m.upstream_ns = read_stage_times(r, stage_times);
   r.expect_end();
   return m;
 }
 
-// ---- RESULT: u8 kind | activations ----
+// ---- RESULT: u8 kind | u64 compute_ns | activations | stage times (optional) ----
 
 Payload encode(const Result& m) {
   WireWriter w;
   w.u8(static_cast<uint8_t>(m.kind));
   w.u64(m.compute_ns);
-  write_activations_fields(w, m.output);
-  return Payload{w.take(), m.output.data};
+  write_activations_fields(w, m.output, !m.upstream_ns.empty());
+  WireWriter times;
+  write_stage_times(times, m.upstream_ns);
+  return Payload{w.take(), m.output.data, times.take()};
 }
 
 Result decode_result(ConstBytes payload) {
@@ -368,7 +400,9 @@ Result decode_result(ConstBytes payload) {
   }
   m.kind = static_cast<ResultKind>(kind);
   m.compute_ns = r.u64("compute_ns");
-  m.output = read_activations(r);
+  bool stage_times = false;
+  m.output = read_activations(r, &stage_times);
+  m.upstream_ns = read_stage_times(r, stage_times);
   r.expect_end();
   return m;
 }

@@ -31,6 +31,7 @@ inline constexpr uint32_t kMaxPlanJsonBytes = 16 << 20;
 inline constexpr uint32_t kMaxBatchTokens = 1 << 16;
 inline constexpr uint32_t kMaxActivationRows = 1 << 20;
 inline constexpr uint32_t kMaxActivationCols = 1 << 24;
+inline constexpr uint32_t kMaxChainStages = 4096;  // stage times a FORWARD or RESULT carries
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
@@ -38,11 +39,13 @@ using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;
 
 // One encoded payload: `head` holds the fields, `tail` the bulk data that follows them
-// unchanged (a view of the caller's buffer: keep it alive until the frame is sent).
+// unchanged (a view of the caller's buffer: keep it alive until the frame is sent), and
+// `trailer` any fields after the bulk data (FORWARD's and RESULT's stage times).
 struct Payload {
   std::vector<uint8_t> head;
   ConstBytes tail;
-  uint64_t size() const { return head.size() + tail.size(); }
+  std::vector<uint8_t> trailer{};
+  uint64_t size() const { return head.size() + tail.size() + trailer.size(); }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -129,12 +132,20 @@ struct Activations {
   ConstBytes data;  // rows * cols * wire_dtype_size(dtype) bytes
 };
 
+// Optional block of FORWARD and RESULT after the activations' data (docs/protocol.md "Stage
+// times"): the compute time of each stage the batch went through since the coordinator
+// sent it, when stages pass it straight to each other. Its presence is this bit of the
+// activations' dtype byte, so a payload cut before it never passes for one without it.
+// Absent (empty) on a batch straight from the coordinator: the version-1 layout unchanged.
+inline constexpr uint8_t kStageTimesFlag = 0x80;
+
 // FORWARD: one batch for a stage. `activations` are the previous stage's output, one row
 // per token ([n_tokens, n_embd]); a first stage (which embeds the tokens) gets rows = 0.
 struct Forward {
   static constexpr MessageType kType = MessageType::FORWARD;
   engine::Batch batch;
   Activations activations;
+  std::vector<uint64_t> upstream_ns{};  // at most kMaxChainStages
 };
 
 enum class ResultKind : uint8_t { HIDDEN = 0, LOGITS = 1 };
@@ -146,6 +157,9 @@ struct Result {
   ResultKind kind = ResultKind::HIDDEN;
   Activations output;
   uint64_t compute_ns = 0;  // the stage's time in the forward pass (for per-stage figures)
+  // The compute time of each stage before the sender that the batch passed through
+  // directly (stage to stage), in order; empty when the coordinator sent it the batch.
+  std::vector<uint64_t> upstream_ns{};  // at most kMaxChainStages
 };
 
 // COLLECTIVE: one chunk of one step of a collective (ring all-reduce): f32 values for
@@ -199,7 +213,8 @@ struct Want {
 };
 
 // RING: the first frame on a connection between two ranks of a tensor-parallel stage (the
-// links of its ring all-reduce): who is calling, for which loaded plan.
+// links of its ring all-reduce), or on a stage link (rank 0 of a stage to a rank of the
+// next: then the plan's flow token and the calling stage): who is calling, for which plan.
 struct Ring {
   static constexpr MessageType kType = MessageType::RING;
   uint64_t token = 0;  // the plan's ring token, from the LOAD both ranks were given

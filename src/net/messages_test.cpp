@@ -121,6 +121,60 @@ TEST(MessagesTest, ForwardAndResultRoundTrip) {
   EXPECT_EQ(back, hidden);
 }
 
+TEST(MessagesTest, StageTimesTravelAfterTheActivations) {
+  std::vector<float> hidden = {1, 2, 3, 4, 5, 6};
+  std::vector<uint8_t> storage;
+  Forward in;
+  in.batch.add(100, 0, 0, false);
+  in.batch.add(101, 0, 1, true);
+  in.activations = encode_activations(hidden, 2, 3, WireDType::F32, storage);
+  const uint64_t plain = encode(in).size();
+  in.upstream_ns = {11, 22};
+  const Payload payload = encode(in);
+  EXPECT_EQ(payload.tail.data(), in.activations.data.data());  // the data is not copied
+  EXPECT_EQ(payload.size(), plain + 4 + 2 * 8);
+  Forward out = round_trip(in);
+  EXPECT_EQ(out.upstream_ns, in.upstream_ns);
+  std::vector<float> back(6);
+  decode_activations(out.activations, back);
+  EXPECT_EQ(back, hidden);
+
+  Result r{ResultKind::HIDDEN, encode_activations(hidden, 3, 2, WireDType::F32, storage), 5};
+  r.upstream_ns = {7, 8, 9};
+  Result r2 = round_trip(r);
+  EXPECT_EQ(r2.compute_ns, 5u);
+  EXPECT_EQ(r2.upstream_ns, r.upstream_ns);
+  // Without stage times: the version-1 layout, and an empty list.
+  r.upstream_ns.clear();
+  EXPECT_TRUE(round_trip(r).upstream_ns.empty());
+
+  // No flag but a list, the flag but no list, an empty list, a count past the end, a short
+  // value, a byte too many.
+  std::vector<uint8_t> bytes = joined(encode(in));
+  const size_t dtype = 4 + 2 * 13, ext = bytes.size() - (4 + 16);
+  EXPECT_EQ(bytes[dtype], kStageTimesFlag);
+  std::vector<uint8_t> bad = bytes;
+  bad[dtype] = 0;
+  EXPECT_THROW(decode_forward(bad), Error);
+  bad.resize(ext);
+  EXPECT_NO_THROW(decode_forward(bad));
+  bad[dtype] = kStageTimesFlag;
+  EXPECT_THROW(decode_forward(bad), Error);
+  bad = bytes;
+  store_le<uint32_t>(bad.data() + ext, 0);
+  bad.resize(ext + 4);
+  EXPECT_THROW(decode_forward(bad), Error);
+  bad = bytes;
+  store_le<uint32_t>(bad.data() + ext, 0xffffffff);
+  EXPECT_THROW(decode_forward(bad), Error);
+  bad = bytes;
+  bad.pop_back();
+  EXPECT_THROW(decode_forward(bad), Error);
+  bad = bytes;
+  bad.push_back(0);
+  EXPECT_THROW(decode_forward(bad), Error);
+}
+
 TEST(MessagesTest, F16HalvesTheBytesPerToken) {
   EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F32), 16384u);
   EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F16), 8192u);

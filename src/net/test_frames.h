@@ -10,10 +10,11 @@
 
 namespace herd::net::testing {
 
-// The payload as one contiguous buffer (head then tail).
+// The payload as one contiguous buffer (head, tail, trailer).
 inline std::vector<uint8_t> joined(const Payload& payload) {
   std::vector<uint8_t> out(payload.head);
   out.insert(out.end(), payload.tail.begin(), payload.tail.end());
+  out.insert(out.end(), payload.trailer.begin(), payload.trailer.end());
   return out;
 }
 
@@ -55,6 +56,12 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
   forward.activations = Activations{WireDType::F32, 2, 4, ConstBytes(data.data(), 32)};
   Result result{ResultKind::LOGITS, Activations{WireDType::F16, 3, 8, ConstBytes(data.data(), 48)}};
   Collective collective{5, 2, 100, ConstBytes(data.data(), 40)};
+  // Stage to stage: a FORWARD and a RESULT with the stage times of the stages before.
+  Forward chained = forward;
+  chained.upstream_ns = {1500, 2600};
+  Result chained_result = result;
+  chained_result.compute_ns = 700;
+  chained_result.upstream_ns = {1500, 2600, 3700};
   return {frame_bytes(hello),
           frame_bytes(profile),
           frame_bytes(load),
@@ -68,7 +75,9 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(ErrorReply{ErrorCode::LOAD_FAILED, "disk full"}),
           frame_bytes(Bye{}),
           frame_bytes(Want{}),
-          frame_bytes(Ring{0x1234, 2})};
+          frame_bytes(Ring{0x1234, 2}),
+          frame_bytes(chained),
+          frame_bytes(chained_result)};
 }
 
 }  // namespace herd::net::testing

@@ -106,8 +106,10 @@ class Connection {
 template <typename M>
 void send_message(Connection& connection, uint64_t id, const M& message) {
   Payload payload = encode(message);
-  ConstBytes parts[2] = {payload.head, payload.tail};
-  connection.send_frame_parts(FrameHeader{M::kType, 0, id, payload.size()}, parts);
+  // The trailer only when there is one: the bulk data stays the last part otherwise.
+  ConstBytes parts[3] = {payload.head, payload.tail, payload.trailer};
+  connection.send_frame_parts(FrameHeader{M::kType, 0, id, payload.size()},
+                              std::span<const ConstBytes>(parts, payload.trailer.empty() ? 2 : 3));
 }
 
 // Decodes `frame` as an M. An ERROR frame becomes herd::Error "[net] peer 'x' reported

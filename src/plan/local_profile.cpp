@@ -56,7 +56,9 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
                            ? options.bandwidth_gbs
                            : measure_read_bandwidth(pool, options.probe_bytes, 3) / 1e9;
   // Reported to the coordinator; the planner sizes shares by bandwidth for now.
-  node.matmul_gflops = options.measure_matmul ? measure_matmul_gflops(pool) : 0;
+  node.matmul_gflops = options.matmul_gflops > 0 ? options.matmul_gflops
+                       : options.measure_matmul  ? measure_matmul_gflops(pool)
+                                                 : 0;
   return node;
 }
 

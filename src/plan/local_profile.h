@@ -19,6 +19,7 @@ struct LocalProfileOptions {
   double bandwidth_gbs = 0;                // 0: measure it with the pool's threads
   size_t probe_bytes = size_t{256} << 20;  // buffer the bandwidth probe streams
   bool measure_matmul = false;             // also time a quantized matrix product (~0.2 s)
+  double matmul_gflops = 0;                // > 0: report this instead of measuring it
 };
 
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options);
