@@ -21,49 +21,9 @@ dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
 unset HERD_KEY
 
-# Every process the test starts is a background job of this shell: cleanup signals only the
-# jobs not yet reaped (jobs -p), so that a recycled process id is never hit.
-cleanup() {
-  local pid live
-  live=$(jobs -p)
-  for pid in $live; do kill -CONT "$pid" 2>/dev/null || true; done
-  for pid in $live; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in $live; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for log in "$dir"/*.log; do
-    [ -e "$log" ] && { echo "--- $(basename "$log")"; tail -15 "$log"; }
-  done
-  exit 1
-}
+source "$(dirname "$0")/node_lib.sh"
 start=$SECONDS
 
-# start_node <name> [node options...]: starts `herd node` in the background; its log is
-# $dir/<name>.log. wait_nodes then waits until each has logged its address, in addr[name].
-declare -A addr pid_of
-start_node() {
-  local name=$1
-  shift
-  "$herd" node --listen 127.0.0.1:0 --threads 1 --name "$name" "$@" 2>"$dir/$name.log" &
-  pid_of[$name]=$!
-}
-wait_nodes() {
-  local name line
-  for name in "$@"; do
-    for _ in $(seq 400); do
-      line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
-      [ -n "$line" ] && break
-      kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited at start"
-      sleep 0.05
-    done
-    [ -n "$line" ] || fail "node $name did not log its address"
-    addr[$name]=${line#listening on }
-  done
-}
 stop_node() {  # stop_node <name>: SIGTERM, and it must exit by itself
   local pid=${pid_of[$1]}
   kill -TERM "$pid"
@@ -71,8 +31,6 @@ stop_node() {  # stop_node <name>: SIGTERM, and it must exit by itself
   kill -0 "$pid" 2>/dev/null && fail "node $1 ignored SIGTERM"
   wait "$pid" 2>/dev/null || true
 }
-mark() { wc -l <"$dir/$1.log"; }   # mark <name>: lines in its log so far
-since() { tail -n +"$(($2 + 1))" "$dir/$1.log"; }  # since <name> <mark>: the log after it
 tokens() { tr -s ' \n' ',' <"$1" | sed 's/^,//; s/,$//'; }
 
 # eval_model <model> <out> [options...]: herd eval of the model's first token file.

@@ -14,46 +14,9 @@ dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache
 unset HERD_KEY
 
-cleanup() {
-  local pid live
-  live=$(jobs -p)
-  for pid in $live; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in $live; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for log in "$dir"/*.log; do
-    [ -e "$log" ] && { echo "--- $(basename "$log")"; tail -8 "$log"; }
-  done
-  exit 1
-}
+log_lines=8
+source "$(dirname "$0")/node_lib.sh"
 start=$SECONDS
-
-declare -A addr pid_of
-start_node() {
-  local name=$1
-  "$herd" node --listen 127.0.0.1:0 --threads 1 --bandwidth 10 --matmul 20 --name "$name" \
-    2>"$dir/$name.log" &
-  pid_of[$name]=$!
-}
-wait_nodes() {
-  local name line
-  for name in "$@"; do
-    for _ in $(seq 400); do
-      line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
-      [ -n "$line" ] && break
-      kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited at start"
-      sleep 0.05
-    done
-    [ -n "$line" ] || fail "node $name did not log its address"
-    addr[$name]=${line#listening on }
-  done
-}
-mark() { wc -l <"$dir/$1.log"; }
-since() { tail -n +"$(($2 + 1))" "$dir/$1.log"; }
 
 # 8 layers, so that 8 stages get one each.
 model=$dir/synth8.gguf
@@ -69,7 +32,7 @@ eval_model() {  # eval_model <out> [options...]
 eval_model "$dir/ref.f32"
 
 names=(f1 f2 f3 f4 f5 f6 f7 f8)
-for n in "${names[@]}"; do start_node "$n"; done
+for n in "${names[@]}"; do start_node "$n" --bandwidth 10 --matmul 20; done
 wait_nodes "${names[@]}"
 peers_of() {  # peers_of <P>: the first P nodes' addresses
   local list="" i

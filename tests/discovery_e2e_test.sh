@@ -33,23 +33,9 @@ fi
 dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache
 unset HERD_KEY
-cleanup() {
-  local pid live
-  live=$(jobs -p)
-  for pid in $live; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in $live; do wait "$pid" 2>/dev/null || true; done
-  [ -f "$dir/dbus.pid" ] && kill "$(cat "$dir/dbus.pid")" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for log in "$dir"/*.log; do
-    [ -e "$log" ] && { echo "--- $(basename "$log")"; tail -15 "$log"; }
-  done
-  exit 1
-}
+cleanup_more() { [ -f "$dir/dbus.pid" ] && kill "$(cat "$dir/dbus.pid")" 2>/dev/null || true; }
+node_ready_pattern="advertised\|not advertised"  # wait_nodes: until it has tried to advertise
+source "$(dirname "$0")/node_lib.sh"
 
 ip link set lo up
 ip link set lo multicast on
@@ -105,27 +91,6 @@ stop_avahi() {
   wait "$avahi_pid" 2>/dev/null || true
 }
 
-declare -A addr pid_of
-start_node() {  # start_node <name> [node options...]
-  local name=$1
-  shift
-  "$herd" node --listen 127.0.0.1:0 --threads 1 --bandwidth 10 --name "$name" "$@" \
-    2>"$dir/$name.log" &
-  pid_of[$name]=$!
-}
-wait_nodes() {  # wait_nodes <name>...: until each has logged its address and advert
-  local name line
-  for name in "$@"; do
-    for _ in $(seq 600); do
-      line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
-      [ -n "$line" ] && grep -q "advertised\|not advertised" "$dir/$name.log" && break
-      kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited at start"
-      sleep 0.05
-    done
-    [ -n "$line" ] || fail "node $name did not log its address"
-    addr[$name]=${line#listening on }
-  done
-}
 # names <herd nodes args...>: the node names `herd nodes --json` lists, sorted, one line.
 names() {
   "$herd" nodes --json --discover-ms 700 "$@" 2>"$dir/nodes.err" >"$dir/nodes.json" ||
@@ -159,7 +124,7 @@ start_avahi
 if [ "$mode" = sixteen ]; then
   all=()
   for i in $(seq -w 1 16); do
-    start_node "m$i" --key "$dir/k1"
+    start_node "m$i" --bandwidth 10 --key "$dir/k1"
     all+=("m$i")
   done
   wait_nodes "${all[@]}"
@@ -184,10 +149,10 @@ fi
 # ---- three nodes of cluster k1, one of k2 ---------------------------------------------------
 # --no-model-files: the nodes are sent the weights, so their cache (shared here) fills, and
 # their TXT records must then list the model.
-start_node n1 --key "$dir/k1" --no-model-files
-start_node n2 --key "$dir/k1" --no-model-files
-start_node n3 --key "$dir/k1" --no-model-files
-start_node other --key "$dir/k2"
+start_node n1 --bandwidth 10 --key "$dir/k1" --no-model-files
+start_node n2 --bandwidth 10 --key "$dir/k1" --no-model-files
+start_node n3 --bandwidth 10 --key "$dir/k1" --no-model-files
+start_node other --bandwidth 10 --key "$dir/k2"
 wait_nodes n1 n2 n3 other
 grep -q "advertised on the LAN as 'n1'" "$dir/n1.log" || fail "n1 did not advertise"
 wait_names "n1 n2 n3" --key "$dir/k1"
@@ -257,7 +222,7 @@ expect_fail "no mDNS daemon is running" run --model "$model" --prompt hi -n 2 --
   --peers auto --key "$dir/k1"
 for _ in $(seq 50); do grep -q "lost the mDNS daemon" "$dir/n1.log" && break; sleep 0.1; done
 grep -q "lost the mDNS daemon" "$dir/n1.log" || fail "n1 did not say it lost the daemon"
-start_node n4 --key "$dir/k1"
+start_node n4 --bandwidth 10 --key "$dir/k1"
 wait_nodes n4
 grep -q "no mDNS daemon is running.*not advertised" "$dir/n4.log" || fail "n4 did not warn"
 [ "$(grep -c "mDNS" "$dir/n4.log")" = 1 ] || fail "n4 warned more than once"

@@ -14,46 +14,13 @@ dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
 unset HERD_KEY
 source "$here/serve_lib.sh"
-fail() {
-  echo "FAIL: $*"
-  for log in "${serve_log:-}" "$dir"/n*.log; do
-    [ -e "$log" ] && { echo "--- $log"; tail -15 "$log"; }
-  done
-  exit 1
-}
-
-# Every process the test starts is a background job of this shell: cleanup signals only the
-# jobs not yet reaped (jobs -p), so that a recycled process id is never hit.
-cleanup() {
-  local pid live
-  live=$(jobs -p)
-  for pid in $live; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in $live; do wait "$pid" 2>/dev/null || true; done
-  rm -f "${serve_log:-}"
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source "$here/node_lib.sh"
+cleanup_more() { rm -f "${serve_log:-}"; }
 
 # Nodes listen on port 0 and log their address. --bandwidth: probes of nodes that share a
 # machine slow each other (docs/cluster.md); the same figure gives every node a stage.
-declare -A addr pid_of
-for name in n1 n2 n3; do
-  "$herd" node --listen 127.0.0.1:0 --threads 1 --name "$name" --bandwidth 10 \
-    2>"$dir/$name.log" &
-  pid_of[$name]=$!
-done
-for name in n1 n2 n3; do
-  line=""
-  for _ in $(seq 400); do
-    line=$(grep -o "listening on 127\.0\.0\.1:[0-9]*" "$dir/$name.log" || true)
-    [ -n "$line" ] && break
-    kill -0 "${pid_of[$name]}" 2>/dev/null || fail "node $name exited: $(cat "$dir/$name.log")"
-    sleep 0.05
-  done
-  [ -n "$line" ] || fail "node $name did not log its address"
-  addr[$name]=${line#listening on }
-done
+for name in n1 n2 n3; do start_node "$name" --bandwidth 10; done
+wait_nodes n1 n2 n3
 
 # Six layers, two per stage; wide enough that a long reply takes seconds.
 serve_model "$dir" 1024 6
