@@ -666,7 +666,8 @@ namespace {
 // problem (a model that does not fit, a failed load).
 std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
                                               const std::vector<std::string>& peers, bool tolerant,
-                                              std::vector<std::string>& unreachable) {
+                                              std::vector<std::string>& unreachable,
+                                              std::vector<std::string>& failed_loads) {
   const ClusterOptions& options = st.options;
   const std::string& path = st.path;
   auto impl = std::make_unique<ClusterRunner::Impl>(st.file, st.info);
@@ -793,10 +794,14 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) {
       if (!rank.remote) continue;
-      loaders.emplace_back([&r, &rank, &hash, &absolute, &record] {
+      loaders.emplace_back([&r, &rank, &hash, &absolute, &record, &errors_mutex, &failed_loads] {
         try {
           r.load_remote(rank, hash, absolute);
         } catch (const std::exception& e) {
+          {
+            std::lock_guard<std::mutex> lock(errors_mutex);
+            failed_loads.push_back(r.nodes[static_cast<size_t>(rank.node)].address);
+          }
           record(e.what());
           rank.remote->fail(e.what());  // ring neighbours waiting for it give up at once
         }
@@ -856,8 +861,8 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
     }
   }
   auto state = std::make_unique<State>(path, options);
-  std::vector<std::string> unreachable;
-  std::unique_ptr<Impl> impl = form_pod(*state, options.peers, false, unreachable);
+  std::vector<std::string> unreachable, failed_loads;
+  std::unique_ptr<Impl> impl = form_pod(*state, options.peers, false, unreachable, failed_loads);
   state->history.resize(static_cast<size_t>(impl->plan.n_seq));
   state->event("formed", "pod formed: " + impl->describe());
   return std::unique_ptr<ClusterRunner>(new ClusterRunner(std::move(state), std::move(impl)));
@@ -1078,49 +1083,94 @@ void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
   replay_ms_ = static_cast<int>(seconds_since(start) * 1000);
 }
 
-std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(
-    const engine::Batch& next, const std::vector<std::string>& skip) {
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Batch& next,
+                                                               std::vector<std::string> skip) {
   State& st = *state_;
-  std::vector<std::string> unreachable, peers;
-  for (const std::string& address : all_peers()) {
-    if (std::find(skip.begin(), skip.end(), address) == skip.end()) {
-      peers.push_back(address);
-    } else {
-      unreachable.push_back(address + " (lost)");
-    }
-  }
-  std::shared_ptr<Impl> pod;
-  try {
-    pod = form_pod(st, peers, true, unreachable);
-  } catch (const std::exception& e) {
-    std::string reason = e.what();
-    if (!unreachable.empty()) {
-      std::vector<std::string> named;
-      for (const std::string& u : unreachable) {
-        const auto known = st.known.find(u.substr(0, u.find(' ')));
-        named.push_back(known == st.known.end() ? u : "'" + known->second.name + "' " + u);
+  // Each round leaves out the nodes that failed in the one before (could not load, or died
+  // during the replay): at most one round per node.
+  for (;;) {
+    std::vector<std::string> unreachable, peers, failed;
+    for (const std::string& address : all_peers()) {
+      if (std::find(skip.begin(), skip.end(), address) == skip.end()) {
+        peers.push_back(address);
+      } else {
+        unreachable.push_back(address + " (lost)");
       }
-      reason += "; not answering: " + joined(named);
     }
-    bool news;
-    {
-      std::lock_guard<std::mutex> lock(st.mutex);
-      news = st.state != "degraded" || st.reason != reason;
-      st.state = "degraded";
-      st.reason = reason;
-      st.last_attempt = Clock::now();
+    std::shared_ptr<Impl> pod;
+    std::string error;
+    try {
+      pod = form_pod(st, peers, true, unreachable, failed);
+      try {
+        replay(*pod, next);
+      } catch (const std::exception& e) {
+        error = e.what();
+        failed = settled_lost_nodes(*pod);
+        if (failed.empty()) throw;
+        pod.reset();
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (failed.empty()) {
+        std::string reason = error;
+        if (!unreachable.empty()) {
+          std::vector<std::string> named;
+          for (const std::string& u : unreachable) {
+            const auto known = st.known.find(u.substr(0, u.find(' ')));
+            named.push_back(known == st.known.end() ? u : "'" + known->second.name + "' " + u);
+          }
+          reason += "; not answering: " + joined(named);
+        }
+        bool news;
+        {
+          std::lock_guard<std::mutex> lock(st.mutex);
+          news = st.state != "degraded" || st.reason != reason;
+          st.state = "degraded";
+          st.reason = reason;
+          st.last_attempt = Clock::now();
+        }
+        if (news) st.event("degraded", "the pod cannot run the model: " + reason);
+        throw Error("cluster", "the pod cannot run the model: " + reason);
+      }
+      pod.reset();
     }
-    if (news) st.event("degraded", "the pod cannot run the model: " + reason);
-    throw Error("cluster", "the pod cannot run the model: " + reason);
+    if (!pod) {
+      st.event("lost", "lost node " + named_nodes(failed) + " while forming the pod: " + error);
+      skip.insert(skip.end(), failed.begin(), failed.end());
+      continue;
+    }
+    remember_pod(*pod);
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.lost.clear();
+    for (const std::string& u : unreachable) st.lost.push_back(u.substr(0, u.find(' ')));
+    st.returning.clear();  // this pod asked every node that answers
+    st.state = "ok";
+    st.reason.clear();
+    return pod;
   }
-  replay(*pod, next);
-  remember_pod(*pod);
-  std::lock_guard<std::mutex> lock(st.mutex);
-  st.lost.clear();
-  for (const std::string& u : unreachable) st.lost.push_back(u.substr(0, u.find(' ')));
-  st.state = "ok";
-  st.reason.clear();
-  return pod;
+}
+
+std::vector<std::string> ClusterRunner::settled_lost_nodes(const Impl& pod) const {
+  // A node that reports its ring or stage neighbour gone may answer before this process
+  // sees the neighbour's connection break: the heartbeat settles it within its timeout.
+  std::vector<std::string> lost = pod.lost_nodes();
+  const auto settle =
+      Clock::now() + state_->options.heartbeat.timeout + state_->options.heartbeat.interval;
+  while (lost.empty() && Clock::now() < settle) {
+    std::this_thread::sleep_for(net::Millis(20));
+    lost = pod.lost_nodes();
+  }
+  return lost;
+}
+
+std::string ClusterRunner::named_nodes(const std::vector<std::string>& addresses) const {
+  std::string names;
+  for (const std::string& address : addresses) {
+    const auto known = state_->known.find(address);
+    names += (names.empty() ? "'" : ", '") +
+             (known == state_->known.end() ? address : known->second.name) + "' (" + address + ")";
+  }
+  return names;
 }
 
 void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logits) {
@@ -1168,13 +1218,7 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
       last_error = e.what();
       // A node that reports its ring neighbour gone may answer before this process sees
       // the neighbour's connection break: the heartbeat settles it within its timeout.
-      lost = current->lost_nodes();
-      const auto settle =
-          Clock::now() + st.options.heartbeat.timeout + st.options.heartbeat.interval;
-      while (lost.empty() && Clock::now() < settle) {
-        std::this_thread::sleep_for(net::Millis(20));
-        lost = current->lost_nodes();
-      }
+      lost = settled_lost_nodes(*current);
       set_pod(nullptr);  // broken either way: the next batch gets a pod formed again
       if (lost.empty()) throw;
       {
@@ -1183,16 +1227,10 @@ void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logi
         st.reason = "lost " + joined(lost);
         st.lost = lost;
       }
-      std::string names;
-      for (const std::string& address : lost) {
-        const auto known = st.known.find(address);
-        names += (names.empty() ? "'" : ", '") +
-                 (known == st.known.end() ? address : known->second.name) + "' (" + address + ")";
-      }
-      st.event("lost", "lost node " + names + ": " + last_error);
+      st.event("lost", "lost node " + named_nodes(lost) + ": " + last_error);
     }
   }
-  throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries) +
+  throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries + 1) +
                              " pods failed in a row; last: " + last_error);
 }
 
@@ -1276,7 +1314,9 @@ const std::vector<NodeProfile>& ClusterRunner::nodes() const {
 }
 std::string ClusterRunner::describe() const {
   const std::shared_ptr<Impl> current = pod();
-  return current ? current->describe() : "no pod: " + state_->reason;
+  if (current) return current->describe();
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return "no pod: " + state_->reason;
 }
 
 std::vector<StageStats> ClusterRunner::stage_stats() const {

@@ -132,8 +132,12 @@ class ClusterRunner : public engine::ModelRunner {
   // Forms a pod of the nodes that answer, except `skip` (nodes just lost: a stopped one
   // would hold the recovery up for the connect timeout), and replays; throws when it
   // cannot hold the model (the runner is then "degraded").
-  std::shared_ptr<Impl> form_again(const engine::Batch& next,
-                                   const std::vector<std::string>& skip = {});
+  // A node that cannot load its part, or dies during the replay, is left out and the pod
+  // formed again without it.
+  std::shared_ptr<Impl> form_again(const engine::Batch& next, std::vector<std::string> skip = {});
+  // The pod's nodes whose connections broke, waiting up to the heartbeat's timeout for one.
+  std::vector<std::string> settled_lost_nodes(const Impl& pod) const;
+  std::string named_nodes(const std::vector<std::string>& addresses) const;  // "'a' (addr)"
   // On the mender's thread: which lost (or newly discovered) nodes answer again.
   void probe_returning();
   // At a request boundary: the nodes probe_returning() found are taken into the pod.
@@ -143,6 +147,10 @@ class ClusterRunner : public engine::ModelRunner {
   // a pod (between forward() calls); else probes the nodes that are not in the pod.
   void mend();
 
+  // Threads: forward() (the engine's) and mend() take turns under forward_mutex_, so what
+  // only they touch (State::history, known, the replay figures) needs no other lock;
+  // status(), unavailable() and describe() (any thread) read pod_ and State's status fields
+  // under state_->mutex.
   std::unique_ptr<State> state_;
   std::mutex forward_mutex_;  // forward() and mend() take turns
   std::mutex mender_mutex_;
