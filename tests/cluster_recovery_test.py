@@ -22,7 +22,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from herd_nodes import DIR, ENV, HERD, PROCS, Node, cleanup, fail, herd, peers  # noqa: E402
+from herd_nodes import (DIR, ENV, HERD, PROCS, Node, cleanup, fail, herd, peers,  # noqa: E402
+                        run_killing)
 
 PROMPT = "The herd keeps going"
 
@@ -33,28 +34,13 @@ def run_args(nodes, parallel):
 
 def run_with_kill(nodes, parallel, victim, reference):
     """herd run, SIGKILL of `victim` once a third of the reference answer has arrived."""
-    p = subprocess.Popen([HERD, *run_args(nodes, parallel)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=ENV)
-    PROCS.append(p)
-    out = b""
     target = len(PROMPT) + (len(reference) - len(PROMPT)) // 3
-    killed = False
-    while True:
-        chunk = os.read(p.stdout.fileno(), 1)
-        if not chunk:
-            break
-        out += chunk
-        if not killed and len(out) >= target:
-            victim.kill()
-            killed_at = time.time()
-            killed = True
-    p.wait()
-    err = p.stderr.read().decode(errors="replace")
-    if p.returncode != 0:
-        fail("%s run with a kill exited %d: %s" % (parallel, p.returncode, err))
+    out, err, code, killed = run_killing(run_args(nodes, parallel), [victim], target)
+    if code != 0:
+        fail("%s run with a kill exited %d: %s" % (parallel, code, err))
     if not killed:
         fail("%s: the answer ended before the kill" % parallel)
-    if out.decode(errors="replace") != reference:
+    if out != reference:
         fail("%s: the answer after a kill differs:\n%r\n%r" % (parallel, out, reference))
     if "lost node '%s'" % victim.name not in err or "pod formed again" not in err:
         fail("%s: no recovery reported:\n%s" % (parallel, err))

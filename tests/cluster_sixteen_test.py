@@ -13,12 +13,11 @@ Usage: cluster_sixteen_test.py path/to/herd [--peers-auto]
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from herd_nodes import DIR, ENV, HERD, PROCS, Node, cleanup, fail, herd, peers  # noqa: E402
+from herd_nodes import DIR, Node, cleanup, fail, herd, peers, run_killing  # noqa: E402
 
 PROMPT = "Sixteen nodes"
 AUTO = "--peers-auto" in sys.argv[2:]
@@ -38,28 +37,15 @@ def wait_listed(nodes):
 
 def answer(nodes, parallel, victims=()):
     """herd run across `nodes`; `victims` are killed once a third of the answer is out."""
-    args = [HERD, "run", "-m", MODEL, "--peers", "auto" if AUTO else peers(nodes), "--no-local",
+    args = ["run", "-m", MODEL, "--peers", "auto" if AUTO else peers(nodes), "--no-local",
             "--parallel",
             parallel, "--temp", "0", "-n", "48", "-p", PROMPT, "-c", "256"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
-    PROCS.append(p)
-    out, killed = b"", not victims
-    while True:
-        chunk = os.read(p.stdout.fileno(), 1)
-        if not chunk:
-            break
-        out += chunk
-        if not killed and len(out) >= len(PROMPT) + 16:
-            for v in victims:
-                v.kill()
-            killed = True
-    p.wait()
-    err = p.stderr.read().decode(errors="replace")
-    if p.returncode != 0:
-        fail("%s: herd run exited %d: %s" % (parallel, p.returncode, err))
+    out, err, code, killed = run_killing(args, victims, len(PROMPT) + 16)
+    if code != 0:
+        fail("%s: herd run exited %d: %s" % (parallel, code, err))
     if not killed:
         fail("%s: the answer ended before the kill" % parallel)
-    return out.decode(errors="replace"), err
+    return out, err
 
 
 try:

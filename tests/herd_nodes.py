@@ -84,3 +84,23 @@ def herd(*args, timeout=120):
 
 def peers(nodes):
     return ",".join(n.address for n in nodes)
+
+
+def run_killing(args, victims, after_bytes):
+    """Runs herd with `args`, reading its stdout as it streams; once `after_bytes` bytes are
+    out, SIGKILLs every node in `victims`. Returns (stdout text, stderr text, exit code,
+    whether the kill happened)."""
+    p = subprocess.Popen([HERD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    PROCS.append(p)
+    out, killed = b"", not victims
+    while True:
+        chunk = os.read(p.stdout.fileno(), 1)
+        if not chunk:
+            break
+        out += chunk
+        if not killed and len(out) >= after_bytes:
+            for v in victims:
+                v.kill()
+            killed = True
+    p.wait()
+    return out.decode(errors="replace"), p.stderr.read().decode(errors="replace"), p.returncode, killed

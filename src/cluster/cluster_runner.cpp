@@ -141,8 +141,7 @@ struct RankRunner {
   std::unique_ptr<engine::Shard> shard;     // when this process runs the rank
   std::unique_ptr<RingAllReduce> ring;      // this process's tensor-parallel rank
   std::shared_ptr<net::Connection> remote;  // else
-  uint64_t next_frame_id = 0;
-  std::vector<float> output;  // [n][n_embd] hidden or [n_logits][its vocabulary rows]
+  std::vector<float> output;                // [n][n_embd] hidden or [n_logits][its vocabulary rows]
   uint64_t compute_ns = 0;
 
   // The vocabulary rows this rank's logits cover.
