@@ -25,6 +25,10 @@ void ClusterFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--moe", moe, "MoE experts: auto, expert-parallel, split-experts")
       ->capture_default_str();
   cmd.add_option("--key", key_file, "Cluster key file (default: $HERD_KEY; none: insecure mode)");
+  cmd.add_option("--spare", spares,
+                 "Nodes to keep out of the plan, each standing by with another node's weights "
+                 "loaded to take its place when it is lost (the last N that answer)")
+      ->check(CLI::Range(0, 4096));
 }
 
 std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
@@ -111,7 +115,10 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
 std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   const engine::LocalOptions local = local_options(n_seq);
   const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
-  if (!cluster.distributed()) return engine::LocalRunner::open(model, local);
+  if (!cluster.distributed()) {
+    if (cluster.spares > 0) throw Error("cli", "--spare needs nodes: give --peers");
+    return engine::LocalRunner::open(model, local);
+  }
   cluster::ClusterOptions o;
   o.key = cluster.key();
   o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
@@ -132,6 +139,7 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.local = local;
   o.wire_dtype = wire;
   o.stage_links = !no_stage_links;
+  o.spares = cluster.spares;
   o.progress = stderr;
   return cluster::ClusterRunner::open(model, o);
 }

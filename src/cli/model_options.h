@@ -24,6 +24,7 @@ struct ClusterFlags {
   std::string moe = "auto";
   std::string key_file;
   int discover_ms = net::kDefaultDiscoverMs;
+  int spares = 0;
 
   void add_to(CLI::App& cmd);
   bool distributed() const { return !peers.empty() || no_local; }

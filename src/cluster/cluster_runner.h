@@ -62,6 +62,10 @@ struct ClusterOptions {
   net::HeartbeatOptions heartbeat;
   FILE* progress = nullptr;        // where loading and shipping progress goes; null: silent
   double local_bandwidth_gbs = 0;  // this machine's for the planner; 0: measured
+  // --spare N: the last N nodes that answer stand by, each with a remote rank's weights
+  // loaded, to take its node's place when it is lost (a replay, no shipment). Fewer when
+  // the others cannot hold the model.
+  int spares = 0;
   // "host:port" of the nodes seen on the LAN now (--peers auto); empty: none.
   std::function<std::vector<std::string>()> discover;
 };
@@ -107,7 +111,8 @@ class ClusterRunner : public engine::ModelRunner {
   // The pod as it is now, for the live view (GET /api/cluster) and `herd nodes`:
   //   {"state": "ok" | "recovering" | "degraded", "reason": text,
   //    "parallel": plan.parallel, "plan": to_json(plan),
-  //    "nodes": [to_json(NodeProfile) + {"index", "state": "up" | "unused" | "lost"}],
+  //    "nodes": [to_json(NodeProfile) + {"index", "state": "up" | "unused" | "spare" |
+  //              "lost"}, a spare's + {"stands_by": {"stage", "rank", "node"}}],
   //    "stages": [{"index", "node", "layers": [begin, end), "batches", "tokens",
   //                "compute_seconds", "busy_seconds", "bytes_sent", "bytes_received"}],
   //    "forward_seconds", "events": [{"time": unix seconds, "kind", "text"}]}

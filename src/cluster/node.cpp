@@ -346,7 +346,9 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
         frame = c->try_recv_frame(net::Millis(200));
       }
       if (!frame) {
-        if (Clock::now() - idle_since > options.recv_timeout) {
+        // Once loaded, the heartbeat watches the coordinator: an idle server (or a spare)
+        // keeps its node however long no request comes.
+        if (!loaded && Clock::now() - idle_since > options.recv_timeout) {
           throw Error("cluster",
                       "no request within " + std::to_string(options.recv_timeout.count()) + " ms");
         }
@@ -373,9 +375,10 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
           loaded = load(*c, net::decode_load(frame->payload()));
           break;
         case net::MessageType::FORWARD:
-          if (!loaded) {
+          if (!loaded || loaded->assignment.standby) {
             net::send_message(*c, frame->header.id,
-                              net::ErrorReply{net::ErrorCode::PROTOCOL, "FORWARD before LOAD"});
+                              net::ErrorReply{net::ErrorCode::PROTOCOL,
+                                              loaded ? "FORWARD to a spare" : "FORWARD before LOAD"});
             break;
           }
           try {
@@ -426,7 +429,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         }
       }
     } close_on_failure{next};
-    if (a.rank == 0) {
+    if (a.rank == 0 && !a.standby) {
       for (const std::string& address : a.flow.next) {
         try {
           next.push_back(transport->connect(address, net::Millis(30000)));
@@ -478,7 +481,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_threads = pool->size();
     engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
     std::unique_ptr<RingAllReduce> ring;
-    if (a.n_ranks > 1) {
+    if (a.n_ranks > 1 && !a.standby) {
       ring = join_ring(
           *transport, a,
           [&](uint32_t from, net::Millis timeout) {
@@ -489,7 +492,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       heartbeat->watch(ring->prev());
     }
     std::shared_ptr<net::Connection> prev;
-    if (a.flow.prev > 0) {
+    if (a.flow.prev > 0 && !a.standby) {
       // The previous stage's rank 0 dialled this rank (with the flow token, as its stage).
       try {
         prev =
@@ -506,6 +509,9 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         std::to_string(a.shard.layer_end) + ")" + (a.shard.embedding ? " + embedding" : "") +
         (a.shard.output ? " + output" : "") + " from " + source + " in " +
         std::to_string(seconds).substr(0, 5) + " s" +
+        (a.standby ? "; a spare for stage " + std::to_string(a.stage) + " rank " +
+                         std::to_string(a.rank) + ", standing by"
+                   : "") +
         (prev ? "; input from the previous stage" : "") +
         (a.flow.next.empty() ? ""
          : a.rank == 0       ? "; output to the next stage"
