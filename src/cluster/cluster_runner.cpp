@@ -810,8 +810,8 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       shadows = kept->spares;
       planned = true;
     } catch (const Error& e) {
-      st.event("spares", std::string("the spares cannot take the lost nodes' places: ") +
-                             e.what() + "; planning again");
+      st.event("spares", std::string("the spares cannot take the lost nodes' places: ") + e.what() +
+                             "; planning again");
     }
   }
   if (!planned) shadows = plan_with_spares(st, r, model, po, tolerant, options.spares);
@@ -1306,8 +1306,8 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
     } catch (const std::exception& e) {
       error = e.what();
       if (spares && failed.empty()) {
-        st.event("spares", "the spares could not take the lost nodes' places: " + error +
-                               "; planning again");
+        st.event("spares",
+                 "the spares could not take the lost nodes' places: " + error + "; planning again");
         continue;
       }
       if (failed.empty()) {
@@ -1600,9 +1600,8 @@ nlohmann::json ClusterRunner::status() const {
       for (const RankRunner& spare : current->spares) {
         if (spare.node != static_cast<int>(i)) continue;
         const int stage = spare.assignment.stage, rank = spare.assignment.rank;
-        const int node = current->plan.stages[static_cast<size_t>(stage)]
-                             .ranks[static_cast<size_t>(rank)]
-                             .node;
+        const int node =
+            current->plan.stages[static_cast<size_t>(stage)].ranks[static_cast<size_t>(rank)].node;
         n["state"] = spare.remote->is_open() ? "spare" : "lost";
         n["stands_by"] = {{"stage", stage},
                           {"rank", rank},

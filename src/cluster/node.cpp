@@ -376,9 +376,10 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
           break;
         case net::MessageType::FORWARD:
           if (!loaded || loaded->assignment.standby) {
-            net::send_message(*c, frame->header.id,
-                              net::ErrorReply{net::ErrorCode::PROTOCOL,
-                                              loaded ? "FORWARD to a spare" : "FORWARD before LOAD"});
+            net::send_message(
+                *c, frame->header.id,
+                net::ErrorReply{net::ErrorCode::PROTOCOL,
+                                loaded ? "FORWARD to a spare" : "FORWARD before LOAD"});
             break;
           }
           try {
