@@ -20,10 +20,12 @@
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "net/tcp_transport.h"
+#include "plan/candidates.h"
 #include "plan/local_profile.h"
 #include "plan/plan_model.h"
 #include "plan/plan_table.h"
 #include "plan/planner.h"
+#include "plan/predict.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -43,6 +45,9 @@ struct PlanArgs {
   double bandwidth_gbs = 0;
   std::string name;
   bool json = false;
+  bool explain = false;
+  double link_latency_us = 100;  // one way, of every node's link (until links are measured)
+  double link_gbits = 1;
   ClusterFlags key;  // only --key and --discover-ms are used
 };
 
@@ -110,13 +115,48 @@ void run_plan(const PlanArgs& args) {
   }
   for (NodeProfile& peer : peer_profiles(args)) nodes.push_back(std::move(peer));
 
+  Links links;
+  LinkProfile link;
+  link.rtt_seconds = 2 * args.link_latency_us * 1e-6;
+  link.send_bytes_per_s = link.receive_bytes_per_s = args.link_gbits * 1e9 / 8;
+  links.to_node.assign(nodes.size(), link);
   const Plan p = plan(model, nodes, options);
+  const Prediction predicted = predict(p, model, nodes, links, options);
   if (args.json) {
-    nlohmann::json out = {{"nodes", nlohmann::json::array()}, {"plan", to_json(p)}};
+    nlohmann::json out = {{"nodes", nlohmann::json::array()},
+                          {"plan", to_json(p)},
+                          {"prediction",
+                           {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
+                            {"prefill_tokens_per_s", predicted.prefill_tokens_per_s},
+                            {"decode_weights_seconds", predicted.decode_compute_seconds},
+                            {"decode_allreduce_seconds", predicted.decode_allreduce_seconds},
+                            {"decode_wire_seconds", predicted.decode_wire_seconds}}}};
     for (const NodeProfile& n : nodes) out["nodes"].push_back(to_json(n));
     std::printf("%s\n", out.dump(2).c_str());
-  } else {
-    std::printf("%s", plan_table(p, model, nodes, options).c_str());
+    return;
+  }
+  std::printf("%s", plan_table(p, model, nodes, options).c_str());
+  std::printf("predicted: %s\n", prediction_text(predicted).c_str());
+  if (!args.explain) return;
+  std::printf(
+      "\ncandidates, predicted on links of %.0f us one way and %g Gbit/s (docs/plan.md, "
+      "\"Predictions\"):\n",
+      args.link_latency_us, args.link_gbits);
+  const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, {});
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Candidate& c = all[i];
+    if (c.plan) {
+      const bool chosen = c.plan->stages == p.stages;
+      std::printf("%3zu. %-44s %s%s\n", i + 1, c.name.c_str(),
+                  prediction_text(c.prediction).c_str(), chosen ? "  <- the plan above" : "");
+    } else {
+      std::printf("%3zu. %-44s does not fit: %s\n", i + 1, c.name.c_str(), c.why_not.c_str());
+    }
+  }
+  if (!all.empty() && all[0].plan) {
+    const std::string why = why_fastest(all);
+    std::printf("fastest predicted: %s%s%s\n", all[0].name.c_str(), why.empty() ? "" : ", ",
+                why.c_str());
   }
 }
 
@@ -157,6 +197,16 @@ void add_plan(CLI::App& app) {
                   "This machine's memory bandwidth in GB/s (default: measure it)");
   cmd->add_option("--name", args->name, "This machine's node name (default: the host name)");
   cmd->add_flag("--json", args->json, "Print the nodes and the plan as JSON");
+  cmd->add_flag("--explain", args->explain,
+                "List the ways to split the model with their predicted speeds, fastest first");
+  cmd->add_option("--link-latency-us", args->link_latency_us,
+                  "One-way latency of every node's link, for the predictions (microseconds)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--link-gbits", args->link_gbits,
+                  "Bandwidth of every node's link, for the predictions (Gbit/s)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e4));
   cmd->callback([args] { run_plan(*args); });
 }
 

@@ -1,8 +1,10 @@
 // predict(): figures a person can check by hand, and the choices the links should make.
 #include "plan/predict.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "plan/candidates.h"
 #include "plan/planner.h"
 
 namespace herd {
@@ -106,7 +108,7 @@ TEST(PredictTest, TensorParallelLosesOnASlowLinkAndWinsOnAFastOne) {
       << prediction_text(t1) << " vs " << prediction_text(p1);
   EXPECT_GT(t10.decode_tokens_per_s, p10.decode_tokens_per_s)
       << prediction_text(t10) << " vs " << prediction_text(p10);
-  // 88 all-reduces of 2 steps of 4 KiB each way.
+  // 44 all-reduces (two per layer) of 2 steps of 4 KiB each way.
   EXPECT_NEAR(t1.decode_allreduce_seconds,
               44 * 2 * (300e-6 + 2048 * 4 / 2 / 125e6 + PredictCosts{}.message_seconds), 1e-9);
 }
@@ -150,6 +152,32 @@ TEST(PredictTest, StageLinksSaveAHopPerStage) {
   EXPECT_NEAR(predict(p, m, nodes, l, o, through).decode_wire_seconds -
                   predict(p, m, nodes, l, o, linked).decode_wire_seconds,
               2 * hop, 1e-9);
+}
+
+TEST(CandidatesTest, TheLinksDecideBetweenTensorAndPipeline) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 1), machine("b", 20), machine("c", 20),
+                                          machine("d", 8, 40)};
+  PlanOptions o = mode(PlanOptions::Mode::kAuto);
+  o.use_local = false;
+  const std::vector<Candidate> slow =
+      plan_candidates(m, nodes, links_of(4, 300e-6, 125e6), o, PredictCosts{});
+  const std::vector<Candidate> fast =
+      plan_candidates(m, nodes, links_of(4, 20e-6, 5e9), o, PredictCosts{});
+  // 3 alone, pipelines of 3 and 2, tensors of 3 and 2: 7, every one fits, fastest first.
+  ASSERT_EQ(slow.size(), 7u);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    ASSERT_TRUE(slow[i].plan) << slow[i].name << ": " << slow[i].why_not;
+    if (i > 0) EXPECT_LE(slow[i - 1].seconds, slow[i].seconds);
+    for (const Stage& s : slow[i].plan->stages) {
+      for (const Rank& r : s.ranks) EXPECT_NE(r.node, 0) << slow[i].name;  // --no-local
+    }
+  }
+  EXPECT_EQ(slow[0].name, "pipeline of 'b', 'c'");
+  // On the fast link d's share of the work is worth its all-reduces too.
+  EXPECT_EQ(fast[0].name, "tensor of 'b', 'c', 'd'");
+  EXPECT_EQ(fast[1].name, "tensor of 'b', 'c'");
+  EXPECT_THAT(why_fastest(slow), ::testing::HasSubstr("pipeline of 'b', 'c', 'd'"));
 }
 
 }  // namespace
