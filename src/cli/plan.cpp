@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cluster/link_probe.h"
 #include "cluster/peers.h"
 #include "engine/runner.h"
 #include "gguf/reader.h"
@@ -59,7 +60,8 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
+// The peers' profiles; `links` gets the measured link to each peer asked over the network.
+std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkProfile>& links) {
   std::vector<NodeProfile> peers;
   for (const std::string& path : args.profile_files) {
     for (NodeProfile& p : node_profiles_from_text(read_text(path), path))
@@ -76,6 +78,7 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
     t.auth.key = key;
     net::TcpTransport transport(t);
     for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
+      links.push_back(cluster::measure_link(*peer.connection));
       peer.connection->close();
       peers.push_back(std::move(peer.profile));
     }
@@ -113,13 +116,16 @@ void run_plan(const PlanArgs& args) {
     ThreadPool pool;
     nodes.push_back(measure_local_profile(pool, local));
   }
-  for (NodeProfile& peer : peer_profiles(args)) nodes.push_back(std::move(peer));
+  std::vector<LinkProfile> measured;
+  for (NodeProfile& peer : peer_profiles(args, measured)) nodes.push_back(std::move(peer));
 
+  // Links measured when the peers were asked; else (profile files) as the flags say.
   Links links;
   LinkProfile link;
   link.rtt_seconds = 2 * args.link_latency_us * 1e-6;
   link.send_bytes_per_s = link.receive_bytes_per_s = args.link_gbits * 1e9 / 8;
   links.to_node.assign(nodes.size(), link);
+  for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
   const Plan p = plan(model, nodes, options);
   const Prediction predicted = predict(p, model, nodes, links, options);
   if (args.json) {
@@ -136,12 +142,20 @@ void run_plan(const PlanArgs& args) {
     return;
   }
   std::printf("%s", plan_table(p, model, nodes, options).c_str());
+  for (size_t i = 0; i < measured.size(); ++i) {
+    std::printf("link to %-12s %s\n", nodes[i + 1].name.c_str(),
+                cluster::link_text(measured[i]).c_str());
+  }
   std::printf("predicted: %s\n", prediction_text(predicted).c_str());
   if (!args.explain) return;
-  std::printf(
-      "\ncandidates, predicted on links of %.0f us one way and %g Gbit/s (docs/plan.md, "
-      "\"Predictions\"):\n",
-      args.link_latency_us, args.link_gbits);
+  if (measured.empty()) {
+    std::printf(
+        "\ncandidates, predicted on links of %.0f us one way and %g Gbit/s (docs/plan.md, "
+        "\"Predictions\"):\n",
+        args.link_latency_us, args.link_gbits);
+  } else {
+    std::printf("\ncandidates, predicted on the measured links (docs/plan.md, \"Predictions\"):\n");
+  }
   const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, {});
   for (size_t i = 0; i < all.size(); ++i) {
     const Candidate& c = all[i];

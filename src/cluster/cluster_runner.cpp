@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cluster/assignment.h"
+#include "cluster/link_probe.h"
 #include "cluster/peers.h"
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
@@ -267,7 +268,8 @@ struct ClusterRunner::State {
   std::vector<std::string> discovered;       // "host:port" the mender's last browse found
   std::unique_ptr<net::TcpTransport> probe_transport;  // the mender's
   std::vector<std::vector<int32_t>> history;           // [n_seq][position] tokens the pod has seen
-  std::vector<Shadow> last_spares;  // of the last pod formed (node: index into its nodes)
+  std::vector<Shadow> last_spares;           // of the last pod formed (node: index into its nodes)
+  std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
 
   mutable std::mutex mutex;           // guards what status() reads below
   std::string state = "ok";           // "ok", "recovering" or "degraded"
@@ -294,7 +296,9 @@ struct ClusterRunner::Impl {
   const gguf::File& file;
   const ModelInfo& info;
   Plan plan;
+  PlanOptions plan_options;  // the plan was made with
   std::vector<NodeProfile> nodes;
+  Links links;  // to each of `nodes` ([0], this process, unused)
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<net::TcpTransport> transport;
   std::unique_ptr<net::Heartbeat> heartbeat;
@@ -791,7 +795,22 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   } else {
     reached = connect_peers(*r.transport, peers, options.connect_timeout);
   }
+  r.links.to_node.push_back(LinkProfile{});
   for (Peer& peer : reached) {
+    // Each link once per process (a pod formed again reuses the figures): PROBEs before LOAD.
+    const std::string& address = peer.profile.address;
+    auto known = st.links.find(address);
+    if (known == st.links.end() && options.measure_links) {
+      try {
+        known = st.links.emplace(address, measure_link(*peer.connection)).first;
+      } catch (const Error& e) {
+        if (!tolerant) throw;
+        unreachable.push_back(address + " (" + e.what() + ")");
+        peer.connection->close();
+        continue;
+      }
+    }
+    r.links.to_node.push_back(known != st.links.end() ? known->second : assumed_link());
     r.nodes.push_back(std::move(peer.profile));
     connections.push_back(std::move(peer.connection));
   }
@@ -815,6 +834,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     }
   }
   if (!planned) shadows = plan_with_spares(st, r, model, po, tolerant, options.spares);
+  r.plan_options = po;
   // Nodes the plan does not use, and are not spares, are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
   for (const Stage& stage : r.plan.stages) {
@@ -1558,6 +1578,18 @@ void ClusterRunner::reset_stats() {
   current->forward_seconds = 0;
 }
 
+Prediction ClusterRunner::prediction(int64_t prompt_tokens) const {
+  const std::shared_ptr<Impl> current = pod();
+  if (!current) return {};
+  PredictCosts costs;
+  costs.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
+  costs.wire_bytes_per_value =
+      static_cast<double>(net::wire_dtype_size(state_->options.wire_dtype));
+  costs.stage_links = state_->options.stage_links;
+  return predict(current->plan, plan_model_from(state_->info, state_->file), current->nodes,
+                 current->links, current->plan_options, costs);
+}
+
 double ClusterRunner::forward_seconds() const {
   const std::shared_ptr<Impl> current = pod();
   if (!current) return 0;
@@ -1589,6 +1621,9 @@ nlohmann::json ClusterRunner::status() const {
   if (current) {
     out["parallel"] = current->plan.parallel;
     out["plan"] = to_json(current->plan);
+    const Prediction predicted = prediction();
+    out["prediction"] = {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
+                         {"prefill_tokens_per_s", predicted.prefill_tokens_per_s}};
     std::vector<bool> used(current->nodes.size(), false);
     for (const Stage& stage : current->plan.stages) {
       for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
@@ -1597,6 +1632,13 @@ nlohmann::json ClusterRunner::status() const {
       nlohmann::json n = to_json(current->nodes[i]);
       n["index"] = i;
       n["state"] = used[i] ? "up" : "unused";
+      if (i > 0) {
+        const LinkProfile& l = current->links.to_node[i];
+        n["link"] = {{"rtt_ms", l.rtt_seconds * 1e3},
+                     {"send_gbits", l.send_bytes_per_s * 8e-9},
+                     {"receive_gbits", l.receive_bytes_per_s * 8e-9},
+                     {"measured", l.measured}};
+      }
       for (const RankRunner& spare : current->spares) {
         if (spare.node != static_cast<int>(i)) continue;
         const int stage = spare.assignment.stage, rank = spare.assignment.rank;

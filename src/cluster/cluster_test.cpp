@@ -432,6 +432,25 @@ TEST(ClusterTest, ASpareTakesTheLostNodesPlaceWithoutAShipment) {
   EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
 }
 
+TEST(ClusterTest, TheLinkToEachNodeIsMeasuredAndThePlanPredicted) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "links");
+  TestNode node("node-a", cache);
+  auto cluster = ClusterRunner::open(model, pipeline_options({node.address()}));
+  const nlohmann::json status = cluster->status();
+  const nlohmann::json& link = status["nodes"][1]["link"];
+  EXPECT_EQ(link["measured"], true);
+  // Loopback: well under a second's round trip, more than a megabit each way.
+  EXPECT_GT(link["rtt_ms"].get<double>(), 0);
+  EXPECT_LT(link["rtt_ms"].get<double>(), 1000);
+  EXPECT_GT(link["send_gbits"].get<double>(), 1e-3);
+  EXPECT_GT(link["receive_gbits"].get<double>(), 1e-3);
+  const Prediction p = cluster->prediction();
+  EXPECT_GT(p.decode_tokens_per_s, 0);
+  EXPECT_GT(p.decode_wire_seconds, 0);  // two messages a token: to node-a and back
+  EXPECT_GT(status["prediction"]["decode_tokens_per_s"].get<double>(), 0);
+}
+
 TEST(ClusterTest, NoSurvivorsFailsTheRequestNamingTheNode) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
   const TempDir cache("cluster-test", "alone");

@@ -283,6 +283,7 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
   std::optional<Loaded> loaded;
   std::vector<float> input, output;
   std::vector<uint8_t> wire;
+  std::vector<uint8_t> probe_reply;  // zeros: PROBE answers
   try {
     net::Profile p;
     p.node_name = options.name;
@@ -388,6 +389,14 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
             link_failed(frame->header.id, e.what());
           }
           break;
+        case net::MessageType::PROBE: {
+          // The coordinator measures the link (cluster/link_probe.h): answered at once.
+          const net::Probe probe = net::decode_probe(frame->payload());
+          probe_reply.resize(std::max<size_t>(probe_reply.size(), probe.reply_bytes));
+          net::send_message(*c, frame->header.id,
+                            net::Probe{0, net::ConstBytes(probe_reply.data(), probe.reply_bytes)});
+          break;
+        }
         case net::MessageType::BYE:
           log("coordinator '" + c->peer_name() + "' said goodbye");
           c->close();
