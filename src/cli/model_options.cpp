@@ -29,6 +29,10 @@ void ClusterFlags::add_to(CLI::App& cmd) {
                  "Nodes to keep out of the plan, each standing by with another node's weights "
                  "loaded to take its place when it is lost (the last N that answer)")
       ->check(CLI::Range(0, 4096));
+  cmd.add_option("--test-link-delay-us", test_link_delay_us,
+                 "Test only: every frame this process sends is late by this much (a slower link)")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
 }
 
 std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
@@ -140,6 +144,7 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.wire_dtype = wire;
   o.stage_links = !no_stage_links;
   o.spares = cluster.spares;
+  o.test_link_delay = std::chrono::microseconds(cluster.test_link_delay_us);
   o.progress = stderr;
   return cluster::ClusterRunner::open(model, o);
 }

@@ -25,6 +25,7 @@ struct ClusterFlags {
   std::string key_file;
   int discover_ms = net::kDefaultDiscoverMs;
   int spares = 0;
+  int64_t test_link_delay_us = 0;
 
   void add_to(CLI::App& cmd);
   bool distributed() const { return !peers.empty() || no_local; }

@@ -766,6 +766,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   net::TcpTransportOptions t;
   t.auth.node_name = options.name;
   t.auth.key = options.key;
+  t.test_send_delay = options.test_link_delay;
   r.transport = std::make_unique<net::TcpTransport>(t);
 
   // Node 0 is this process; then the peers in the order given.

@@ -72,6 +72,7 @@ struct ClusterOptions {
   // Measure the link to each node when first reached (cluster/link_probe.h); false: every
   // link is assumed (plan/predict.h), as in tests that need no figures.
   bool measure_links = true;
+  std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
 
 // Per-stage figures since open() or reset_stats().

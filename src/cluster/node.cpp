@@ -135,6 +135,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   t.auth.key = s.options.key;
   t.auth.node_name = s.options.name;
   t.log = s.options.log;
+  t.test_send_delay = s.options.test_link_delay;
   s.transport = std::make_unique<net::TcpTransport>(t);
   net::ListenOptions listen;
   listen.host = s.options.host;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -34,8 +35,9 @@ struct NodeOptions {
   // Map the model file when the coordinator names one this machine has (same content
   // hash). false: always receive the weights (and use the cache).
   bool use_model_files = true;
-  net::Millis recv_timeout{600000};  // longest wait for a coordinator's next frame
-  net::LogFn log;                    // what the node did and why it dropped peers
+  net::Millis recv_timeout{600000};              // longest wait for a coordinator's next frame
+  net::LogFn log;                                // what the node did and why it dropped peers
+  std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
 
 class NodeServer {
