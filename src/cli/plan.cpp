@@ -49,6 +49,7 @@ struct PlanArgs {
   bool explain = false;
   double link_latency_us = 100;  // one way, of every node's link (until links are measured)
   double link_gbits = 1;
+  int64_t test_link_delay_us = 0;
   ClusterFlags key;  // only --key and --discover-ms are used
 };
 
@@ -76,6 +77,7 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkPro
     net::TcpTransportOptions t;
     t.auth.node_name = "herd-plan";
     t.auth.key = key;
+    t.test_send_delay = std::chrono::microseconds(args.test_link_delay_us);
     net::TcpTransport transport(t);
     for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
       links.push_back(cluster::measure_link(*peer.connection));
@@ -217,6 +219,10 @@ void add_plan(CLI::App& app) {
                   "One-way latency of every node's link, for the predictions (microseconds)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--test-link-delay-us", args->test_link_delay_us,
+                  "Test only: every frame this process sends is late by this much")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   cmd->add_option("--link-gbits", args->link_gbits,
                   "Bandwidth of every node's link, for the predictions (Gbit/s)")
       ->capture_default_str()
