@@ -115,8 +115,10 @@ TEST(TcpTest, TwoEndpointsExchangeFrames) {
   Result result = recv_message<Result>(*to_server, Millis(2000), frame);
   EXPECT_EQ(result.output.cols, 3u);
   EXPECT_EQ(to_server->stats().frames_received - server_before.frames_received, 1u);
+  EXPECT_TRUE(to_server->encrypted());
+  EXPECT_TRUE(to_client->encrypted());
   EXPECT_EQ(to_client->stats().bytes_received - client_before.bytes_received,
-            kFrameHeaderSize + encode(got).size());
+            kFrameHeaderSize + encode(got).size() + kFrameTagBytes);
 }
 
 // A transport given no name takes "<host>:<port>" once bound, the port it really got.
