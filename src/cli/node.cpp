@@ -1,4 +1,5 @@
 // herd node --listen HOST:PORT [--threads N] [--name NAME] [--key FILE] [--insecure-listen]
+//           [--identity FILE] [--allow-ids FILE] [--insecure] [--show-id]
 //           [--cache-dir DIR] [--no-model-files] [--no-advertise]
 // A worker: waits for a coordinator (`herd run/eval/bench/serve --peers ...`), reports
 // this machine's profile, loads the shard it is given and serves it. Advertises itself on
@@ -43,6 +44,8 @@ struct NodeArgs {
   double matmul_gflops = 0;
   uint64_t memory_bytes = 0;
   bool no_advertise = false;
+  SecurityFlags security;
+  bool show_id = false;
 };
 
 void log_line(std::string_view line) {
@@ -141,7 +144,15 @@ void add_node(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false));
   cmd->add_flag("--no-advertise", a->no_advertise,
                 "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
+  a->security.add_to(*cmd);
+  cmd->add_flag("--show-id", a->show_id,
+                "Print this node's id (for peers' --allow-ids; the identity is created on "
+                "first use) and exit");
   cmd->callback([a] {
+    if (a->show_id) {
+      std::printf("%s\n", a->security.identity()->id().to_text().c_str());
+      return;
+    }
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
     if (colon == std::string::npos) throw Error("cli", "--listen wants HOST:PORT");
@@ -161,6 +172,9 @@ void add_node(CLI::App& app) {
     flags.key_file = a->key_file;
     o.key = flags.key();
     o.insecure_listen = a->insecure_listen;
+    o.identity = a->security.identity();
+    o.allowed_ids = a->security.allowed_ids();
+    o.plaintext = a->security.insecure;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
     o.bandwidth_gbs = a->bandwidth_gbs;
@@ -171,6 +185,11 @@ void add_node(CLI::App& app) {
     o.isa_limit = isa.local_options(1).isa_limit;
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
+    log_line("node id " + o.identity->id().to_text() +
+             (o.allowed_ids
+                  ? ", accepting " + std::to_string(o.allowed_ids->ids().size()) + " allowed id(s)"
+                  : "") +
+             (o.plaintext ? "; --insecure: frames are not encrypted" : ""));
 
     cluster::NodeServer server(o);
     LanPresence lan;

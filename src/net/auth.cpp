@@ -275,7 +275,10 @@ void check_modes(Connection& connection, const AuthConfig& config, const Hello& 
                       " runs with --insecure (plaintext frames) and " +
                       (we_plain ? "peer" : "this node") +
                       " encrypts; both ends must agree (give both --insecure, or neither)";
-    refuse(connection, &hello, ErrorCode::PROTOCOL, why, why);
+    refuse(connection, &hello, ErrorCode::PROTOCOL,
+           "one end runs with --insecure (plaintext frames) and the other encrypts; both "
+           "ends must agree (give both --insecure, or neither)",
+           why);
   }
 }
 

@@ -294,7 +294,7 @@ TEST(HandshakeTest, PlaintextOnOneEndOnlyIsRefused) {
   auto [c, a] = run_handshake(plain, AuthConfig{"node-a", nullptr});
   EXPECT_THAT(a.error, HasSubstr("peer runs with --insecure (plaintext frames) and this node "
                                  "encrypts; both ends must agree"));
-  EXPECT_THAT(c.error, HasSubstr("refused (protocol error)"));
+  EXPECT_THAT(c.error, HasSubstr("refused (protocol error): one end runs with --insecure"));
   AuthConfig plain_a{"node-a", nullptr};
   plain_a.plaintext = true;
   auto [c2, a2] = run_handshake(plain, plain_a);
