@@ -401,6 +401,8 @@ grep -q "node id $other_id is not on this node's allow-list" "$dir/picky.log" ||
 eval_model "$llama" "$dir/out.f32" --peers "${addr[picky]}" --no-local --key "$dir/k1" \
   --identity "$dir/coord.identity"
 cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "allowed identity: logits differ"
+grep -q "accepted 'coordinator (127.0.0.1:[0-9]*)': node id $id_coord" "$dir/picky.log" ||
+  fail "picky did not log the coordinator's id: $(tail -3 "$dir/picky.log")"
 # The coordinator's own list lacks the node.
 expect_fail "$picky_id.*allow-list" "${ev[@]}" --peers "${addr[picky]}" --key "$dir/k1" \
   --identity "$dir/coord.identity" --allow-ids "$dir/allowed.ids"
