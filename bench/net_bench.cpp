@@ -4,8 +4,9 @@
 // chunk's XXH3 and the receiver verifies it, as weight shipping does).
 // With --allreduce N it instead times N ring all-reduces of --floats values between two
 // ranks over loopback TCP (what a tensor-parallel pair does twice per layer per token).
-// Usage: net_bench [--gib N] [--chunk-mib N] [--socket-buffer-kib N] [--no-hash]
-//        net_bench --allreduce N [--floats N]
+// Frames are encrypted as between nodes (XChaCha20-Poly1305) unless --insecure.
+// Usage: net_bench [--gib N] [--chunk-mib N] [--socket-buffer-kib N] [--no-hash] [--insecure]
+//        net_bench --allreduce N [--floats N] [--insecure]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@ struct Args {
   int socket_buffer_kib = 0;  // 0: kernel autotuning
   int allreduce = 0;          // > 0: all-reduce latency mode, this many operations
   size_t floats = 2048;
+  bool insecure = false;  // plaintext frames
 };
 
 Args parse(int argc, char** argv) {
@@ -44,14 +46,16 @@ Args parse(int argc, char** argv) {
       args.socket_buffer_kib = std::atoi(argv[++i]);
     } else if (a == "--no-hash") {
       args.hash = false;
+    } else if (a == "--insecure") {
+      args.insecure = true;
     } else if (a == "--allreduce" && i + 1 < argc) {
       args.allreduce = std::atoi(argv[++i]);
     } else if (a == "--floats" && i + 1 < argc) {
       args.floats = std::strtoull(argv[++i], nullptr, 10);
     } else {
-      std::fprintf(
-          stderr,
-          "usage: net_bench [--gib N] [--chunk-mib N] [--socket-buffer-kib N] [--no-hash]\n");
+      std::fprintf(stderr,
+                   "usage: net_bench [--gib N] [--chunk-mib N] [--socket-buffer-kib N] [--no-hash] "
+                   "[--insecure]\n");
       std::exit(2);
     }
   }
@@ -62,6 +66,7 @@ Args parse(int argc, char** argv) {
 int run_allreduce(const Args& args) {
   TcpTransportOptions options;
   options.auth = AuthConfig{"rank-1", nullptr};
+  options.auth.plaintext = args.insecure;
   TcpTransport one(options);
   one.listen(ListenOptions{});
   options.auth.node_name = "rank-0";
@@ -104,6 +109,7 @@ int run(const Args& args) {
 
   TcpTransportOptions options;
   options.auth = AuthConfig{"bench-receiver", nullptr};
+  options.auth.plaintext = args.insecure;
   options.tcp.socket_buffer_bytes = args.socket_buffer_kib * 1024;
   TcpTransport receiver(options);
   receiver.listen(ListenOptions{});
@@ -136,10 +142,11 @@ int run(const Args& args) {
   uint64_t bytes = received.get();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "net_bench: %.2f GiB in %llu chunks of %llu MiB over loopback TCP%s: %.3f s, %.2f GB/s\n",
+      "net_bench: %.2f GiB in %llu chunks of %llu MiB over loopback TCP%s, %s: %.3f s, %.2f "
+      "GB/s\n",
       bytes / double(1ull << 30), static_cast<unsigned long long>(n_chunks),
-      static_cast<unsigned long long>(args.chunk_mib), args.hash ? " (hash verified)" : "", seconds,
-      bytes / seconds / 1e9);
+      static_cast<unsigned long long>(args.chunk_mib), args.hash ? " (hash verified)" : "",
+      args.insecure ? "plaintext" : "encrypted", seconds, bytes / seconds / 1e9);
   return 0;
 }
 

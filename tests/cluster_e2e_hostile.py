@@ -2,7 +2,9 @@
 """A hostile coordinator for cluster_e2e_test.sh: speaks the wire protocol (docs/protocol.md)
 to an unkeyed `herd node` and sends it bad LOADs and FORWARDs. Each must be answered with
 ERROR and the right code, never a crash or a dropped session; then a valid LOAD and FORWARD
-must work on the same connection.
+must work on the same connection. It completes the version-2 handshake and seals its
+frames as herd does (herd_wire.py), so the node's decoders, not its authentication, are
+what it attacks.
 
 Usage: cluster_e2e_hostile.py PORT MODEL_PATH HASH_LOW HASH_HIGH N_LAYER N_VOCAB
 """
@@ -12,44 +14,27 @@ import socket
 import struct
 import sys
 
-HELLO, PROFILE, LOAD, READY, FORWARD, RESULT, PING, PONG, ERROR, BYE, WANT = (
-    1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from herd_wire import (BYE, ERROR, FORWARD, LOAD, PROFILE, READY, RESULT,  # noqa: E402
+                       WANT, Connection, string)
+
 E_PROTOCOL, E_LOAD_FAILED, E_FORWARD_FAILED = 1, 6, 7
 
 port, model, low, high, n_layer, n_vocab = sys.argv[1:7]
 low, high, n_layer, n_vocab = int(low), int(high), int(n_layer), int(n_vocab)
 sock = socket.create_connection(("127.0.0.1", int(port)), timeout=20)
-
-
-def string(b):
-    return struct.pack("<I", len(b)) + b
-
-
-def send(type_, payload, id_=0):
-    sock.sendall(b"HERD" + struct.pack("<HHIQQ", 1, type_, 0, id_, len(payload)) + payload)
-
-
-def recv_exact(n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise SystemExit(f"FAIL: the node closed the connection ({len(data)} of {n} bytes)")
-        data += chunk
-    return data
+try:
+    conn = Connection(sock, b"hostile")  # the handshake (no key), then sealed frames
+except EOFError as e:
+    raise SystemExit(f"FAIL: handshake: {e}")
+send = conn.send
 
 
 def recv():
-    """The next frame that is not a PING (PINGs are answered)."""
-    while True:
-        header = recv_exact(28)
-        assert header[:4] == b"HERD", header
-        _, type_, _, id_, length = struct.unpack("<HHIQQ", header[4:])
-        payload = recv_exact(length)
-        if type_ == PING:
-            send(PONG, payload)
-            continue
-        return type_, id_, payload
+    try:
+        return conn.recv()
+    except EOFError as e:
+        raise SystemExit(f"FAIL: {e}")
 
 
 def expect_error(code, needle, what):
@@ -77,10 +62,6 @@ def forward(tokens, id_, activations=b""):
     send(FORWARD, body + activations, id_)
 
 
-# Handshake in insecure mode: HELLO each way, then the node's PROFILE.
-send(HELLO, struct.pack("<HBB", 1, 0, 0) + os.urandom(32) + string(b"hostile"))
-type_, _, _ = recv()
-assert type_ == HELLO, f"expected HELLO, got {type_}"
 type_, _, _ = recv()
 assert type_ == PROFILE, f"expected PROFILE, got {type_}"
 
@@ -180,5 +161,6 @@ while True:  # only a BYE may come before the end of the stream
         break
     if len(header) != 28 or struct.unpack("<H", header[6:8])[0] != BYE:
         raise SystemExit(f"FAIL: the session went on after a malformed FORWARD: {header!r}")
+    conn.sealing[1].open(header, conn.recv_exact(16))  # a BYE: its tag
 print("hostile: the node closed the session")
 sock.close()

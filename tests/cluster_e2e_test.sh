@@ -19,6 +19,7 @@ herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
 models=$(cd "$(dirname "$0")/../../shared/models" && pwd)
 dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
+export XDG_CONFIG_HOME=$dir/config  # node identities (made on first use); never the user's
 unset HERD_KEY
 
 source "$(dirname "$0")/node_lib.sh"
@@ -375,6 +376,47 @@ timeout 20 "$herd" node --listen 0.0.0.0:0 --threads 1 >/dev/null 2>"$dir/open.e
 grep -q "herd: error:" "$dir/open.err" && grep -q -- "--insecure-listen" "$dir/open.err" &&
   grep -qi "key" "$dir/open.err" || fail "node on 0.0.0.0 without a key: $(cat "$dir/open.err")"
 echo "cluster_e2e: shipping, keys ok ($((SECONDS - start)) s)"
+
+# --- Identities, allow-lists and --insecure (docs/cluster.md "Security"). ----------------
+ev=(eval --model "$llama" --tokens "$ltok" --dump-logits "$dir/x.f32" --no-local --threads 1)
+id_coord=$("$herd" node --show-id --identity "$dir/coord.identity") || fail "--show-id failed"
+[ ${#id_coord} -eq 43 ] || fail "--show-id printed '$id_coord'"
+[ "$("$herd" node --show-id --identity "$dir/coord.identity")" = "$id_coord" ] ||
+  fail "the identity changed on its second use"
+[ "$(stat -c %a "$dir/coord.identity")" = 600 ] || fail "identity file mode $(stat -c %a "$dir/coord.identity")"
+printf 'garbage\n' >"$dir/bad.identity"
+expect_fail "bad.identity.*not a herd identity file" node --show-id --identity "$dir/bad.identity"
+[ "$(cat "$dir/bad.identity")" = garbage ] || fail "a corrupt identity file was replaced"
+printf '# the coordinator\n%s  # ours\n' "$id_coord" >"$dir/allowed.ids"
+start_node picky --key "$dir/k1" --allow-ids "$dir/allowed.ids"
+wait_nodes picky
+picky_id=$(grep -o "node id [A-Za-z0-9_-]*" "$dir/picky.log" | head -1 | cut -d' ' -f3)
+[ ${#picky_id} -eq 43 ] || fail "node did not log its id: $(cat "$dir/picky.log")"
+# A coordinator with another identity (the default one, under $XDG_CONFIG_HOME) is refused
+# and named by its id on both ends; the listed one is served.
+other_id=$("$herd" node --show-id)
+expect_fail "$other_id.*allow-list" "${ev[@]}" --peers "${addr[picky]}" --key "$dir/k1"
+grep -q "node id $other_id is not on this node's allow-list" "$dir/picky.log" ||
+  fail "picky did not log the refused id: $(tail -3 "$dir/picky.log")"
+eval_model "$llama" "$dir/out.f32" --peers "${addr[picky]}" --no-local --key "$dir/k1" \
+  --identity "$dir/coord.identity"
+cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "allowed identity: logits differ"
+grep -q "accepted 'coordinator (127.0.0.1:[0-9]*)': node id $id_coord" "$dir/picky.log" ||
+  fail "picky did not log the coordinator's id: $(tail -3 "$dir/picky.log")"
+# The coordinator's own list lacks the node.
+expect_fail "$picky_id.*allow-list" "${ev[@]}" --peers "${addr[picky]}" --key "$dir/k1" \
+  --identity "$dir/coord.identity" --allow-ids "$dir/allowed.ids"
+# --insecure (plaintext frames) on one end only is refused naming the flag; on both, served.
+expect_fail "--insecure" "${ev[@]}" --peers "${addr[picky]}" --key "$dir/k1" \
+  --identity "$dir/coord.identity" --insecure
+stop_node picky
+start_node plain --insecure
+wait_nodes plain
+expect_fail "--insecure" "${ev[@]}" --peers "${addr[plain]}"
+eval_model "$llama" "$dir/out.f32" --peers "${addr[plain]}" --no-local --insecure
+cmp -s "$dir/ref-llama-q4_0.f32" "$dir/out.f32" || fail "--insecure: logits differ"
+stop_node plain
+echo "cluster_e2e: identities, allow-lists, --insecure ok ($((SECONDS - start)) s)"
 
 # --- Failures: a node that stops answering, a node that dies. -------------------------------
 # lose_node <signal> <name> <max seconds> [parallel]: a long decode (bench: tens of seconds)

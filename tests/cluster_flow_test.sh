@@ -12,6 +12,7 @@ command -v timeout >/dev/null || timeout() { gtimeout "$@"; }
 herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
 dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache
+export XDG_CONFIG_HOME=$dir/config  # node identities (made on first use); never the user's
 unset HERD_KEY
 
 log_lines=8

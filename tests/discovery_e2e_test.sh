@@ -32,6 +32,7 @@ fi
 # ---- inside the namespaces ----------------------------------------------------------------
 dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache
+export XDG_CONFIG_HOME=$dir/config  # node identities (made on first use); never the user's
 unset HERD_KEY
 cleanup_more() { [ -f "$dir/dbus.pid" ] && kill "$(cat "$dir/dbus.pid")" 2>/dev/null || true; }
 node_ready_pattern="advertised\|not advertised"  # wait_nodes: until it has tried to advertise

@@ -13,7 +13,8 @@ import time
 
 HERD = os.path.abspath(sys.argv[1])
 DIR = tempfile.mkdtemp(prefix="herd-cluster-")
-ENV = dict(os.environ, XDG_CACHE_HOME=os.path.join(DIR, "cache"))
+ENV = dict(os.environ, XDG_CACHE_HOME=os.path.join(DIR, "cache"),
+           XDG_CONFIG_HOME=os.path.join(DIR, "config"))  # identities: never the user's
 ENV.pop("HERD_KEY", None)
 PROCS = []
 

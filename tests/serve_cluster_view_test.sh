@@ -12,6 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
   { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
 dir=$(mktemp -d)
 export XDG_CACHE_HOME=$dir/cache  # the coordinator's file hashes; never the user's cache
+export XDG_CONFIG_HOME=$dir/config  # node identities (made on first use); never the user's
 unset HERD_KEY
 source "$here/serve_lib.sh"
 source "$here/node_lib.sh"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include "cluster/cluster_runner.h"
 #include "net/activations.h"
@@ -33,6 +34,32 @@ void ClusterFlags::add_to(CLI::App& cmd) {
                  "Test only: every frame this process sends is late by this much (a slower link)")
       ->group("")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  security.add_to(cmd);
+}
+
+void SecurityFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("--identity", identity_file,
+                 "This end's identity file (default: $XDG_CONFIG_HOME/herd/identity, else "
+                 "~/.config/herd/identity; created on first use)");
+  cmd.add_option("--allow-ids", allow_ids_file,
+                 "Accept only peers whose node id is in this file (one id per line, as "
+                 "`herd node --show-id` prints; '#' comments)");
+  cmd.add_flag("--insecure", insecure,
+               "Send frames unencrypted (a trusted link only; every node and the coordinator "
+               "must say the same)");
+}
+
+std::shared_ptr<const net::NodeIdentity> SecurityFlags::identity() const {
+  const std::filesystem::path path =
+      identity_file.empty()
+          ? net::NodeIdentity::default_path(std::getenv("XDG_CONFIG_HOME"), std::getenv("HOME"))
+          : std::filesystem::path(identity_file);
+  return std::make_shared<const net::NodeIdentity>(net::NodeIdentity::load_or_create(path));
+}
+
+std::shared_ptr<const net::AllowList> SecurityFlags::allowed_ids() const {
+  if (allow_ids_file.empty()) return nullptr;
+  return std::make_shared<const net::AllowList>(net::AllowList::load_file(allow_ids_file));
 }
 
 std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
@@ -125,6 +152,9 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   }
   cluster::ClusterOptions o;
   o.key = cluster.key();
+  o.identity = cluster.security.identity();
+  o.allowed_ids = cluster.security.allowed_ids();
+  o.plaintext = cluster.security.insecure;
   o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
   if (wants_discovery(cluster.peers)) {
     // Asked again when the pod is re-formed (on the coordinator's mender thread): a daemon

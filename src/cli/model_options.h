@@ -17,6 +17,21 @@
 
 namespace herd::cli {
 
+// --identity, --allow-ids and --insecure: who this end is, whom it accepts, and whether
+// frames are encrypted (net/auth.h). Shared by `herd node` and every command that dials
+// nodes.
+struct SecurityFlags {
+  std::string identity_file;   // empty: net::NodeIdentity::default_path()
+  std::string allow_ids_file;  // empty: any node id
+  bool insecure = false;       // plaintext frames
+
+  void add_to(CLI::App& cmd);
+  // The identity file's identity, created on first use. Throws herd::Error naming the file.
+  std::shared_ptr<const net::NodeIdentity> identity() const;
+  // The allow-list, or null without --allow-ids. Throws herd::Error naming the file.
+  std::shared_ptr<const net::AllowList> allowed_ids() const;
+};
+
 struct ClusterFlags {
   std::vector<std::string> peers;
   bool no_local = false;
@@ -26,6 +41,7 @@ struct ClusterFlags {
   int discover_ms = net::kDefaultDiscoverMs;
   int spares = 0;
   int64_t test_link_delay_us = 0;
+  SecurityFlags security;
 
   void add_to(CLI::App& cmd);
   bool distributed() const { return !peers.empty() || no_local; }

@@ -1,4 +1,5 @@
 // herd node --listen HOST:PORT [--threads N] [--name NAME] [--key FILE] [--insecure-listen]
+//           [--identity FILE] [--allow-ids FILE] [--insecure] [--show-id]
 //           [--cache-dir DIR] [--no-model-files] [--no-advertise]
 // A worker: waits for a coordinator (`herd run/eval/bench/serve --peers ...`), reports
 // this machine's profile, loads the shard it is given and serves it. Advertises itself on
@@ -44,6 +45,8 @@ struct NodeArgs {
   uint64_t memory_bytes = 0;
   bool no_advertise = false;
   int64_t test_link_delay_us = 0;
+  SecurityFlags security;
+  bool show_id = false;
 };
 
 void log_line(std::string_view line) {
@@ -146,7 +149,15 @@ void add_node(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   cmd->add_flag("--no-advertise", a->no_advertise,
                 "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
+  a->security.add_to(*cmd);
+  cmd->add_flag("--show-id", a->show_id,
+                "Print this node's id (for peers' --allow-ids; the identity is created on "
+                "first use) and exit");
   cmd->callback([a] {
+    if (a->show_id) {
+      std::printf("%s\n", a->security.identity()->id().to_text().c_str());
+      return;
+    }
     cluster::NodeOptions o;
     const size_t colon = a->listen.rfind(':');
     if (colon == std::string::npos) throw Error("cli", "--listen wants HOST:PORT");
@@ -166,6 +177,9 @@ void add_node(CLI::App& app) {
     flags.key_file = a->key_file;
     o.key = flags.key();
     o.insecure_listen = a->insecure_listen;
+    o.identity = a->security.identity();
+    o.allowed_ids = a->security.allowed_ids();
+    o.plaintext = a->security.insecure;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
     o.bandwidth_gbs = a->bandwidth_gbs;
@@ -177,6 +191,11 @@ void add_node(CLI::App& app) {
     o.isa_limit = isa.local_options(1).isa_limit;
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
+    log_line("node id " + o.identity->id().to_text() +
+             (o.allowed_ids
+                  ? ", accepting " + std::to_string(o.allowed_ids->ids().size()) + " allowed id(s)"
+                  : "") +
+             (o.plaintext ? "; --insecure: frames are not encrypted" : ""));
 
     cluster::NodeServer server(o);
     LanPresence lan;

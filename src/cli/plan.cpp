@@ -50,7 +50,7 @@ struct PlanArgs {
   double link_latency_us = 100;  // one way, of every node's link (until links are measured)
   double link_gbits = 1;
   int64_t test_link_delay_us = 0;
-  ClusterFlags key;  // only --key and --discover-ms are used
+  ClusterFlags key;  // only --key, --discover-ms and the security flags are used
 };
 
 std::string read_text(const std::string& path) {
@@ -78,6 +78,9 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkPro
     t.auth.node_name = "herd-plan";
     t.auth.key = key;
     t.test_send_delay = std::chrono::microseconds(args.test_link_delay_us);
+    t.auth.identity = args.key.security.identity();
+    t.auth.allowed_ids = args.key.security.allowed_ids();
+    t.auth.plaintext = args.key.security.insecure;
     net::TcpTransport transport(t);
     for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
       links.push_back(cluster::measure_link(*peer.connection));
@@ -195,6 +198,7 @@ void add_plan(CLI::App& app) {
                   "(repeatable)");
   cmd->add_option("--key", args->key.key_file,
                   "Cluster key file for asking --peers (default: $HERD_KEY)");
+  args->key.security.add_to(*cmd);
   cmd->add_flag("--no-local", args->no_local, "This machine coordinates but holds no layers");
   cmd->add_option("--parallel", args->parallel, "auto, pipeline, tensor or pipeline:P,tensor:T")
       ->capture_default_str();

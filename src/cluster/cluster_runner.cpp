@@ -767,6 +767,9 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   t.auth.node_name = options.name;
   t.auth.key = options.key;
   t.test_send_delay = options.test_link_delay;
+  t.auth.identity = options.identity;
+  t.auth.allowed_ids = options.allowed_ids;
+  t.auth.plaintext = options.plaintext;
   r.transport = std::make_unique<net::TcpTransport>(t);
 
   // Node 0 is this process; then the peers in the order given.
@@ -1493,6 +1496,9 @@ void ClusterRunner::probe_returning() {
     net::TcpTransportOptions t;
     t.auth.node_name = st.options.name;
     t.auth.key = st.options.key;
+    t.auth.identity = st.options.identity;
+    t.auth.allowed_ids = st.options.allowed_ids;
+    t.auth.plaintext = st.options.plaintext;
     st.probe_transport = std::make_unique<net::TcpTransport>(t);
   }
   std::vector<std::string> back;

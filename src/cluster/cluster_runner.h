@@ -57,7 +57,10 @@ struct ClusterOptions {
   // Consecutive stages on nodes pass activations straight to each other. false: every
   // stage's through this process (the way before stage links; for comparison).
   bool stage_links = true;
-  std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode
+  std::shared_ptr<const net::ClusterKey> key;         // null: insecure mode
+  std::shared_ptr<const net::NodeIdentity> identity;  // null: a fresh one per connection
+  std::shared_ptr<const net::AllowList> allowed_ids;  // null: any node id
+  bool plaintext = false;  // --insecure: frames unencrypted (nodes must say the same)
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
   net::HeartbeatOptions heartbeat;

@@ -134,6 +134,9 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   net::TcpTransportOptions t;
   t.auth.key = s.options.key;
   t.auth.node_name = s.options.name;
+  t.auth.identity = s.options.identity;
+  t.auth.allowed_ids = s.options.allowed_ids;
+  t.auth.plaintext = s.options.plaintext;
   t.log = s.options.log;
   t.test_send_delay = s.options.test_link_delay;
   s.transport = std::make_unique<net::TcpTransport>(t);

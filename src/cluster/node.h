@@ -26,6 +26,9 @@ struct NodeOptions {
   int threads = 0;                             // 0: all cores
   std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode (loopback only)
   bool insecure_listen = false;
+  std::shared_ptr<const net::NodeIdentity> identity;  // null: a fresh one per connection
+  std::shared_ptr<const net::AllowList> allowed_ids;  // null: any coordinator or rank
+  bool plaintext = false;           // --insecure: frames unencrypted (peers must say the same)
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
   double bandwidth_gbs = 0;         // 0: measured at start-up

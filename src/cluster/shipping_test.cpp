@@ -69,7 +69,11 @@ Ends connected(const std::string& transport) {
   }
   net::TcpTransportOptions options;
   options.auth = net::AuthConfig{"node", nullptr};
-  options.tcp.splice_weights = transport != "tcp_writes";  // the path macOS takes
+  // "tcp": sealed frames, each chunk opened in memory and written with pwrite;
+  // "tcp_splice": plaintext (--insecure), spliced into the file; "tcp_writes": plaintext
+  // through a buffer, the path macOS takes.
+  options.auth.plaintext = transport != "tcp";
+  options.tcp.splice_weights = transport != "tcp_writes";
   ends.node_transport = std::make_unique<net::TcpTransport>(options);
   ends.node_transport->listen(net::ListenOptions{});
   options.auth.node_name = "coordinator";
@@ -282,7 +286,7 @@ TEST_P(ShippingTest, AFileThatCannotBeWrittenFailsTheTransfer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ShippingTest,
-                         ::testing::Values("loopback", "tcp", "tcp_writes"),
+                         ::testing::Values("loopback", "tcp", "tcp_splice", "tcp_writes"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -105,7 +106,39 @@ std::optional<ClusterKey> resolve_cluster_key(std::string_view key_file, const c
   return std::nullopt;
 }
 
-// ---- proofs ----
+// ---- transcript and proofs ----
+
+namespace {
+
+constexpr std::string_view kTranscriptDomain = "herd-hello-v2";
+constexpr std::string_view kProofDomain = "herd-proof-v2";
+constexpr std::string_view kSignDomain = "herd-sign-v2";
+constexpr std::string_view kSessionDomain = "herd-session-v2";
+
+// The HELLO's encoding without proof and signature: what the transcript covers.
+std::vector<uint8_t> core_bytes(const Hello& hello) {
+  Hello core = hello;
+  core.proof.reset();
+  core.signature.reset();
+  Payload payload = encode(core);
+  return std::move(payload.head);
+}
+
+void put_u32(uint8_t out[4], uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// "herd-sign-v2" | role | T: what an identity signs.
+std::vector<uint8_t> signed_message(HandshakeRole signer, const Transcript& transcript) {
+  std::string_view label = role_label(signer);
+  std::vector<uint8_t> m(kSignDomain.size() + label.size() + transcript.size());
+  std::memcpy(m.data(), kSignDomain.data(), kSignDomain.size());
+  std::memcpy(m.data() + kSignDomain.size(), label.data(), label.size());
+  std::memcpy(m.data() + kSignDomain.size() + label.size(), transcript.data(), transcript.size());
+  return m;
+}
+
+}  // namespace
 
 Nonce random_nonce() {
   ensure_sodium();
@@ -114,35 +147,46 @@ Nonce random_nonce() {
   return nonce;
 }
 
-Proof compute_proof(const ClusterKey& key, HandshakeRole prover, const Nonce& verifier_nonce,
-                    const Nonce& prover_nonce, std::string_view prover_name) {
+Transcript handshake_transcript(const Hello& h1, const Hello& h2) {
   ensure_sodium();
-  static constexpr std::string_view kDomain = "herd-hello-v1";
-  std::string_view label = role_label(prover);
-  uint8_t name_length[4];
-  uint32_t n = static_cast<uint32_t>(prover_name.size());
-  for (int i = 0; i < 4; ++i) name_length[i] = static_cast<uint8_t>(n >> (8 * i));
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, nullptr, 0, sizeof(Transcript));
+  auto update = [&](const void* p, size_t size) {
+    crypto_generichash_update(&state, static_cast<const unsigned char*>(p), size);
+  };
+  update(kTranscriptDomain.data(), kTranscriptDomain.size());
+  for (const Hello* h : {&h1, &h2}) {
+    std::vector<uint8_t> core = core_bytes(*h);
+    uint8_t length[4];
+    put_u32(length, static_cast<uint32_t>(core.size()));
+    update(length, sizeof length);
+    update(core.data(), core.size());
+  }
+  Transcript t;
+  crypto_generichash_final(&state, t.data(), t.size());
+  return t;
+}
 
+Proof compute_proof(const ClusterKey& key, HandshakeRole prover, const Transcript& transcript) {
+  ensure_sodium();
+  std::string_view label = role_label(prover);
   crypto_auth_hmacsha256_state state;
   crypto_auth_hmacsha256_init(&state, key.bytes().data(), key.bytes().size());
   auto update = [&](const void* p, size_t size) {
     crypto_auth_hmacsha256_update(&state, static_cast<const unsigned char*>(p), size);
   };
-  update(kDomain.data(), kDomain.size());
+  update(kProofDomain.data(), kProofDomain.size());
   update(label.data(), label.size());
-  update(verifier_nonce.data(), verifier_nonce.size());
-  update(prover_nonce.data(), prover_nonce.size());
-  update(name_length, sizeof name_length);
-  update(prover_name.data(), prover_name.size());
+  update(transcript.data(), transcript.size());
   Proof proof;
   crypto_auth_hmacsha256_final(&state, proof.data());
   sodium_memzero(&state, sizeof state);
   return proof;
 }
 
-bool verify_proof(const ClusterKey& key, HandshakeRole prover, const Nonce& verifier_nonce,
-                  const Nonce& prover_nonce, std::string_view prover_name, const Proof& proof) {
-  Proof expected = compute_proof(key, prover, verifier_nonce, prover_nonce, prover_name);
+bool verify_proof(const ClusterKey& key, HandshakeRole prover, const Transcript& transcript,
+                  const Proof& proof) {
+  Proof expected = compute_proof(key, prover, transcript);
   return sodium_memcmp(expected.data(), proof.data(), proof.size()) == 0;
 }
 
@@ -200,82 +244,197 @@ Hello recv_hello(Connection& connection, const Hello* earlier, Clock::time_point
   }
 }
 
-void check_version(Connection& connection, const Hello& hello) {
+AuthMode mode_of(const AuthConfig& config) {
+  return config.key ? AuthMode::HMAC_SHA256 : AuthMode::NONE;
+}
+
+FrameEncryption encryption_of(const AuthConfig& config) {
+  return config.plaintext ? FrameEncryption::PLAINTEXT : FrameEncryption::XCHACHA20_POLY1305;
+}
+
+// Checks what the peer's first HELLO says against this node: version, key, encryption.
+void check_modes(Connection& connection, const AuthConfig& config, const Hello& hello) {
   if (hello.protocol_version != kProtocolVersion) {
     std::string why = "peer speaks protocol version " + std::to_string(hello.protocol_version) +
                       ", this node " + std::to_string(kProtocolVersion);
     refuse(connection, &hello, ErrorCode::VERSION, why, why);
   }
+  if (config.key && hello.auth != AuthMode::HMAC_SHA256) {
+    refuse(connection, &hello, ErrorCode::AUTH_REQUIRED,
+           "this node requires a cluster key (--key FILE or HERD_KEY)",
+           "peer offered no cluster key");
+  }
+  if (!config.key && hello.auth == AuthMode::HMAC_SHA256) {
+    refuse(connection, &hello, ErrorCode::AUTH_FAILED,
+           "this node has no cluster key and cannot prove one; start it with --key",
+           "peer requires a cluster key, which this node lacks; give --key FILE or HERD_KEY");
+  }
+  if (hello.encryption != encryption_of(config)) {
+    const bool we_plain = config.plaintext;
+    std::string why = std::string(we_plain ? "this node" : "peer") +
+                      " runs with --insecure (plaintext frames) and " +
+                      (we_plain ? "peer" : "this node") +
+                      " encrypts; both ends must agree (give both --insecure, or neither)";
+    refuse(connection, &hello, ErrorCode::PROTOCOL,
+           "one end runs with --insecure (plaintext frames) and the other encrypts; both "
+           "ends must agree (give both --insecure, or neither)",
+           why);
+  }
 }
 
-AuthMode mode_of(const AuthConfig& config) {
-  return config.key ? AuthMode::HMAC_SHA256 : AuthMode::NONE;
+// An ephemeral X25519 key pair, wiped when it goes out of scope.
+struct Ephemeral {
+  KxPublic public_key{};
+  std::array<uint8_t, crypto_kx_SECRETKEYBYTES> secret{};
+  Ephemeral() {
+    static_assert(crypto_kx_PUBLICKEYBYTES == kKxPublicBytes);
+    ensure_sodium();
+    crypto_kx_keypair(public_key.data(), secret.data());
+  }
+  ~Ephemeral() { sodium_memzero(secret.data(), secret.size()); }
+  Ephemeral(const Ephemeral&) = delete;
+  Ephemeral& operator=(const Ephemeral&) = delete;
+};
+
+// k_CA | k_AC (see auth.h), as this end's send and receive keys. False when the peer's
+// ephemeral key is a low-order point (the shared secret would be all zeros).
+bool derive_session_keys(const AuthConfig& config, const Ephemeral& own, const KxPublic& peer,
+                         const Transcript& transcript, HandshakeRole role, SessionKeys& out) {
+  static_assert(crypto_scalarmult_BYTES == 32);
+  uint8_t shared[crypto_scalarmult_BYTES];
+  if (crypto_scalarmult(shared, own.secret.data(), peer.data()) != 0) return false;
+  uint8_t cluster[crypto_generichash_BYTES] = {};
+  if (config.key) {
+    crypto_generichash(cluster, sizeof cluster, config.key->bytes().data(),
+                       config.key->bytes().size(), nullptr, 0);
+  }
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, config.key ? cluster : nullptr, config.key ? sizeof cluster : 0,
+                          2 * kSessionKeyBytes);
+  crypto_generichash_update(&state, reinterpret_cast<const unsigned char*>(kSessionDomain.data()),
+                            kSessionDomain.size());
+  crypto_generichash_update(&state, shared, sizeof shared);
+  crypto_generichash_update(&state, transcript.data(), transcript.size());
+  uint8_t keys[2 * kSessionKeyBytes];
+  crypto_generichash_final(&state, keys, sizeof keys);
+  const uint8_t* connector_to_acceptor = keys;
+  const uint8_t* acceptor_to_connector = keys + kSessionKeyBytes;
+  const bool connector = role == HandshakeRole::CONNECTOR;
+  std::copy_n(connector ? connector_to_acceptor : acceptor_to_connector, kSessionKeyBytes,
+              out.send.begin());
+  std::copy_n(connector ? acceptor_to_connector : connector_to_acceptor, kSessionKeyBytes,
+              out.receive.begin());
+  sodium_memzero(shared, sizeof shared);
+  sodium_memzero(cluster, sizeof cluster);
+  sodium_memzero(keys, sizeof keys);
+  sodium_memzero(&state, sizeof state);
+  return true;
+}
+
+// Verifies the peer's proof (when keyed), its signature and the allow-list; refuses the
+// peer (ERROR, throw) when any fails. `prover`: the peer's role.
+void check_peer(Connection& connection, const AuthConfig& config, const Hello& peer,
+                HandshakeRole prover, const Transcript& transcript) {
+  if (config.key && (!peer.proof || !verify_proof(*config.key, prover, transcript, *peer.proof))) {
+    refuse(connection, &peer, ErrorCode::AUTH_FAILED, "authentication failed",
+           "peer failed to prove the cluster key (wrong key?)");
+  }
+  NodeId id{peer.node_id};
+  if (!peer.signature ||
+      !verify_signature(id, signed_message(prover, transcript), *peer.signature)) {
+    refuse(connection, &peer, ErrorCode::AUTH_FAILED, "identity signature failed",
+           "peer failed to sign the handshake with the identity it claims (" + id.to_text() + ")");
+  }
+  if (config.allowed_ids && !config.allowed_ids->contains(id)) {
+    refuse(connection, &peer, ErrorCode::AUTH_FAILED,
+           "node id " + id.to_text() + " is not on the peer's allow-list",
+           "node id " + id.to_text() +
+               " is not on this node's allow-list (--allow-ids); add it if the peer is yours");
+  }
+}
+
+// What this end says in H1 or H2 (without proof and signature).
+Hello own_hello(const AuthConfig& config, const NodeIdentity& identity, const Ephemeral& kx) {
+  Hello hello{kProtocolVersion, mode_of(config), config.node_name, random_nonce(), std::nullopt};
+  hello.encryption = encryption_of(config);
+  hello.kx_public = kx.public_key;
+  hello.node_id = identity.id().bytes;
+  return hello;
+}
+
+void sign_hello(Hello& hello, const AuthConfig& config, const NodeIdentity& identity,
+                HandshakeRole role, const Transcript& transcript) {
+  if (config.key) hello.proof = compute_proof(*config.key, role, transcript);
+  hello.signature = identity.sign(signed_message(role, transcript));
+}
+
+// The configured identity, or a fresh one kept in `fresh`.
+const NodeIdentity& identity_of(const AuthConfig& config, std::optional<NodeIdentity>& fresh) {
+  if (config.identity) return *config.identity;
+  fresh.emplace(NodeIdentity::generate());
+  return *fresh;
+}
+
+PeerIdentity peer_of(const AuthConfig& config, const Hello& peer, const Connection& connection) {
+  return PeerIdentity{peer.node_name, config.key != nullptr, NodeId{peer.node_id},
+                      connection.encrypted()};
 }
 
 }  // namespace
 
 PeerIdentity handshake_connect(Connection& connection, const AuthConfig& config, Millis timeout) {
   Clock::time_point deadline = Clock::now() + timeout;
-  Nonce own_nonce = random_nonce();
-  Hello hello{kProtocolVersion, mode_of(config), config.node_name, own_nonce, std::nullopt};
+  std::optional<NodeIdentity> fresh;
+  const NodeIdentity& identity = identity_of(config, fresh);
+  Ephemeral kx;
+  Hello hello = own_hello(config, identity, kx);
   send_message(connection, 0, hello);
 
   Hello reply = recv_hello(connection, nullptr, deadline, timeout);
-  check_version(connection, reply);
-  if (!config.key) {
-    if (reply.auth == AuthMode::HMAC_SHA256) {
-      refuse(connection, &reply, ErrorCode::AUTH_FAILED, "this node has no cluster key",
-             "peer requires a cluster key; give --key FILE or HERD_KEY");
-    }
-    return PeerIdentity{reply.node_name, false};
+  check_modes(connection, config, reply);
+  const Transcript transcript = handshake_transcript(hello, reply);
+  SessionKeys keys;
+  if (!derive_session_keys(config, kx, reply.kx_public, transcript, HandshakeRole::CONNECTOR,
+                           keys)) {
+    refuse(connection, &reply, ErrorCode::PROTOCOL, "bad ephemeral key",
+           "peer sent a low-order ephemeral key");
   }
-  if (reply.auth != AuthMode::HMAC_SHA256 || !reply.proof) {
-    refuse(connection, &reply, ErrorCode::AUTH_REQUIRED, "this node requires a cluster key",
-           "peer has no cluster key and cannot prove its identity");
-  }
-  if (!verify_proof(*config.key, HandshakeRole::ACCEPTOR, own_nonce, reply.nonce, reply.node_name,
-                    *reply.proof)) {
-    refuse(connection, &reply, ErrorCode::AUTH_FAILED, "authentication failed",
-           "peer failed to prove the cluster key (wrong key?)");
-  }
-  hello.proof = compute_proof(*config.key, HandshakeRole::CONNECTOR, reply.nonce, own_nonce,
-                              config.node_name);
+  check_peer(connection, config, reply, HandshakeRole::ACCEPTOR, transcript);
+  sign_hello(hello, config, identity, HandshakeRole::CONNECTOR, transcript);
   send_message(connection, 0, hello);
-  return PeerIdentity{reply.node_name, true};
+  if (!config.plaintext) connection.start_encryption(keys);
+  sodium_memzero(&keys, sizeof keys);
+  return peer_of(config, reply, connection);
 }
 
 PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, Millis timeout) {
   Clock::time_point deadline = Clock::now() + timeout;
   Hello first = recv_hello(connection, nullptr, deadline, timeout);
-  check_version(connection, first);
-  if (config.key && first.auth != AuthMode::HMAC_SHA256) {
-    refuse(connection, &first, ErrorCode::AUTH_REQUIRED,
-           "this node requires a cluster key (--key FILE or HERD_KEY)",
-           "peer offered no cluster key");
+  check_modes(connection, config, first);
+  std::optional<NodeIdentity> fresh;
+  const NodeIdentity& identity = identity_of(config, fresh);
+  Ephemeral kx;
+  Hello reply = own_hello(config, identity, kx);
+  const Transcript transcript = handshake_transcript(first, reply);
+  SessionKeys keys;
+  if (!derive_session_keys(config, kx, first.kx_public, transcript, HandshakeRole::ACCEPTOR,
+                           keys)) {
+    refuse(connection, &first, ErrorCode::PROTOCOL, "bad ephemeral key",
+           "peer sent a low-order ephemeral key");
   }
-  if (!config.key && first.auth == AuthMode::HMAC_SHA256) {
-    refuse(connection, &first, ErrorCode::AUTH_FAILED,
-           "this node has no cluster key and cannot prove one; start it with --key",
-           "peer requires a cluster key, which this node lacks");
-  }
-  Nonce own_nonce = random_nonce();
-  Hello reply{kProtocolVersion, mode_of(config), config.node_name, own_nonce, std::nullopt};
-  if (config.key) {
-    reply.proof = compute_proof(*config.key, HandshakeRole::ACCEPTOR, first.nonce, own_nonce,
-                                config.node_name);
-  }
+  sign_hello(reply, config, identity, HandshakeRole::ACCEPTOR, transcript);
   send_message(connection, 0, reply);
-  if (!config.key) return PeerIdentity{first.node_name, false};
 
   Hello second = recv_hello(connection, &first, deadline, timeout);
-  bool same_peer = second.node_name == first.node_name && second.nonce == first.nonce;
-  if (!same_peer || !second.proof ||
-      !verify_proof(*config.key, HandshakeRole::CONNECTOR, own_nonce, first.nonce, first.node_name,
-                    *second.proof)) {
-    refuse(connection, &first, ErrorCode::AUTH_FAILED, "authentication failed",
-           "peer failed to prove the cluster key (wrong key?)");
+  // The connector seals everything after H3, so this end's refusal below goes sealed.
+  if (!config.plaintext) connection.start_encryption(keys);
+  sodium_memzero(&keys, sizeof keys);
+  if (core_bytes(second) != core_bytes(first)) {
+    refuse(connection, &first, ErrorCode::PROTOCOL, "the second HELLO differs from the first",
+           "its second HELLO differs from its first");
   }
-  return PeerIdentity{first.node_name, true};
+  check_peer(connection, config, second, HandshakeRole::CONNECTOR, transcript);
+  return peer_of(config, first, connection);
 }
 
 }  // namespace herd::net

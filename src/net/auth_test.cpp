@@ -77,18 +77,38 @@ TEST(ClusterKeyTest, LoadsFilesAndResolvesFlagBeforeEnvironment) {
   std::remove(path.c_str());
 }
 
-TEST(ProofTest, BindsKeyRoleNoncesAndName) {
+Hello hello_of(const std::string& name, uint8_t fill) {
+  Hello h{kProtocolVersion, AuthMode::HMAC_SHA256, name, random_nonce(), std::nullopt};
+  h.kx_public.fill(fill);
+  h.node_id.fill(fill);
+  return h;
+}
+
+TEST(ProofTest, BindsKeyRoleAndTranscript) {
   ClusterKey key = ClusterKey::from_text(kHexKey, "test");
   ClusterKey other = ClusterKey::from_text("another key, 16+ bytes", "test");
-  Nonce a = random_nonce();
-  Nonce b = random_nonce();
-  EXPECT_NE(a, b);
-  Proof proof = compute_proof(key, HandshakeRole::CONNECTOR, a, b, "n1");
-  EXPECT_TRUE(verify_proof(key, HandshakeRole::CONNECTOR, a, b, "n1", proof));
-  EXPECT_FALSE(verify_proof(other, HandshakeRole::CONNECTOR, a, b, "n1", proof));
-  EXPECT_FALSE(verify_proof(key, HandshakeRole::ACCEPTOR, a, b, "n1", proof));
-  EXPECT_FALSE(verify_proof(key, HandshakeRole::CONNECTOR, b, a, "n1", proof));
-  EXPECT_FALSE(verify_proof(key, HandshakeRole::CONNECTOR, a, b, "n2", proof));
+  Hello h1 = hello_of("n1", 1);
+  Hello h2 = hello_of("n2", 2);
+  const Transcript t = handshake_transcript(h1, h2);
+  Proof proof = compute_proof(key, HandshakeRole::CONNECTOR, t);
+  EXPECT_TRUE(verify_proof(key, HandshakeRole::CONNECTOR, t, proof));
+  EXPECT_FALSE(verify_proof(other, HandshakeRole::CONNECTOR, t, proof));
+  EXPECT_FALSE(verify_proof(key, HandshakeRole::ACCEPTOR, t, proof));
+  EXPECT_FALSE(verify_proof(key, HandshakeRole::CONNECTOR, handshake_transcript(h2, h1), proof));
+  // Every field of either HELLO changes the transcript; proofs and signatures do not.
+  Hello changed = h1;
+  changed.encryption = FrameEncryption::PLAINTEXT;
+  EXPECT_NE(handshake_transcript(changed, h2), t);
+  changed = h2;
+  changed.kx_public[7] ^= 1;
+  EXPECT_NE(handshake_transcript(h1, changed), t);
+  changed = h1;
+  changed.node_name = "n3";
+  EXPECT_NE(handshake_transcript(changed, h2), t);
+  changed = h1;
+  changed.proof = proof;
+  changed.signature.emplace();
+  EXPECT_EQ(handshake_transcript(changed, h2), t);
 }
 
 TEST(HandshakeTest, SameKeyPassesBothWays) {
@@ -133,11 +153,12 @@ TEST(HandshakeTest, InsecureModeNeedsNoProof) {
 
 TEST(HandshakeTest, ReplayedProofFails) {
   auto key = key_of(kHexKey);
-  // An eavesdropper recorded node-c's proof from an earlier session, in which the acceptor's
-  // nonce was `old_nonce`; it now replays node-c's HELLOs to the acceptor.
-  Nonce nonce_c = random_nonce();
-  Nonce old_nonce = random_nonce();
-  Proof recorded = compute_proof(*key, HandshakeRole::CONNECTOR, old_nonce, nonce_c, "node-c");
+  // An eavesdropper recorded node-c's H1 and H3 from an earlier session; it now replays
+  // them to the acceptor, whose fresh nonce and ephemeral key make a new transcript.
+  Hello old_h1 = hello_of("node-c", 3);
+  Hello old_h2 = hello_of("node-a", 4);
+  Proof recorded =
+      compute_proof(*key, HandshakeRole::CONNECTOR, handshake_transcript(old_h1, old_h2));
 
   LoopbackPair pair = make_loopback_pair("attacker", "acceptor");
   auto accepted = std::async(std::launch::async, [&] {
@@ -145,13 +166,13 @@ TEST(HandshakeTest, ReplayedProofFails) {
       return handshake_accept(*pair.b, AuthConfig{"node-a", key}, Millis(2000));
     });
   });
-  Hello hello{kProtocolVersion, AuthMode::HMAC_SHA256, "node-c", nonce_c, std::nullopt};
-  send_message(*pair.a, 0, hello);
+  send_message(*pair.a, 0, old_h1);
   Frame frame;
   Hello reply = recv_message<Hello>(*pair.a, Millis(2000), frame);
-  EXPECT_NE(reply.nonce, old_nonce);
-  hello.proof = recorded;
-  send_message(*pair.a, 0, hello);
+  EXPECT_NE(reply.nonce, old_h2.nonce);
+  Hello h3 = old_h1;
+  h3.proof = recorded;
+  send_message(*pair.a, 0, h3);
   Outcome a = accepted.get();
   EXPECT_FALSE(a.peer);
   EXPECT_THAT(a.error, HasSubstr("'node-c' (attacker): peer failed to prove the cluster key"));
@@ -167,15 +188,16 @@ TEST(HandshakeTest, ProofMadeAsAcceptorCannotServeAsConnectorProof) {
       return handshake_accept(*pair.b, AuthConfig{"node-a", key}, Millis(2000));
     });
   });
-  Nonce nonce_c = random_nonce();
-  Hello hello{kProtocolVersion, AuthMode::HMAC_SHA256, "node-a", nonce_c, std::nullopt};
+  Hello hello = hello_of("node-a", 5);
   send_message(*pair.a, 0, hello);
   Frame frame;
   Hello reply = recv_message<Hello>(*pair.a, Millis(2000), frame);
-  hello.proof = reply.proof;  // reflect the acceptor's own proof back
-  hello.nonce = reply.nonce;
+  hello.proof = reply.proof;  // reflect the acceptor's own proof and signature back
+  hello.signature = reply.signature;
   send_message(*pair.a, 0, hello);
-  EXPECT_FALSE(accepted.get().peer);
+  Outcome a = accepted.get();
+  EXPECT_FALSE(a.peer);
+  EXPECT_THAT(a.error, HasSubstr("peer failed to prove the cluster key"));
 }
 
 TEST(HandshakeTest, VersionMismatchIsExplained) {
@@ -185,8 +207,99 @@ TEST(HandshakeTest, VersionMismatchIsExplained) {
       return handshake_accept(*pair.b, AuthConfig{"node-a", nullptr}, Millis(2000));
     });
   });
-  send_message(*pair.a, 0, Hello{2, AuthMode::NONE, "future-node", {}, std::nullopt});
-  EXPECT_THAT(accepted.get().error, HasSubstr("peer speaks protocol version 2, this node 1"));
+  send_message(*pair.a, 0, Hello{3, AuthMode::NONE, "future-node", {}, std::nullopt});
+  EXPECT_THAT(accepted.get().error, HasSubstr("peer speaks protocol version 3, this node 2"));
+}
+
+std::shared_ptr<const NodeIdentity> new_identity() {
+  return std::make_shared<const NodeIdentity>(NodeIdentity::generate());
+}
+
+std::shared_ptr<const AllowList> allowing(const NodeIdentity& identity) {
+  return std::make_shared<const AllowList>(
+      AllowList::parse(identity.id().to_text() + "  # the one peer\n", "test list"));
+}
+
+TEST(HandshakeTest, EachSideLearnsTheOthersVerifiedId) {
+  auto id_c = new_identity();
+  auto id_a = new_identity();
+  for (auto key : {key_of(kHexKey), std::shared_ptr<const ClusterKey>()}) {
+    auto [c, a] = run_handshake(AuthConfig{"node-c", key, id_c, allowing(*id_a)},
+                                AuthConfig{"node-a", key, id_a, allowing(*id_c)});
+    ASSERT_TRUE(c.peer) << c.error;
+    ASSERT_TRUE(a.peer) << a.error;
+    EXPECT_EQ(c.peer->id, id_a->id());
+    EXPECT_EQ(a.peer->id, id_c->id());
+  }
+}
+
+TEST(HandshakeTest, PeerOffTheAllowListIsRefusedByItsId) {
+  auto id_c = new_identity();
+  auto id_a = new_identity();
+  auto stranger = new_identity();
+  // The acceptor's list lacks the connector: it refuses after H3, and the connector learns
+  // it from the ERROR in place of the first reply.
+  {
+    LoopbackPair pair = make_loopback_pair("connector", "acceptor");
+    auto accepted = std::async(std::launch::async, [&] {
+      return outcome_of([&] {
+        return handshake_accept(*pair.b, AuthConfig{"node-a", nullptr, id_a, allowing(*stranger)},
+                                Millis(2000));
+      });
+    });
+    Outcome c = outcome_of([&] {
+      return handshake_connect(*pair.a, AuthConfig{"node-c", nullptr, id_c}, Millis(2000));
+    });
+    Outcome a = accepted.get();
+    ASSERT_TRUE(c.peer) << c.error;
+    EXPECT_THAT(a.error, HasSubstr("node id " + id_c->id().to_text() +
+                                   " is not on this node's allow-list (--allow-ids)"));
+    Frame frame;
+    EXPECT_THAT([&] { recv_message<Ready>(*pair.a, Millis(2000), frame); },
+                ::testing::ThrowsMessage<Error>(HasSubstr("is not on the peer's allow-list")));
+  }
+  // The connector's list lacks the acceptor.
+  auto [c, a] = run_handshake(AuthConfig{"node-c", nullptr, id_c, allowing(*stranger)},
+                              AuthConfig{"node-a", nullptr, id_a});
+  EXPECT_THAT(c.error, HasSubstr("node id " + id_a->id().to_text() + " is not on this node's"));
+  EXPECT_THAT(a.error, HasSubstr("refused (authentication failed)"));
+}
+
+TEST(HandshakeTest, ClaimedIdWithoutItsKeyFails) {
+  auto victim = new_identity();
+  auto id_a = new_identity();
+  LoopbackPair pair = make_loopback_pair("attacker", "acceptor");
+  auto accepted = std::async(std::launch::async, [&] {
+    return outcome_of([&] {
+      return handshake_accept(*pair.b, AuthConfig{"node-a", nullptr, id_a, allowing(*victim)},
+                              Millis(2000));
+    });
+  });
+  Hello hello = hello_of("node-v", 6);
+  hello.auth = AuthMode::NONE;
+  hello.node_id = victim->id().bytes;
+  send_message(*pair.a, 0, hello);
+  Frame frame;
+  Hello reply = recv_message<Hello>(*pair.a, Millis(2000), frame);
+  hello.signature = NodeIdentity::generate().sign(ConstBytes(reply.nonce));
+  send_message(*pair.a, 0, hello);
+  EXPECT_THAT(accepted.get().error,
+              HasSubstr("failed to sign the handshake with the identity it claims (" +
+                        victim->id().to_text() + ")"));
+}
+
+TEST(HandshakeTest, PlaintextOnOneEndOnlyIsRefused) {
+  AuthConfig plain{"node-c", nullptr};
+  plain.plaintext = true;
+  auto [c, a] = run_handshake(plain, AuthConfig{"node-a", nullptr});
+  EXPECT_THAT(a.error, HasSubstr("peer runs with --insecure (plaintext frames) and this node "
+                                 "encrypts; both ends must agree"));
+  EXPECT_THAT(c.error, HasSubstr("refused (protocol error): one end runs with --insecure"));
+  AuthConfig plain_a{"node-a", nullptr};
+  plain_a.plaintext = true;
+  auto [c2, a2] = run_handshake(plain, plain_a);
+  ASSERT_TRUE(c2.peer) << c2.error;
+  EXPECT_FALSE(c2.peer->encrypted);
 }
 
 TEST(HandshakeTest, SilentPeerTimesOut) {

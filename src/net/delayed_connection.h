@@ -37,6 +37,8 @@ class DelayedConnection final : public Connection {
     inner_->finish_handshake(name, limits);
   }
   ConnectionStats stats() const override { return inner_->stats(); }
+  void start_encryption(const SessionKeys& keys) override { inner_->start_encryption(keys); }
+  bool encrypted() const override { return inner_->encrypted(); }
 
  private:
   std::shared_ptr<Connection> inner_;

@@ -28,6 +28,7 @@ TEST(DelayedConnectionTest, FramesAreLateByTheDelayAndHeartbeatsAreNot) {
   EXPECT_TRUE(a->try_send_frame(FrameHeader{MessageType::BYE, 0, 4, 0}, {}));
   EXPECT_LT(Clock::now() - ping, std::chrono::milliseconds(30));
   EXPECT_EQ(a->peer_name(), pair.a->peer_name());
+  EXPECT_EQ(a->encrypted(), pair.a->encrypted());
 }
 
 }  // namespace

@@ -111,7 +111,7 @@ FrameHeader decode_header(ConstBytes bytes, const FrameLimits& limits) {
   std::string_view name = message_type_name(header.type);
   if (header.flags != 0) {
     throw Error("net", std::string("frame: ") + std::string(name) + " has unknown flags " +
-                           hex32(header.flags) + " (version 1 defines none)");
+                           hex32(header.flags) + " (none are defined)");
   }
   if (limits.handshake_only && header.type != MessageType::HELLO &&
       header.type != MessageType::ERROR && header.type != MessageType::BYE) {

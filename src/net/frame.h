@@ -5,7 +5,7 @@
 //        0     4  magic    "HERD" (bytes 48 45 52 44)
 //        4     2  version  kProtocolVersion
 //        6     2  type     MessageType
-//        8     4  flags    reserved, must be 0 in version 1
+//        8     4  flags    reserved, must be 0
 //       12     8  id       request id; a reply carries the id of its request
 //       20     8  length   payload bytes that follow
 //
@@ -27,7 +27,9 @@ namespace herd::net {
 using ConstBytes = std::span<const uint8_t>;
 
 inline constexpr uint32_t kFrameMagic = 0x44524548;  // "HERD" read as a little-endian u32
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: the handshake exchanges ephemeral X25519 keys and signs with node identities, and
+// frames after it are encrypted (frame_cipher.h); version 1 peers are refused.
+inline constexpr uint16_t kProtocolVersion = 2;
 
 enum class MessageType : uint16_t {
   HELLO = 1,

@@ -21,7 +21,7 @@ Heartbeat::~Heartbeat() {
 
 void Heartbeat::watch(const std::shared_ptr<Connection>& connection) {
   std::lock_guard lock(mutex_);
-  connections_.push_back(connection);
+  connections_.push_back(Watched{connection, std::chrono::steady_clock::now()});
 }
 
 size_t Heartbeat::watched() const {
@@ -41,13 +41,14 @@ void Heartbeat::run() {
 }
 
 void Heartbeat::tick() {
-  std::vector<std::shared_ptr<Connection>> live;
+  std::vector<std::pair<std::shared_ptr<Connection>, Millis>> live;  // with time watched
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mutex_);
-    std::erase_if(connections_, [&](const std::weak_ptr<Connection>& weak) {
-      std::shared_ptr<Connection> connection = weak.lock();
+    std::erase_if(connections_, [&](const Watched& w) {
+      std::shared_ptr<Connection> connection = w.connection.lock();
       if (!connection || !connection->is_open()) return true;
-      live.push_back(std::move(connection));
+      live.emplace_back(std::move(connection), std::chrono::duration_cast<Millis>(now - w.since));
       return false;
     });
   }
@@ -55,8 +56,8 @@ void Heartbeat::tick() {
                         std::chrono::steady_clock::now().time_since_epoch())
                         .count();
   Payload ping = encode(Ping{now_ns});
-  for (const std::shared_ptr<Connection>& connection : live) {
-    Millis silent = connection->silent_for();
+  for (const auto& [connection, watched_for] : live) {
+    Millis silent = std::min(connection->silent_for(), watched_for);
     if (silent > options_.timeout) {
       std::string reason = "silent for " + std::to_string(silent.count()) +
                            " ms (heartbeat timeout " + std::to_string(options_.timeout.count()) +

@@ -43,6 +43,8 @@ class Heartbeat {
   Heartbeat& operator=(const Heartbeat&) = delete;
 
   // Watches until the connection closes, fails or is destroyed (holds a weak reference).
+  // Silence counts from now at the earliest: a link made before a long load (no PINGs
+  // then) is not failed at once for the silence before it was watched.
   void watch(const std::shared_ptr<Connection>& connection);
   size_t watched() const;
 
@@ -55,7 +57,11 @@ class Heartbeat {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::vector<std::weak_ptr<Connection>> connections_;
+  struct Watched {
+    std::weak_ptr<Connection> connection;
+    std::chrono::steady_clock::time_point since;  // when watch() was called
+  };
+  std::vector<Watched> connections_;
   std::thread thread_;
 };
 

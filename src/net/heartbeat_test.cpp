@@ -39,6 +39,20 @@ TEST(HeartbeatTest, LivePeerStaysConnectedAndFrozenPeerIsReportedByName) {
   EXPECT_THAT(reported, HasSubstr("node-7: silent for"));
 }
 
+// A stage link is dialled before its node loads and watched after: the silence before
+// watch() (nobody pinged) must not fail it at the first tick.
+TEST(HeartbeatTest, SilenceBeforeWatchingDoesNotCount) {
+  LoopbackPair pair = make_loopback_pair("e1", "e2");
+  pair.a->finish_handshake("e2", FrameLimits{});
+  pair.b->finish_handshake("e1", FrameLimits{});
+  std::this_thread::sleep_for(Millis(400));  // a load: no frames either way
+  ASSERT_GE(pair.a->silent_for(), Millis(300));
+  Heartbeat heartbeat(HeartbeatOptions{Millis(50), Millis(300)});
+  heartbeat.watch(pair.a);
+  std::this_thread::sleep_for(Millis(600));  // PINGs answered from the first tick on
+  EXPECT_TRUE(pair.a->is_open());
+}
+
 TEST(HeartbeatTest, ForgetsClosedAndDestroyedConnections) {
   Heartbeat heartbeat(HeartbeatOptions{Millis(10), Millis(100)});
   {

@@ -125,7 +125,8 @@ std::vector<uint64_t> read_stage_times(WireReader& r, bool present) {
 
 }  // namespace
 
-// ---- HELLO: u16 version | u8 auth | u8 has_proof | nonce[32] | proof[32]? | string name ----
+// ---- HELLO: u16 version | u8 auth | u8 has_proof | nonce[32] | proof[32]? | u8 encryption
+//      | kx_public[32] | node_id[32] | u8 has_signature | signature[64]? | string name ----
 
 Payload encode(const Hello& m) {
   HERD_CHECK(is_printable_name(m.node_name, kMaxNodeNameBytes));
@@ -135,6 +136,11 @@ Payload encode(const Hello& m) {
   w.u8(m.proof ? 1 : 0);
   w.bytes(m.nonce);
   if (m.proof) w.bytes(*m.proof);
+  w.u8(static_cast<uint8_t>(m.encryption));
+  w.bytes(m.kx_public);
+  w.bytes(m.node_id);
+  w.u8(m.signature ? 1 : 0);
+  if (m.signature) w.bytes(*m.signature);
   w.string(m.node_name);
   return fields_only(w);
 }
@@ -155,6 +161,20 @@ Hello decode_hello(ConstBytes payload) {
     ConstBytes proof = r.bytes(kProofBytes, "proof");
     m.proof.emplace();
     std::copy(proof.begin(), proof.end(), m.proof->begin());
+  }
+  uint8_t encryption = r.u8("encryption");
+  if (encryption > static_cast<uint8_t>(FrameEncryption::XCHACHA20_POLY1305)) {
+    r.fail("encryption", "unknown frame encryption " + std::to_string(encryption));
+  }
+  m.encryption = static_cast<FrameEncryption>(encryption);
+  ConstBytes kx = r.bytes(kKxPublicBytes, "kx_public");
+  std::copy(kx.begin(), kx.end(), m.kx_public.begin());
+  ConstBytes id = r.bytes(kHelloIdBytes, "node_id");
+  std::copy(id.begin(), id.end(), m.node_id.begin());
+  if (r.boolean("has_signature")) {
+    ConstBytes signature = r.bytes(kHelloSignatureBytes, "signature");
+    m.signature.emplace();
+    std::copy(signature.begin(), signature.end(), m.signature->begin());
   }
   m.node_name = r.name(kMaxNodeNameBytes, "node_name");
   r.expect_end();

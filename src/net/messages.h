@@ -37,6 +37,10 @@ inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;
+inline constexpr size_t kKxPublicBytes = 32;        // X25519 public key
+inline constexpr size_t kHelloIdBytes = 32;         // Ed25519 public key (net/identity.h)
+inline constexpr size_t kHelloSignatureBytes = 64;  // Ed25519 signature
+using KxPublic = std::array<uint8_t, kKxPublicBytes>;
 
 // One encoded payload: `head` holds the fields, `tail` the bulk data that follows them
 // unchanged (a view of the caller's buffer: keep it alive until the frame is sent), and
@@ -51,6 +55,8 @@ struct Payload {
 // ---------------------------------------------------------------------------------------
 // HELLO: the handshake (see auth.h for the sequence).
 enum class AuthMode : uint8_t { NONE = 0, HMAC_SHA256 = 1 };
+// What frames after the handshake are: both ends must say the same.
+enum class FrameEncryption : uint8_t { PLAINTEXT = 0, XCHACHA20_POLY1305 = 1 };
 
 struct Hello {
   static constexpr MessageType kType = MessageType::HELLO;
@@ -59,6 +65,10 @@ struct Hello {
   std::string node_name;           // 1..kMaxNodeNameBytes printable ASCII
   Nonce nonce{};
   std::optional<Proof> proof;
+  FrameEncryption encryption = FrameEncryption::XCHACHA20_POLY1305;
+  KxPublic kx_public{};  // the sender's ephemeral X25519 key for this connection
+  std::array<uint8_t, kHelloIdBytes> node_id{};  // the sender's identity (Ed25519 public)
+  std::optional<std::array<uint8_t, kHelloSignatureBytes>> signature{};  // of the transcript
 };
 
 // PROFILE: what a node offers, measured at start-up.

@@ -47,6 +47,19 @@ TEST(MessagesTest, HelloRoundTrips) {
   out = round_trip(in);
   ASSERT_TRUE(out.proof);
   EXPECT_EQ(*out.proof, *in.proof);
+  EXPECT_EQ(out.encryption, FrameEncryption::XCHACHA20_POLY1305);
+  EXPECT_FALSE(out.signature);
+  in.encryption = FrameEncryption::PLAINTEXT;
+  in.kx_public[0] = 1;
+  in.node_id[31] = 2;
+  in.signature.emplace();
+  (*in.signature)[63] = 3;
+  out = round_trip(in);
+  EXPECT_EQ(out.encryption, FrameEncryption::PLAINTEXT);
+  EXPECT_EQ(out.kx_public, in.kx_public);
+  EXPECT_EQ(out.node_id, in.node_id);
+  ASSERT_TRUE(out.signature);
+  EXPECT_EQ(*out.signature, *in.signature);
 }
 
 TEST(MessagesTest, ProfileLoadPingErrorRoundTrip) {
@@ -231,7 +244,7 @@ TEST(MessagesTest, ActivationShapeOverflowIsRejected) {
 TEST(MessagesTest, StringsPastTheEndAreRejected) {
   Hello in{kProtocolVersion, AuthMode::NONE, "abc", {}, std::nullopt};
   std::vector<uint8_t> bytes = joined(encode(in));
-  size_t name_length_at = 2 + 1 + 1 + kNonceBytes;
+  size_t name_length_at = 2 + 1 + 1 + kNonceBytes + 1 + kKxPublicBytes + kHelloIdBytes + 1;
   store_le<uint32_t>(bytes.data() + name_length_at, 100);
   EXPECT_THAT(decode_error_text<Hello>(bytes),
               HasSubstr("HELLO: field 'node_name': truncated (needs 100 bytes, 3 left)"));

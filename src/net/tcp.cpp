@@ -22,6 +22,10 @@ using Clock = std::chrono::steady_clock;
 // (Asio's default is 64 KiB), small enough that progress is recorded often on slow links.
 constexpr size_t kIoChunkBytes = size_t{4} << 20;
 
+// The largest seal buffer a connection keeps between frames: a 16 MiB chunk or a large
+// batch's activations reuse it; a larger frame's buffer is freed after it is sent.
+constexpr size_t kKeptSealBufferBytes = size_t{16} << 20;
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
@@ -243,6 +247,15 @@ void TcpConnection::finish_handshake(const std::string& name, const FrameLimits&
   }
 }
 
+void TcpConnection::start_encryption(const SessionKeys& keys) {
+  std::lock_guard send_lock(send_mutex_);
+  std::lock_guard lock(mutex_);
+  HERD_CHECK(!reader_started_);
+  sealer_ = std::make_unique<FrameCipher>(keys.send);
+  opener_ = std::make_unique<FrameCipher>(keys.receive);
+  encrypted_.store(true);
+}
+
 // ---- sending ----
 
 void TcpConnection::write_frame_locked(const FrameHeader& header,
@@ -252,10 +265,25 @@ void TcpConnection::write_frame_locked(const FrameHeader& header,
   for (ConstBytes part : parts) h.length += part.size();
   std::array<uint8_t, kFrameHeaderSize> head = encode_header(h);
   std::vector<asio::const_buffer> buffers;
-  buffers.reserve(parts.size() + 1);
+  buffers.reserve(parts.size() + 2);
   buffers.emplace_back(head.data(), head.size());
-  for (ConstBytes part : parts) {
-    if (!part.empty()) buffers.emplace_back(part.data(), part.size());
+  std::array<uint8_t, kFrameTagBytes> tag;
+  if (sealer_) {
+    // AEAD seals one contiguous message: join the parts in a reused buffer, seal in place.
+    const size_t n = static_cast<size_t>(h.length);
+    if (seal_buffer_.size() < n) seal_buffer_.resize(n);
+    size_t at = 0;
+    for (ConstBytes part : parts) {
+      if (!part.empty()) std::memcpy(seal_buffer_.data() + at, part.data(), part.size());
+      at += part.size();
+    }
+    sealer_->seal(head, std::span<uint8_t>(seal_buffer_.data(), n), tag.data());
+    if (n > 0) buffers.emplace_back(seal_buffer_.data(), n);
+    buffers.emplace_back(tag.data(), tag.size());
+  } else {
+    for (ConstBytes part : parts) {
+      if (!part.empty()) buffers.emplace_back(part.data(), part.size());
+    }
   }
   send_started_ns_.store(now_ns());
   sending_.store(true);
@@ -271,13 +299,16 @@ void TcpConnection::write_frame_locked(const FrameHeader& header,
       },
       ec);
   sending_.store(false);
+  // Keep a buffer for weight chunks and activations; let a rare huge frame's go.
+  if (seal_buffer_.size() > kKeptSealBufferBytes) std::vector<uint8_t>().swap(seal_buffer_);
   if (ec) {
     std::lock_guard lock(mutex_);
     fail_locked("send failed: " + ec.message());
     throw_failure_locked();
   }
   frames_sent_.fetch_add(1, std::memory_order_relaxed);
-  bytes_sent_.fetch_add(kFrameHeaderSize + h.length, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(kFrameHeaderSize + h.length + (sealer_ ? kFrameTagBytes : 0),
+                        std::memory_order_relaxed);
   if (pong_owed_.exchange(false)) {
     Payload pong = encode(Pong{pong_owed_timestamp_.load()});
     ConstBytes part = pong.head;
@@ -377,10 +408,12 @@ void TcpConnection::reader_loop() {
         std::lock_guard lock(mutex_);
         sink = weights_sink_;
       }
-      const bool read = sink ? read_weights(frame, *sink) : read_payload(frame, {});
+      const bool read = sink ? read_weights(frame, *sink, head) : read_payload(frame, head, {});
       if (!read) return;
       frames_received_.fetch_add(1, std::memory_order_relaxed);
-      bytes_received_.fetch_add(kFrameHeaderSize + frame.header.length, std::memory_order_relaxed);
+      bytes_received_.fetch_add(
+          kFrameHeaderSize + frame.header.length + (opener_ ? kFrameTagBytes : 0),
+          std::memory_order_relaxed);
 
       switch (frame.header.type) {
         case MessageType::PING:
@@ -410,10 +443,24 @@ void TcpConnection::reader_loop() {
   }
 }
 
-bool TcpConnection::read_payload(Frame& frame, ConstBytes prefix) {
-  frame.storage = pool_->allocate(frame.header.length);
+bool TcpConnection::read_payload(Frame& frame, ConstBytes header, ConstBytes prefix) {
+  const uint64_t length = frame.header.length;
+  const uint64_t wire = length + (opener_ ? kFrameTagBytes : 0);
+  frame.storage = pool_->allocate(wire);
   if (!prefix.empty()) std::memcpy(frame.storage.get(), prefix.data(), prefix.size());
-  return read_fully(frame.storage.get() + prefix.size(), frame.header.length - prefix.size());
+  if (!read_fully(frame.storage.get() + prefix.size(), wire - prefix.size())) return false;
+  return !opener_ || open_payload(header, frame.storage.get(), length);
+}
+
+bool TcpConnection::open_payload(ConstBytes header, uint8_t* data, uint64_t length) {
+  const uint64_t number = opener_->frames();
+  if (opener_->open(header, std::span<uint8_t>(data, length), data + length)) return true;
+  const FrameHeader h = decode_header(header, FrameLimits{});
+  fail("frame " + std::to_string(number) + " (" + std::string(message_type_name(h.type)) + ", " +
+       std::to_string(length) +
+       " bytes) failed authentication: tampered with, replayed, reordered or not sealed by "
+       "the peer; connection dropped");
+  return false;
 }
 
 void TcpConnection::set_weights_sink(std::shared_ptr<WeightsSink> sink) {
@@ -426,15 +473,18 @@ void TcpConnection::set_weights_sink(std::shared_ptr<WeightsSink> sink) {
 // fields alone.
 // Fields that do not parse, and chunks the sink declines, are read into memory whole, as
 // without a sink, for the receiver to see and report.
-bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
+bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink, ConstBytes header) {
+  if (opener_) return read_sealed_weights(frame, sink, header);
   const uint64_t length = frame.header.length;
   std::vector<uint8_t> fields(sizeof(uint32_t));
-  if (length < fields.size()) return read_payload(frame, {});
+  if (length < fields.size()) return read_payload(frame, header, {});
   if (!read_fully(fields.data(), fields.size())) return false;
   uint32_t name_bytes;
   std::memcpy(&name_bytes, fields.data(), sizeof name_bytes);
   const uint64_t head_bytes = weights_head_bytes(name_bytes);
-  if (name_bytes > kMaxTensorNameBytes || head_bytes > length) return read_payload(frame, fields);
+  if (name_bytes > kMaxTensorNameBytes || head_bytes > length) {
+    return read_payload(frame, header, fields);
+  }
   fields.resize(head_bytes);
   if (!read_fully(fields.data() + sizeof name_bytes, head_bytes - sizeof name_bytes)) return false;
   std::optional<WeightsHead> head;
@@ -442,15 +492,62 @@ bool TcpConnection::read_weights(Frame& frame, WeightsSink& sink) {
     head = decode_weights_head(fields);
   } catch (const Error&) {
   }
-  if (!head || head->n_bytes != length - head_bytes) return read_payload(frame, fields);
+  if (!head || head->n_bytes != length - head_bytes) return read_payload(frame, header, fields);
   const std::optional<WeightsSink::Place> place = sink.place(*head);
-  if (!place) return read_payload(frame, fields);
+  if (!place) return read_payload(frame, header, fields);
   const bool moved = move_to_file(place->fd, place->offset, head->n_bytes);
   sink.placed();
   if (!moved) return false;
   frame.storage = allocate_payload(fields.size());
   std::memcpy(frame.storage.get(), fields.data(), fields.size());
   frame.placed_bytes = head->n_bytes;
+  return true;
+}
+
+// A sealed WEIGHTS frame while a sink is installed: the whole payload is read into a
+// pooled buffer and opened there (its data cannot be trusted, so cannot go to the file,
+// before the tag is checked), then the data is written at its place with pwrite and the
+// frame keeps a copy of the fields alone, so the large buffer returns to the pool at once.
+// Fields that do not parse, and chunks the sink declines, stay in memory whole.
+bool TcpConnection::read_sealed_weights(Frame& frame, WeightsSink& sink, ConstBytes header) {
+  if (!read_payload(frame, header, {})) return false;
+  const uint64_t length = frame.header.length;
+  const uint8_t* payload = frame.storage.get();
+  if (length < sizeof(uint32_t)) return true;
+  uint32_t name_bytes;
+  std::memcpy(&name_bytes, payload, sizeof name_bytes);
+  const uint64_t head_bytes = weights_head_bytes(name_bytes);
+  if (name_bytes > kMaxTensorNameBytes || head_bytes > length) return true;
+  std::optional<WeightsHead> head;
+  try {
+    head = decode_weights_head(ConstBytes(payload, static_cast<size_t>(head_bytes)));
+  } catch (const Error&) {
+  }
+  if (!head || head->n_bytes != length - head_bytes) return true;
+  const std::optional<WeightsSink::Place> place = sink.place(*head);
+  if (!place) return true;
+  const bool written = pwrite_all(place->fd, payload + head_bytes,
+                                  static_cast<size_t>(head->n_bytes), place->offset);
+  sink.placed();
+  if (!written) return false;
+  PayloadStorage fields = allocate_payload(static_cast<size_t>(head_bytes));
+  std::memcpy(fields.get(), payload, static_cast<size_t>(head_bytes));
+  frame.storage = std::move(fields);
+  frame.placed_bytes = head->n_bytes;
+  return true;
+}
+
+bool TcpConnection::pwrite_all(int fd, const uint8_t* data, size_t n, uint64_t offset) {
+  for (size_t done = 0; done < n;) {
+    const ssize_t put = ::pwrite(fd, data + done, n - done, static_cast<off_t>(offset + done));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      fail(std::string("cannot write received weights: ") +
+           (put < 0 ? std::strerror(errno) : "the file took no bytes"));
+      return false;
+    }
+    done += static_cast<size_t>(put);
+  }
   return true;
 }
 
@@ -471,17 +568,7 @@ bool TcpConnection::write_to_file(int fd, uint64_t offset, uint64_t n) {
   while (n > 0) {
     const size_t part = static_cast<size_t>(std::min<uint64_t>(n, file_buffer_.size()));
     if (!read_fully(file_buffer_.data(), part)) return false;
-    for (size_t done = 0; done < part;) {
-      const ssize_t put =
-          ::pwrite(fd, file_buffer_.data() + done, part - done, static_cast<off_t>(offset + done));
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) {
-        fail(std::string("cannot write received weights: ") +
-             (put < 0 ? std::strerror(errno) : "the file took no bytes"));
-        return false;
-      }
-      done += static_cast<size_t>(put);
-    }
+    if (!pwrite_all(fd, file_buffer_.data(), part, offset)) return false;
     offset += part;
     n -= part;
   }
@@ -625,10 +712,15 @@ std::optional<Frame> TcpConnection::recv_direct(Millis timeout) {
     fail_locked("sent a malformed frame: " + reason);
     throw_failure_locked();
   }
-  frame.storage = pool_->allocate(frame.header.length);
-  if (frame.header.length > 0) read_part(frame.storage.get(), frame.header.length, false);
+  const uint64_t wire = frame.header.length + (opener_ ? kFrameTagBytes : 0);
+  frame.storage = pool_->allocate(wire);
+  if (wire > 0) read_part(frame.storage.get(), wire, false);
+  if (opener_ && !open_payload(head, frame.storage.get(), frame.header.length)) {
+    std::lock_guard lock(mutex_);
+    throw_failure_locked();
+  }
   frames_received_.fetch_add(1, std::memory_order_relaxed);
-  bytes_received_.fetch_add(kFrameHeaderSize + frame.header.length, std::memory_order_relaxed);
+  bytes_received_.fetch_add(kFrameHeaderSize + wire, std::memory_order_relaxed);
   if (frame.header.type == MessageType::BYE) {
     std::lock_guard lock(mutex_);
     fail_locked("said goodbye (BYE)");

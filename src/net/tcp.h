@@ -8,7 +8,10 @@
 // Every header is validated (decode_header) before its payload is allocated. A peer that
 // sends a malformed frame is sent ERROR and dropped; the failure names the peer.
 // Sends gather the 28-byte header and the payload parts into one write (no joining copy),
-// with TCP_NODELAY on.
+// with TCP_NODELAY on. Once the handshake started encryption (start_encryption), a send
+// joins the parts into a reused buffer and seals it there (AEAD wants one message), and
+// the reader opens each payload in its receive buffer (frame_cipher.h); WEIGHTS data for a
+// sink is then opened in memory and written with pwrite (splice would bypass the check).
 #pragma once
 
 #include <atomic>
@@ -77,6 +80,8 @@ class TcpConnection final : public Connection {
   // WEIGHTS chunks the sink places go straight into its file (splice on Linux, read and
   // pwrite elsewhere: TcpOptions::splice_weights).
   void set_weights_sink(std::shared_ptr<WeightsSink> sink) override;
+  void start_encryption(const SessionKeys& keys) override;
+  bool encrypted() const override { return encrypted_.load(); }
 
   const std::string& address() const { return address_; }
   // Round-trip time of the last PING this side sent that was answered; 0 before any.
@@ -89,11 +94,18 @@ class TcpConnection final : public Connection {
   void reader_loop();
   // Reads exactly `size` bytes on the reader thread; false when the connection ended.
   bool read_fully(uint8_t* data, size_t size);
-  // Reads frame.header.length payload bytes into storage, of which `prefix` were read
-  // already; false when the connection ended.
-  bool read_payload(Frame& frame, ConstBytes prefix);
+  // Reads frame.header.length payload bytes (and the tag when sealed) into storage, of
+  // which `prefix` were read already, and opens them; false when the connection ended.
+  // `header`: the frame's 28 bytes as received.
+  bool read_payload(Frame& frame, ConstBytes header, ConstBytes prefix);
+  // Opens a sealed payload in place (data[0, length) then the tag); false, failing the
+  // connection, when it does not authenticate as the next frame. `header`: its 28 bytes.
+  bool open_payload(ConstBytes header, uint8_t* data, uint64_t length);
   // A WEIGHTS frame while a sink is installed: see tcp.cpp.
-  bool read_weights(Frame& frame, WeightsSink& sink);
+  bool read_weights(Frame& frame, WeightsSink& sink, ConstBytes header);
+  bool read_sealed_weights(Frame& frame, WeightsSink& sink, ConstBytes header);
+  // Writes data[0, n) at offset of fd; false (recorded) when the file takes no bytes.
+  bool pwrite_all(int fd, const uint8_t* data, size_t n, uint64_t offset);
   // n bytes from the socket into fd at offset; false when the connection or the file
   // failed (recorded). splice_to_file exists on Linux only.
   bool move_to_file(int fd, uint64_t offset, uint64_t n);
@@ -128,7 +140,13 @@ class TcpConnection final : public Connection {
   int splice_pipe_[2] = {-1, -1};     // the reader's pipe for splice_to_file, made on first use
   std::vector<uint8_t> file_buffer_;  // the reader's buffer for write_to_file, made on first use
 
-  std::mutex send_mutex_;  // one frame on the wire at a time
+  // Set by start_encryption before the reader starts; the reader alone uses opener_.
+  std::unique_ptr<FrameCipher> opener_;
+  std::atomic<bool> encrypted_{false};
+
+  std::mutex send_mutex_;  // one frame on the wire at a time; guards sealer_, seal_buffer_
+  std::unique_ptr<FrameCipher> sealer_;
+  std::vector<uint8_t> seal_buffer_;  // a sealed frame's payload, reused
   std::atomic<bool> sending_{false};
   std::atomic<bool> pong_owed_{false};
   std::atomic<uint64_t> pong_owed_timestamp_{0};

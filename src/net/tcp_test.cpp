@@ -115,8 +115,10 @@ TEST(TcpTest, TwoEndpointsExchangeFrames) {
   Result result = recv_message<Result>(*to_server, Millis(2000), frame);
   EXPECT_EQ(result.output.cols, 3u);
   EXPECT_EQ(to_server->stats().frames_received - server_before.frames_received, 1u);
+  EXPECT_TRUE(to_server->encrypted());
+  EXPECT_TRUE(to_client->encrypted());
   EXPECT_EQ(to_client->stats().bytes_received - client_before.bytes_received,
-            kFrameHeaderSize + encode(got).size());
+            kFrameHeaderSize + encode(got).size() + kFrameTagBytes);
 }
 
 // A transport given no name takes "<host>:<port>" once bound, the port it really got.
@@ -165,6 +167,8 @@ TEST(TcpTest, GarbageAndHostilePeersAreDroppedAndOthersStillServed) {
   EXPECT_THAT(lines, HasSubstr("closed the connection"));
   EXPECT_THAT(lines, HasSubstr("'intruder' (127.0.0.1:"));
   EXPECT_THAT(lines, HasSubstr("refused (authentication failed)"));
+  EXPECT_THAT(lines, HasSubstr("accepted 'client (127.0.0.1:"));
+  EXPECT_THAT(lines, HasSubstr("': node id "));
 }
 
 TEST(TcpTest, SilentConnectionDoesNotDelayOtherPeers) {
@@ -182,7 +186,9 @@ TEST(TcpTest, SilentConnectionDoesNotDelayOtherPeers) {
   auto connection = client.connect(local(server.port()), Millis(2000));
   ASSERT_TRUE(server.accept(Millis(2000)));
   EXPECT_LT(Clock::now() - start, Millis(1000));  // not behind the silent one's 1.5 s
-  for (int i = 0; i < 100 && log.all().empty(); ++i) std::this_thread::sleep_for(Millis(50));
+  for (int i = 0; i < 100 && log.all().find("no HELLO") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(Millis(50));
+  }
   EXPECT_THAT(log.all(), HasSubstr("no HELLO within 1500 ms"));
 }
 

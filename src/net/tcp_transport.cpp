@@ -94,6 +94,9 @@ void TcpTransport::handshake(std::shared_ptr<TcpConnection> connection) {
   try {
     PeerIdentity peer = handshake_accept(*connection, options_.auth, options_.handshake_timeout);
     connection->finish_handshake(peer.name, options_.tcp.limits);
+    // The verified id, so that an operator can find what to put in an allow-list.
+    log("accepted '" + connection->peer_name() + "': node id " + peer.id.to_text() +
+        (peer.encrypted ? "" : ", plaintext frames (--insecure)"));
     std::lock_guard lock(mutex_);
     if (ready_.size() >= options_.max_waiting_peers) {
       log("dropped peer '" + connection->peer_name() + "': " + std::to_string(ready_.size()) +

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "net/frame.h"
+#include "net/frame_cipher.h"
 #include "net/messages.h"
 
 namespace herd::net {
@@ -36,9 +37,10 @@ struct ConnectionStats {
 };
 
 // Where a transport may put the data of WEIGHTS chunks as they arrive: straight into a
-// file, never through the frame's memory (TCP on Linux splices the socket's bytes into the
-// file's page cache: one copy instead of two; elsewhere it reads them through a 1 MiB
-// buffer and writes them at their place). Receiving weights installs one; a transport
+// file, never held by the frame (TCP with plaintext frames on Linux splices the socket's
+// bytes into the file's page cache: one copy instead of two; elsewhere it reads them
+// through a 1 MiB buffer and writes them at their place; sealed frames are opened in a
+// pooled buffer first and then written, since unchecked bytes must not reach the file). Receiving weights installs one; a transport
 // that cannot do this ignores it and delivers every chunk in memory as usual. A frame whose
 // data went to the file has Frame::placed_bytes set and carries the fields alone.
 class WeightsSink {
@@ -79,6 +81,15 @@ class Connection {
   virtual void fail(const std::string& reason) = 0;
   // Says BYE (best effort) and releases the connection. Idempotent.
   virtual void close() = 0;
+
+  // Seals every frame sent from now on with keys.send and opens every frame received from
+  // now on with keys.receive (frame_cipher.h); a frame that fails to open ends the
+  // connection. The handshake calls it at the point both ends switch (auth.h).
+  // REQUIRES: before finish_handshake. A connection without a wire (in-process pairs)
+  // has nothing to protect and ignores it.
+  virtual void start_encryption(const SessionKeys& keys) { (void)keys; }
+  // Whether frames are sealed (start_encryption took effect).
+  virtual bool encrypted() const { return false; }
 
   // Installs (nullptr: removes) the sink for the data of WEIGHTS chunks that arrive from
   // now on. The default keeps delivering every chunk in memory.
