@@ -257,8 +257,8 @@ struct ClusterRunner::State {
   std::map<std::string, NodeProfile> known;  // by address: every node a pod has had
   std::vector<std::string> returning;        // lost or new nodes that answer: taken in next request
   std::vector<std::string> discovered;       // "host:port" the mender's last browse found
-  std::unique_ptr<net::TcpTransport> probe_transport;  // the mender's
-  std::vector<std::vector<int32_t>> history;           // [n_seq][position] tokens the pod has seen
+  std::shared_ptr<net::Transport> probe_transport;  // the mender's
+  std::vector<std::vector<int32_t>> history;        // [n_seq][position] tokens the pod has seen
 
   mutable std::mutex mutex;           // guards what status() reads below
   std::string state = "ok";           // "ok", "recovering" or "degraded"
@@ -287,7 +287,7 @@ struct ClusterRunner::Impl {
   Plan plan;
   std::vector<NodeProfile> nodes;
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<net::TcpTransport> transport;
+  std::shared_ptr<net::Transport> transport;
   std::unique_ptr<net::Heartbeat> heartbeat;
   std::vector<std::unique_ptr<StageRunner>> stages;
 
@@ -674,10 +674,13 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   r.options = options;
   r.pool = std::make_unique<ThreadPool>(options.local.threads);
 
-  net::TcpTransportOptions t;
-  t.auth.node_name = options.name;
-  t.auth.key = options.key;
-  r.transport = std::make_unique<net::TcpTransport>(t);
+  r.transport = options.transport;
+  if (!r.transport) {
+    net::TcpTransportOptions t;
+    t.auth.node_name = options.name;
+    t.auth.key = options.key;
+    r.transport = std::make_shared<net::TcpTransport>(t);
+  }
 
   // Node 0 is this process; then the peers in the order given.
   LocalProfileOptions local;
@@ -1254,11 +1257,12 @@ void ClusterRunner::probe_returning() {
     }
   }
   if (candidates.empty()) return;
+  if (!st.probe_transport) st.probe_transport = st.options.transport;
   if (!st.probe_transport) {
     net::TcpTransportOptions t;
     t.auth.node_name = st.options.name;
     t.auth.key = st.options.key;
-    st.probe_transport = std::make_unique<net::TcpTransport>(t);
+    st.probe_transport = std::make_shared<net::TcpTransport>(t);
   }
   std::vector<std::string> back;
   for (const std::string& address : candidates) {

@@ -49,7 +49,7 @@
 namespace herd::cluster {
 
 struct ClusterOptions {
-  std::vector<std::string> peers;  // "host:port" of each node besides this process
+  std::vector<std::string> peers;  // "host:port" ("rank:N" over MPI) of each other node
   PlanOptions plan;                // mode, MoE mode, use_local (--no-local)
   engine::LocalOptions local;      // threads, n_ctx, n_seq, kernels for the local stage
   net::WireDType wire_dtype = net::WireDType::F32;
@@ -57,6 +57,9 @@ struct ClusterOptions {
   // stage's through this process (the way before stage links; for comparison).
   bool stage_links = true;
   std::shared_ptr<const net::ClusterKey> key;  // null: insecure mode
+  // How nodes are reached: null: a TcpTransport per pod ("host:port" peers, HELLO with
+  // `key`); else this one for every pod (an MpiTransport: "rank:N" peers).
+  std::shared_ptr<net::Transport> transport;
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
   net::HeartbeatOptions heartbeat;

@@ -35,7 +35,13 @@ struct NodeOptions {
   // hash). false: always receive the weights (and use the cache).
   bool use_model_files = true;
   net::Millis recv_timeout{600000};  // longest wait for a coordinator's next frame
-  net::LogFn log;                    // what the node did and why it dropped peers
+  // Serve over this transport instead of listening on host:port (an MPI rank: its
+  // coordinator is rank 0); `address` is what the profile says this node is reached at.
+  std::shared_ptr<net::Transport> transport;
+  std::string address;
+  // Serve one coordinator, then return from run() (an MPI rank lives as long as its job).
+  bool one_session = false;
+  net::LogFn log;  // what the node did and why it dropped peers
 };
 
 class NodeServer {
@@ -46,7 +52,7 @@ class NodeServer {
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
 
-  uint16_t port() const;
+  uint16_t port() const;  // 0 when serving over options.transport
   const NodeProfile& profile() const;
 
   // Serves coordinators until stop(). Returns after the current session has ended.
