@@ -34,8 +34,8 @@ constexpr size_t kControlBytes = 8;  // u32 kind | u32 channel
 // Received payloads of 1 MiB and more (weights chunks, prefill activations) reuse buffers.
 constexpr size_t kPoolBytes = size_t{64} << 20;
 
-// The receiver's back-off when nothing arrives: it yields for this long after the last
-// message (a decode step's frames follow each other within microseconds), then sleeps in
+// The back-off while nothing arrives (or a send waits): yield for this long after the last
+// message (a decode step's frames follow each other within microseconds), then sleep in
 // short steps, then in longer ones once the rank is idle. A blocking MPI_Mprobe would spin a
 // whole core per rank inside Open MPI's progress loop, which a 2-core machine running three
 // ranks cannot afford.
@@ -43,6 +43,16 @@ constexpr auto kHotPoll = std::chrono::microseconds(300);
 constexpr auto kWarmPoll = std::chrono::milliseconds(20);
 constexpr auto kWarmSleep = std::chrono::microseconds(50);
 constexpr auto kColdSleep = std::chrono::microseconds(500);
+
+// Waiting for MPI (a message to arrive, a send to complete) for `idle` so far: yield at
+// first, then sleep in short steps, then in longer ones.
+void back_off(Clock::duration idle) {
+  if (idle < kHotPoll) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(idle < kWarmPoll ? kWarmSleep : kColdSleep);
+  }
+}
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -302,8 +312,27 @@ void MpiTransport::Impl::send(int peer, int tag, const void* data, size_t n) {
     if (stopping) throw Error("net", "mpi: the transport is shutting down");
     ++sending;
   }
-  const int rc =
-      MPI_Send(data, static_cast<int>(n), MPI_BYTE, peer, tag, comm);  // not under `mutex`
+  // Not MPI_Send: a blocking send spins inside the library until the peer's receiver thread
+  // takes the message (Open MPI's rendezvous above 4 KiB on shared memory), and a job that
+  // MPI does not count as oversubscribed (2 ranks on 2 cores, each with its receiver thread)
+  // spins without yielding: the peer's receiver then waits for a core, and a 2-rank
+  // all-reduce took 8 ms instead of 50 us. Waiting here backs off as the receiver does.
+  // Not under `mutex`: the receiver thread must keep dispatching meanwhile.
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Isend(data, static_cast<int>(n), MPI_BYTE, peer, tag, comm, &request);
+  const auto start = Clock::now();
+  while (rc == MPI_SUCCESS) {
+    int done = 0;
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    // The sending thread has nothing else to do: it stays hot longer than the receiver.
+    const auto waited = Clock::now() - start;
+    if (waited < kWarmPoll) {
+      std::this_thread::yield();
+    } else {
+      back_off(waited);
+    }
+  }
   {
     std::lock_guard lock(mutex);
     --sending;
@@ -362,12 +391,7 @@ void MpiTransport::Impl::run() {
       finishing = true;
       continue;
     }
-    const auto idle = Clock::now() - last;
-    if (idle < kHotPoll) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(idle < kWarmPoll ? kWarmSleep : kColdSleep);
-    }
+    back_off(Clock::now() - last);
   }
 }
 
