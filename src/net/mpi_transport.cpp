@@ -347,7 +347,7 @@ void MpiTransport::Impl::forget(int peer, int tag) {
 }
 
 void MpiTransport::Impl::run() {
-  std::unique_ptr<uint8_t[]> buffer;
+  PayloadStorage buffer;
   size_t capacity = 0;
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool finishing = false;
@@ -363,7 +363,7 @@ void MpiTransport::Impl::run() {
       const size_t n = static_cast<size_t>(std::max(count, 0));
       if (n > capacity) {
         capacity = std::max(n, capacity * 2);
-        buffer = std::make_unique_for_overwrite<uint8_t[]>(capacity);
+        buffer = allocate_payload(capacity);  // uninitialised: MPI_Mrecv fills it
       }
       MPI_Mrecv(buffer.get(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
       dispatch(status.MPI_SOURCE, status.MPI_TAG, buffer.get(), n);
