@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "net/mpi_transport.h"
@@ -24,6 +25,15 @@ TEST(MpiAddress, RejectsOtherAddresses) {
     }
   }
 }
+
+// A build without MPI (mpi_none.cpp) says so when the transport is asked for; a build with
+// MPI tests the transport itself under mpirun (mpi_transport_test).
+#ifndef HERD_HAVE_MPI
+TEST(MpiAddress, ABuildWithoutMpiSaysSo) {
+  EXPECT_THAT([] { MpiTransport transport; },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("built without MPI")));
+}
+#endif
 
 }  // namespace
 }  // namespace herd::net
