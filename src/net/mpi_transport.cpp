@@ -471,11 +471,13 @@ MpiTransport::MpiTransport(MpiTransportOptions options) : impl_(std::make_shared
 
 MpiTransport::~MpiTransport() {
   Impl& s = *impl_;
+  std::deque<std::shared_ptr<MpiConnection>> unclaimed;
   {
     std::lock_guard lock(s.mutex);
     s.stopping = true;
-    s.accepted.clear();
+    unclaimed.swap(s.accepted);
   }
+  unclaimed.clear();  // outside the lock: closing a connection takes it
   s.receiver.join();
   {
     std::unique_lock lock(s.mutex);

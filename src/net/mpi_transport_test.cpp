@@ -154,6 +154,30 @@ TEST(MpiTransport, RingAllReduceOverChannels) {
   prev->close();
 }
 
+// Channels nobody accepted are closed when the transport shuts down (after the last test:
+// the environment's TearDown), without hanging it. Rank 0 opens channel `told` to every
+// rank, then `unclaimed`, and says "sent" on `told`: each rank accepts `told` (the first in
+// its queue) and, once "sent" arrives, has `unclaimed` waiting in its queue (messages from
+// one rank arrive in order), which it never takes. Rank 0 keeps both open.
+std::vector<std::shared_ptr<Connection>> g_kept;
+TEST(MpiTransport, UnclaimedChannelsDoNotHoldUpTheEnd) {
+  if (transport().rank() == 0) {
+    for (int r = 1; r < transport().size(); ++r) {
+      auto told = transport().connect(MpiTransport::address_of(r), kTimeout);
+      auto unclaimed = transport().connect(MpiTransport::address_of(r), kTimeout);
+      unclaimed->send_frame(MessageType::LOAD, 1, bytes_of("never read"));
+      told->send_frame(MessageType::READY, 2, bytes_of("sent"));
+      g_kept.push_back(told);
+      g_kept.push_back(unclaimed);
+    }
+  } else {
+    std::shared_ptr<Connection> told = transport().accept(kTimeout);
+    ASSERT_TRUE(told);
+    EXPECT_EQ(text_of(told->recv_frame(kTimeout)), "sent");
+    g_kept.push_back(told);
+  }
+}
+
 }  // namespace
 }  // namespace herd::net
 
