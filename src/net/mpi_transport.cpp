@@ -35,11 +35,13 @@ constexpr size_t kControlBytes = 8;  // u32 kind | u32 channel
 constexpr size_t kPoolBytes = size_t{64} << 20;
 
 // The back-off while nothing arrives (or a send waits): yield for this long after the last
-// message (a decode step's frames follow each other within microseconds), then sleep in
-// short steps, then in longer ones once the rank is idle. A blocking MPI_Mprobe would spin a
-// whole core per rank inside Open MPI's progress loop, which a 2-core machine running three
-// ranks cannot afford.
-constexpr auto kHotPoll = std::chrono::microseconds(300);
+// message, then sleep in short steps, then in longer ones once the rank is idle. A blocking
+// MPI_Mprobe would spin a whole core per rank inside Open MPI's progress loop forever, which
+// a 2-core machine running three ranks cannot afford. 2 ms keeps a stage that waits for its
+// next decode step's input hot: with 300 us a 2-stage pipeline of a tiny model decoded at
+// 1324 tok/s (the 50 us sleeps, which take longer on a loaded machine, on every hop), with
+// 2 ms at 4529 tok/s, TCP at 2504 (docs/performance.md, "MPI transport").
+constexpr auto kHotPoll = std::chrono::microseconds(2000);
 constexpr auto kWarmPoll = std::chrono::milliseconds(20);
 constexpr auto kWarmSleep = std::chrono::microseconds(50);
 constexpr auto kColdSleep = std::chrono::microseconds(500);
