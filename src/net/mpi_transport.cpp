@@ -318,7 +318,7 @@ void MpiTransport::Impl::send(int peer, int tag, const void* data, size_t n) {
   // takes the message (Open MPI's rendezvous above 4 KiB on shared memory), and a job that
   // MPI does not count as oversubscribed (2 ranks on 2 cores, each with its receiver thread)
   // spins without yielding: the peer's receiver then waits for a core, and a 2-rank
-  // all-reduce took 8 ms instead of 50 us. Waiting here backs off as the receiver does.
+  // all-reduce of 2048 floats took 8 ms instead of 24 us. Waiting here yields instead.
   // Not under `mutex`: the receiver thread must keep dispatching meanwhile.
   MPI_Request request = MPI_REQUEST_NULL;
   int rc = MPI_Isend(data, static_cast<int>(n), MPI_BYTE, peer, tag, comm, &request);
