@@ -6,6 +6,7 @@
 #     byte-identical to the same plan over TCP nodes (herd node): the same all-reduce (herd's
 #     ring) adds the same partial sums in the same order, whatever carries them;
 #   - herd run prints its text once (rank 0), the same greedy text as one process;
+#   - herd serve listens on rank 0 only, answers through the ranks, ends on SIGTERM;
 #   - one rank alone, and --peers beside it, are clear errors.
 # Ranks and TCP nodes report a fixed bandwidth and matmul speed so that both transports get
 # the same plan (shares follow measured speeds, which vary on a loaded machine).
@@ -122,6 +123,32 @@ timeout 120 "${mpi[@]}" -n 3 "$herd" run --transport mpi "${rank_speed[@]}" --mo
 cmp -s "$dir/run_ref.txt" "$dir/run_mpi.txt" ||
   fail "mpirun run: text differs: '$(cat "$dir/run_ref.txt")' vs '$(cat "$dir/run_mpi.txt")'"
 echo "mpi_e2e: herd run under mpirun printed the same text, once"
+
+# --- herd serve: rank 0 alone listens (the others serve as nodes), answers, ends on SIGTERM. --
+"${mpi[@]}" -n 3 "$herd" serve --transport mpi "${rank_speed[@]}" --model "$f16model" \
+  --port 0 --threads 1 --parallel tensor >"$dir/serve.log" 2>&1 &
+serve_pid=$!
+port=""
+for _ in $(seq 600); do
+  port=$(grep -o "serve: listening on http://127.0.0.1:[0-9]*" "$dir/serve.log" | grep -o "[0-9]*$" || true)
+  [ -n "$port" ] && curl -s "localhost:$port/health" | grep -q ready && break
+  kill -0 "$serve_pid" 2>/dev/null || fail "mpirun serve exited: $(tail -20 "$dir/serve.log")"
+  sleep 0.1
+done
+[ -n "$port" ] || fail "mpirun serve did not listen: $(tail -20 "$dir/serve.log")"
+listening=$(grep -c "serve: listening" "$dir/serve.log" || true)
+[ "$listening" = 1 ] || fail "mpirun serve: $listening ranks listen, want 1"
+curl -s "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt": "hello", "max_tokens": 8, "temperature": 0}' >"$dir/completion.json"
+grep -q '"completion_tokens":8' "$dir/completion.json" ||
+  fail "mpirun serve: no completion: $(cat "$dir/completion.json")"
+curl -s "localhost:$port/api/cluster" | grep -q '"rank:2"' || fail "mpirun serve: rank 2 not in the pod"
+kill -TERM "$serve_pid"
+for _ in $(seq 300); do kill -0 "$serve_pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$serve_pid" 2>/dev/null && fail "mpirun serve did not end on SIGTERM"
+wait "$serve_pid" 2>/dev/null || true
+grep -q "serve: stopped" "$dir/serve.log" || fail "mpirun serve: rank 0 did not stop cleanly"
+echo "mpi_e2e: herd serve under mpirun: one listener, a completion, ended on SIGTERM"
 
 # --- Errors. ----------------------------------------------------------------------------------
 expect_fail() {  # expect_fail <needle> <command...>
