@@ -6,6 +6,9 @@ Real `herd node` processes on 127.0.0.1 and a coordinator (`herd run`, `herd ser
   into a greedy answer of 60 tokens: the answer is the undisturbed one, byte for byte, for
   `herd run` and for a streaming request through `herd serve` (killed at its 20th chunk);
 - a node that comes back on its address is taken into the plan at the next request;
+- with a spare (--spare 1, nodes shipped their weights, each its own cache), the node the
+  spare stands by for dies mid-answer: the spare takes its place under the same plan, no
+  node is shipped anything again, and the answer is the undisturbed one;
 - when the survivors cannot hold the model (nodes given --memory), the request fails within
   5 s with an error naming the lost node and the numbers, the server answers 503 with the
   reason, and serves again once the node is back.
@@ -124,6 +127,34 @@ try:
         run_with_kill(nodes, parallel, victim, r.stdout)
     b.start()
     c.start()
+
+    # ---- a spare: w stands by with x's weights (stage 0: spare j stands by for rank j)
+    def shipped_node(name):
+        return Node(name, "--no-model-files", "--cache-dir", os.path.join(DIR, "cache-" + name))
+    x, y, z, w = (shipped_node(n) for n in ("x", "y", "z", "w"))
+    args = run_args([x, y, z, w], "pipeline") + ["--spare", "1"]
+    r = herd(*args)
+    if r.returncode != 0 or "spares: w for stage 0" not in r.stderr:
+        fail("the run with a spare: %d %s" % (r.returncode, r.stderr))
+    reference = r.stdout
+    received = {n.name: open(os.path.join(DIR, n.name + ".log")).read().count("received ")
+                for n in (y, z, w)}
+    target = len(PROMPT) + (len(reference) - len(PROMPT)) // 3
+    out, err, code, killed = run_killing(args, [x], target)
+    if code != 0 or not killed or out != reference:
+        fail("spare: exit %d, killed %s, answer %r (undisturbed %r): %s" %
+             (code, killed, out, reference, err))
+    if "spare 'w' in the place of 'x'" not in err:
+        fail("spare: w did not take x's place:\n" + err)
+    for n in (y, z, w):
+        with open(os.path.join(DIR, n.name + ".log")) as f:
+            if f.read().count("received ") != received[n.name]:
+                fail("spare: node %s was shipped weights after x's death" % n.name)
+    recovered = re.search(r"pod formed again in (\d+) ms", err)
+    print("ok: spare w took x's place mid-answer, nothing shipped again, same answer; pod "
+          "formed again in %s ms" % recovered.group(1))
+    for n in (y, z, w):
+        n.kill()
 
     # ---- herd serve: a streaming request survives; the node returns; the reference is
     # the same request on the undisturbed pod

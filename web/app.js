@@ -254,6 +254,7 @@ function nodeCard(n, pod) {
         <dt>cores</dt><dd>${cores}</dd>
         <dt>memory</dt><dd class="memory">${bytes(n.memory_used_bytes || 0)} in use / ${free}</dd>
         <dt>bandwidth</dt><dd>${n.bandwidth_gbs ? n.bandwidth_gbs.toFixed(1) + ' GB/s' : 'unknown'}</dd>
+        ${n.stands_by ? `<dt>stands by for</dt><dd class="stands-by">${esc(n.stands_by.node)} (stage ${n.stands_by.stage}, rank ${n.stands_by.rank})</dd>` : ''}
       </dl>
     </div>`;
 }

@@ -270,6 +270,9 @@ void add_bench(CLI::App& app) {
         }
         j["coordinator_bytes_per_token"] =
             static_cast<double>(coordinator_bytes) / static_cast<double>(o->n_gen);
+        const Prediction predicted = cluster->prediction(o->n_prompt);
+        j["predicted_decode_tok_s"] = predicted.decode_tokens_per_s;
+        j["predicted_prefill_tok_s"] = predicted.prefill_tokens_per_s;
       }
       std::printf("%s\n", j.dump().c_str());
       return;
@@ -292,6 +295,12 @@ void add_bench(CLI::App& app) {
     std::printf("roofline     %8.1f tok/s  (%.1f MB of weights read per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
     if (cluster) {
+      const Prediction predicted = cluster->prediction(o->n_prompt);
+      std::printf("predicted    %s: measured decode %.2fx, prefill %.2fx of it\n",
+                  prediction_text(predicted).c_str(), decode / predicted.decode_tokens_per_s,
+                  predicted.prefill_tokens_per_s > 0
+                      ? prefill_speed / predicted.prefill_tokens_per_s
+                      : 0.0);
       std::printf("stages       (last repetition; per token)\n");
       for (size_t i = 0; i < decode_stages.size(); ++i) {
         const cluster::StageStats& p = prefill_stages[i];

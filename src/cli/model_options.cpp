@@ -39,6 +39,14 @@ void ClusterFlags::add_to(CLI::App& cmd) {
                  "With --transport mpi: Q4_0 matrix speed (GFLOP/s) ranks 1..n-1 report instead "
                  "of measuring it (as herd node --matmul)")
       ->check(CLI::Range(0.01, 1e6));
+  cmd.add_option("--spare", spares,
+                 "Nodes to keep out of the plan, each standing by with another node's weights "
+                 "loaded to take its place when it is lost (the last N that answer)")
+      ->check(CLI::Range(0, 4096));
+  cmd.add_option("--test-link-delay-us", test_link_delay_us,
+                 "Test only: every frame this process sends is late by this much (a slower link)")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
 }
 
 std::shared_ptr<const net::ClusterKey> ClusterFlags::key() const {
@@ -125,7 +133,10 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
 std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   const engine::LocalOptions local = local_options(n_seq);
   const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
-  if (!cluster.distributed()) return engine::LocalRunner::open(model, local);
+  if (!cluster.distributed()) {
+    if (cluster.spares > 0) throw Error("cli", "--spare needs nodes: give --peers");
+    return engine::LocalRunner::open(model, local);
+  }
   cluster::ClusterOptions o;
   if (cluster.transport == "mpi") {
     // Ranks other than 0 serve as nodes inside join_mpi_job and never return here.
@@ -157,6 +168,8 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.local = local;
   o.wire_dtype = wire;
   o.stage_links = !no_stage_links;
+  o.spares = cluster.spares;
+  o.test_link_delay = std::chrono::microseconds(cluster.test_link_delay_us);
   o.progress = stderr;
   return cluster::ClusterRunner::open(model, o);
 }

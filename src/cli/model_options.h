@@ -29,6 +29,8 @@ struct ClusterFlags {
   // 0: measured.
   double rank_bandwidth_gbs = 0;
   double rank_matmul_gflops = 0;
+  int spares = 0;
+  int64_t test_link_delay_us = 0;
 
   void add_to(CLI::App& cmd);
   bool distributed() const { return !peers.empty() || no_local || transport == "mpi"; }

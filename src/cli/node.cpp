@@ -43,6 +43,7 @@ struct NodeArgs {
   double matmul_gflops = 0;
   uint64_t memory_bytes = 0;
   bool no_advertise = false;
+  int64_t test_link_delay_us = 0;
 };
 
 void log_line(std::string_view line) {
@@ -139,6 +140,10 @@ void add_node(CLI::App& app) {
                   "Memory the node offers models at most (e.g. 512M, 16G; default: what is "
                   "free): keeps room for other work, or gives a test a node too small")
       ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--test-link-delay-us", a->test_link_delay_us,
+                  "Test only: every frame this node sends is late by this much (a slower link)")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   cmd->add_flag("--no-advertise", a->no_advertise,
                 "Do not advertise this node on the LAN (DNS-SD) for --peers auto");
   cmd->callback([a] {
@@ -166,6 +171,7 @@ void add_node(CLI::App& app) {
     o.bandwidth_gbs = a->bandwidth_gbs;
     o.matmul_gflops = a->matmul_gflops;
     o.memory_limit_bytes = a->memory_bytes;
+    o.test_link_delay = std::chrono::microseconds(a->test_link_delay_us);
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;

@@ -15,15 +15,18 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cluster/link_probe.h"
 #include "cluster/peers.h"
 #include "engine/runner.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "net/tcp_transport.h"
+#include "plan/candidates.h"
 #include "plan/local_profile.h"
 #include "plan/plan_model.h"
 #include "plan/plan_table.h"
 #include "plan/planner.h"
+#include "plan/predict.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -43,6 +46,10 @@ struct PlanArgs {
   double bandwidth_gbs = 0;
   std::string name;
   bool json = false;
+  bool explain = false;
+  double link_latency_us = 100;  // one way, of every node's link (until links are measured)
+  double link_gbits = 1;
+  int64_t test_link_delay_us = 0;
   ClusterFlags key;  // only --key and --discover-ms are used
 };
 
@@ -54,7 +61,8 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
+// The peers' profiles; `links` gets the measured link to each peer asked over the network.
+std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkProfile>& links) {
   std::vector<NodeProfile> peers;
   for (const std::string& path : args.profile_files) {
     for (NodeProfile& p : node_profiles_from_text(read_text(path), path))
@@ -69,8 +77,10 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args) {
     net::TcpTransportOptions t;
     t.auth.node_name = "herd-plan";
     t.auth.key = key;
+    t.test_send_delay = std::chrono::microseconds(args.test_link_delay_us);
     net::TcpTransport transport(t);
     for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
+      links.push_back(cluster::measure_link(*peer.connection));
       peer.connection->close();
       peers.push_back(std::move(peer.profile));
     }
@@ -108,15 +118,61 @@ void run_plan(const PlanArgs& args) {
     ThreadPool pool;
     nodes.push_back(measure_local_profile(pool, local));
   }
-  for (NodeProfile& peer : peer_profiles(args)) nodes.push_back(std::move(peer));
+  std::vector<LinkProfile> measured;
+  for (NodeProfile& peer : peer_profiles(args, measured)) nodes.push_back(std::move(peer));
 
+  // Links measured when the peers were asked; else (profile files) as the flags say.
+  Links links;
+  LinkProfile link;
+  link.rtt_seconds = 2 * args.link_latency_us * 1e-6;
+  link.send_bytes_per_s = link.receive_bytes_per_s = args.link_gbits * 1e9 / 8;
+  links.to_node.assign(nodes.size(), link);
+  for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
   const Plan p = plan(model, nodes, options);
+  const Prediction predicted = predict(p, model, nodes, links, options);
   if (args.json) {
-    nlohmann::json out = {{"nodes", nlohmann::json::array()}, {"plan", to_json(p)}};
+    nlohmann::json out = {{"nodes", nlohmann::json::array()},
+                          {"plan", to_json(p)},
+                          {"prediction",
+                           {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
+                            {"prefill_tokens_per_s", predicted.prefill_tokens_per_s},
+                            {"decode_weights_seconds", predicted.decode_compute_seconds},
+                            {"decode_allreduce_seconds", predicted.decode_allreduce_seconds},
+                            {"decode_wire_seconds", predicted.decode_wire_seconds}}}};
     for (const NodeProfile& n : nodes) out["nodes"].push_back(to_json(n));
     std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s", plan_table(p, model, nodes, options).c_str());
+  for (size_t i = 0; i < measured.size(); ++i) {
+    std::printf("link to %-12s %s\n", nodes[i + 1].name.c_str(),
+                cluster::link_text(measured[i]).c_str());
+  }
+  std::printf("predicted: %s\n", prediction_text(predicted).c_str());
+  if (!args.explain) return;
+  if (measured.empty()) {
+    std::printf(
+        "\ncandidates, predicted on links of %.0f us one way and %g Gbit/s (docs/plan.md, "
+        "\"Predictions\"):\n",
+        args.link_latency_us, args.link_gbits);
   } else {
-    std::printf("%s", plan_table(p, model, nodes, options).c_str());
+    std::printf("\ncandidates, predicted on the measured links (docs/plan.md, \"Predictions\"):\n");
+  }
+  const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, {});
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Candidate& c = all[i];
+    if (c.plan) {
+      const bool chosen = c.plan->stages == p.stages;
+      std::printf("%3zu. %-44s %s%s\n", i + 1, c.name.c_str(),
+                  prediction_text(c.prediction).c_str(), chosen ? "  <- the plan above" : "");
+    } else {
+      std::printf("%3zu. %-44s does not fit: %s\n", i + 1, c.name.c_str(), c.why_not.c_str());
+    }
+  }
+  if (!all.empty() && all[0].plan) {
+    const std::string why = why_fastest(all);
+    std::printf("fastest predicted: %s%s%s\n", all[0].name.c_str(), why.empty() ? "" : ", ",
+                why.c_str());
   }
 }
 
@@ -157,6 +213,20 @@ void add_plan(CLI::App& app) {
                   "This machine's memory bandwidth in GB/s (default: measure it)");
   cmd->add_option("--name", args->name, "This machine's node name (default: the host name)");
   cmd->add_flag("--json", args->json, "Print the nodes and the plan as JSON");
+  cmd->add_flag("--explain", args->explain,
+                "List the ways to split the model with their predicted speeds, fastest first");
+  cmd->add_option("--link-latency-us", args->link_latency_us,
+                  "One-way latency of every node's link, for the predictions (microseconds)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--test-link-delay-us", args->test_link_delay_us,
+                  "Test only: every frame this process sends is late by this much")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cmd->add_option("--link-gbits", args->link_gbits,
+                  "Bandwidth of every node's link, for the predictions (Gbit/s)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e4));
   cmd->callback([args] { run_plan(*args); });
 }
 

@@ -157,6 +157,7 @@ nlohmann::json to_json(const Assignment& a) {
           {"ring",
            {{"token", a.ring.token}, {"next", a.ring.next.connect}, {"prev", a.ring.prev.connect}}},
           {"flow", {{"token", a.flow.token}, {"next", a.flow.next}, {"prev", a.flow.prev}}},
+          {"standby", a.standby},
           {"layer_begin", a.shard.layer_begin},
           {"layer_end", a.shard.layer_end},
           {"embedding", a.shard.embedding},
@@ -178,6 +179,14 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   read_slice(field(j, "slice"), a.shard.slice);
   read_ring(field(j, "ring"), a.ring);
   if (auto flow = j.find("flow"); flow != j.end()) read_flow(*flow, a.flow, a.stage, a.n_stages);
+  if (auto standby = j.find("standby"); standby != j.end()) {
+    if (!standby->is_boolean()) bad("standby", "not true or false");
+    a.standby = standby->get<bool>();
+    if (a.standby && (!a.flow.next.empty() || a.flow.prev > 0 || !a.ring.next.connect.empty() ||
+                      !a.ring.prev.connect.empty())) {
+      bad("standby", "a spare has no ring or stage links");
+    }
+  }
   a.shard.layer_begin = int_field(j, "layer_begin", 0, kMaxLayers);
   a.shard.layer_end = int_field(j, "layer_end", a.shard.layer_begin, kMaxLayers);
   a.shard.embedding = bool_field(j, "embedding");

@@ -63,6 +63,10 @@ struct Assignment {
   int n_ranks = 1;   // ranks of the stage (1: not tensor-parallel)
   RingSpec ring;     // when n_ranks > 1
   FlowSpec flow;     // stage-to-stage links (absent in the JSON: none)
+  // A spare (--spare): the node loads this rank's weights and KV cache and stands by, so
+  // that it can take the rank's place when its node is lost without a shipment. It joins no
+  // ring, has no stage links and runs no batch. Absent in the JSON: false.
+  bool standby = false;
   engine::ShardSpec shard;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cluster/assignment.h"
+#include "cluster/link_probe.h"
 #include "cluster/peers.h"
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
@@ -20,8 +21,10 @@
 #include "net/activations.h"
 #include "net/tcp_transport.h"
 #include "plan/local_profile.h"
+#include "plan/plan_check.h"
 #include "plan/plan_model.h"
 #include "plan/planner.h"
+#include "plan/rank_memory.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/thread_pool.h"
@@ -123,6 +126,12 @@ std::vector<engine::Batch> split_batch(const engine::Batch& batch, size_t n_stag
   }
   return pieces;
 }
+
+// A spare's place: the node (an index into the pod's nodes) and the rank it stands by for.
+struct Shadow {
+  int node = 0;
+  int stage = 0, rank = 0;
+};
 
 uint64_t random_token() {
   const net::Nonce nonce = net::random_nonce();
@@ -259,6 +268,8 @@ struct ClusterRunner::State {
   std::vector<std::string> discovered;       // "host:port" the mender's last browse found
   std::shared_ptr<net::Transport> probe_transport;  // the mender's
   std::vector<std::vector<int32_t>> history;        // [n_seq][position] tokens the pod has seen
+  std::vector<Shadow> last_spares;           // of the last pod formed (node: index into its nodes)
+  std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
 
   mutable std::mutex mutex;           // guards what status() reads below
   std::string state = "ok";           // "ok", "recovering" or "degraded"
@@ -285,11 +296,16 @@ struct ClusterRunner::Impl {
   const gguf::File& file;
   const ModelInfo& info;
   Plan plan;
+  PlanOptions plan_options;  // the plan was made with
   std::vector<NodeProfile> nodes;
+  Links links;  // to each of `nodes` ([0], this process, unused)
   std::unique_ptr<ThreadPool> pool;
   std::shared_ptr<net::Transport> transport;
   std::unique_ptr<net::Heartbeat> heartbeat;
   std::vector<std::unique_ptr<StageRunner>> stages;
+  // Spares (--spare): nodes standing by, each with one remote rank's weights loaded
+  // (assignment.standby; its stage and rank say which). Never sent a batch.
+  std::vector<RankRunner> spares;
 
   // The forward() in progress.
   std::mutex mutex;
@@ -331,6 +347,7 @@ ClusterRunner::Impl::~Impl() {
       rank.ring.reset();
     }
   }
+  for (RankRunner& spare : spares) spare.remote->close();
   heartbeat.reset();
 }
 
@@ -659,14 +676,86 @@ void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& has
 
 namespace {
 
+// A pod formed again with spares in the places of lost nodes: the old plan with its node
+// indices renumbered for the new peer list, and the spares that still stand by.
+struct KeptPlan {
+  Plan plan;
+  std::vector<Shadow> spares;
+};
+
+// Hybrid (--parallel pipeline:P,tensor:T) on fewer nodes than it asks for, when a pod is
+// formed again: T ranks per stage and as many stages as the nodes allow; too few for one
+// stage: the planner's choice.
+PlanOptions relaxed_for(PlanOptions po, size_t n_nodes_with_local) {
+  if (po.mode != PlanOptions::Mode::kHybrid) return po;
+  const auto n_nodes = static_cast<int>(n_nodes_with_local) - (po.use_local ? 0 : 1);
+  if (n_nodes < po.pipeline_stages * po.tensor_ranks) {
+    if (n_nodes >= po.tensor_ranks) {
+      po.pipeline_stages = n_nodes / po.tensor_ranks;
+    } else {
+      po.mode = PlanOptions::Mode::kAuto;
+    }
+  }
+  return po;
+}
+
+// Plans on every node but the last `wanted` ones, which become spares: each stands by for
+// a remote rank whose memory it can hold (spare j tries rank j first, so that spares cover
+// different ranks). When the others cannot hold the model, fewer spares (the note says so).
+std::vector<Shadow> plan_with_spares(ClusterRunner::State& st, ClusterRunner::Impl& r,
+                                     const PlanModel& model, const PlanOptions& po, bool tolerant,
+                                     int wanted) {
+  int n_spares = std::clamp(wanted, 0, static_cast<int>(r.nodes.size()) - 1);
+  for (;; --n_spares) {
+    const std::vector<NodeProfile> planned(r.nodes.begin(), r.nodes.end() - n_spares);
+    const PlanOptions options = tolerant ? relaxed_for(po, planned.size()) : po;
+    try {
+      r.plan = herd::plan(model, planned, options);
+      break;
+    } catch (const Error&) {
+      if (n_spares == 0) throw;
+    }
+  }
+  if (n_spares < wanted) {
+    st.event("spares", "--spare " + std::to_string(wanted) + ": " + std::to_string(n_spares) +
+                           " spare" + (n_spares == 1 ? "" : "s") +
+                           ": the model needs the other nodes");
+  }
+  std::vector<Shadow> remote;
+  for (size_t i = 0; i < r.plan.stages.size(); ++i) {
+    const Stage& stage = r.plan.stages[i];
+    for (size_t k = 0; k < stage.ranks.size(); ++k) {
+      if (stage.ranks[k].node != 0) remote.push_back({0, static_cast<int>(i), static_cast<int>(k)});
+    }
+  }
+  std::vector<Shadow> shadows;
+  for (int j = 0; j < n_spares && !remote.empty(); ++j) {
+    const int node = static_cast<int>(r.nodes.size()) - n_spares + j;
+    const uint64_t usable = usable_memory(r.nodes[static_cast<size_t>(node)], po);
+    for (size_t t = 0; t < remote.size(); ++t) {
+      const Shadow& candidate = remote[(static_cast<size_t>(j) + t) % remote.size()];
+      const Rank& rank = r.plan.stages[static_cast<size_t>(candidate.stage)]
+                             .ranks[static_cast<size_t>(candidate.rank)];
+      if (rank.memory_bytes <= usable) {
+        shadows.push_back({node, candidate.stage, candidate.rank});
+        break;
+      }
+    }
+  }
+  return shadows;
+}
+
 // Forms a pod of this process and the nodes at `peers`: connects, plans, loads every
 // shard. tolerant: a peer that cannot be reached (or stays busy) is left out and named in
-// `unreachable`; otherwise it is an error. Throws herd::Error naming the node or the
-// problem (a model that does not fit, a failed load).
+// `unreachable`; otherwise it is an error. `kept`: the plan to run when every peer answers
+// and can hold its part (spares taking lost nodes' places); else the planner decides.
+// Throws herd::Error naming the node or the problem (a model that does not fit, a failed
+// load).
 std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
                                               const std::vector<std::string>& peers, bool tolerant,
                                               std::vector<std::string>& unreachable,
-                                              std::vector<std::string>& failed_loads) {
+                                              std::vector<std::string>& failed_loads,
+                                              const KeptPlan* kept = nullptr) {
   const ClusterOptions& options = st.options;
   const std::string& path = st.path;
   auto impl = std::make_unique<ClusterRunner::Impl>(st.file, st.info);
@@ -679,6 +768,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     net::TcpTransportOptions t;
     t.auth.node_name = options.name;
     t.auth.key = options.key;
+    t.test_send_delay = options.test_link_delay;
     r.transport = std::make_shared<net::TcpTransport>(t);
   }
 
@@ -709,7 +799,22 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   } else {
     reached = connect_peers(*r.transport, peers, options.connect_timeout);
   }
+  r.links.to_node.push_back(LinkProfile{});
   for (Peer& peer : reached) {
+    // Each link once per process (a pod formed again reuses the figures): PROBEs before LOAD.
+    const std::string& address = peer.profile.address;
+    auto known = st.links.find(address);
+    if (known == st.links.end() && options.measure_links) {
+      try {
+        known = st.links.emplace(address, measure_link(*peer.connection)).first;
+      } catch (const Error& e) {
+        if (!tolerant) throw;
+        unreachable.push_back(address + " (" + e.what() + ")");
+        peer.connection->close();
+        continue;
+      }
+    }
+    r.links.to_node.push_back(known != st.links.end() ? known->second : assumed_link());
     r.nodes.push_back(std::move(peer.profile));
     connections.push_back(std::move(peer.connection));
   }
@@ -718,25 +823,28 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
-  if (tolerant && po.mode == PlanOptions::Mode::kHybrid) {
-    // Fewer nodes answer than --parallel pipeline:P,tensor:T asks for: keep T ranks per
-    // stage and make as many stages as the nodes allow; too few for one: the planner's
-    // choice.
-    const auto n_nodes = static_cast<int>(r.nodes.size()) - (po.use_local ? 0 : 1);
-    if (n_nodes < po.pipeline_stages * po.tensor_ranks) {
-      if (n_nodes >= po.tensor_ranks) {
-        po.pipeline_stages = n_nodes / po.tensor_ranks;
-      } else {
-        po.mode = PlanOptions::Mode::kAuto;
-      }
+  const PlanModel model = plan_model_from(r.info, r.file);
+  std::vector<Shadow> shadows;
+  bool planned = false;
+  if (kept && reached.size() == peers.size()) {
+    try {
+      check_plan(kept->plan, model, r.nodes, po);  // a spare may offer less memory
+      r.plan = kept->plan;
+      shadows = kept->spares;
+      planned = true;
+    } catch (const Error& e) {
+      st.event("spares", std::string("the spares cannot take the lost nodes' places: ") + e.what() +
+                             "; planning again");
     }
   }
-  r.plan = herd::plan(plan_model_from(r.info, r.file), r.nodes, po);
-  // Nodes the plan does not use are let go at once.
+  if (!planned) shadows = plan_with_spares(st, r, model, po, tolerant, options.spares);
+  r.plan_options = po;
+  // Nodes the plan does not use, and are not spares, are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
   for (const Stage& stage : r.plan.stages) {
     for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
   }
+  for (const Shadow& shadow : shadows) used[static_cast<size_t>(shadow.node)] = true;
   for (size_t i = 1; i < connections.size(); ++i) {
     if (!used[i]) connections[i]->close();
   }
@@ -769,10 +877,21 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     r.stages.push_back(std::move(s));
   }
   link_stages(r.stages, r.nodes, random_token(), options.stage_links);
+  for (const Shadow& shadow : shadows) {
+    RankRunner spare;
+    spare.node = shadow.node;
+    spare.node_name = r.nodes[static_cast<size_t>(shadow.node)].name;
+    spare.assignment =
+        assignment_for(r.plan, shadow.stage, shadow.rank, r.file, r.info, options.wire_dtype);
+    spare.assignment.standby = true;
+    spare.remote = connections[static_cast<size_t>(shadow.node)];
+    r.heartbeat->watch(spare.remote);
+    r.spares.push_back(std::move(spare));
+  }
 
   // Remote ranks load in parallel (each node reads or receives its own weights) while this
   // process loads its own and dials its ring links.
-  bool any_remote = false;
+  bool any_remote = !r.spares.empty();
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) any_remote = any_remote || rank.remote != nullptr;
   }
@@ -810,6 +929,18 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       });
     }
   }
+  // A spare that cannot load is let go: the pod runs without it.
+  std::vector<std::string> spare_errors(r.spares.size());
+  for (size_t i = 0; i < r.spares.size(); ++i) {
+    loaders.emplace_back([&r, &hash, &absolute, &spare_errors, i] {
+      try {
+        r.load_remote(r.spares[i], hash, absolute);
+      } catch (const std::exception& e) {
+        spare_errors[i] = e.what();
+        r.spares[i].remote->fail(e.what());
+      }
+    });
+  }
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) {
       if (rank.remote) continue;
@@ -838,6 +969,12 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     }
   }
   for (auto& l : loaders) l.join();
+  for (size_t i = r.spares.size(); i-- > 0;) {
+    if (spare_errors[i].empty()) continue;
+    st.event("spares", "spare '" + r.spares[i].node_name + "' let go: " + spare_errors[i]);
+    r.spares[i].remote->close();
+    r.spares.erase(r.spares.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   // Each recorded error already names its module ("[cluster] node 'x' could not load ...",
   // "[engine] ..." of a local rank): passed on as it is, not prefixed a second time.
   if (!load_errors.empty()) throw Error(load_errors.front());
@@ -939,6 +1076,13 @@ std::string ClusterRunner::Impl::describe() const {
     text += " " + s->name + " [" + std::to_string(s->stats.layer_begin) + ", " +
             std::to_string(s->stats.layer_end) + ")";
   }
+  for (size_t i = 0; i < r.spares.size(); ++i) {
+    text += (i == 0 ? "; spares: " : ", ") + r.spares[i].node_name + " for stage " +
+            std::to_string(r.spares[i].assignment.stage);
+    if (r.spares[i].assignment.n_ranks > 1) {
+      text += " rank " + std::to_string(r.spares[i].assignment.rank);
+    }
+  }
   return text + "; local " + std::to_string(r.pool->size()) + " threads";
 }
 
@@ -953,6 +1097,61 @@ std::string joined(const std::vector<std::string>& items) {
   std::string text;
   for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
   return text;
+}
+
+// Spares in the places of lost nodes: when every lost node that ran a rank has a spare
+// standing by for that rank, the pod is formed again with the same plan (every survivor
+// and spare loads what it already has: no weights shipped). Gives the peers to ask (the
+// plan's nodes in order with spares in place, then the spares still standing by) and the
+// plan renumbered for them; nullopt when a lost rank has no live spare.
+std::optional<KeptPlan> spares_in_place(const Plan& plan, const std::vector<NodeProfile>& nodes,
+                                        const std::vector<Shadow>& spares,
+                                        const std::vector<std::string>& lost,
+                                        std::vector<std::string>& peers, std::string& text) {
+  const auto is_lost = [&](int node) {
+    return std::find(lost.begin(), lost.end(), nodes[static_cast<size_t>(node)].address) !=
+           lost.end();
+  };
+  std::vector<bool> taken(spares.size(), false);
+  std::vector<int> renumbered(nodes.size(), -1);
+  renumbered[0] = 0;
+  KeptPlan kept{plan, {}};
+  peers.clear();
+  text.clear();
+  for (size_t i = 0; i < kept.plan.stages.size(); ++i) {
+    for (size_t k = 0; k < kept.plan.stages[i].ranks.size(); ++k) {
+      int& node = kept.plan.stages[i].ranks[k].node;
+      if (node == 0) continue;
+      int now = node;
+      if (is_lost(node)) {
+        now = -1;
+        for (size_t j = 0; j < spares.size() && now < 0; ++j) {
+          const Shadow& sp = spares[j];
+          if (!taken[j] && sp.stage == static_cast<int>(i) && sp.rank == static_cast<int>(k) &&
+              !is_lost(sp.node)) {
+            taken[j] = true;
+            now = sp.node;
+            text += (text.empty() ? "spare '" : ", spare '") +
+                    nodes[static_cast<size_t>(now)].name + "' in the place of '" +
+                    nodes[static_cast<size_t>(node)].name + "'";
+          }
+        }
+        if (now < 0) return std::nullopt;
+      }
+      if (renumbered[static_cast<size_t>(now)] < 0) {
+        peers.push_back(nodes[static_cast<size_t>(now)].address);
+        renumbered[static_cast<size_t>(now)] = static_cast<int>(peers.size());
+      }
+      node = renumbered[static_cast<size_t>(now)];
+    }
+  }
+  if (text.empty()) return std::nullopt;  // no rank was lost: nothing to put in place
+  for (size_t j = 0; j < spares.size(); ++j) {
+    if (taken[j] || is_lost(spares[j].node)) continue;
+    peers.push_back(nodes[static_cast<size_t>(spares[j].node)].address);
+    kept.spares.push_back({static_cast<int>(peers.size()), spares[j].stage, spares[j].rank});
+  }
+  return kept;
 }
 
 // Whether the batch begins a request (a prompt, or a sequence started again or rewound)
@@ -1046,6 +1245,10 @@ void ClusterRunner::remember_pod(const Impl& pod) {
   for (size_t i = 1; i < pod.nodes.size(); ++i) state_->known[pod.nodes[i].address] = pod.nodes[i];
   last_plan_ = pod.plan;
   last_nodes_ = pod.nodes;
+  state_->last_spares.clear();
+  for (const RankRunner& spare : pod.spares) {
+    state_->last_spares.push_back({spare.node, spare.assignment.stage, spare.assignment.rank});
+  }
 }
 
 std::vector<std::string> ClusterRunner::all_peers() const {
@@ -1088,6 +1291,15 @@ void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
 std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Batch& next,
                                                                std::vector<std::string> skip) {
   State& st = *state_;
+  // First, spares in the lost nodes' places (the same plan: nothing to ship); if that
+  // fails, the planner on every node that answers.
+  std::optional<KeptPlan> kept;
+  std::vector<std::string> kept_peers;
+  std::string in_place;
+  if (!skip.empty()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    kept = spares_in_place(last_plan_, last_nodes_, st.last_spares, skip, kept_peers, in_place);
+  }
   // Each round leaves out the nodes that failed in the one before (could not load, or died
   // during the replay): at most one round per node.
   for (;;) {
@@ -1099,10 +1311,14 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
         unreachable.push_back(address + " (lost)");
       }
     }
+    std::optional<KeptPlan> spares;
+    spares.swap(kept);  // once: a later round plans again
+    if (spares) peers = kept_peers;
     std::shared_ptr<Impl> pod;
     std::string error;
     try {
-      pod = form_pod(st, peers, true, unreachable, failed);
+      pod = form_pod(st, peers, true, unreachable, failed, spares ? &*spares : nullptr);
+      if (spares && pod->plan == spares->plan) st.event("spares", in_place);
       try {
         replay(*pod, next);
       } catch (const std::exception& e) {
@@ -1113,6 +1329,11 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
       }
     } catch (const std::exception& e) {
       error = e.what();
+      if (spares && failed.empty()) {
+        st.event("spares",
+                 "the spares could not take the lost nodes' places: " + error + "; planning again");
+        continue;
+      }
       if (failed.empty()) {
         std::string reason = error;
         if (!unreachable.empty()) {
@@ -1247,6 +1468,20 @@ void ClusterRunner::probe_returning() {
   {
     const std::shared_ptr<Impl> current = pod();
     if (!current) return;
+    // A spare that died is lost like any node: probed, and taken in again when it answers.
+    for (const RankRunner& spare : current->spares) {
+      const std::string& address = current->nodes[static_cast<size_t>(spare.node)].address;
+      if (spare.remote->is_open() ||
+          std::find(candidates.begin(), candidates.end(), address) != candidates.end()) {
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        st.lost.push_back(address);
+      }
+      candidates.push_back(address);
+      st.event("lost", "lost spare '" + spare.node_name + "' (" + address + ")");
+    }
     // Nodes the plan left out as unneeded are among current->nodes too: not asked.
     for (const std::string& address : peers) {
       bool in_pod = false;
@@ -1348,6 +1583,18 @@ void ClusterRunner::reset_stats() {
   current->forward_seconds = 0;
 }
 
+Prediction ClusterRunner::prediction(int64_t prompt_tokens) const {
+  const std::shared_ptr<Impl> current = pod();
+  if (!current) return {};
+  PredictCosts costs;
+  costs.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
+  costs.wire_bytes_per_value =
+      static_cast<double>(net::wire_dtype_size(state_->options.wire_dtype));
+  costs.stage_links = state_->options.stage_links;
+  return predict(current->plan, plan_model_from(state_->info, state_->file), current->nodes,
+                 current->links, current->plan_options, costs);
+}
+
 double ClusterRunner::forward_seconds() const {
   const std::shared_ptr<Impl> current = pod();
   if (!current) return 0;
@@ -1379,6 +1626,9 @@ nlohmann::json ClusterRunner::status() const {
   if (current) {
     out["parallel"] = current->plan.parallel;
     out["plan"] = to_json(current->plan);
+    const Prediction predicted = prediction();
+    out["prediction"] = {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
+                         {"prefill_tokens_per_s", predicted.prefill_tokens_per_s}};
     std::vector<bool> used(current->nodes.size(), false);
     for (const Stage& stage : current->plan.stages) {
       for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
@@ -1387,6 +1637,23 @@ nlohmann::json ClusterRunner::status() const {
       nlohmann::json n = to_json(current->nodes[i]);
       n["index"] = i;
       n["state"] = used[i] ? "up" : "unused";
+      if (i > 0) {
+        const LinkProfile& l = current->links.to_node[i];
+        n["link"] = {{"rtt_ms", l.rtt_seconds * 1e3},
+                     {"send_gbits", l.send_bytes_per_s * 8e-9},
+                     {"receive_gbits", l.receive_bytes_per_s * 8e-9},
+                     {"measured", l.measured}};
+      }
+      for (const RankRunner& spare : current->spares) {
+        if (spare.node != static_cast<int>(i)) continue;
+        const int stage = spare.assignment.stage, rank = spare.assignment.rank;
+        const int node =
+            current->plan.stages[static_cast<size_t>(stage)].ranks[static_cast<size_t>(rank)].node;
+        n["state"] = spare.remote->is_open() ? "spare" : "lost";
+        n["stands_by"] = {{"stage", stage},
+                          {"rank", rank},
+                          {"node", current->nodes[static_cast<size_t>(node)].name}};
+      }
       out["nodes"].push_back(std::move(n));
     }
   } else {
@@ -1394,6 +1661,10 @@ nlohmann::json ClusterRunner::status() const {
     out["plan"] = nullptr;
   }
   for (const std::string& address : lost) {
+    if (current && std::any_of(current->nodes.begin(), current->nodes.end(),
+                               [&](const NodeProfile& p) { return p.address == address; })) {
+      continue;  // a lost spare: listed with the pod's nodes
+    }
     nlohmann::json n;
     {
       std::lock_guard<std::mutex> lock(st.mutex);

@@ -45,6 +45,7 @@
 #include "net/messages.h"
 #include "plan/node_profile.h"
 #include "plan/plan.h"
+#include "plan/predict.h"
 
 namespace herd::cluster {
 
@@ -65,8 +66,16 @@ struct ClusterOptions {
   net::HeartbeatOptions heartbeat;
   FILE* progress = nullptr;        // where loading and shipping progress goes; null: silent
   double local_bandwidth_gbs = 0;  // this machine's for the planner; 0: measured
+  // --spare N: the last N nodes that answer stand by, each with a remote rank's weights
+  // loaded, to take its node's place when it is lost (a replay, no shipment). Fewer when
+  // the others cannot hold the model.
+  int spares = 0;
   // "host:port" of the nodes seen on the LAN now (--peers auto); empty: none.
   std::function<std::vector<std::string>()> discover;
+  // Measure the link to each node when first reached (cluster/link_probe.h); false: every
+  // link is assumed (plan/predict.h), as in tests that need no figures.
+  bool measure_links = true;
+  std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
 
 // Per-stage figures since open() or reset_stats().
@@ -106,11 +115,17 @@ class ClusterRunner : public engine::ModelRunner {
   void reset_stats();
   // Seconds forward() has spent since open() or reset_stats() (for the pipeline bubble).
   double forward_seconds() const;
+  // How fast the pod's plan should run (plan/predict.h), on its nodes' measured links, for
+  // a prompt of `prompt_tokens`.
+  Prediction prediction(int64_t prompt_tokens = 256) const;
 
   // The pod as it is now, for the live view (GET /api/cluster) and `herd nodes`:
   //   {"state": "ok" | "recovering" | "degraded", "reason": text,
   //    "parallel": plan.parallel, "plan": to_json(plan),
-  //    "nodes": [to_json(NodeProfile) + {"index", "state": "up" | "unused" | "lost"}],
+  //    "nodes": [to_json(NodeProfile) + {"index", "state": "up" | "unused" | "spare" |
+  //              "lost"}, a spare's + {"stands_by": {"stage", "rank", "node"}}, a node's
+  //              + {"link": {"rtt_ms", "send_gbits", "receive_gbits", "measured"}}],
+  //    "prediction": {"decode_tokens_per_s", "prefill_tokens_per_s"},
   //    "stages": [{"index", "node", "layers": [begin, end), "batches", "tokens",
   //                "compute_seconds", "busy_seconds", "bytes_sent", "bytes_received"}],
   //    "forward_seconds", "events": [{"time": unix seconds, "kind", "text"}]}

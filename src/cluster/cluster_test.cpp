@@ -376,6 +376,81 @@ TEST(ClusterTest, ANodeThatGoesAwayIsReplacedByThisProcess) {
   EXPECT_EQ(logits, expected);
 }
 
+// Nodes that are shipped their weights: the spare stands by with node-a's; when node-a is
+// lost it takes its place, the plan stays, and no node is shipped anything again.
+TEST(ClusterTest, ASpareTakesTheLostNodesPlaceWithoutAShipment) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "spare");
+  auto a = std::make_unique<TestNode>("node-a", cache / "a", /*use_model_files=*/false);
+  TestNode b("node-b", cache / "b", /*use_model_files=*/false);
+  TestNode c("node-c", cache / "c", /*use_model_files=*/false);
+  ClusterOptions o = pipeline_options({a->address(), b.address(), c.address()});
+  o.plan.use_local = false;
+  o.spares = 1;
+  auto cluster = ClusterRunner::open(model, o);
+  ASSERT_EQ(cluster->plan().stages.size(), 2u);
+  nlohmann::json status = cluster->status();
+  ASSERT_EQ(status["nodes"].size(), 4u);
+  EXPECT_EQ(status["nodes"][3]["name"], "node-c");
+  EXPECT_EQ(status["nodes"][3]["state"], "spare");
+  EXPECT_EQ(status["nodes"][3]["stands_by"]["node"], "node-a");
+  EXPECT_THAT(c.log(), HasSubstr("a spare for stage 0 rank 0, standing by"));
+  EXPECT_THAT(c.log(), HasSubstr("from the coordinator"));
+
+  const std::vector<int32_t> ids = prompt_ids();
+  std::vector<float> got = engine::forward_sequence(*cluster, std::span(ids).first(8), 0, 5, true);
+  a.reset();  // node-a stops: its connection closes
+  for (size_t p = 8; p < ids.size(); ++p) {
+    engine::Batch next;
+    next.add(ids[p], 0, static_cast<int32_t>(p), true);
+    std::vector<float> logits;
+    cluster->forward(next, logits);
+    got.insert(got.end(), logits.begin(), logits.end());
+  }
+  status = cluster->status();
+  EXPECT_EQ(status["state"], "ok");
+  EXPECT_THAT(status["events"].dump(), HasSubstr("spare 'node-c' in the place of 'node-a'"));
+  EXPECT_EQ(cluster->plan().stages.size(), 2u);
+  EXPECT_EQ(cluster->nodes()[1].name, "node-c");
+  // node-c was shipped stage 0's weights once, as a spare; node-b its own once.
+  for (TestNode* node : {&b, &c}) {
+    const std::string log = node->log();
+    size_t shipped = 0;
+    for (size_t at = log.find("from the coordinator"); at != std::string::npos;
+         at = log.find("from the coordinator", at + 1)) {
+      ++shipped;
+    }
+    EXPECT_EQ(shipped, 1u) << log;
+    EXPECT_THAT(log, HasSubstr("from the cache"));
+  }
+
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  const std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), ids);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+}
+
+TEST(ClusterTest, TheLinkToEachNodeIsMeasuredAndThePlanPredicted) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "links");
+  TestNode node("node-a", cache);
+  auto cluster = ClusterRunner::open(model, pipeline_options({node.address()}));
+  const nlohmann::json status = cluster->status();
+  const nlohmann::json& link = status["nodes"][1]["link"];
+  EXPECT_EQ(link["measured"], true);
+  // Loopback: well under a second's round trip, more than a megabit each way.
+  EXPECT_GT(link["rtt_ms"].get<double>(), 0);
+  EXPECT_LT(link["rtt_ms"].get<double>(), 1000);
+  EXPECT_GT(link["send_gbits"].get<double>(), 1e-3);
+  EXPECT_GT(link["receive_gbits"].get<double>(), 1e-3);
+  const Prediction p = cluster->prediction();
+  EXPECT_GT(p.decode_tokens_per_s, 0);
+  EXPECT_GT(p.decode_wire_seconds, 0);  // two messages a token: to node-a and back
+  EXPECT_GT(status["prediction"]["decode_tokens_per_s"].get<double>(), 0);
+}
+
 TEST(ClusterTest, NoSurvivorsFailsTheRequestNamingTheNode) {
   const std::string model = "../shared/models/llama-q4_0.gguf";
   const TempDir cache("cluster-test", "alone");
@@ -543,6 +618,29 @@ TEST(AssignmentTest, StageLinksAreCheckedOnArrival) {
   refused("prev -1", [](nlohmann::json& x) { x["flow"]["prev"] = -1; });
   refused("prev of stage 0", [](nlohmann::json& x) { x["stage"] = 0; });
   refused("next of the last stage", [](nlohmann::json& x) { x["stage"] = 2; });
+}
+
+TEST(AssignmentTest, AStandbyAssignmentHasNoLinks) {
+  Assignment a;
+  a.stage = 1;
+  a.n_stages = 3;
+  a.n_ranks = 2;
+  a.shard.layer_end = 1;
+  a.n_ctx = 8;
+  a.standby = true;
+  EXPECT_TRUE(assignment_from_json(to_json(a)).standby);
+  nlohmann::json j = to_json(a);
+  j.erase("standby");  // absent: not a spare
+  EXPECT_FALSE(assignment_from_json(j).standby);
+  j["standby"] = 1;
+  EXPECT_THROW(assignment_from_json(j), Error);
+  a.ring.next.connect = "127.0.0.1:7001";
+  try {
+    assignment_from_json(to_json(a));
+    ADD_FAILURE() << "a spare with a ring link was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("standby"));
+  }
 }
 
 }  // namespace

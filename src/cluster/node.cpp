@@ -141,6 +141,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
     t.auth.key = s.options.key;
     t.auth.node_name = s.options.name;
     t.log = s.options.log;
+    t.test_send_delay = s.options.test_link_delay;
     auto tcp = std::make_shared<net::TcpTransport>(t);
     net::ListenOptions listen;
     listen.host = s.options.host;
@@ -296,6 +297,7 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
   std::optional<Loaded> loaded;
   std::vector<float> input, output;
   std::vector<uint8_t> wire;
+  std::vector<uint8_t> probe_reply;  // zeros: PROBE answers
   try {
     net::Profile p;
     p.node_name = options.name;
@@ -359,7 +361,9 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
         frame = c->try_recv_frame(net::Millis(200));
       }
       if (!frame) {
-        if (Clock::now() - idle_since > options.recv_timeout) {
+        // Once loaded, the heartbeat watches the coordinator: an idle server (or a spare)
+        // keeps its node however long no request comes.
+        if (!loaded && Clock::now() - idle_since > options.recv_timeout) {
           throw Error("cluster",
                       "no request within " + std::to_string(options.recv_timeout.count()) + " ms");
         }
@@ -386,9 +390,11 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
           loaded = load(*c, net::decode_load(frame->payload()));
           break;
         case net::MessageType::FORWARD:
-          if (!loaded) {
-            net::send_message(*c, frame->header.id,
-                              net::ErrorReply{net::ErrorCode::PROTOCOL, "FORWARD before LOAD"});
+          if (!loaded || loaded->assignment.standby) {
+            net::send_message(
+                *c, frame->header.id,
+                net::ErrorReply{net::ErrorCode::PROTOCOL,
+                                loaded ? "FORWARD to a spare" : "FORWARD before LOAD"});
             break;
           }
           try {
@@ -397,6 +403,14 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
             link_failed(frame->header.id, e.what());
           }
           break;
+        case net::MessageType::PROBE: {
+          // The coordinator measures the link (cluster/link_probe.h): answered at once.
+          const net::Probe probe = net::decode_probe(frame->payload());
+          probe_reply.resize(std::max<size_t>(probe_reply.size(), probe.reply_bytes));
+          net::send_message(*c, frame->header.id,
+                            net::Probe{0, net::ConstBytes(probe_reply.data(), probe.reply_bytes)});
+          break;
+        }
         case net::MessageType::BYE:
           log("coordinator '" + c->peer_name() + "' said goodbye");
           c->close();
@@ -439,7 +453,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         }
       }
     } close_on_failure{next};
-    if (a.rank == 0) {
+    if (a.rank == 0 && !a.standby) {
       for (const std::string& address : a.flow.next) {
         try {
           next.push_back(transport->connect(address, net::Millis(30000)));
@@ -491,7 +505,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_threads = pool->size();
     engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
     std::unique_ptr<RingAllReduce> ring;
-    if (a.n_ranks > 1) {
+    if (a.n_ranks > 1 && !a.standby) {
       ring = join_ring(
           *transport, a,
           [&](uint32_t from, net::Millis timeout) {
@@ -502,7 +516,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       heartbeat->watch(ring->prev());
     }
     std::shared_ptr<net::Connection> prev;
-    if (a.flow.prev > 0) {
+    if (a.flow.prev > 0 && !a.standby) {
       // The previous stage's rank 0 dialled this rank (with the flow token, as its stage).
       try {
         prev =
@@ -519,6 +533,9 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         std::to_string(a.shard.layer_end) + ")" + (a.shard.embedding ? " + embedding" : "") +
         (a.shard.output ? " + output" : "") + " from " + source + " in " +
         std::to_string(seconds).substr(0, 5) + " s" +
+        (a.standby ? "; a spare for stage " + std::to_string(a.stage) + " rank " +
+                         std::to_string(a.rank) + ", standing by"
+                   : "") +
         (prev ? "; input from the previous stage" : "") +
         (a.flow.next.empty() ? ""
          : a.rank == 0       ? "; output to the next stage"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -41,7 +42,8 @@ struct NodeOptions {
   std::string address;
   // Serve one coordinator, then return from run() (an MPI rank lives as long as its job).
   bool one_session = false;
-  net::LogFn log;  // what the node did and why it dropped peers
+  net::LogFn log;                                // what the node did and why it dropped peers
+  std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
 
 class NodeServer {

@@ -38,6 +38,8 @@ std::string_view message_type_name(MessageType type) {
       return "WANT";
     case MessageType::RING:
       return "RING";
+    case MessageType::PROBE:
+      return "PROBE";
   }
   return "UNKNOWN";
 }
@@ -52,6 +54,8 @@ uint64_t FrameLimits::max_payload(MessageType type) const {
     case MessageType::RESULT:
     case MessageType::COLLECTIVE:
       return activations;
+    case MessageType::PROBE:
+      return probe;
     default:
       return control;
   }

@@ -44,8 +44,9 @@ enum class MessageType : uint16_t {
   BYE = 12,
   WANT = 13,
   RING = 14,
+  PROBE = 15,
 };
-inline constexpr uint16_t kMaxMessageType = 14;
+inline constexpr uint16_t kMaxMessageType = 15;
 
 // "HELLO", ...; "UNKNOWN" for a value outside the enum.
 std::string_view message_type_name(MessageType type);
@@ -91,6 +92,7 @@ struct FrameLimits {
   uint64_t load = uint64_t{16} << 20;     // LOAD: the plan part as JSON
   uint64_t weights = kMaxWeightsChunkBytes + (uint64_t{64} << 10);
   uint64_t activations = uint64_t{512} << 20;  // FORWARD RESULT COLLECTIVE
+  uint64_t probe = (uint64_t{16} << 20) + 8;   // PROBE: at most kMaxProbeBytes of data
   // Before the HELLO handshake completes only HELLO, ERROR and BYE are accepted, so an
   // unauthenticated peer cannot make us allocate more than `control` bytes.
   bool handshake_only = false;

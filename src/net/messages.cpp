@@ -321,6 +321,33 @@ Ring decode_ring(ConstBytes payload) {
   return m;
 }
 
+// ---- PROBE: u32 reply_bytes | u32 n | n bytes of data ----
+
+Payload encode(const Probe& m) {
+  HERD_CHECK(m.reply_bytes <= kMaxProbeBytes && m.data.size() <= kMaxProbeBytes);
+  WireWriter w;
+  w.u32(m.reply_bytes);
+  w.u32(static_cast<uint32_t>(m.data.size()));
+  return Payload{w.take(), m.data};
+}
+
+Probe decode_probe(ConstBytes payload) {
+  WireReader r(payload, "PROBE");
+  Probe m;
+  m.reply_bytes = r.u32("reply_bytes");
+  if (m.reply_bytes > kMaxProbeBytes) {
+    throw Error("net", "PROBE: field 'reply_bytes': " + std::to_string(m.reply_bytes) +
+                           " is over the limit of " + std::to_string(kMaxProbeBytes));
+  }
+  const uint32_t n = r.u32("n");
+  if (n != payload.size() - 8) {
+    throw Error("net", "PROBE: field 'n': " + std::to_string(n) + " bytes of data declared, " +
+                           std::to_string(payload.size() - 8) + " follow");
+  }
+  m.data = payload.subspan(8);
+  return m;
+}
+
 // ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations
 //      | stage times (optional) ----
 
@@ -511,6 +538,8 @@ Message decode_message(MessageType type, ConstBytes payload) {
       return decode_want(payload);
     case MessageType::RING:
       return decode_ring(payload);
+    case MessageType::PROBE:
+      return decode_probe(payload);
   }
   throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
 }

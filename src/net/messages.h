@@ -221,8 +221,18 @@ struct Ring {
   uint32_t rank = 0;   // the calling rank
 };
 
+// PROBE: measures a link (cluster/link_probe.h). The receiver answers a PROBE with a PROBE
+// of `reply_bytes` bytes of data (and reply_bytes 0); the data a PROBE carries is there to
+// be timed, and is ignored.
+inline constexpr uint32_t kMaxProbeBytes = 16 << 20;
+struct Probe {
+  static constexpr MessageType kType = MessageType::PROBE;
+  uint32_t reply_bytes = 0;  // at most kMaxProbeBytes
+  ConstBytes data;           // at most kMaxProbeBytes
+};
+
 using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
-                             Ping, Pong, ErrorReply, Bye, Want, Ring>;
+                             Ping, Pong, ErrorReply, Bye, Want, Ring, Probe>;
 
 // ---------------------------------------------------------------------------------------
 // Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
@@ -241,6 +251,7 @@ Payload encode(const ErrorReply& m);
 Payload encode(const Bye& m);
 Payload encode(const Want& m);
 Payload encode(const Ring& m);
+Payload encode(const Probe& m);
 
 // Decoders: throw herd::Error naming the message and field on any malformed payload,
 // including trailing bytes.
@@ -261,6 +272,7 @@ ErrorReply decode_error(ConstBytes payload);
 Bye decode_bye(ConstBytes payload);
 Want decode_want(ConstBytes payload);
 Ring decode_ring(ConstBytes payload);
+Probe decode_probe(ConstBytes payload);
 
 Message decode_message(MessageType type, ConstBytes payload);
 
@@ -285,6 +297,7 @@ M decode_as(ConstBytes payload) {
   if constexpr (std::is_same_v<M, Bye>) return decode_bye(payload);
   if constexpr (std::is_same_v<M, Want>) return decode_want(payload);
   if constexpr (std::is_same_v<M, Ring>) return decode_ring(payload);
+  if constexpr (std::is_same_v<M, Probe>) return decode_probe(payload);
 }
 
 // Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.

@@ -278,6 +278,19 @@ TEST(MessagesTest, CollectiveDataMustBeWholeFloats) {
   EXPECT_THAT(decode_error_text<Collective>(bytes), HasSubstr("not a whole number of f32"));
 }
 
+TEST(MessagesTest, AProbeAsksForAtMost16MiBAndSaysHowMuchItCarries) {
+  std::vector<uint8_t> data(10, 1);
+  std::vector<uint8_t> bytes = joined(encode(Probe{100, data}));
+  const Probe back = decode_probe(bytes);
+  EXPECT_EQ(back.reply_bytes, 100u);
+  EXPECT_EQ(back.data.size(), 10u);
+  std::vector<uint8_t> greedy = bytes;
+  store_le<uint32_t>(greedy.data(), kMaxProbeBytes + 1);
+  EXPECT_THAT(decode_error_text<Probe>(greedy), HasSubstr("reply_bytes"));
+  bytes.push_back(0);
+  EXPECT_THAT(decode_error_text<Probe>(bytes), HasSubstr("11 follow"));
+}
+
 TEST(MessagesTest, EveryTruncationOfEveryFrameIsAnError) {
   for (const std::vector<uint8_t>& frame : testing::sample_frames()) {
     EXPECT_NO_THROW(decode_frame(frame, FrameLimits{}));

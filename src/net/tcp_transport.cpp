@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "net/delayed_connection.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -119,7 +120,7 @@ std::shared_ptr<Connection> TcpTransport::accept(Millis timeout) {
   if (ready_.empty()) return nullptr;
   std::shared_ptr<Connection> connection = std::move(ready_.front());
   ready_.pop_front();
-  return connection;
+  return delayed(std::move(connection), options_.test_send_delay);
 }
 
 std::shared_ptr<Connection> TcpTransport::connect(const std::string& address, Millis timeout) {
@@ -130,7 +131,7 @@ std::shared_ptr<Connection> TcpTransport::connect(const std::string& address, Mi
   auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
   PeerIdentity peer = handshake_connect(*connection, options_.auth, std::max(left, Millis(1)));
   connection->finish_handshake(peer.name, options_.tcp.limits);
-  return connection;
+  return delayed(std::move(connection), options_.test_send_delay);
 }
 
 }  // namespace herd::net

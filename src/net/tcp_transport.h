@@ -30,6 +30,9 @@ struct TcpTransportOptions {
   size_t max_pending_handshakes = 16;
   size_t max_waiting_peers = 64;  // authenticated peers not yet taken by accept()
   LogFn log;                      // dropped peers and why; may be empty
+  // Test only (--test-link-delay-us): every frame this end sends is late by this much
+  // (net/delayed_connection.h).
+  std::chrono::microseconds test_send_delay{0};
 };
 
 class TcpTransport final : public Transport {

@@ -76,6 +76,7 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(Bye{}),
           frame_bytes(Want{}),
           frame_bytes(Ring{0x1234, 2}),
+          frame_bytes(Probe{4096, ConstBytes(data.data(), 24)}),
           frame_bytes(chained),
           frame_bytes(chained_result)};
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plan/apportion.h"
+#include "plan/candidates.h"
 #include "plan/rank_memory.h"
 #include "util/error.h"
 
@@ -21,8 +22,6 @@ constexpr double kSimilarBandwidth = 1.25;
 constexpr size_t kAutoTensorMaxRanks = 4;
 // Bytes the ceil() of each sliced part may add beyond its exact share.
 constexpr uint64_t kRoundingMarginBytes = 64;
-// How many prompt tokens a stage's time per token counts for each decoded one (planner.h).
-constexpr double kPromptTokensPerReplyToken = 4;
 
 // ---------------------------------------------------------------------------------------
 // Input checks: the planner's input comes from files and from other machines.

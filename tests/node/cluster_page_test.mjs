@@ -79,13 +79,14 @@ try {
     streamed += decoder.decode(value, { stream: true });
   }
   await page.waitForFunction(() => [...document.querySelectorAll('.stages .stage-tps')]
-    .every((td) => td.textContent !== '–'), null, { timeout: 5000 });
+    .every((td) => td.textContent !== '–'), null, { timeout: 15000 });
   const running = await cluster();
   for (const s of running.stages) {
     assert.ok(s.tokens > 0 && s.ms_per_token > 0 && s.tokens_per_second > 0, JSON.stringify(s));
   }
 
-  // Kill a node mid-reply; within 5 s the page shows it lost, or the pod not ok. The node
+  // Kill a node mid-reply; within 10 s (the page polls every second; a loaded 2-core machine
+  // adds seconds) the page shows it lost, or the pod not ok. The node
   // is named by its name or its address (a dropped connection may be reported by either).
   const victimAddress = pod.nodes.find((n) => n.name === victim).address;
   const namesVictim = (text) => text.includes(`'${victim}'`) || text.includes(victimAddress);
@@ -93,7 +94,7 @@ try {
   const killed = Date.now();
   await page.waitForFunction((name) =>
     document.querySelector('#pod-state').textContent !== 'ok' ||
-    document.querySelector(`.node.lost[data-name="${name}"]`) !== null, victim, { timeout: 5000 });
+    document.querySelector(`.node.lost[data-name="${name}"]`) !== null, victim, { timeout: 10000 });
   console.log(`cluster_page_test: the page showed the failure ${Date.now() - killed} ms after the kill`);
   // The page names the node: in the pod's reason, the event log or a lost node's card.
   const named = async () => {

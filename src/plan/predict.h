@@ -1,0 +1,80 @@
+// predict(): how fast a plan will run, from the node profiles and the links between the
+// nodes: decode tokens per second of one sequence and prefill tokens per second of a long
+// prompt, with where the time goes. A pure function like the planner (no I/O, no clocks),
+// so what-if plans (`herd plan --node-profile`) are predicted as well as real ones.
+//
+// The model of one decoded token: every stage in turn reads its weights (a rank's bytes
+// over its memory bandwidth times the engine's efficiency); a tensor-parallel stage adds
+// two ring all-reduces of the hidden state per layer (2 (T - 1) steps of 1/T of it, each a
+// link's one-way latency plus its bytes over the link's bandwidth); every message between
+// processes costs the link's one-way latency, its bytes over the link's bandwidth and a
+// fixed cost (waking a thread, a system call); the hidden state goes from stage to stage
+// (straight, with stage links, or through the coordinator) and the logits from the last
+// stage to the coordinator. Prefill is compute-bound: a rank's share of the matrix work
+// over its measured matmul speed, with the pipeline's stages overlapping on micro-batches.
+// docs/plan.md ("Predictions") gives the constants and how they were measured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/node_profile.h"
+#include "plan/plan.h"
+#include "plan/plan_model.h"
+
+namespace herd {
+
+// The link between the coordinator (node 0) and a node: measured when a session starts,
+// or assumed (assumed_link()).
+struct LinkProfile {
+  double rtt_seconds = 0;          // round trip of a small frame
+  double send_bytes_per_s = 0;     // coordinator -> node
+  double receive_bytes_per_s = 0;  // node -> coordinator
+  bool measured = false;
+};
+
+// What the links are when nothing was measured: a 1 Gbit/s LAN (117 MB/s each way, 0.2 ms
+// round trip), the link most herds have.
+LinkProfile assumed_link();
+
+// Links from the coordinator: links[i] to node i ([0], the coordinator itself, unused).
+// Between two nodes (stage links, rings) the link is not measured: they are taken to
+// share a switch with the coordinator (one-way latency the mean of theirs, bandwidth the
+// smaller).
+struct Links {
+  std::vector<LinkProfile> to_node;
+  // One-way seconds and bytes per second from node a to node b (a != b; either may be 0).
+  double latency(int a, int b) const;
+  double bandwidth(int a, int b) const;
+};
+
+// The engine's constants: measured on the 2-core development machine (docs/plan.md).
+struct PredictCosts {
+  double decode_efficiency = 0.75;   // share of the measured memory bandwidth decode reaches
+  double prefill_efficiency = 0.85;  // share of the measured matmul speed prefill reaches
+  double message_seconds = 40e-6;    // fixed cost of one message between processes
+  int64_t prompt_tokens = 256;       // the prompt prefill is predicted for
+  // How the pod runs, not costs: bytes of a hidden-state value on the wire (--wire-dtype:
+  // 4 for f32, 2 for f16) and whether consecutive stages on nodes talk straight.
+  double wire_bytes_per_value = 4;
+  bool stage_links = true;
+};
+
+struct Prediction {
+  double decode_tokens_per_s = 0;
+  double prefill_tokens_per_s = 0;  // 0 when a node holding layers has no matmul speed
+  // Per decoded token: reading weights, all-reduces, messages between processes.
+  double decode_compute_seconds = 0;
+  double decode_allreduce_seconds = 0;
+  double decode_wire_seconds = 0;
+};
+
+// REQUIRES: `plan` is a plan of `model` on `nodes` (check_plan holds); links.to_node has
+// an entry per node.
+Prediction predict(const Plan& plan, const PlanModel& model, const std::vector<NodeProfile>& nodes,
+                   const Links& links, const PlanOptions& options, const PredictCosts& costs = {});
+
+// "42.1 tok/s decode (compute 20.1 ms, all-reduce 3.2 ms, wire 0.4 ms), 310 tok/s prefill".
+std::string prediction_text(const Prediction& p);
+
+}  // namespace herd

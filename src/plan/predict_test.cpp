@@ -1,0 +1,184 @@
+// predict(): figures a person can check by hand, and the choices the links should make.
+#include "plan/predict.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plan/candidates.h"
+#include "plan/planner.h"
+
+namespace herd {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// A 1.1B-shaped llama in Q4_0 (TinyLlama: 22 layers of 2048, 32 heads, 4 KV heads).
+PlanModel tinyllama() {
+  HParams hp;
+  hp.n_vocab = 32000;
+  hp.n_embd = 2048;
+  hp.n_ff = 5632;
+  hp.n_layer = 22;
+  hp.n_head = 32;
+  hp.n_head_kv = 4;
+  hp.head_dim = 64;
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
+  hp.n_ctx = 2048;
+  return synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_0);
+}
+
+NodeProfile machine(std::string name, double bandwidth_gbs, double gflops = 100) {
+  NodeProfile n;
+  n.name = name;
+  n.address = name == "local" ? "local" : name + ":7000";
+  n.cores = 8;
+  n.free_memory_bytes = 16 * kGiB;
+  n.bandwidth_gbs = bandwidth_gbs;
+  n.matmul_gflops = gflops;
+  return n;
+}
+
+Links links_of(size_t n, double one_way_seconds, double bytes_per_s) {
+  Links l;
+  LinkProfile p;
+  p.rtt_seconds = 2 * one_way_seconds;
+  p.send_bytes_per_s = p.receive_bytes_per_s = bytes_per_s;
+  l.to_node.assign(n, p);
+  return l;
+}
+
+PlanOptions mode(PlanOptions::Mode m) {
+  PlanOptions o;
+  o.mode = m;
+  o.n_ctx = 1024;
+  return o;
+}
+
+TEST(PredictTest, OneMachineReadsEveryWeightOnceAPerToken) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 20)};
+  const PlanOptions o = mode(PlanOptions::Mode::kAuto);
+  const Plan p = plan(m, nodes, o);
+  PredictCosts c;
+  const Prediction got = predict(p, m, nodes, links_of(1, 0, 1), o, c);
+  // Every weight but the embedding (one row per token) is read once per token.
+  const double read = static_cast<double>(m.weight_bytes() - m.embedding_bytes);
+  EXPECT_NEAR(got.decode_compute_seconds, read / (20e9 * c.decode_efficiency), 1e-6);
+  EXPECT_EQ(got.decode_wire_seconds, 0);
+  EXPECT_EQ(got.decode_allreduce_seconds, 0);
+  EXPECT_NEAR(got.decode_tokens_per_s, 1 / got.decode_compute_seconds, 1e-9);
+  // Prefill: the layers' matrix work over the matmul speed.
+  const double flops = m.layer_flops_per_token() * 22 * 256;
+  EXPECT_NEAR(got.prefill_tokens_per_s, 256 / (flops / (100e9 * c.prefill_efficiency)), 1);
+}
+
+TEST(PredictTest, MessagesCostLatencyAndBytes) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 20), machine("b", 20)};
+  const PlanOptions o = mode(PlanOptions::Mode::kPipeline);
+  const Plan p = plan(m, nodes, o);
+  PredictCosts c;
+  c.message_seconds = 0;
+  const Prediction fast = predict(p, m, nodes, links_of(2, 50e-6, 1.25e9), o, c);
+  const Prediction slow = predict(p, m, nodes, links_of(2, 300e-6, 125e6), o, c);
+  // Two messages per token: the hidden state to b (2048 x 4 bytes), the logits back
+  // (32000 x 4 bytes).
+  EXPECT_NEAR(slow.decode_wire_seconds, 2 * 300e-6 + (2048 * 4 + 32000 * 4) / 125e6, 1e-9);
+  EXPECT_NEAR(fast.decode_wire_seconds, 2 * 50e-6 + (2048 * 4 + 32000 * 4) / 1.25e9, 1e-9);
+  EXPECT_EQ(fast.decode_compute_seconds, slow.decode_compute_seconds);
+  EXPECT_GT(fast.decode_tokens_per_s, slow.decode_tokens_per_s);
+}
+
+// The choice the links should make (issue 18): on a slow link the all-reduces (two per
+// layer, 44 here) cost more than tensor parallelism saves; on a fast one they do not.
+TEST(PredictTest, TensorParallelLosesOnASlowLinkAndWinsOnAFastOne) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 1), machine("b", 20), machine("c", 20)};
+  PlanOptions po = mode(PlanOptions::Mode::kPipeline), to = mode(PlanOptions::Mode::kTensor);
+  po.use_local = to.use_local = false;
+  const Plan pipeline = plan(m, nodes, po), tensor = plan(m, nodes, to);
+  ASSERT_EQ(pipeline.stages.size(), 2u);
+  ASSERT_EQ(tensor.stages[0].ranks.size(), 2u);
+  const Links gigabit = links_of(3, 300e-6, 125e6), ten_gigabit = links_of(3, 50e-6, 1.25e9);
+  const Prediction p1 = predict(pipeline, m, nodes, gigabit, po);
+  const Prediction t1 = predict(tensor, m, nodes, gigabit, to);
+  const Prediction p10 = predict(pipeline, m, nodes, ten_gigabit, po);
+  const Prediction t10 = predict(tensor, m, nodes, ten_gigabit, to);
+  EXPECT_LT(t1.decode_tokens_per_s, p1.decode_tokens_per_s)
+      << prediction_text(t1) << " vs " << prediction_text(p1);
+  EXPECT_GT(t10.decode_tokens_per_s, p10.decode_tokens_per_s)
+      << prediction_text(t10) << " vs " << prediction_text(p10);
+  // 44 all-reduces (two per layer) of 2 steps of 4 KiB each way.
+  EXPECT_NEAR(t1.decode_allreduce_seconds,
+              44 * 2 * (300e-6 + 2048 * 4 / 2 / 125e6 + PredictCosts{}.message_seconds), 1e-9);
+}
+
+TEST(PredictTest, AnMoeReadsOnlyItsRoutedExperts) {
+  HParams hp;
+  hp.n_vocab = 32000;
+  hp.n_embd = 1024;
+  hp.n_layer = 4;
+  hp.n_head = 16;
+  hp.n_head_kv = 4;
+  hp.head_dim = 64;
+  hp.head_dim_v = hp.n_rot = hp.head_dim;
+  hp.n_ctx = 2048;
+  hp.n_expert = 64;
+  hp.n_expert_used = 4;
+  hp.n_ff_expert = 512;
+  const PlanModel moe = synthetic_plan_model(*find_arch("qwen3moe"), hp, TensorType::Q8_0);
+  const std::vector<NodeProfile> nodes = {machine("local", 10)};
+  const PlanOptions o = mode(PlanOptions::Mode::kAuto);
+  const Prediction got = predict(plan(moe, nodes, o), moe, nodes, links_of(1, 0, 1), o);
+  uint64_t ffn = 0;
+  for (const PlanLayer& l : moe.layers) ffn += l.ffn_bytes;
+  const double read = static_cast<double>(moe.weight_bytes() - moe.embedding_bytes) -
+                      static_cast<double>(ffn) * (1 - 4.0 / 64);
+  EXPECT_NEAR(got.decode_compute_seconds, read / (10e9 * PredictCosts{}.decode_efficiency), 1e-7);
+}
+
+TEST(PredictTest, StageLinksSaveAHopPerStage) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 20), machine("b", 20), machine("c", 20),
+                                          machine("d", 20)};
+  PlanOptions o = mode(PlanOptions::Mode::kPipeline);
+  o.use_local = false;
+  const Plan p = plan(m, nodes, o);
+  ASSERT_EQ(p.stages.size(), 3u);
+  PredictCosts linked, through;
+  through.stage_links = false;
+  const Links l = links_of(4, 300e-6, 125e6);
+  const double hop = 300e-6 + 2048 * 4 / 125e6 + linked.message_seconds;
+  EXPECT_NEAR(predict(p, m, nodes, l, o, through).decode_wire_seconds -
+                  predict(p, m, nodes, l, o, linked).decode_wire_seconds,
+              2 * hop, 1e-9);
+}
+
+TEST(CandidatesTest, TheLinksDecideBetweenTensorAndPipeline) {
+  const PlanModel m = tinyllama();
+  const std::vector<NodeProfile> nodes = {machine("local", 1), machine("b", 20), machine("c", 20),
+                                          machine("d", 8, 40)};
+  PlanOptions o = mode(PlanOptions::Mode::kAuto);
+  o.use_local = false;
+  const std::vector<Candidate> slow =
+      plan_candidates(m, nodes, links_of(4, 300e-6, 125e6), o, PredictCosts{});
+  const std::vector<Candidate> fast =
+      plan_candidates(m, nodes, links_of(4, 20e-6, 5e9), o, PredictCosts{});
+  // 3 alone, pipelines of 3 and 2, tensors of 3 and 2: 7, every one fits, fastest first.
+  ASSERT_EQ(slow.size(), 7u);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    ASSERT_TRUE(slow[i].plan) << slow[i].name << ": " << slow[i].why_not;
+    if (i > 0) EXPECT_LE(slow[i - 1].seconds, slow[i].seconds);
+    for (const Stage& s : slow[i].plan->stages) {
+      for (const Rank& r : s.ranks) EXPECT_NE(r.node, 0) << slow[i].name;  // --no-local
+    }
+  }
+  EXPECT_EQ(slow[0].name, "pipeline of 'b', 'c'");
+  // On the fast link d's share of the work is worth its all-reduces too.
+  EXPECT_EQ(fast[0].name, "tensor of 'b', 'c', 'd'");
+  EXPECT_EQ(fast[1].name, "tensor of 'b', 'c'");
+  EXPECT_THAT(why_fastest(slow), ::testing::HasSubstr("pipeline of 'b', 'c', 'd'"));
+}
+
+}  // namespace
+}  // namespace herd

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End to end: links measured and shaped. Two `herd node`s, each in its own network
+# namespace, joined to the coordinator's by veth pairs and a bridge; every veth end's
+# egress limited by tbf (bandwidth), and every frame made late by herd's test-only delay
+# (--test-link-delay-us: the kernel has no netem). Two link profiles: 1 Gbit/s with 300 us
+# one way, and 10 Gbit/s with 50 us. For each:
+#   - `herd plan --peers ... --explain` measures both links: the round trip is at least
+#     the two delays, the bandwidth each way no more than tbf allows (and not absurdly
+#     below it);
+#   - the fastest predicted plan is a pipeline on the slow link and tensor parallelism on
+#     the fast one (the all-reduces cost more than they save on the first);
+#   - `herd bench` runs both plans and prints the measured decode beside the prediction
+#     (figures for docs/performance.md, not asserted: the machine is shared).
+# The script re-runs itself in new network and mount namespaces (unshare -n -m): nothing
+# it makes is seen outside, and nothing leaves the machine. Needs root, unshare, ip and tc
+# (scripts/install-deps); skips (exit 77) otherwise, as on macOS. About 60 s.
+# Usage: links_e2e_test.sh path/to/herd
+set -euo pipefail
+herd=${1:?usage: links_e2e_test.sh path/to/herd}
+herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
+
+if [ -z "${HERD_LINKS_NS:-}" ]; then
+  for tool in unshare ip tc; do
+    command -v "$tool" >/dev/null || { echo "SKIP: $tool not found (scripts/install-deps)"; exit 77; }
+  done
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for its network namespaces"; exit 77; }
+  HERD_LINKS_NS=1 exec unshare --net --mount "$BASH" "$0" "$herd"
+fi
+
+# ---- inside the namespaces ----------------------------------------------------------------
+dir=$(mktemp -d)
+export XDG_CACHE_HOME=$dir/cache
+export HERD_KEY=5f3c0e8a9b1d2c4e6f708192a3b4c5d6  # nodes off loopback need a key
+cleanup_more() { for ns in n1 n2; do ip netns del "$ns" 2>/dev/null || true; done; }
+source "$(dirname "$0")/node_lib.sh"
+
+mount -t tmpfs tmpfs /run  # ip netns keeps its mounts here: this test's own
+ip link set lo up
+ip link add br0 type bridge
+ip addr add 10.77.0.1/24 dev br0
+ip link set br0 up
+for i in 1 2; do
+  ip netns add "n$i"
+  ip link add "veth$i" type veth peer name eth0 netns "n$i"
+  ip link set "veth$i" master br0 up
+  ip -n "n$i" addr add "10.77.0.$((i + 1))/24" dev eth0
+  ip -n "n$i" link set eth0 up
+  ip -n "n$i" link set lo up
+done
+
+# tbf on the egress of both ends of each veth: to the node and from it.
+shape() {
+  local rate=$1 burst=$2 i
+  for i in 1 2; do
+    tc qdisc replace dev "veth$i" root tbf rate "$rate" burst "$burst" latency 100ms
+    ip netns exec "n$i" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
+  done
+}
+
+model=$dir/model.gguf
+"$herd" synth --arch llama --layers 8 --embd 1024 --heads 16 --type q8_0 --out "$model" \
+  >/dev/null 2>&1 || fail "synth"
+
+# profile name, tbf rate, its Gbit/s, burst, one-way delay in us, the plan that should win
+for profile in "slow 1gbit 1 256kb 300 pipeline" "fast 10gbit 10 2mb 50 tensor"; do
+  read -r name rate gbits burst delay winner <<<"$profile"
+  shape "$rate" "$burst"
+  for i in 1 2; do
+    ip netns exec "n$i" "$herd" node --listen "10.77.0.$((i + 1)):7000" --threads 1 \
+      --name "n$i" --bandwidth 10 --no-advertise --test-link-delay-us "$delay" \
+      2>"$dir/$name-n$i.log" &
+  done
+  for i in 1 2; do
+    for _ in $(seq 200); do
+      grep -q "listening on" "$dir/$name-n$i.log" && break
+      sleep 0.05
+    done
+    grep -q "listening on" "$dir/$name-n$i.log" || fail "node n$i ($name) did not start"
+  done
+  peers=10.77.0.2:7000,10.77.0.3:7000
+  common=(--peers "$peers" --no-local --test-link-delay-us "$delay")
+
+  "$herd" plan -m "$model" "${common[@]}" --bandwidth 10 --explain >"$dir/$name-plan.txt" \
+    2>&1 || fail "herd plan ($name): $(cat "$dir/$name-plan.txt")"
+  # "link to n1           0.65 ms round trip, 0.95 / 0.94 Gbit/s"
+  while read -r _ _ node rtt _ _ _ send _ receive _; do
+    awk -v rtt="$rtt" -v send="$send" -v receive="$receive" -v delay="$delay" -v gbits="$gbits" '
+      BEGIN {
+        ok = rtt * 1000 >= 2 * delay && send <= 1.3 * gbits && receive <= 1.3 * gbits &&
+             send >= 0.05 * gbits && receive >= 0.05 * gbits
+        exit !ok
+      }' || fail "$name: link to $node measured $rtt ms, $send / $receive Gbit/s" \
+      "(delay $delay us each way, tbf $gbits Gbit/s)"
+    echo "ok: $name link to $node: $rtt ms round trip, $send / $receive Gbit/s (tbf $gbits Gbit/s, $delay us each way)"
+  done < <(grep "^link to" "$dir/$name-plan.txt")
+  [ "$(grep -c "^link to" "$dir/$name-plan.txt")" -eq 2 ] || fail "$name: two links not shown"
+  fastest=$(grep "^fastest predicted:" "$dir/$name-plan.txt")
+  [[ $fastest == "fastest predicted: $winner of"* ]] ||
+    fail "$name: expected $winner to be predicted fastest: $(cat "$dir/$name-plan.txt")"
+  echo "ok: $name: $fastest"
+
+  for parallel in pipeline tensor; do
+    "$herd" bench -m "$model" "${common[@]}" --parallel "$parallel" -p 32 -n 16 -t 1 \
+      >"$dir/$name-$parallel.txt" 2>&1 || fail "bench $name $parallel: $(cat "$dir/$name-$parallel.txt")"
+    echo "$name $parallel: $(grep -E '^decode' "$dir/$name-$parallel.txt" | head -1)"
+    echo "$name $parallel: $(grep -E '^predicted' "$dir/$name-$parallel.txt")"
+  done
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+done
+echo "PASS"
