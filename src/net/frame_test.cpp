@@ -62,7 +62,8 @@ TEST(FrameTest, RejectsOtherVersions) {
 }
 
 TEST(FrameTest, RejectsUnknownTypes) {
-  for (uint16_t type : {0, 15, 0xffff}) {
+  for (uint16_t type :
+       {uint16_t{0}, static_cast<uint16_t>(kMaxMessageType + 1), uint16_t{0xffff}}) {
     auto bytes = header_bytes(MessageType::PING, 8);
     std::memcpy(bytes.data() + kFrameOffsetType, &type, 2);
     EXPECT_THAT(header_error(bytes), HasSubstr("unknown message type " + std::to_string(type)));

@@ -25,6 +25,11 @@ double Links::latency(int a, int b) const {
   return (rtt(a) + rtt(b)) / 4;  // through the switch both share with the coordinator
 }
 
+bool Links::measured(int a, int b) const {
+  return (a == 0 || to_node[static_cast<size_t>(a)].measured) &&
+         (b == 0 || to_node[static_cast<size_t>(b)].measured);
+}
+
 double Links::bandwidth(int a, int b) const {
   const auto link = [&](int n) -> const LinkProfile& { return to_node[static_cast<size_t>(n)]; };
   if (a == b) return 1e18;
@@ -34,6 +39,9 @@ double Links::bandwidth(int a, int b) const {
 }
 
 namespace {
+
+// net/ring.h's RingOptions::small_bytes: the size up to which a vector goes round whole.
+constexpr double kRingSmallBytes = 64 << 10;
 
 // Bytes of weights rank `rank` reads per decoded token: all it holds, but of an MoE FFN
 // only the experts a token is routed to (n_expert_used of n_expert on average) and of the
@@ -142,24 +150,30 @@ class Predictor {
     return slowest;
   }
 
-  // One message of `bytes` from node a to node b.
+  // One message of `bytes` from node a to node b. A measured round trip already holds
+  // the fixed costs of the two messages it took (the processes woke to answer).
   double message(int a, int b, double bytes) const {
     if (a == b) return 0;
-    return links_.latency(a, b) + bytes / links_.bandwidth(a, b) + c_.message_seconds;
+    return links_.latency(a, b) + bytes / links_.bandwidth(a, b) +
+           (links_.measured(a, b) ? 0 : c_.message_seconds);
   }
 
-  // Two ring all-reduces of the hidden states per layer: 2 (T - 1) steps, each rank
-  // sending 1/T of them to the next; a step lasts as long as its slowest link.
+  // Two ring all-reduces of the hidden states per layer, as net/ring.h runs them: a
+  // vector of up to 64 KiB goes round whole (T - 1 steps, each rank sending it to the
+  // next: decode), a larger one by reduce-scatter and all-gather (2 (T - 1) steps of 1/T
+  // of it: prefill). A step lasts as long as its slowest link.
   double allreduce_seconds(const Stage& s, double tokens) const {
     const size_t t = s.ranks.size();
     if (t < 2) return 0;
-    const double chunk = tokens * static_cast<double>(m_.n_embd) * 4 / static_cast<double>(t);
+    const double bytes = tokens * static_cast<double>(m_.n_embd) * 4;
+    const bool whole = bytes <= kRingSmallBytes;
+    const double chunk = whole ? bytes : bytes / static_cast<double>(t);
     double step = 0;
     for (size_t r = 0; r < t; ++r) {
       step = std::max(step, message(s.ranks[r].node, s.ranks[(r + 1) % t].node, chunk));
     }
-    const double per_reduce = 2 * static_cast<double>(t - 1) * step;
-    return 2 * static_cast<double>(s.layer_end - s.layer_begin) * per_reduce;
+    const double steps = static_cast<double>(t - 1) * (whole ? 1 : 2);
+    return 2 * static_cast<double>(s.layer_end - s.layer_begin) * steps * step;
   }
 
   static bool all_remote(const Stage& s) {

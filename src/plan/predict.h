@@ -5,10 +5,11 @@
 //
 // The model of one decoded token: every stage in turn reads its weights (a rank's bytes
 // over its memory bandwidth times the engine's efficiency); a tensor-parallel stage adds
-// two ring all-reduces of the hidden state per layer (2 (T - 1) steps of 1/T of it, each a
-// link's one-way latency plus its bytes over the link's bandwidth); every message between
+// two ring all-reduces of the hidden state per layer (T - 1 steps of the whole vector, as
+// net/ring.h runs a small one); every message between
 // processes costs the link's one-way latency, its bytes over the link's bandwidth and a
-// fixed cost (waking a thread, a system call); the hidden state goes from stage to stage
+// fixed cost (waking a thread, a system call; already in a measured link's round trip);
+// the hidden state goes from stage to stage
 // (straight, with stage links, or through the coordinator) and the logits from the last
 // stage to the coordinator. Prefill is compute-bound: a rank's share of the matrix work
 // over its measured matmul speed, with the pipeline's stages overlapping on micro-batches.
@@ -46,13 +47,14 @@ struct Links {
   // One-way seconds and bytes per second from node a to node b (a != b; either may be 0).
   double latency(int a, int b) const;
   double bandwidth(int a, int b) const;
+  bool measured(int a, int b) const;  // both links were measured
 };
 
 // The engine's constants: measured on the 2-core development machine (docs/plan.md).
 struct PredictCosts {
   double decode_efficiency = 0.75;   // share of the measured memory bandwidth decode reaches
   double prefill_efficiency = 0.85;  // share of the measured matmul speed prefill reaches
-  double message_seconds = 40e-6;    // fixed cost of one message between processes
+  double message_seconds = 40e-6;    // fixed cost of a message on a link not measured
   int64_t prompt_tokens = 256;       // the prompt prefill is predicted for
   // How the pod runs, not costs: bytes of a hidden-state value on the wire (--wire-dtype:
   // 4 for f32, 2 for f16) and whether consecutive stages on nodes talk straight.
