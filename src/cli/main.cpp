@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/mpi_ranks.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const herd::cli::RankServed&) {
+    return 0;  // an MPI rank that served as a node: the command's output is rank 0's
   } catch (const herd::Error& e) {
     std::fprintf(stderr, "herd: error: %s\n", e.what());
     return 1;

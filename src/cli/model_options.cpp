@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cli/mpi_ranks.h"
 #include "cluster/cluster_runner.h"
 #include "net/activations.h"
 #include "plan/plan.h"
@@ -26,6 +27,19 @@ void ClusterFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--moe", moe, "MoE experts: auto, expert-parallel, split-experts")
       ->capture_default_str();
   cmd.add_option("--key", key_file, "Cluster key file (default: $HERD_KEY; none: insecure mode)");
+  cmd.add_option("--transport", transport,
+                 "How nodes are reached: tcp (--peers), or mpi (run under mpirun: rank 0 "
+                 "coordinates, ranks 1..n-1 serve as nodes)")
+      ->check(CLI::IsMember({"tcp", "mpi"}))
+      ->capture_default_str();
+  cmd.add_option("--rank-bandwidth", rank_bandwidth_gbs,
+                 "With --transport mpi: memory bandwidth (GB/s) ranks 1..n-1 report instead of "
+                 "measuring it (ranks sharing a machine; as herd node --bandwidth)")
+      ->check(CLI::Range(0.01, 1e5));
+  cmd.add_option("--rank-matmul", rank_matmul_gflops,
+                 "With --transport mpi: Q4_0 matrix speed (GFLOP/s) ranks 1..n-1 report instead "
+                 "of measuring it (as herd node --matmul)")
+      ->check(CLI::Range(0.01, 1e6));
   cmd.add_option("--spare", spares,
                  "Nodes to keep out of the plan, each standing by with another node's weights "
                  "loaded to take its place when it is lost (the last N that answer)")
@@ -151,12 +165,23 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
     return engine::LocalRunner::open(model, local);
   }
   cluster::ClusterOptions o;
-  o.key = cluster.key();
-  o.identity = cluster.security.identity();
-  o.allowed_ids = cluster.security.allowed_ids();
-  o.plaintext = cluster.security.insecure;
-  o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
-  if (wants_discovery(cluster.peers)) {
+  if (cluster.transport == "mpi") {
+    // Ranks other than 0 serve as nodes inside join_mpi_job and never return here.
+    MpiCoordinator job = join_mpi_job(*this);
+    o.transport = std::move(job.transport);
+    o.peers = std::move(job.peers);
+    // Ranks start with rank 0 and measure their machine before they answer (TCP nodes were
+    // started, and had measured, before the coordinator dialled them): a loaded machine
+    // running several ranks may take seconds.
+    o.connect_timeout = net::Millis(120000);
+  } else {
+    o.key = cluster.key();
+    o.identity = cluster.security.identity();
+    o.allowed_ids = cluster.security.allowed_ids();
+    o.plaintext = cluster.security.insecure;
+    o.peers = resolve_peers(cluster.peers, o.key.get(), cluster.discover_ms, stderr);
+  }
+  if (cluster.transport != "mpi" && wants_discovery(cluster.peers)) {
     // Asked again when the pod is re-formed (on the coordinator's mender thread): a daemon
     // that went away since start-up means no new nodes, not a failed recovery.
     o.discover = [id = net::cluster_id(o.key.get()), ms = cluster.discover_ms] {

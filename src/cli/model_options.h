@@ -39,12 +39,17 @@ struct ClusterFlags {
   std::string moe = "auto";
   std::string key_file;
   int discover_ms = net::kDefaultDiscoverMs;
+  std::string transport = "tcp";  // or "mpi": the nodes are the ranks of an mpirun job
+  // What MPI ranks 1..n-1 report instead of measuring (herd node's --bandwidth, --matmul);
+  // 0: measured.
+  double rank_bandwidth_gbs = 0;
+  double rank_matmul_gflops = 0;
   int spares = 0;
   int64_t test_link_delay_us = 0;
   SecurityFlags security;
 
   void add_to(CLI::App& cmd);
-  bool distributed() const { return !peers.empty() || no_local; }
+  bool distributed() const { return !peers.empty() || no_local || transport == "mpi"; }
   // --key FILE, else HERD_KEY, else null (insecure mode).
   std::shared_ptr<const net::ClusterKey> key() const;
 };

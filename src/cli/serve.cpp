@@ -107,6 +107,13 @@ void serve(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Under mpirun every rank runs this command, and only rank 0 may listen: which rank this
+  // is is known once MPI is up, inside open(), where ranks 1..n-1 serve as nodes and never
+  // return. So with --transport mpi the model loads before the port is bound (/health
+  // cannot say "loading" meanwhile).
+  std::unique_ptr<engine::ModelRunner> runner;
+  if (o.model.cluster.transport == "mpi") runner = o.model.open(o.slots);
+
   server::Metrics metrics;
   server::HttpServer http(o.http, metrics);
   http.bind();
@@ -114,11 +121,10 @@ void serve(const ServeOptions& o) {
   std::fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", o.http.host.c_str(),
                http.port(), o.model.model.c_str());
 
-  std::unique_ptr<engine::ModelRunner> runner;
   std::optional<tokenizer::Tokenizer> tok;
   server::ServedModel model;
   try {
-    runner = o.model.open(o.slots);
+    if (!runner) runner = o.model.open(o.slots);
     tok.emplace(tokenizer::Tokenizer::from_gguf(runner->file()));
     model = served_model(*runner, *tok, o);
   } catch (...) {

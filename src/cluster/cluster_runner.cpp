@@ -266,8 +266,8 @@ struct ClusterRunner::State {
   std::map<std::string, NodeProfile> known;  // by address: every node a pod has had
   std::vector<std::string> returning;        // lost or new nodes that answer: taken in next request
   std::vector<std::string> discovered;       // "host:port" the mender's last browse found
-  std::unique_ptr<net::TcpTransport> probe_transport;  // the mender's
-  std::vector<std::vector<int32_t>> history;           // [n_seq][position] tokens the pod has seen
+  std::shared_ptr<net::Transport> probe_transport;  // the mender's
+  std::vector<std::vector<int32_t>> history;        // [n_seq][position] tokens the pod has seen
   std::vector<Shadow> last_spares;           // of the last pod formed (node: index into its nodes)
   std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
 
@@ -300,7 +300,7 @@ struct ClusterRunner::Impl {
   std::vector<NodeProfile> nodes;
   Links links;  // to each of `nodes` ([0], this process, unused)
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<net::TcpTransport> transport;
+  std::shared_ptr<net::Transport> transport;
   std::unique_ptr<net::Heartbeat> heartbeat;
   std::vector<std::unique_ptr<StageRunner>> stages;
   // Spares (--spare): nodes standing by, each with one remote rank's weights loaded
@@ -763,14 +763,17 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   r.options = options;
   r.pool = std::make_unique<ThreadPool>(options.local.threads);
 
-  net::TcpTransportOptions t;
-  t.auth.node_name = options.name;
-  t.auth.key = options.key;
-  t.test_send_delay = options.test_link_delay;
-  t.auth.identity = options.identity;
-  t.auth.allowed_ids = options.allowed_ids;
-  t.auth.plaintext = options.plaintext;
-  r.transport = std::make_unique<net::TcpTransport>(t);
+  r.transport = options.transport;
+  if (!r.transport) {
+    net::TcpTransportOptions t;
+    t.auth.node_name = options.name;
+    t.auth.key = options.key;
+    t.auth.identity = options.identity;
+    t.auth.allowed_ids = options.allowed_ids;
+    t.auth.plaintext = options.plaintext;
+    t.test_send_delay = options.test_link_delay;
+    r.transport = std::make_shared<net::TcpTransport>(t);
+  }
 
   // Node 0 is this process; then the peers in the order given.
   LocalProfileOptions local;
@@ -1492,6 +1495,7 @@ void ClusterRunner::probe_returning() {
     }
   }
   if (candidates.empty()) return;
+  if (!st.probe_transport) st.probe_transport = st.options.transport;
   if (!st.probe_transport) {
     net::TcpTransportOptions t;
     t.auth.node_name = st.options.name;
@@ -1499,7 +1503,7 @@ void ClusterRunner::probe_returning() {
     t.auth.identity = st.options.identity;
     t.auth.allowed_ids = st.options.allowed_ids;
     t.auth.plaintext = st.options.plaintext;
-    st.probe_transport = std::make_unique<net::TcpTransport>(t);
+    st.probe_transport = std::make_shared<net::TcpTransport>(t);
   }
   std::vector<std::string> back;
   for (const std::string& address : candidates) {

@@ -50,7 +50,7 @@
 namespace herd::cluster {
 
 struct ClusterOptions {
-  std::vector<std::string> peers;  // "host:port" of each node besides this process
+  std::vector<std::string> peers;  // "host:port" ("rank:N" over MPI) of each other node
   PlanOptions plan;                // mode, MoE mode, use_local (--no-local)
   engine::LocalOptions local;      // threads, n_ctx, n_seq, kernels for the local stage
   net::WireDType wire_dtype = net::WireDType::F32;
@@ -61,6 +61,9 @@ struct ClusterOptions {
   std::shared_ptr<const net::NodeIdentity> identity;  // null: a fresh one per connection
   std::shared_ptr<const net::AllowList> allowed_ids;  // null: any node id
   bool plaintext = false;  // --insecure: frames unencrypted (nodes must say the same)
+  // How nodes are reached: null: a TcpTransport per pod ("host:port" peers, HELLO with
+  // `key`); else this one for every pod (an MpiTransport: "rank:N" peers).
+  std::shared_ptr<net::Transport> transport;
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
   net::HeartbeatOptions heartbeat;

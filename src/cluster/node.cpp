@@ -95,7 +95,8 @@ void check_cache_size(const Assignment& a, const HParams& hp) {
 
 struct NodeServer::Impl {
   NodeOptions options;
-  std::unique_ptr<net::TcpTransport> transport;
+  std::shared_ptr<net::Transport> transport;  // a TcpTransport unless options.transport
+  uint16_t port = 0;                          // the TcpTransport's
   std::unique_ptr<ThreadPool> pool;
   // Watches the coordinator and ring links: a coordinator that hangs or vanishes without a
   // goodbye ends its session within seconds instead of keeping the node busy.
@@ -131,25 +132,34 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   if (s.options.cache_dir.empty()) s.options.cache_dir = default_cache_dir();
   s.pool = std::make_unique<ThreadPool>(s.options.threads);
 
-  net::TcpTransportOptions t;
-  t.auth.key = s.options.key;
-  t.auth.node_name = s.options.name;
-  t.auth.identity = s.options.identity;
-  t.auth.allowed_ids = s.options.allowed_ids;
-  t.auth.plaintext = s.options.plaintext;
-  t.log = s.options.log;
-  t.test_send_delay = s.options.test_link_delay;
-  s.transport = std::make_unique<net::TcpTransport>(t);
-  net::ListenOptions listen;
-  listen.host = s.options.host;
-  listen.port = s.options.port;
-  listen.insecure_listen = s.options.insecure_listen;
-  s.transport->listen(listen);
-  s.options.name = s.transport->node_name();  // "<host>:<port>" when none was given
+  std::string address = s.options.address;
+  if (s.options.transport) {
+    s.transport = s.options.transport;
+    if (s.options.name.empty()) s.options.name = address;
+  } else {
+    net::TcpTransportOptions t;
+    t.auth.key = s.options.key;
+    t.auth.node_name = s.options.name;
+    t.auth.identity = s.options.identity;
+    t.auth.allowed_ids = s.options.allowed_ids;
+    t.auth.plaintext = s.options.plaintext;
+    t.log = s.options.log;
+    t.test_send_delay = s.options.test_link_delay;
+    auto tcp = std::make_shared<net::TcpTransport>(t);
+    net::ListenOptions listen;
+    listen.host = s.options.host;
+    listen.port = s.options.port;
+    listen.insecure_listen = s.options.insecure_listen;
+    tcp->listen(listen);
+    s.options.name = tcp->node_name();  // "<host>:<port>" when none was given
+    s.port = tcp->port();
+    address = s.options.host + ":" + std::to_string(s.port);
+    s.transport = std::move(tcp);
+  }
 
   LocalProfileOptions p;
   p.name = s.options.name;
-  p.address = s.options.host + ":" + std::to_string(s.transport->port());
+  p.address = address;
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
   p.matmul_gflops = s.options.matmul_gflops;
@@ -160,7 +170,9 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   }
   // Which links coordinators reach it over (a Thunderbolt bridge, Ethernet, loopback).
   const std::string links =
-      net::interfaces_text(net::interfaces_for_host(s.options.host, net::list_interfaces()));
+      s.options.transport
+          ? std::string(s.transport->name())
+          : net::interfaces_text(net::interfaces_for_host(s.options.host, net::list_interfaces()));
   s.log("node '" + s.options.name + "' listening on " + p.address +
         (links.empty() ? "" : " (" + links + ")"));
   s.log("node '" + s.options.name + "': " + cpu_cores_text(cpu_cores()) + ", " +
@@ -177,7 +189,7 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
 NodeServer::~NodeServer() = default;
 
 uint16_t NodeServer::port() const {
-  return impl_->transport->port();
+  return impl_->port;
 }
 
 const NodeProfile& NodeServer::profile() const {
@@ -198,6 +210,7 @@ void NodeServer::run() {
     if (session.joinable() && !s.serving) {
       session.join();
       active.reset();
+      if (s.options.one_session) break;
     }
     if (c && active) {
       // Another rank's ring link, or a second coordinator: the first frame says.

@@ -38,7 +38,13 @@ struct NodeOptions {
   // Map the model file when the coordinator names one this machine has (same content
   // hash). false: always receive the weights (and use the cache).
   bool use_model_files = true;
-  net::Millis recv_timeout{600000};              // longest wait for a coordinator's next frame
+  net::Millis recv_timeout{600000};  // longest wait for a coordinator's next frame
+  // Serve over this transport instead of listening on host:port (an MPI rank: its
+  // coordinator is rank 0); `address` is what the profile says this node is reached at.
+  std::shared_ptr<net::Transport> transport;
+  std::string address;
+  // Serve one coordinator, then return from run() (an MPI rank lives as long as its job).
+  bool one_session = false;
   net::LogFn log;                                // what the node did and why it dropped peers
   std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
@@ -51,7 +57,7 @@ class NodeServer {
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
 
-  uint16_t port() const;
+  uint16_t port() const;  // 0 when serving over options.transport
   const NodeProfile& profile() const;
 
   // Serves coordinators until stop(). Returns after the current session has ended.
