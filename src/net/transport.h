@@ -40,9 +40,10 @@ struct ConnectionStats {
 // file, never held by the frame (TCP with plaintext frames on Linux splices the socket's
 // bytes into the file's page cache: one copy instead of two; elsewhere it reads them
 // through a 1 MiB buffer and writes them at their place; sealed frames are opened in a
-// pooled buffer first and then written, since unchecked bytes must not reach the file). Receiving weights installs one; a transport
-// that cannot do this ignores it and delivers every chunk in memory as usual. A frame whose
-// data went to the file has Frame::placed_bytes set and carries the fields alone.
+// pooled buffer first and then written, since unchecked bytes must not reach the file). Receiving
+// weights installs one; a transport that cannot do this ignores it and delivers every chunk in
+// memory as usual. A frame whose data went to the file has Frame::placed_bytes set and carries the
+// fields alone.
 class WeightsSink {
  public:
   struct Place {
