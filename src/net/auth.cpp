@@ -4,9 +4,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 
+#include "net/secret_file.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -74,28 +74,11 @@ ClusterKey ClusterKey::from_text(std::string_view text, std::string_view origin)
 }
 
 ClusterKey ClusterKey::load_file(const std::string& path) {
-  std::string origin = "key file '" + path + "'";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("net", origin + ": cannot open it");
-  std::string text;
-  char buffer[1024];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes) {
-      sodium_memzero(text.data(), text.size());
-      throw Error("net", origin + ": larger than " + std::to_string(kMaxFileBytes) +
-                             " bytes; is this really a key?");
-    }
-  }
-  sodium_memzero(buffer, sizeof buffer);
-  try {
-    ClusterKey key = from_text(text, origin);
-    sodium_memzero(text.data(), text.size());
-    return key;
-  } catch (...) {
-    sodium_memzero(text.data(), text.size());
-    throw;
-  }
+  const std::string origin = "key file '" + path + "'";
+  const std::optional<SecretText> text =
+      read_secret_file(path, origin, kMaxFileBytes, "is this really a key?");
+  if (!text) throw Error("net", origin + ": cannot open it");
+  return from_text(text->view(), origin);
 }
 
 std::optional<ClusterKey> resolve_cluster_key(std::string_view key_file, const char* herd_key_env) {
@@ -296,13 +279,19 @@ struct Ephemeral {
   Ephemeral& operator=(const Ephemeral&) = delete;
 };
 
-// k_CA | k_AC (see auth.h), as this end's send and receive keys. False when the peer's
-// ephemeral key is a low-order point (the shared secret would be all zeros).
-bool derive_session_keys(const AuthConfig& config, const Ephemeral& own, const KxPublic& peer,
-                         const Transcript& transcript, HandshakeRole role, SessionKeys& out) {
+// k_CA | k_AC (see auth.h), as this end's send and receive keys (`role`: this end's).
+// Refuses the peer (ERROR, throw) when its ephemeral key is a low-order point (the shared
+// secret would be all zeros).
+SessionKeys derive_session_keys(Connection& connection, const AuthConfig& config,
+                                const Ephemeral& own, const Hello& peer,
+                                const Transcript& transcript, HandshakeRole role) {
   static_assert(crypto_scalarmult_BYTES == 32);
   uint8_t shared[crypto_scalarmult_BYTES];
-  if (crypto_scalarmult(shared, own.secret.data(), peer.data()) != 0) return false;
+  if (crypto_scalarmult(shared, own.secret.data(), peer.kx_public.data()) != 0) {
+    refuse(connection, &peer, ErrorCode::PROTOCOL, "bad ephemeral key",
+           "peer sent a low-order ephemeral key");
+  }
+  SessionKeys out;
   uint8_t cluster[crypto_generichash_BYTES] = {};
   if (config.key) {
     crypto_generichash(cluster, sizeof cluster, config.key->bytes().data(),
@@ -328,7 +317,7 @@ bool derive_session_keys(const AuthConfig& config, const Ephemeral& own, const K
   sodium_memzero(cluster, sizeof cluster);
   sodium_memzero(keys, sizeof keys);
   sodium_memzero(&state, sizeof state);
-  return true;
+  return out;
 }
 
 // Verifies the peer's proof (when keyed), its signature and the allow-list; refuses the
@@ -393,12 +382,8 @@ PeerIdentity handshake_connect(Connection& connection, const AuthConfig& config,
   Hello reply = recv_hello(connection, nullptr, deadline, timeout);
   check_modes(connection, config, reply);
   const Transcript transcript = handshake_transcript(hello, reply);
-  SessionKeys keys;
-  if (!derive_session_keys(config, kx, reply.kx_public, transcript, HandshakeRole::CONNECTOR,
-                           keys)) {
-    refuse(connection, &reply, ErrorCode::PROTOCOL, "bad ephemeral key",
-           "peer sent a low-order ephemeral key");
-  }
+  SessionKeys keys =
+      derive_session_keys(connection, config, kx, reply, transcript, HandshakeRole::CONNECTOR);
   check_peer(connection, config, reply, HandshakeRole::ACCEPTOR, transcript);
   sign_hello(hello, config, identity, HandshakeRole::CONNECTOR, transcript);
   send_message(connection, 0, hello);
@@ -416,12 +401,8 @@ PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, 
   Ephemeral kx;
   Hello reply = own_hello(config, identity, kx);
   const Transcript transcript = handshake_transcript(first, reply);
-  SessionKeys keys;
-  if (!derive_session_keys(config, kx, first.kx_public, transcript, HandshakeRole::ACCEPTOR,
-                           keys)) {
-    refuse(connection, &first, ErrorCode::PROTOCOL, "bad ephemeral key",
-           "peer sent a low-order ephemeral key");
-  }
+  SessionKeys keys =
+      derive_session_keys(connection, config, kx, first, transcript, HandshakeRole::ACCEPTOR);
   sign_hello(reply, config, identity, HandshakeRole::ACCEPTOR, transcript);
   send_message(connection, 0, reply);
 

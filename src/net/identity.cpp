@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 
+#include "net/secret_file.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -156,27 +156,9 @@ std::string NodeIdentity::to_text() const {
 
 NodeIdentity NodeIdentity::load_or_create(const std::filesystem::path& path) {
   const std::string origin = "identity file '" + path.string() + "'";
-  std::ifstream in(path, std::ios::binary);
-  if (in) {
-    std::string text;
-    char buffer[1024];
-    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-      text.append(buffer, static_cast<size_t>(in.gcount()));
-      if (text.size() > kMaxFileBytes) {
-        sodium_memzero(text.data(), text.size());
-        throw Error("net", origin + ": larger than " + std::to_string(kMaxFileBytes) +
-                               " bytes; not a herd identity file");
-      }
-    }
-    sodium_memzero(buffer, sizeof buffer);
-    try {
-      NodeIdentity identity = from_text(text, origin);
-      sodium_memzero(text.data(), text.size());
-      return identity;
-    } catch (...) {
-      sodium_memzero(text.data(), text.size());
-      throw;
-    }
+  if (const std::optional<SecretText> text =
+          read_secret_file(path, origin, kMaxFileBytes, "not a herd identity file")) {
+    return from_text(text->view(), origin);
   }
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) throw Error("net", origin + ": cannot read it");

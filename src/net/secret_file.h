@@ -1,0 +1,34 @@
+// Reading a small file that holds a secret (a cluster key, a node identity): read whole,
+// refused when larger than a bound, and every copy of its bytes wiped once it is parsed.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace herd::net {
+
+// The text of a secret file; wiped from memory when destroyed. Move-only.
+class SecretText {
+ public:
+  explicit SecretText(std::string text) : text_(std::move(text)) {}
+  SecretText(SecretText&& other) noexcept : text_(std::move(other.text_)) { other.text_.clear(); }
+  SecretText& operator=(SecretText&&) = delete;
+  SecretText(const SecretText&) = delete;
+  SecretText& operator=(const SecretText&) = delete;
+  ~SecretText();
+  std::string_view view() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// The file's text, or nullopt when it cannot be opened. A file of more than `max_bytes`
+// is herd::Error "[net] <origin>: larger than <max_bytes> bytes; <too_large>".
+std::optional<SecretText> read_secret_file(const std::filesystem::path& path,
+                                           const std::string& origin, size_t max_bytes,
+                                           std::string_view too_large);
+
+}  // namespace herd::net
