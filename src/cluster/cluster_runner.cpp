@@ -127,6 +127,17 @@ std::vector<engine::Batch> split_batch(const engine::Batch& batch, size_t n_stag
   return pieces;
 }
 
+// How this process dials nodes over TCP: its name and the security options.
+net::TcpTransportOptions tcp_options(const ClusterOptions& o) {
+  net::TcpTransportOptions t;
+  t.auth.node_name = o.name;
+  t.auth.key = o.key;
+  t.auth.identity = o.identity;
+  t.auth.allowed_ids = o.allowed_ids;
+  t.auth.plaintext = o.plaintext;
+  return t;
+}
+
 // A spare's place: the node (an index into the pod's nodes) and the rank it stands by for.
 struct Shadow {
   int node = 0;
@@ -255,12 +266,17 @@ uint64_t link_frame_bytes(uint64_t n_tokens, int64_t n_embd, net::WireDType dtyp
 // tokens, which rebuild the KV caches of a new pod.
 struct ClusterRunner::State {
   State(const std::string& model_path, const ClusterOptions& o)
-      : path(model_path), options(o), file(gguf::File::open(path)), info(read_model_info(file)) {}
+      : path(model_path),
+        options(o),
+        file(gguf::File::open(path)),
+        info(read_model_info(file)),
+        model(plan_model_from(info, file)) {}
 
   std::string path;
   ClusterOptions options;
   gguf::File file;
   ModelInfo info;
+  PlanModel model;  // the planner's view of the file
   std::optional<NodeProfile> local_profile;
   std::optional<net::ContentHash> content_hash;
   std::map<std::string, NodeProfile> known;  // by address: every node a pod has had
@@ -765,12 +781,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
 
   r.transport = options.transport;
   if (!r.transport) {
-    net::TcpTransportOptions t;
-    t.auth.node_name = options.name;
-    t.auth.key = options.key;
-    t.auth.identity = options.identity;
-    t.auth.allowed_ids = options.allowed_ids;
-    t.auth.plaintext = options.plaintext;
+    net::TcpTransportOptions t = tcp_options(options);
     t.test_send_delay = options.test_link_delay;
     r.transport = std::make_shared<net::TcpTransport>(t);
   }
@@ -826,7 +837,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
   po.n_seq = options.local.n_seq;
-  const PlanModel model = plan_model_from(r.info, r.file);
+  const PlanModel& model = st.model;
   std::vector<Shadow> shadows;
   bool planned = false;
   if (kept && reached.size() == peers.size()) {
@@ -1497,13 +1508,7 @@ void ClusterRunner::probe_returning() {
   if (candidates.empty()) return;
   if (!st.probe_transport) st.probe_transport = st.options.transport;
   if (!st.probe_transport) {
-    net::TcpTransportOptions t;
-    t.auth.node_name = st.options.name;
-    t.auth.key = st.options.key;
-    t.auth.identity = st.options.identity;
-    t.auth.allowed_ids = st.options.allowed_ids;
-    t.auth.plaintext = st.options.plaintext;
-    st.probe_transport = std::make_shared<net::TcpTransport>(t);
+    st.probe_transport = std::make_shared<net::TcpTransport>(tcp_options(st.options));
   }
   std::vector<std::string> back;
   for (const std::string& address : candidates) {
@@ -1597,8 +1602,8 @@ Prediction ClusterRunner::prediction(int64_t prompt_tokens) const {
   costs.wire_bytes_per_value =
       static_cast<double>(net::wire_dtype_size(state_->options.wire_dtype));
   costs.stage_links = state_->options.stage_links;
-  return predict(current->plan, plan_model_from(state_->info, state_->file), current->nodes,
-                 current->links, current->plan_options, costs);
+  return predict(current->plan, state_->model, current->nodes, current->links,
+                 current->plan_options, costs);
 }
 
 double ClusterRunner::forward_seconds() const {

@@ -12,36 +12,32 @@ namespace {
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
-// A 1.1B-shaped llama in Q4_0 (TinyLlama: 22 layers of 2048, 32 heads, 4 KV heads).
-PlanModel tinyllama() {
+// Llama hyper-parameters with 64-wide heads and a 32000-token vocabulary.
+HParams llama_shape(int64_t n_embd, int64_t n_ff, int64_t n_layer, int64_t n_head_kv) {
   HParams hp;
   hp.n_vocab = 32000;
-  hp.n_embd = 2048;
-  hp.n_ff = 5632;
-  hp.n_layer = 22;
-  hp.n_head = 32;
-  hp.n_head_kv = 4;
+  hp.n_embd = n_embd;
+  hp.n_ff = n_ff;
+  hp.n_layer = n_layer;
+  hp.n_head = n_embd / 64;
+  hp.n_head_kv = n_head_kv;
   hp.head_dim = 64;
   hp.head_dim_v = hp.n_rot = hp.head_dim;
   hp.n_ctx = 2048;
-  return synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_0);
+  return hp;
+}
+
+// A 1.1B-shaped llama in Q4_0 (TinyLlama: 22 layers of 2048, 32 heads, 4 KV heads).
+PlanModel tinyllama() {
+  return synthetic_plan_model(*find_arch("llama"), llama_shape(2048, 5632, 22, 4),
+                              TensorType::Q4_0);
 }
 
 // A small llama (8 layers of 512 in Q8_0): its weights take a few milliseconds a token,
 // as long as its all-reduces on a slow link, so the link decides between tensor and
 // pipeline.
 PlanModel small_llama() {
-  HParams hp;
-  hp.n_vocab = 32000;
-  hp.n_embd = 512;
-  hp.n_ff = 1536;
-  hp.n_layer = 8;
-  hp.n_head = 8;
-  hp.n_head_kv = 8;
-  hp.head_dim = 64;
-  hp.head_dim_v = hp.n_rot = hp.head_dim;
-  hp.n_ctx = 2048;
-  return synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q8_0);
+  return synthetic_plan_model(*find_arch("llama"), llama_shape(512, 1536, 8, 8), TensorType::Q8_0);
 }
 
 NodeProfile machine(std::string name, double bandwidth_gbs, double gflops = 100) {
@@ -140,15 +136,7 @@ TEST(PredictTest, TensorParallelLosesOnASlowLinkAndWinsOnAFastOne) {
 }
 
 TEST(PredictTest, AnMoeReadsOnlyItsRoutedExperts) {
-  HParams hp;
-  hp.n_vocab = 32000;
-  hp.n_embd = 1024;
-  hp.n_layer = 4;
-  hp.n_head = 16;
-  hp.n_head_kv = 4;
-  hp.head_dim = 64;
-  hp.head_dim_v = hp.n_rot = hp.head_dim;
-  hp.n_ctx = 2048;
+  HParams hp = llama_shape(1024, 0, 4, 4);
   hp.n_expert = 64;
   hp.n_expert_used = 4;
   hp.n_ff_expert = 512;
@@ -194,7 +182,9 @@ TEST(CandidatesTest, TheLinksDecideBetweenTensorAndPipeline) {
   ASSERT_EQ(slow.size(), 7u);
   for (size_t i = 0; i < slow.size(); ++i) {
     ASSERT_TRUE(slow[i].plan) << slow[i].name << ": " << slow[i].why_not;
-    if (i > 0) EXPECT_LE(slow[i - 1].seconds, slow[i].seconds);
+    if (i > 0) {
+      EXPECT_LE(slow[i - 1].seconds, slow[i].seconds);
+    }
     for (const Stage& s : slow[i].plan->stages) {
       for (const Rank& r : s.ranks) EXPECT_NE(r.node, 0) << slow[i].name;  // --no-local
     }
