@@ -156,11 +156,16 @@ std::string NodeIdentity::to_text() const {
 
 NodeIdentity NodeIdentity::load_or_create(const std::filesystem::path& path) {
   const std::string origin = "identity file '" + path.string() + "'";
-  if (const std::optional<SecretText> text =
-          read_secret_file(path, origin, kMaxFileBytes, "not a herd identity file")) {
-    return from_text(text->view(), origin);
-  }
+  // Twice: a node starting beside another may fail to open the file just before the other
+  // links it into place (seen with 16 nodes starting at once); it is there the second time.
   std::error_code ec;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (const std::optional<SecretText> text =
+            read_secret_file(path, origin, kMaxFileBytes, "not a herd identity file")) {
+      return from_text(text->view(), origin);
+    }
+    if (!std::filesystem::exists(path, ec)) break;
+  }
   if (std::filesystem::exists(path, ec)) throw Error("net", origin + ": cannot read it");
 
   // First use: write a new identity beside the path and rename it into place, so a
@@ -171,7 +176,9 @@ NodeIdentity NodeIdentity::load_or_create(const std::filesystem::path& path) {
   }
   NodeIdentity identity = generate();
   std::string text = identity.to_text();
-  const std::string temp = path.string() + ".tmp." + std::to_string(::getpid());
+  // Unique per call, not only per process (two threads may start at once too).
+  const std::string temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
+                           std::to_string(randombytes_random());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw Error("net", origin + ": cannot create it: " + std::strerror(errno));
   size_t done = 0;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "util/error.h"
 
@@ -94,6 +96,23 @@ TEST(NodeIdentityTest, CreatedOnFirstUseWithMode0600ThenKept) {
               ::testing::ThrowsMessage<Error>(HasSubstr("not a herd identity file")));
   EXPECT_EQ(read(path), "garbage\n");
   std::filesystem::remove_all(dir);
+}
+
+// Nodes started together (tests start 16 with one config directory) all load or create
+// the same identity: none fails for opening the file while another links it into place.
+TEST(NodeIdentityTest, ManyStartingAtOnceAllGetOneIdentity) {
+  for (int round = 0; round < 20; ++round) {
+    const std::filesystem::path dir = temp_dir("herd_identity_race");
+    const std::filesystem::path path = dir / "herd" / "identity";
+    std::vector<std::string> ids(8);
+    std::vector<std::thread> starts;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      starts.emplace_back([&, i] { ids[i] = NodeIdentity::load_or_create(path).id().to_text(); });
+    }
+    for (std::thread& t : starts) t.join();
+    for (const std::string& id : ids) EXPECT_EQ(id, ids[0]) << "round " << round;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(NodeIdentityTest, DefaultPathFollowsXdgThenHome) {
