@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Message message = decode_message(type, ConstBytes(data + 1, size - 1));
       if (auto* forward = std::get_if<Forward>(&message)) {
         const Activations& a = forward->activations;
-        if (a.data.size() != uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype)) std::abort();
+        if (a.data.size() != uint64_t{a.rows} * wire_row_bytes(a.cols, a.dtype)) std::abort();
         if (a.rows != 0 && a.rows != forward->batch.tokens.size()) std::abort();
       }
     } catch (const herd::Error&) {

@@ -147,6 +147,46 @@ cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire: greedy text diff
 run_greedy "$dir/run_f16.txt" --peers "$peers2" --parallel pipeline:3 --wire-dtype f16
 cmp -s "$dir/run_ref.txt" "$dir/run_f16.txt" || fail "f16 wire (local + 2): greedy text differs"
 
+# --- q8_0 on the wire: hidden states between stages and the all-reduces of tensor-parallel
+# ranks as 8-bit blocks. Checked against one process with the shared models' tolerances for
+# quantized types (../shared/models/README.md: per row max |x - ref| / max(1, max |ref|) at
+# most 0.1, its mean at most 0.05, a different argmax only for a near-tie).
+quantized_logits() {  # quantized_logits <reference.f32> <got.f32> <tokens file> <what>
+  python3 - "$@" <<'EOF2' || fail "$4: logits beyond the quantized tolerances"
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+n_rows, what = len(open(sys.argv[3]).read().split()), sys.argv[4]  # a row per token
+n_vocab = len(a) // 4 // n_rows
+assert len(a) == len(b) and len(a) == 4 * n_vocab * n_rows, "sizes differ"
+x = struct.unpack(f"<{len(a) // 4}f", a)
+y = struct.unpack(f"<{len(b) // 4}f", b)
+errs, near_ties_ok = [], True
+for r in range(len(x) // n_vocab):
+    ref, got = x[r * n_vocab:(r + 1) * n_vocab], y[r * n_vocab:(r + 1) * n_vocab]
+    scale = max(1.0, max(abs(v) for v in ref))
+    errs.append(max(abs(p - q) for p, q in zip(ref, got)) / scale)
+    top = max(range(n_vocab), key=lambda j: got[j])
+    near_ties_ok &= ref[top] >= max(ref) - 2 * 0.1 * scale
+worst, mean = max(errs), sum(errs) / len(errs)
+print(f"cluster_e2e: {what}: max err {worst:.3g}, mean {mean:.3g} over {len(errs)} rows")
+sys.exit(0 if worst <= 0.1 and mean <= 0.05 and near_ties_ok and worst > 0 else 1)
+EOF2
+}
+# (Pipelines of 5-layer models: a 2-layer one may be left on one node under load.)
+cp "$dir/ref.f32" "$dir/ref-synth5-f16.f32"
+for case in "$synth pipeline:2" "$models/llama-q4_0.gguf tensor" "$f16model pipeline:2" \
+  "$f16model tensor"; do
+  read -r model how <<<"$case"
+  m=$(basename "$model" .gguf)
+  m1=$(mark n1) m2=$(mark n2)
+  eval_model "$model" "$dir/q8.f32" --peers "$peers2" --no-local --parallel "$how" \
+    --wire-dtype q8_0
+  since n1 "$m1" | grep -q "loaded layers" && since n2 "$m2" | grep -q "loaded layers" ||
+    fail "q8_0 wire $m $how: not on both nodes: $(since n1 "$m1") $(since n2 "$m2")"
+  quantized_logits "$dir/ref-$m.f32" "$dir/q8.f32" "${model%.gguf}.0.tokens" \
+    "q8_0 wire, $m, $how"
+done
+
 # --- Tensor parallelism: 2 node ranks, then 3 ranks with this process as one of them. -------
 # Partial sums are added in another order than one process adds them: close, not identical.
 for ranks in "--no-local" ""; do

@@ -14,7 +14,7 @@ import struct
 
 HELLO, PROFILE, LOAD, WEIGHTS, READY, FORWARD, RESULT = 1, 2, 3, 4, 5, 6, 7
 PING, PONG, ERROR, BYE, WANT = 9, 10, 11, 12, 13
-VERSION = 2
+VERSION = 3
 
 _sodium = ctypes.CDLL(ctypes.util.find_library("sodium") or "libsodium.so.23")
 assert _sodium.sodium_init() >= 0

@@ -132,7 +132,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--isa", isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
   cmd.add_option("--wire-dtype", wire_dtype,
-                 "Activations between pipeline stages: f32 (exact) or f16 (half the bytes)")
+                 "Activations between stages and tensor-parallel all-reduces on the wire: f32 "
+                 "(exact), f16 (half the bytes) or q8_0 (8-bit blocks, 34/128 of the bytes)")
       ->capture_default_str();
   cmd.add_flag("--no-stage-links", no_stage_links,
                "Send every stage's activations through this process, not from stage to stage "

@@ -20,6 +20,7 @@
 #include "engine/runner.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
+#include "net/activations.h"
 #include "net/tcp_transport.h"
 #include "plan/candidates.h"
 #include "plan/local_profile.h"
@@ -50,6 +51,7 @@ struct PlanArgs {
   double link_latency_us = 100;  // one way, of every node's link (until links are measured)
   double link_gbits = 1;
   int64_t test_link_delay_us = 0;
+  std::string wire_dtype = "f32";
   ClusterFlags key;  // only --key, --discover-ms and the security flags are used
 };
 
@@ -131,8 +133,10 @@ void run_plan(const PlanArgs& args) {
   link.send_bytes_per_s = link.receive_bytes_per_s = args.link_gbits * 1e9 / 8;
   links.to_node.assign(nodes.size(), link);
   for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
+  PredictCosts costs;
+  costs.wire_bytes_per_value = net::wire_bytes_per_value(net::parse_wire_dtype(args.wire_dtype));
   const Plan p = plan(model, nodes, options);
-  const Prediction predicted = predict(p, model, nodes, links, options);
+  const Prediction predicted = predict(p, model, nodes, links, options, costs);
   if (args.json) {
     nlohmann::json out = {{"nodes", nlohmann::json::array()},
                           {"plan", to_json(p)},
@@ -161,7 +165,7 @@ void run_plan(const PlanArgs& args) {
   } else {
     std::printf("\ncandidates, predicted on the measured links (docs/plan.md, \"Predictions\"):\n");
   }
-  const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, {});
+  const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, costs);
   for (size_t i = 0; i < all.size(); ++i) {
     const Candidate& c = all[i];
     if (c.plan) {
@@ -227,6 +231,9 @@ void add_plan(CLI::App& app) {
                   "Test only: every frame this process sends is late by this much")
       ->group("")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cmd->add_option("--wire-dtype", args->wire_dtype,
+                  "Activations on the wire, for the predictions: f32, f16 or q8_0")
+      ->capture_default_str();
   cmd->add_option("--link-gbits", args->link_gbits,
                   "Bandwidth of every node's link, for the predictions (Gbit/s)")
       ->capture_default_str()

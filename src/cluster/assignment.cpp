@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "net/activations.h"
 #include "util/error.h"
 
 namespace herd::cluster {
@@ -196,13 +197,11 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   const nlohmann::json& dtype = field(j, "wire_dtype");
   if (!dtype.is_string()) bad("wire_dtype", "not a string");
   const std::string dtype_text = dtype.get<std::string>();
-  if (dtype_text == "f32") {
-    a.wire_dtype = net::WireDType::F32;
-  } else if (dtype_text == "f16") {
-    a.wire_dtype = net::WireDType::F16;
-  } else {
+  try {
+    a.wire_dtype = net::parse_wire_dtype(dtype_text);
+  } catch (const Error&) {
     bad("wire_dtype",
-        std::string("'").append(net::printable(dtype_text)).append("' is not f32 or f16"));
+        std::string("'").append(net::printable(dtype_text)).append("' is not f32, f16 or q8_0"));
   }
   const nlohmann::json& tensors = field(j, "tensors");
   if (!tensors.is_array()) bad("tensors", "not an array");

@@ -70,7 +70,8 @@ struct Assignment {
   engine::ShardSpec shard;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
-  net::WireDType wire_dtype = net::WireDType::F32;  // of the hidden states it returns
+  // Of the hidden states it returns and of its tensor-parallel all-reduces.
+  net::WireDType wire_dtype = net::WireDType::F32;
   std::vector<TensorDesc> tensors;                  // the weights it reads, in file order
 };
 

@@ -256,7 +256,7 @@ void link_stages(std::vector<std::unique_ptr<StageRunner>>& stages,
 uint64_t link_frame_bytes(uint64_t n_tokens, int64_t n_embd, net::WireDType dtype,
                           uint64_t n_times) {
   return net::kFrameHeaderSize + 4 + 13 * n_tokens + 17 +
-         n_tokens * static_cast<uint64_t>(n_embd) * net::wire_dtype_size(dtype) + 4 + 8 * n_times;
+         n_tokens * net::wire_row_bytes(static_cast<uint64_t>(n_embd), dtype) + 4 + 8 * n_times;
 }
 
 }  // namespace
@@ -1599,8 +1599,7 @@ Prediction ClusterRunner::prediction(int64_t prompt_tokens) const {
   if (!current) return {};
   PredictCosts costs;
   costs.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
-  costs.wire_bytes_per_value =
-      static_cast<double>(net::wire_dtype_size(state_->options.wire_dtype));
+  costs.wire_bytes_per_value = net::wire_bytes_per_value(state_->options.wire_dtype);
   costs.stage_links = state_->options.stage_links;
   return predict(current->plan, state_->model, current->nodes, current->links,
                  current->plan_options, costs);

@@ -5,8 +5,8 @@
 namespace herd::cluster {
 
 RingAllReduce::RingAllReduce(int rank, int size, std::shared_ptr<net::Connection> next,
-                             std::shared_ptr<net::Connection> prev)
-    : next_(std::move(next)), prev_(std::move(prev)), ring_(rank, size, next_, prev_) {}
+                             std::shared_ptr<net::Connection> prev, net::RingOptions options)
+    : next_(std::move(next)), prev_(std::move(prev)), ring_(rank, size, next_, prev_, options) {}
 
 namespace {
 
@@ -31,7 +31,10 @@ std::unique_ptr<RingAllReduce> join_ring(net::Transport& transport, const Assign
         link(transport, a, a.ring.next, next_rank, accept, timeout);
     std::shared_ptr<net::Connection> prev =
         a.n_ranks == 2 ? next : link(transport, a, a.ring.prev, prev_rank, accept, timeout);
-    return std::make_unique<RingAllReduce>(a.rank, a.n_ranks, std::move(next), std::move(prev));
+    net::RingOptions options;
+    options.dtype = a.wire_dtype;  // the all-reduces travel as the hidden states do
+    return std::make_unique<RingAllReduce>(a.rank, a.n_ranks, std::move(next), std::move(prev),
+                                           options);
   } catch (const Error& e) {
     throw Error("cluster", "rank " + std::to_string(a.rank) + " of stage " +
                                std::to_string(a.stage) + " could not join its ring: " + e.what());

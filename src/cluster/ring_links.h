@@ -16,7 +16,7 @@ namespace herd::cluster {
 class RingAllReduce final : public engine::AllReduce {
  public:
   RingAllReduce(int rank, int size, std::shared_ptr<net::Connection> next,
-                std::shared_ptr<net::Connection> prev);
+                std::shared_ptr<net::Connection> prev, net::RingOptions options = {});
   void sum(float* data, size_t n) override { ring_.all_reduce_sum(data, n); }
   const std::shared_ptr<net::Connection>& next() const { return next_; }
   const std::shared_ptr<net::Connection>& prev() const { return prev_; }

@@ -1,6 +1,8 @@
-// Activations on the wire (`--wire-dtype f32|f16`): conversions between the engine's f32
-// rows and the bytes of a FORWARD/RESULT payload. F32 travels without a copy; F16 halves
-// the bytes per token at the cost of one rounding (IEEE half, round to nearest even).
+// Activations on the wire (`--wire-dtype f32|f16|q8_0`): conversions between the engine's
+// f32 rows and the bytes of a FORWARD/RESULT payload or an all-reduce chunk. F32 travels
+// without a copy; F16 halves the bytes per token at the cost of one rounding (IEEE half,
+// round to nearest even); Q8_0 cuts them to 34/128 with an error of at most half a step
+// (max |x| / 254) per value, with ggml's reference quantizer (equal floats, equal bytes).
 #pragma once
 
 #include <span>
@@ -11,7 +13,7 @@
 
 namespace herd::net {
 
-// Parses "f32" / "f16" (the --wire-dtype flag); throws herd::Error otherwise.
+// Parses "f32" / "f16" / "q8_0" (the --wire-dtype flag); throws herd::Error otherwise.
 WireDType parse_wire_dtype(std::string_view text);
 
 // Bytes of `values` ([rows, cols] row-major f32) in `dtype`. For F32 the result views
@@ -23,9 +25,12 @@ Activations encode_activations(std::span<const float> values, uint32_t rows, uin
 // Widens received activations to f32. REQUIRES: out.size() == rows * cols.
 void decode_activations(const Activations& activations, std::span<float> out);
 
-// Bytes one token's row of `cols` values costs on the wire in `dtype`.
-inline uint64_t wire_bytes_per_row(uint32_t cols, WireDType dtype) {
-  return uint64_t{cols} * wire_dtype_size(dtype);
-}
+// One row of values in `dtype`: out holds wire_row_bytes(values.size(), dtype) bytes (any
+// alignment). A Q8_0 row's last block is padded with zeros.
+void encode_row(std::span<const float> values, WireDType dtype, uint8_t* out);
+// The values of one row (`in` holds wire_row_bytes(out.size(), dtype) bytes, any
+// alignment): written to `out` (ADD: added to it).
+enum class DecodeInto { COPY, ADD };
+void decode_row(const uint8_t* in, WireDType dtype, std::span<float> out, DecodeInto into);
 
 }  // namespace herd::net

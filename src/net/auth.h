@@ -1,4 +1,4 @@
-// The HELLO handshake (protocol version 2): it authenticates both ends, gives each a
+// The HELLO handshake (since protocol version 2): it authenticates both ends, gives each a
 // verified node id, and derives the keys that encrypt every frame after it
 // (frame_cipher.h).
 //

@@ -207,8 +207,11 @@ TEST(HandshakeTest, VersionMismatchIsExplained) {
       return handshake_accept(*pair.b, AuthConfig{"node-a", nullptr}, Millis(2000));
     });
   });
-  send_message(*pair.a, 0, Hello{3, AuthMode::NONE, "future-node", {}, std::nullopt});
-  EXPECT_THAT(accepted.get().error, HasSubstr("peer speaks protocol version 3, this node 2"));
+  send_message(*pair.a, 0,
+               Hello{kProtocolVersion + 1, AuthMode::NONE, "future-node", {}, std::nullopt});
+  EXPECT_THAT(accepted.get().error,
+              HasSubstr("peer speaks protocol version " + std::to_string(kProtocolVersion + 1) +
+                        ", this node " + std::to_string(kProtocolVersion)));
 }
 
 std::shared_ptr<const NodeIdentity> new_identity() {

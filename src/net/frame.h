@@ -28,8 +28,9 @@ using ConstBytes = std::span<const uint8_t>;
 
 inline constexpr uint32_t kFrameMagic = 0x44524548;  // "HERD" read as a little-endian u32
 // 2: the handshake exchanges ephemeral X25519 keys and signs with node identities, and
-// frames after it are encrypted (frame_cipher.h); version 1 peers are refused.
-inline constexpr uint16_t kProtocolVersion = 2;
+// frames after it are encrypted (frame_cipher.h). 3: COLLECTIVE carries its values' dtype
+// (f32, f16 or q8_0). Peers of other versions are refused.
+inline constexpr uint16_t kProtocolVersion = 3;
 
 enum class MessageType : uint16_t {
   HELLO = 1,

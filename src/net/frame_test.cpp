@@ -30,7 +30,7 @@ std::array<uint8_t, kFrameHeaderSize> header_bytes(MessageType type, uint64_t le
 TEST(FrameTest, HeaderIsTheDocumentedBytes) {
   auto bytes = encode_header(FrameHeader{MessageType::WEIGHTS, 0, 0x0102030405060708, 0x99});
   const uint8_t expected[kFrameHeaderSize] = {'H',  'E', 'R', 'D',               // magic
-                                              2,    0,                           // version
+                                              3,    0,                           // version
                                               4,    0,                           // type WEIGHTS
                                               0,    0,   0,   0,                 // flags
                                               8,    7,   6,   5,   4, 3, 2, 1,   // id

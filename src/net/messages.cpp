@@ -11,13 +11,45 @@ uint64_t chunk_hash(ConstBytes data) {
   return XXH3_64bits(data.data(), data.size());
 }
 
-size_t wire_dtype_size(WireDType dtype) {
-  return dtype == WireDType::F16 ? 2 : 4;
+uint64_t wire_row_bytes(uint64_t values, WireDType dtype) {
+  switch (dtype) {
+    case WireDType::F16:
+      return values * 2;
+    case WireDType::Q8_0:
+      return (values + kQ8Block - 1) / kQ8Block * kQ8BlockBytes;
+    case WireDType::F32:
+      break;
+  }
+  return values * 4;
+}
+
+double wire_bytes_per_value(WireDType dtype) {
+  return dtype == WireDType::Q8_0 ? static_cast<double>(kQ8BlockBytes) / kQ8Block
+                                  : static_cast<double>(wire_row_bytes(1, dtype));
 }
 
 std::string_view wire_dtype_name(WireDType dtype) {
-  return dtype == WireDType::F16 ? "f16" : "f32";
+  switch (dtype) {
+    case WireDType::F16:
+      return "f16";
+    case WireDType::Q8_0:
+      return "q8_0";
+    case WireDType::F32:
+      break;
+  }
+  return "f32";
 }
+
+namespace {
+
+WireDType read_wire_dtype(WireReader& r, uint8_t dtype, const char* field) {
+  if (dtype > static_cast<uint8_t>(WireDType::Q8_0)) {
+    r.fail(field, "unknown activation type " + std::to_string(dtype));
+  }
+  return static_cast<WireDType>(dtype);
+}
+
+}  // namespace
 
 std::string error_code_name(ErrorCode code) {
   switch (code) {
@@ -67,7 +99,7 @@ Payload fields_only(WireWriter& w) {
 
 void write_activations_fields(WireWriter& w, const Activations& a, bool stage_times = false) {
   HERD_CHECK(a.rows <= kMaxActivationRows && a.cols <= kMaxActivationCols);
-  HERD_CHECK_MSG(a.data.size() == uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype),
+  HERD_CHECK_MSG(a.data.size() == uint64_t{a.rows} * wire_row_bytes(a.cols, a.dtype),
                  "rows=" + std::to_string(a.rows) + " cols=" + std::to_string(a.cols) +
                      " bytes=" + std::to_string(a.data.size()));
   w.u8(static_cast<uint8_t>(a.dtype) | (stage_times ? kStageTimesFlag : 0));
@@ -83,17 +115,14 @@ Activations read_activations(WireReader& r, bool* stage_times = nullptr) {
     *stage_times = (dtype & kStageTimesFlag) != 0;
     dtype = static_cast<uint8_t>(dtype & ~kStageTimesFlag);
   }
-  if (dtype > static_cast<uint8_t>(WireDType::F16)) {
-    r.fail("dtype", "unknown activation type " + std::to_string(dtype));
-  }
-  a.dtype = static_cast<WireDType>(dtype);
+  a.dtype = read_wire_dtype(r, dtype, "dtype");
   a.rows = r.u32("rows");
   if (a.rows > kMaxActivationRows) r.fail("rows", std::to_string(a.rows) + " rows is too many");
   a.cols = r.u32("cols");
   if (a.cols > kMaxActivationCols) r.fail("cols", std::to_string(a.cols) + " columns is too many");
   uint64_t n_bytes = r.u64("n_bytes");
   // rows <= 2^20 and cols <= 2^24, so the product fits easily in 64 bits.
-  uint64_t expected = uint64_t{a.rows} * a.cols * wire_dtype_size(a.dtype);
+  uint64_t expected = uint64_t{a.rows} * wire_row_bytes(a.cols, a.dtype);
   if (n_bytes != expected) {
     r.fail("n_bytes", std::to_string(n_bytes) + " bytes do not match " + std::to_string(a.rows) +
                           " x " + std::to_string(a.cols) + " " +
@@ -454,14 +483,24 @@ Result decode_result(ConstBytes payload) {
   return m;
 }
 
-// ---- COLLECTIVE: u64 op_id | u32 step | u64 offset | u64 n_bytes | data (f32) ----
+// ---- COLLECTIVE: u64 op_id | u32 step | u64 offset | u8 dtype | u64 n_bytes | data ----
+
+namespace {
+
+// The unit a COLLECTIVE's data comes in: a value, or a Q8_0 block.
+uint64_t collective_unit_bytes(WireDType dtype) {
+  return dtype == WireDType::Q8_0 ? kQ8BlockBytes : wire_row_bytes(1, dtype);
+}
+
+}  // namespace
 
 Payload encode(const Collective& m) {
-  HERD_CHECK(m.data.size() % sizeof(float) == 0);
+  HERD_CHECK(m.data.size() % collective_unit_bytes(m.dtype) == 0);
   WireWriter w;
   w.u64(m.op_id);
   w.u32(m.step);
   w.u64(m.offset);
+  w.u8(static_cast<uint8_t>(m.dtype));
   w.u64(m.data.size());
   return Payload{w.take(), m.data};
 }
@@ -472,9 +511,12 @@ Collective decode_collective(ConstBytes payload) {
   m.op_id = r.u64("op_id");
   m.step = r.u32("step");
   m.offset = r.u64("offset");
+  m.dtype = read_wire_dtype(r, r.u8("dtype"), "dtype");
   uint64_t n_bytes = r.u64("n_bytes");
-  if (n_bytes % sizeof(float) != 0) {
-    r.fail("n_bytes", std::to_string(n_bytes) + " bytes is not a whole number of f32 values");
+  if (n_bytes % collective_unit_bytes(m.dtype) != 0) {
+    r.fail("n_bytes", std::to_string(n_bytes) + " bytes is not a whole number of " +
+                          std::string(wire_dtype_name(m.dtype)) +
+                          (m.dtype == WireDType::Q8_0 ? " blocks" : " values"));
   }
   m.data = r.bytes(n_bytes, "data");
   r.expect_end();

@@ -130,16 +130,23 @@ struct Ready {
   static constexpr MessageType kType = MessageType::READY;
 };
 
-// Activations or logits between stages: [rows, cols] row-major, F32 or F16 (IEEE half).
-enum class WireDType : uint8_t { F32 = 0, F16 = 1 };
-size_t wire_dtype_size(WireDType dtype);
+// Activations or logits between stages and the chunks of an all-reduce: F32, F16 (IEEE
+// half) or Q8_0 (ggml's block_q8_0: each run of 32 values as an f16 scale d and 32 int8 q,
+// value = d * q, 34 bytes; a row's last block padded with zeros). net/activations.h codes them.
+enum class WireDType : uint8_t { F32 = 0, F16 = 1, Q8_0 = 2 };
+inline constexpr uint64_t kQ8Block = 32;       // values per Q8_0 block
+inline constexpr uint64_t kQ8BlockBytes = 34;  // bytes per Q8_0 block
+// Bytes of a row of `values` values in `dtype` (Q8_0: whole blocks).
+uint64_t wire_row_bytes(uint64_t values, WireDType dtype);
+// Bytes per value on average, for cost models (Q8_0: 34 / 32).
+double wire_bytes_per_value(WireDType dtype);
 std::string_view wire_dtype_name(WireDType dtype);
 
 struct Activations {
   WireDType dtype = WireDType::F32;
   uint32_t rows = 0;
   uint32_t cols = 0;
-  ConstBytes data;  // rows * cols * wire_dtype_size(dtype) bytes
+  ConstBytes data;  // rows * wire_row_bytes(cols, dtype) bytes
 };
 
 // Optional block of FORWARD and RESULT after the activations' data (docs/protocol.md "Stage
@@ -172,14 +179,16 @@ struct Result {
   std::vector<uint64_t> upstream_ns{};  // at most kMaxChainStages
 };
 
-// COLLECTIVE: one chunk of one step of a collective (ring all-reduce): f32 values for
-// elements [offset, offset + data.size() / 4) of the reduced vector.
+// COLLECTIVE: one chunk of one step of a collective (ring all-reduce): values for the
+// elements from `offset` of the reduced vector, coded as one row of `dtype` (the receiver
+// knows how many values the step carries and checks the bytes against it).
 struct Collective {
   static constexpr MessageType kType = MessageType::COLLECTIVE;
   uint64_t op_id = 0;
   uint32_t step = 0;
-  uint64_t offset = 0;  // in elements
-  ConstBytes data;      // f32 values
+  uint64_t offset = 0;  // in elements (Q8_0: a multiple of 32)
+  ConstBytes data;      // whole f32 / f16 values or Q8_0 blocks
+  WireDType dtype = WireDType::F32;
 };
 
 struct Ping {

@@ -189,8 +189,8 @@ TEST(MessagesTest, StageTimesTravelAfterTheActivations) {
 }
 
 TEST(MessagesTest, F16HalvesTheBytesPerToken) {
-  EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F32), 16384u);
-  EXPECT_EQ(wire_bytes_per_row(4096, WireDType::F16), 8192u);
+  EXPECT_EQ(wire_row_bytes(4096, WireDType::F32), 16384u);
+  EXPECT_EQ(wire_row_bytes(4096, WireDType::F16), 8192u);
   EXPECT_EQ(parse_wire_dtype("f16"), WireDType::F16);
   EXPECT_THROW(parse_wire_dtype("bf16"), Error);
   std::vector<uint8_t> storage;
@@ -201,6 +201,42 @@ TEST(MessagesTest, F16HalvesTheBytesPerToken) {
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_NEAR(back[i], values[i], std::abs(values[i]) * 1e-3 + 1e-7);
   }
+}
+
+TEST(MessagesTest, Q8RowsAreWholeBlocksWithinHalfAStep) {
+  EXPECT_EQ(wire_row_bytes(4096, WireDType::Q8_0), 4096u / 32 * 34);
+  EXPECT_EQ(wire_row_bytes(33, WireDType::Q8_0), 68u);  // a partial block is a whole one
+  EXPECT_EQ(parse_wire_dtype("q8_0"), WireDType::Q8_0);
+  EXPECT_EQ(wire_dtype_name(WireDType::Q8_0), "q8_0");
+  const uint32_t rows = 3, cols = 33;
+  std::vector<float> values(rows * cols);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.7f * i) * (1 + i % 5);
+  values[40] = 0;  // a zero and a block of zeros decode exactly
+  std::fill(values.begin() + 66, values.begin() + 98, 0.0f);
+  std::vector<uint8_t> storage;
+  Activations a = encode_activations(values, rows, cols, WireDType::Q8_0, storage);
+  EXPECT_EQ(a.data.size(), rows * 68u);
+  Forward in;
+  for (uint32_t t = 0; t < rows; ++t) in.batch.add(t, 0, t, true);
+  in.activations = a;
+  Forward out = decode_forward(joined(encode(in)));
+  std::vector<float> back(values.size());
+  decode_activations(out.activations, back);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t block = 0; block < cols; block += 32) {
+      float max_abs = 0;
+      const uint32_t end = std::min(cols, block + 32);
+      for (uint32_t c = block; c < end; ++c)
+        max_abs = std::max(max_abs, std::abs(values[r * cols + c]));
+      for (uint32_t c = block; c < end; ++c) {
+        const size_t i = r * cols + c;
+        EXPECT_NEAR(back[i], values[i], max_abs / 254 * 1.01f + 1e-7f)
+            << "row " << r << " col " << c;
+      }
+    }
+  }
+  EXPECT_EQ(back[40], 0.0f);
+  for (size_t i = 66; i < 98; ++i) EXPECT_EQ(back[i], 0.0f);
 }
 
 TEST(MessagesTest, ForwardRowsMustMatchTokens) {
@@ -283,12 +319,27 @@ TEST(MessagesTest, TrailingBytesAreRejected) {
   EXPECT_THAT(decode_error_text<Ping>(ping), HasSubstr("PING: 1 trailing bytes"));
 }
 
-TEST(MessagesTest, CollectiveDataMustBeWholeFloats) {
+TEST(MessagesTest, CollectiveDataMustBeWholeValuesOrBlocks) {
   std::vector<uint8_t> data(12, 0);
   std::vector<uint8_t> bytes = joined(encode(Collective{1, 0, 0, data}));
-  store_le<uint64_t>(bytes.data() + 8 + 4 + 8, 11);
+  const size_t n_bytes_at = 8 + 4 + 8 + 1;  // after op_id, step, offset and dtype
+  store_le<uint64_t>(bytes.data() + n_bytes_at, 11);
   bytes.pop_back();
   EXPECT_THAT(decode_error_text<Collective>(bytes), HasSubstr("not a whole number of f32"));
+
+  std::vector<uint8_t> blocks(2 * kQ8BlockBytes, 0);
+  Collective q8{2, 1, 64, blocks, WireDType::Q8_0};
+  Collective back = decode_collective(joined(encode(q8)));
+  EXPECT_EQ(back.dtype, WireDType::Q8_0);
+  EXPECT_EQ(back.offset, 64u);
+  EXPECT_EQ(back.data.size(), 68u);
+  bytes = joined(encode(q8));
+  store_le<uint64_t>(bytes.data() + n_bytes_at, 64);  // 64 bytes: not whole 34-byte blocks
+  bytes.resize(bytes.size() - 4);
+  EXPECT_THAT(decode_error_text<Collective>(bytes), HasSubstr("not a whole number of q8_0 blocks"));
+  bytes = joined(encode(q8));
+  bytes[8 + 4 + 8] = 3;  // no such dtype
+  EXPECT_THAT(decode_error_text<Collective>(bytes), HasSubstr("unknown activation type 3"));
 }
 
 TEST(MessagesTest, AProbeAsksForAtMost16MiBAndSaysHowMuchItCarries) {

@@ -10,11 +10,18 @@
 // Segments travel as COLLECTIVE frames of at most max_chunk_bytes; sends and receives
 // alternate chunk by chunk, so no rank ever has more than one chunk in flight per link and
 // the transport's bounded queues cannot deadlock.
+//
+// Values travel in options.dtype (--wire-dtype): f32 exactly; f16 or q8_0 coded per chunk
+// (segments and chunks then start at multiples of 32 values, q8_0's block). Partial sums
+// are coded at each reduce-scatter step and added up in f32; each finished segment is coded
+// once by its owner and passed on as bytes, and every rank (the owner too) decodes the same
+// bytes, so all ranks end with the same bits in every dtype.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "net/messages.h"
 #include "net/transport.h"
 
 namespace herd::net {
@@ -24,7 +31,9 @@ struct RingOptions {
   size_t max_chunk_bytes = size_t{4} << 20;  // per COLLECTIVE frame
   // Vectors up to this size go round whole (p - 1 steps, latency-bound: decode), larger
   // ones by reduce-scatter + all-gather (2(p - 1) steps, bandwidth-optimal: prefill).
+  // (In wire bytes: n values cost wire_row_bytes(n, dtype).)
   size_t small_bytes = size_t{64} << 10;
+  WireDType dtype = WireDType::F32;  // of the values on the wire
 };
 
 class RingCollectives final : public Collectives {
@@ -42,21 +51,39 @@ class RingCollectives final : public Collectives {
   void all_reduce_sum(float* data, size_t n) override;
 
  private:
-  enum class Combine { ADD, COPY };
-  // One step: send elements [send_begin, +send_count) to next while receiving
-  // [recv_begin, +recv_count) from prev, combining as `combine`.
-  void exchange(float* data, uint32_t step, size_t send_begin, size_t send_count, size_t recv_begin,
-                size_t recv_count, Combine combine);
-  void receive_chunk(float* data, uint32_t step, size_t begin, size_t count, Combine combine);
+  // What a step does: REDUCE codes elements of `data` and adds what it receives to them;
+  // GATHER passes coded bytes of `wire` (the vector in wire form) on and stores those it
+  // receives.
+  enum class Phase { REDUCE, GATHER };
+  struct Range {
+    size_t begin = 0;  // in elements
+    size_t count = 0;
+  };
+  // One step: send `send` to next while receiving `recv` from prev, chunk by chunk. GATHER
+  // reads the sent elements from `send_wire` and stores the received ones in `recv_wire`
+  // (element e at byte wire_offset(e)); REDUCE works on `data`.
+  struct Step {
+    Phase phase;
+    uint32_t number;
+    float* data = nullptr;
+    const uint8_t* send_wire = nullptr;
+    uint8_t* recv_wire = nullptr;
+  };
+  void exchange(const Step& step, Range send, Range recv);
+  void send_chunk(const Step& step, Range chunk);
+  void receive_chunk(const Step& step, Range chunk);
   void all_gather_sum(float* data, size_t n);
+  uint64_t wire_offset(size_t element) const { return wire_row_bytes(element, options_.dtype); }
 
   const int rank_;
   const int size_;
   std::shared_ptr<Connection> next_;
   std::shared_ptr<Connection> prev_;
   const RingOptions options_;
-  uint64_t op_id_ = 0;           // counts collectives; every rank runs them in the same order
-  std::vector<float> gathered_;  // all_gather_sum's [size][n]
+  const size_t unit_;             // segments and chunks start at multiples of it: 32 unless f32
+  uint64_t op_id_ = 0;            // counts collectives; every rank runs them in the same order
+  std::vector<uint8_t> wire_;     // the vector in wire form (all_gather_sum: [size][n] of it)
+  std::vector<uint8_t> scratch_;  // one chunk coded for sending
 };
 
 }  // namespace herd::net

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <future>
 #include <thread>
 
@@ -70,6 +71,74 @@ TEST(RingTest, AllReduceSumsForSeveralRankCountsAndUnevenSizes) {
       for (size_t n : {0, 1, 2, 4, 7, 100, 1001}) check_all_reduce(ring, n);
     }
   }
+}
+
+// Rank r's vector: values of both signs and a spread of magnitudes, different per rank.
+std::vector<float> coded_input(int r, size_t n) {
+  std::vector<float> v(n);
+  for (size_t j = 0; j < n; ++j) {
+    v[j] = std::sin(static_cast<float>(r * 7 + 1) + static_cast<float>(j) * 0.37f) *
+           static_cast<float>(1 + r + (j % 97) / 10);
+  }
+  return v;
+}
+
+// Runs one all-reduce of coded_input on every rank; returns each rank's result.
+std::vector<std::vector<float>> run_coded(Ring& ring, size_t n) {
+  const int p = static_cast<int>(ring.ranks.size());
+  std::vector<std::vector<float>> data(p);
+  for (int r = 0; r < p; ++r) data[r] = coded_input(r, n);
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < p; ++r) {
+    done.push_back(std::async(std::launch::async,
+                              [&, r] { ring.ranks[r]->all_reduce_sum(data[r].data(), n); }));
+  }
+  for (auto& d : done) d.get();
+  return data;
+}
+
+TEST(RingTest, CodedAllReducesGiveEveryRankTheSameBitsWithinTheCodesSteps) {
+  for (WireDType dtype : {WireDType::F16, WireDType::Q8_0}) {
+    for (size_t small_bytes : {size_t{0}, size_t{64} << 10}) {
+      for (int p : {2, 3, 5}) {
+        // 68-byte chunks: two q8_0 blocks or 34 halves per frame.
+        Ring ring = make_ring(p, RingOptions{Millis(5000), 68, small_bytes, dtype});
+        for (size_t n : {0, 1, 31, 32, 33, 100, 1001}) {
+          const std::vector<std::vector<float>> got = run_coded(ring, n);
+          for (size_t j = 0; j < n; ++j) {
+            double exact = 0, magnitude = 0;
+            for (int r = 0; r < p; ++r) {
+              exact += coded_input(r, n)[j];
+              magnitude += std::abs(coded_input(r, n)[j]);
+            }
+            // Each partial sum is coded once per step and the result once more: at most p
+            // codings, each off by half a step (q8_0: max |x| of its block / 254, where
+            // |x| <= sum over ranks of (10 + r) < p (10 + p); f16: 2^-11 relative).
+            const double step = dtype == WireDType::Q8_0 ? p * (10.0 + p) / 254 : magnitude / 2048;
+            ASSERT_NEAR(got[0][j], exact, p * step)
+                << wire_dtype_name(dtype) << " p=" << p << " n=" << n << " j=" << j;
+            for (int r = 1; r < p; ++r) {
+              ASSERT_EQ(got[r][j], got[0][j]) << "rank " << r << " differs from rank 0";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RingTest, Q8AllReducesSendUnderAThirdOfTheBytesOfF32) {
+  const size_t n = 4096 * 16;  // 16 tokens of a 4096-wide model: reduce-scatter + all-gather
+  uint64_t sent[2] = {0, 0};
+  for (WireDType dtype : {WireDType::F32, WireDType::Q8_0}) {
+    Ring ring = make_ring(3, RingOptions{Millis(5000), size_t{4} << 20, size_t{64} << 10, dtype});
+    run_coded(ring, n);
+    for (const LoopbackPair& link : ring.links) {
+      sent[dtype == WireDType::Q8_0] += link.a->stats().bytes_sent;
+    }
+  }
+  EXPECT_LT(static_cast<double>(sent[1]), static_cast<double>(sent[0]) / 3.5)
+      << "f32 " << sent[0] << " bytes, q8_0 " << sent[1];
 }
 
 TEST(RingTest, LargeVectorsInDefaultChunks) {

@@ -56,6 +56,7 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
   forward.activations = Activations{WireDType::F32, 2, 4, ConstBytes(data.data(), 32)};
   Result result{ResultKind::LOGITS, Activations{WireDType::F16, 3, 8, ConstBytes(data.data(), 48)}};
   Collective collective{5, 2, 100, ConstBytes(data.data(), 40)};
+  Collective q8_collective{6, 1, 64, ConstBytes(data.data(), 68), WireDType::Q8_0};
   // Stage to stage: a FORWARD and a RESULT with the stage times of the stages before.
   Forward chained = forward;
   chained.upstream_ns = {1500, 2600};
@@ -78,7 +79,8 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(Ring{0x1234, 2}),
           frame_bytes(Probe{4096, ConstBytes(data.data(), 24)}),
           frame_bytes(chained),
-          frame_bytes(chained_result)};
+          frame_bytes(chained_result),
+          frame_bytes(q8_collective)};
 }
 
 }  // namespace herd::net::testing

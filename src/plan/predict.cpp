@@ -40,7 +40,7 @@ double Links::bandwidth(int a, int b) const {
 
 namespace {
 
-// net/ring.h's RingOptions::small_bytes: the size up to which a vector goes round whole.
+// net/ring.h's RingOptions::small_bytes: the wire size up to which a vector goes round whole.
 constexpr double kRingSmallBytes = 64 << 10;
 
 // Bytes of weights rank `rank` reads per decoded token: all it holds, but of an MoE FFN
@@ -165,7 +165,7 @@ class Predictor {
   double allreduce_seconds(const Stage& s, double tokens) const {
     const size_t t = s.ranks.size();
     if (t < 2) return 0;
-    const double bytes = tokens * static_cast<double>(m_.n_embd) * 4;
+    const double bytes = tokens * static_cast<double>(m_.n_embd) * c_.wire_bytes_per_value;
     const bool whole = bytes <= kRingSmallBytes;
     const double chunk = whole ? bytes : bytes / static_cast<double>(t);
     double step = 0;

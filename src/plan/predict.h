@@ -56,8 +56,9 @@ struct PredictCosts {
   double prefill_efficiency = 0.85;  // share of the measured matmul speed prefill reaches
   double message_seconds = 40e-6;    // fixed cost of a message on a link not measured
   int64_t prompt_tokens = 256;       // the prompt prefill is predicted for
-  // How the pod runs, not costs: bytes of a hidden-state value on the wire (--wire-dtype:
-  // 4 for f32, 2 for f16) and whether consecutive stages on nodes talk straight.
+  // How the pod runs, not costs: bytes of a hidden-state value on the wire, between stages
+  // and in all-reduces (--wire-dtype: 4 for f32, 2 for f16, 34/32 for q8_0), and whether
+  // consecutive stages on nodes talk straight.
   double wire_bytes_per_value = 4;
   bool stage_links = true;
 };
