@@ -46,17 +46,20 @@ LinkProfile measure_link(net::Connection& c, net::Millis budget) {
   }
   std::vector<uint8_t> data;
   // Grows the PROBE until its time shows the bandwidth; each direction gets half of what
-  // is left of the budget.
+  // is left of the budget. The rate is the last probe's: small ones may pass in a shaper's
+  // burst at line rate. At least two are sent, so that a first one slowed by a process not
+  // scheduled does not end the measurement with its rate.
   const auto bandwidth = [&](bool to_node) {
     const double until = spent() + (limit - spent()) / 2;
     uint32_t bytes = kFirstBytes;
-    for (;;) {
+    for (int probes = 1;; ++probes) {
       if (to_node && data.size() < bytes) data.resize(bytes);
       const double t = to_node ? round_trip(c, 0, net::ConstBytes(data.data(), bytes), id++)
                                : round_trip(c, bytes, {}, id++);
       const double transfer = std::max(t - link.rtt_seconds, 1e-7);
       const double rate = bytes / transfer;
-      const bool enough = transfer >= kEnoughSeconds || bytes == net::kMaxProbeBytes;
+      const bool enough =
+          (transfer >= kEnoughSeconds && probes >= 2) || bytes == net::kMaxProbeBytes;
       // The next PROBE (4x the bytes) would take about 4x the transfer.
       if (enough || spent() + link.rtt_seconds + 4 * transfer > until) return rate;
       bytes = std::min<uint32_t>(bytes * 4, net::kMaxProbeBytes);

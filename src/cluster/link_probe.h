@@ -10,9 +10,9 @@
 namespace herd::cluster {
 
 // Round trip: the fastest of 5 empty PROBEs. Bandwidth each way: PROBEs of 64 KiB, then 4x
-// larger each time until one takes 5 ms beyond the round trip (or 16 MiB), the bytes over
-// that time. About 3 x (5 to 10 ms) on a fast link; on a slow one at most `budget` in all
-// (a larger PROBE is not sent when the last one's time says it would not fit). Throws
+// larger each time until one after the first takes 5 ms beyond the round trip (or 16 MiB),
+// the bytes over that time. About 3 x (5 to 10 ms) on a fast link; on a slow one at most `budget`
+// in all (a larger PROBE is not sent when the last one's time says it would not fit). Throws
 // herd::Error naming the peer when the connection fails or the node answers otherwise.
 LinkProfile measure_link(net::Connection& connection, net::Millis budget = net::Millis(300));
 

@@ -172,6 +172,7 @@ class Predictor {
     for (size_t r = 0; r < t; ++r) {
       step = std::max(step, message(s.ranks[r].node, s.ranks[(r + 1) % t].node, chunk));
     }
+    step += c_.ring_step_seconds;
     const double steps = static_cast<double>(t - 1) * (whole ? 1 : 2);
     return 2 * static_cast<double>(s.layer_end - s.layer_begin) * steps * step;
   }

@@ -50,11 +50,15 @@ struct Links {
   bool measured(int a, int b) const;  // both links were measured
 };
 
-// The engine's constants: measured on the 2-core development machine (docs/plan.md).
+// The engine's constants: fitted on the 2-core development machine under shaped links
+// (tests/links_e2e_test.sh with HERD_LINKS_MEASURED=1; docs/plan.md "Predictions").
 struct PredictCosts {
-  double decode_efficiency = 0.75;   // share of the measured memory bandwidth decode reaches
-  double prefill_efficiency = 0.85;  // share of the measured matmul speed prefill reaches
-  double message_seconds = 40e-6;    // fixed cost of a message on a link not measured
+  double decode_efficiency = 1.0;   // share of the measured memory bandwidth decode reaches
+  double prefill_efficiency = 0.6;  // share of the measured matmul speed prefill reaches
+  double message_seconds = 40e-6;   // fixed cost of a message on a link not measured
+  // A ring step waits for the later of two ranks, which finished their matrix work apart,
+  // and wakes a thread on each: a cost a link's round trip does not hold.
+  double ring_step_seconds = 40e-6;
   int64_t prompt_tokens = 256;       // the prompt prefill is predicted for
   // How the pod runs, not costs: bytes of a hidden-state value on the wire, between stages
   // and in all-reduces (--wire-dtype: 4 for f32, 2 for f16, 34/32 for q8_0), and whether
