@@ -156,17 +156,18 @@ std::string NodeIdentity::to_text() const {
 
 NodeIdentity NodeIdentity::load_or_create(const std::filesystem::path& path) {
   const std::string origin = "identity file '" + path.string() + "'";
-  // Twice: a node starting beside another may fail to open the file just before the other
-  // links it into place (seen with 16 nodes starting at once); it is there the second time.
+  // Read it if it is there. A node starting beside another may fail to open the file just
+  // before the other links it into place (seen with 16 nodes starting at once): when it is
+  // there after all, read again; only a file that stays unreadable is an error.
   std::error_code ec;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0;; ++attempt) {
     if (const std::optional<SecretText> text =
             read_secret_file(path, origin, kMaxFileBytes, "not a herd identity file")) {
       return from_text(text->view(), origin);
     }
     if (!std::filesystem::exists(path, ec)) break;
+    if (attempt == 2) throw Error("net", origin + ": cannot read it");
   }
-  if (std::filesystem::exists(path, ec)) throw Error("net", origin + ": cannot read it");
 
   // First use: write a new identity beside the path and rename it into place, so a
   // crash never leaves half a file, and two nodes starting at once end with one identity.
