@@ -135,7 +135,7 @@ void run_plan(const PlanArgs& args) {
   for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
   PredictCosts costs;
   costs.wire_bytes_per_value = net::wire_bytes_per_value(net::parse_wire_dtype(args.wire_dtype));
-  const Plan p = plan(model, nodes, options);
+  const Plan p = plan_fastest(model, nodes, links, options, costs);
   const Prediction predicted = predict(p, model, nodes, links, options, costs);
   if (args.json) {
     nlohmann::json out = {{"nodes", nlohmann::json::array()},

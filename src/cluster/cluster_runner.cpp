@@ -20,6 +20,7 @@
 #include "engine/shard.h"
 #include "net/activations.h"
 #include "net/tcp_transport.h"
+#include "plan/candidates.h"
 #include "plan/local_profile.h"
 #include "plan/plan_check.h"
 #include "plan/plan_model.h"
@@ -293,6 +294,14 @@ struct ClusterRunner::State {
   std::vector<std::string> lost;      // addresses named or discovered that are not in the pod
   std::deque<nlohmann::json> events;  // newest last, at most kMaxEvents
   Clock::time_point last_attempt{};   // of forming a pod while degraded
+
+  // How this runner's pods run, for predictions (and --parallel auto's choice).
+  PredictCosts predict_costs() const {
+    PredictCosts costs;
+    costs.wire_bytes_per_value = net::wire_bytes_per_value(options.wire_dtype);
+    costs.stage_links = options.stage_links;
+    return costs;
+  }
 
   void event(const std::string& kind, const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -724,9 +733,11 @@ std::vector<Shadow> plan_with_spares(ClusterRunner::State& st, ClusterRunner::Im
   int n_spares = std::clamp(wanted, 0, static_cast<int>(r.nodes.size()) - 1);
   for (;; --n_spares) {
     const std::vector<NodeProfile> planned(r.nodes.begin(), r.nodes.end() - n_spares);
+    Links links;
+    links.to_node.assign(r.links.to_node.begin(), r.links.to_node.begin() + planned.size());
     const PlanOptions options = tolerant ? relaxed_for(po, planned.size()) : po;
     try {
-      r.plan = herd::plan(model, planned, options);
+      r.plan = plan_fastest(model, planned, links, options, st.predict_costs());
       break;
     } catch (const Error&) {
       if (n_spares == 0) throw;
@@ -1597,10 +1608,8 @@ void ClusterRunner::reset_stats() {
 Prediction ClusterRunner::prediction(int64_t prompt_tokens) const {
   const std::shared_ptr<Impl> current = pod();
   if (!current) return {};
-  PredictCosts costs;
+  PredictCosts costs = state_->predict_costs();
   costs.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
-  costs.wire_bytes_per_value = net::wire_bytes_per_value(state_->options.wire_dtype);
-  costs.stage_links = state_->options.stage_links;
   return predict(current->plan, state_->model, current->nodes, current->links,
                  current->plan_options, costs);
 }

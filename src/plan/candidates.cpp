@@ -98,6 +98,33 @@ std::vector<Candidate> plan_candidates(const PlanModel& model,
 
 namespace herd {
 
+Plan plan_fastest(const PlanModel& model, const std::vector<NodeProfile>& nodes, const Links& links,
+                  const PlanOptions& options, const PredictCosts& costs) {
+  if (options.mode != PlanOptions::Mode::kAuto) return plan(model, nodes, options);
+  const std::vector<Candidate> all = plan_candidates(model, nodes, links, options, costs);
+  if (all.empty() || !all[0].plan) return plan(model, nodes, options);
+  Plan chosen = *all[0].plan;
+  size_t fit = 0;
+  for (const Candidate& c : all) fit += c.plan ? 1 : 0;
+  chosen.notes.push_back("auto: the fastest predicted of " + std::to_string(fit) +
+                         " ways that fit: " + all[0].name + ", " +
+                         prediction_text(all[0].prediction));
+  const std::string why = why_fastest(all);
+  if (!why.empty()) chosen.notes.push_back("auto: " + why);
+  for (size_t i = options.use_local ? 0 : 1; i < nodes.size(); ++i) {
+    bool used = false;
+    for (const Stage& s : chosen.stages) {
+      for (const Rank& r : s.ranks) used = used || r.node == static_cast<int>(i);
+    }
+    if (!used) {
+      chosen.notes.push_back("node '" + nodes[i].name +
+                             "' left out: the plans with it are predicted slower (--parallel "
+                             "pipeline or tensor to split anyway)");
+    }
+  }
+  return chosen;
+}
+
 std::string why_fastest(const std::vector<Candidate>& sorted) {
   // The next that is slower by more than 1% (equal nodes make equal candidates).
   size_t next = 1;

@@ -40,6 +40,14 @@ std::vector<Candidate> plan_candidates(const PlanModel& model,
 
 namespace herd {
 
+// The plan `--parallel auto` runs: the fastest predicted candidate that fits, with notes
+// saying so and why it won (a model that fits one node may run there alone: splitting a
+// model never speeds one stream's decode up except by tensor parallelism, and costs
+// messages). Any other mode, or no candidate that fits: plan() as asked (which throws
+// herd::Error when nothing fits).
+Plan plan_fastest(const PlanModel& model, const std::vector<NodeProfile>& nodes, const Links& links,
+                  const PlanOptions& options, const PredictCosts& costs);
+
 // Why the first candidate won over the next one that fits: "1.42x 'tensor of 'b', 'c''
 // (which spends 14.2 ms per token on all-reduces against 0.00 ms)". Empty with fewer than
 // two that fit.

@@ -199,5 +199,40 @@ TEST(CandidatesTest, TheLinksDecideBetweenTensorAndPipeline) {
   EXPECT_THAT(why_fastest(fast), ::testing::HasSubstr("as fast as the next"));
 }
 
+int nodes_used(const Plan& p) {
+  int n = 0;
+  for (const Stage& s : p.stages) n += static_cast<int>(s.ranks.size());
+  return n;
+}
+
+// --parallel auto runs the fastest predicted candidate and says why; other modes are run
+// as asked.
+TEST(CandidatesTest, AutoRunsTheFastestPredictedPlan) {
+  const PlanModel m = small_llama();
+  const std::vector<NodeProfile> nodes = {machine("local", 1), machine("b", 10), machine("c", 10),
+                                          machine("d", 1, 10)};
+  PlanOptions o = mode(PlanOptions::Mode::kAuto);
+  o.use_local = false;
+  const Links fast = links_of(4, 20e-6, 5e9), slow = links_of(4, 300e-6, 125e6);
+  // Fast links: b and c as tensor ranks; the slow d would slow any plan it is in.
+  const Plan on_fast = plan_fastest(m, nodes, fast, o, PredictCosts{});
+  ASSERT_EQ(on_fast.stages.size(), 1u);
+  EXPECT_EQ(on_fast.stages[0].ranks.size(), 2u);
+  EXPECT_THAT(on_fast.notes, ::testing::Contains(::testing::HasSubstr(
+                                 "auto: the fastest predicted of 7 ways that fit: tensor of")));
+  EXPECT_THAT(on_fast.notes, ::testing::Contains(::testing::HasSubstr(
+                                 "node 'd' left out: the plans with it are predicted slower")));
+  // Slow links: the all-reduces cost more than a rank saves; no tensor-parallel stage.
+  const Plan on_slow = plan_fastest(m, nodes, slow, o, PredictCosts{});
+  for (const Stage& s : on_slow.stages) EXPECT_EQ(s.ranks.size(), 1u);
+  // Nodes too small for the model alone: the fastest plan that fits splits it.
+  std::vector<NodeProfile> small = nodes;
+  for (size_t i = 1; i < small.size(); ++i) small[i].free_memory_bytes = m.weight_bytes() * 3 / 2;
+  EXPECT_GE(nodes_used(plan_fastest(m, small, slow, o, PredictCosts{})), 2);
+  // Any other mode: as asked.
+  o.mode = PlanOptions::Mode::kPipeline;
+  EXPECT_EQ(plan_fastest(m, nodes, slow, o, PredictCosts{}).stages, plan(m, nodes, o).stages);
+}
+
 }  // namespace
 }  // namespace herd
