@@ -119,6 +119,9 @@ for profile in "slow 1gbit 1 256kb 300 pipeline" "fast 10gbit 10 2mb 50 tensor";
     fail "$name: expected $winner to decode faster: pipeline $pipeline_tps, tensor $tensor_tps tok/s predicted"
   echo "ok: $name: predicted decode: pipeline $pipeline_tps, tensor $tensor_tps tok/s"
   echo "$name: $(grep "^fastest predicted:" "$dir/$name-plan.txt")"
+  # --parallel auto runs the fastest predicted candidate, the first listed.
+  grep -E "^ *1\. .*<- the plan above" "$dir/$name-plan.txt" >/dev/null ||
+    fail "$name: auto did not choose the fastest predicted: $(cat "$dir/$name-plan.txt")"
 
   # Measured beside predicted; tensor parallel also with its all-reduces in q8_0 (f32's
   # bytes / 3.76). HERD_LINKS_PROMPT: a longer prompt for prefill figures (docs/performance.md).
