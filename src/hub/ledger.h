@@ -1,0 +1,72 @@
+// The hub's credits (issue 19): a double-entry ledger in the hub's database. Every
+// transfer is a set of entries that sums to zero, applied whole or not at all, under a key
+// that makes it idempotent (a retried request is never charged twice: the same key with
+// the same entries is applied once; with other entries it is an error). No account but
+// the issuer's goes below zero, checked by the database itself (a CHECK constraint), so a
+// transfer that would overdraw is refused whole. history() is the audit trail of an
+// account; verify() checks that every transfer and all entries sum to zero and that every
+// balance is the sum of its entries, as after a hub killed mid-transfer.
+//
+// Amounts are integers of the smallest unit (the hub prices tokens in it). Accounts:
+//   issuer  where credits come from (grants, purchases): may go negative, by as much as
+//           credits exist elsewhere
+//   client  spends per token; pod earns per verified output token; fee the hub's share.
+//
+// SQLite now (sqlite_db.h; WAL, synchronous=FULL); the SQL is plain enough for the
+// PostgreSQL backend issue 19 asks for next.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hub/sqlite_db.h"
+
+namespace herd::hub {
+
+enum class AccountKind { ISSUER, CLIENT, POD, FEE };
+
+struct Entry {
+  std::string account;
+  int64_t amount = 0;  // credit (+) or debit (-); never 0
+};
+
+struct HistoryRow {
+  int64_t entry_id = 0;  // increasing: the order entries were made
+  std::string transfer;  // its key
+  std::string memo;
+  int64_t amount = 0;
+  int64_t balance_after = 0;
+};
+
+class Ledger {
+ public:
+  // Opens or creates the ledger's tables in `db`.
+  explicit Ledger(SqliteDb& db);
+
+  // Creates the account, or does nothing when it exists with that kind; another kind is
+  // an error. Names: 1-200 bytes.
+  void open_account(const std::string& name, AccountKind kind);
+  // Applies the entries as one transfer under `key` (1-200 bytes): returns true when it
+  // was applied now, false when that key was applied before with the same entries.
+  // Throws herd::Error("hub", "ledger: ...") naming the problem, applying nothing: entries
+  // that do not sum to zero or are fewer than two, a zero amount, an unknown account, an
+  // account that would go below zero, the key reused with other entries.
+  bool transfer(const std::string& key, std::span<const Entry> entries,
+                const std::string& memo = "");
+
+  int64_t balance(const std::string& account) const;
+  std::vector<HistoryRow> history(const std::string& account) const;
+  // Problems found, empty when consistent: a transfer or the whole not summing to zero, a
+  // balance other than the sum of its entries, a non-issuer balance below zero.
+  std::vector<std::string> verify() const;
+
+ private:
+  SqliteDb& db_;
+};
+
+std::string_view account_kind_name(AccountKind kind);
+
+}  // namespace herd::hub
