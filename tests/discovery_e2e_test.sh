@@ -167,6 +167,7 @@ nodes = json.load(open(sys.argv[1]))
 for n in nodes:
     assert n["bandwidth_gbs"] == 10.0 and n["cores"] >= 1 and n["free_memory_bytes"] > 0, n
     assert n["address"].startswith("127.0.0.1:") and len(n["cluster"]) == 16, n
+    assert len(n["id"]) == 43, n  # the node's identity, for --allow-ids
 EOF
 "$herd" nodes --key "$dir/k1" --discover-ms 700 >"$dir/table.txt" 2>&1 || fail "herd nodes table"
 for n in n1 n2 n3; do

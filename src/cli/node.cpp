@@ -92,6 +92,7 @@ LanPresence advertise(const cluster::NodeServer& server, const cluster::NodeOpti
   LanPresence lan;
   lan.advert.name = p.name;
   lan.advert.cluster = net::cluster_id(o.key.get());
+  if (o.identity) lan.advert.id = o.identity->id().to_text();
   lan.advert.cores = p.cores;
   lan.advert.free_memory_bytes = p.free_memory_bytes;
   lan.advert.bandwidth_gbs = p.bandwidth_gbs;

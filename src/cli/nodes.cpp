@@ -33,7 +33,8 @@ nlohmann::json to_json(const net::DiscoveredNode& n) {
           {"free_memory_bytes", n.advert.free_memory_bytes},
           {"bandwidth_gbs", n.advert.bandwidth_gbs},
           {"models", n.advert.models},
-          {"n_models", n.advert.n_models}};
+          {"n_models", n.advert.n_models},
+          {"id", n.advert.id}};
 }
 
 std::string models_text(const net::NodeAdvert& a) {
@@ -44,15 +45,15 @@ std::string models_text(const net::NodeAdvert& a) {
 }
 
 void print_table(const std::vector<net::DiscoveredNode>& nodes) {
-  std::printf("%-24s %-21s %5s %10s %9s %-16s %s\n", "NAME", "ADDRESS", "CORES", "FREE MEM",
-              "BANDWIDTH", "CLUSTER", "MODELS");
+  std::printf("%-24s %-21s %5s %10s %9s %-16s %-43s %s\n", "NAME", "ADDRESS", "CORES", "FREE MEM",
+              "BANDWIDTH", "CLUSTER", "ID", "MODELS");
   for (const net::DiscoveredNode& n : nodes) {
     char bw[32];
     std::snprintf(bw, sizeof bw, "%.1f GB/s", n.advert.bandwidth_gbs);
-    std::printf("%-24s %-21s %5lld %10s %9s %-16s %s\n", n.advert.name.c_str(),
+    std::printf("%-24s %-21s %5lld %10s %9s %-16s %-43s %s\n", n.advert.name.c_str(),
                 n.endpoint().c_str(), static_cast<long long>(n.advert.cores),
                 memory_text(n.advert.free_memory_bytes).c_str(), bw, n.advert.cluster.c_str(),
-                models_text(n.advert).c_str());
+                n.advert.id.empty() ? "-" : n.advert.id.c_str(), models_text(n.advert).c_str());
   }
 }
 

@@ -128,6 +128,7 @@ std::vector<uint8_t> encode_txt(const NodeAdvert& a) {
   }
   put_string(out, models);
   put_string(out, "n_models=" + std::to_string(std::max<uint64_t>(a.n_models, a.models.size())));
+  if (!a.id.empty()) put_string(out, "id=" + a.id.substr(0, kNodeIdChars));
   return out;
 }
 
@@ -175,6 +176,12 @@ NodeAdvert decode_txt(ConstBytes txt) {
       a.free_memory_bytes = parse_u64(key, value);
     } else if (key == "bw") {
       a.bandwidth_gbs = parse_gbs(key, value);
+    } else if (key == "id") {
+      try {
+        a.id = NodeId::from_text(value, "TXT record").to_text();
+      } catch (const Error&) {
+        throw txt_error("id is not a node id (43 characters of URL-safe base64)");
+      }
     } else if (key == "n_models") {
       a.n_models = parse_u64(key, value);
     } else if (key == "models") {

@@ -15,6 +15,8 @@
 //   models=<hash>,<hash>,...      16-hex prefixes of cached models' content hashes, newest
 //                                 first, as many as fit in one 255-byte string
 //   n_models=<n>                  how many the node has cached (models may list fewer)
+//   id=<43 characters>            the node's identity (net/identity.h), for allow-lists;
+//                                 optional, and unproven until a handshake signs it
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 
 #include "net/auth.h"
 #include "net/frame.h"
+#include "net/identity.h"
 #include "net/transport.h"
 
 namespace herd::net {
@@ -43,6 +46,7 @@ struct NodeAdvert {
   double bandwidth_gbs = 0;
   std::vector<std::string> models;  // kModelHashPrefixChars lowercase hex digits each
   uint64_t n_models = 0;            // >= models.size()
+  std::string id;                   // NodeId::to_text(); empty: not said
 
   bool operator==(const NodeAdvert&) const = default;
 };

@@ -37,6 +37,7 @@ NodeAdvert sample() {
   a.bandwidth_gbs = 102.5;
   a.models = {"00112233445566aa", "ffeeddccbbaa9988"};
   a.n_models = 2;
+  a.id = NodeIdentity::generate().id().to_text();
   return a;
 }
 
@@ -70,6 +71,7 @@ TEST(Txt, RoundTrip) {
   none.models.clear();
   none.n_models = 0;
   none.bandwidth_gbs = 0;
+  none.id.clear();  // a node that does not say its id (an older one)
   EXPECT_EQ(decode_txt(encode_txt(none)), none);
 }
 
@@ -120,6 +122,8 @@ TEST(Txt, HostileRecordsAreErrors) {
   EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "models=abc"})),
               HasSubstr("models"));
   EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "=1"})), HasSubstr("key"));
+  EXPECT_THAT(decode_error(record({"v=1", "name=x", "cluster=none", "id=not-an-id"})),
+              HasSubstr("id is not a node id"));
 }
 
 }  // namespace
