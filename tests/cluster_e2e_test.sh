@@ -205,6 +205,12 @@ done
 for n in n1 n2 n3; do
   grep -q "$n .*${addr[$n]}" "$dir/plan.txt" || fail "plan does not name $n: $(cat "$dir/plan.txt")"
 done
+# --spare 1: the last node stands by for a rank of the first two, as serve would keep it.
+"$herd" plan --model "$synth" --peers "$peers3" --no-local --parallel pipeline --spare 1 \
+  >"$dir/plan.txt" 2>"$dir/coordinator.err" || fail "plan --spare: $(cat "$dir/coordinator.err")"
+grep -q "^spare n3 stands by for stage 0 rank 0 (node n[12])" "$dir/plan.txt" ||
+  fail "plan --spare 1: $(cat "$dir/plan.txt")"
+grep -q "n3 .*${addr[n3]}" "$dir/plan.txt" && fail "plan --spare 1 gave the spare layers"
 
 # --- A hostile peer: garbage on the port, then a normal eval. --------------------------------
 python3 - "${addr[n1]#*:}" <<'EOF' || fail "could not send garbage"

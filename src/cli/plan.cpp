@@ -28,6 +28,7 @@
 #include "plan/plan_table.h"
 #include "plan/planner.h"
 #include "plan/predict.h"
+#include "plan/spares.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -52,6 +53,7 @@ struct PlanArgs {
   double link_gbits = 1;
   int64_t test_link_delay_us = 0;
   std::string wire_dtype = "f32";
+  int spare = 0;
   ClusterFlags key;  // only --key, --discover-ms and the security flags are used
 };
 
@@ -135,7 +137,27 @@ void run_plan(const PlanArgs& args) {
   for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
   PredictCosts costs;
   costs.wire_bytes_per_value = net::wire_bytes_per_value(net::parse_wire_dtype(args.wire_dtype));
-  const Plan p = plan_fastest(model, nodes, links, options, costs);
+  // With --spare N the last N nodes stand by (plan/spares.h), as a coordinator would keep them.
+  const SparePlan spared =
+      plan_with_spares(nodes, args.spare, options, [&](const std::vector<NodeProfile>& planned) {
+        Links some;
+        some.to_node.assign(links.to_node.begin(),
+                            links.to_node.begin() + static_cast<std::ptrdiff_t>(planned.size()));
+        return plan_fastest(model, planned, some, options, costs);
+      });
+  const Plan& p = spared.plan;
+  std::vector<std::string> spare_lines;
+  for (const Spare& s : spared.spares) {
+    const Rank& r = p.stages[static_cast<size_t>(s.stage)].ranks[static_cast<size_t>(s.rank)];
+    spare_lines.push_back("spare " + nodes[static_cast<size_t>(s.node)].name +
+                          " stands by for stage " + std::to_string(s.stage) + " rank " +
+                          std::to_string(s.rank) + " (node " +
+                          nodes[static_cast<size_t>(r.node)].name + ")");
+  }
+  if (spared.n_spares < args.spare) {
+    spare_lines.push_back("--spare " + std::to_string(args.spare) + ": " +
+                          std::to_string(spared.n_spares) + ": the model needs the other nodes");
+  }
   const Prediction predicted = predict(p, model, nodes, links, options, costs);
   if (args.json) {
     nlohmann::json out = {{"nodes", nlohmann::json::array()},
@@ -145,7 +167,13 @@ void run_plan(const PlanArgs& args) {
                             {"prefill_tokens_per_s", predicted.prefill_tokens_per_s},
                             {"decode_weights_seconds", predicted.decode_compute_seconds},
                             {"decode_allreduce_seconds", predicted.decode_allreduce_seconds},
-                            {"decode_wire_seconds", predicted.decode_wire_seconds}}}};
+                            {"decode_wire_seconds", predicted.decode_wire_seconds}}},
+                          {"spares", nlohmann::json::array()}};
+    for (const Spare& s : spared.spares) {
+      out["spares"].push_back({{"node", nodes[static_cast<size_t>(s.node)].name},
+                               {"stage", s.stage},
+                               {"rank", s.rank}});
+    }
     for (const NodeProfile& n : nodes) out["nodes"].push_back(to_json(n));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -155,6 +183,7 @@ void run_plan(const PlanArgs& args) {
     std::printf("link to %-12s %s\n", nodes[i + 1].name.c_str(),
                 cluster::link_text(measured[i]).c_str());
   }
+  for (const std::string& line : spare_lines) std::printf("%s\n", line.c_str());
   std::printf("predicted: %s\n", prediction_text(predicted).c_str());
   if (!args.explain) return;
   if (measured.empty()) {
@@ -231,6 +260,9 @@ void add_plan(CLI::App& app) {
                   "Test only: every frame this process sends is late by this much")
       ->group("")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cmd->add_option("--spare", args->spare,
+                  "Keep the last N nodes out of the plan as spares, as run and serve would")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--wire-dtype", args->wire_dtype,
                   "Activations on the wire, for the predictions: f32, f16 or q8_0")
       ->capture_default_str();

@@ -26,6 +26,7 @@
 #include "plan/plan_model.h"
 #include "plan/planner.h"
 #include "plan/rank_memory.h"
+#include "plan/spares.h"
 #include "util/error.h"
 #include "util/progress.h"
 #include "util/thread_pool.h"
@@ -139,11 +140,9 @@ net::TcpTransportOptions tcp_options(const ClusterOptions& o) {
   return t;
 }
 
-// A spare's place: the node (an index into the pod's nodes) and the rank it stands by for.
-struct Shadow {
-  int node = 0;
-  int stage = 0, rank = 0;
-};
+// A spare's place: the node (an index into the pod's nodes) and the rank it stands by for
+// (plan/spares.h).
+using Shadow = Spare;
 
 uint64_t random_token() {
   const net::Nonce nonce = net::random_nonce();
@@ -724,52 +723,26 @@ PlanOptions relaxed_for(PlanOptions po, size_t n_nodes_with_local) {
   return po;
 }
 
-// Plans on every node but the last `wanted` ones, which become spares: each stands by for
-// a remote rank whose memory it can hold (spare j tries rank j first, so that spares cover
-// different ranks). When the others cannot hold the model, fewer spares (the note says so).
-std::vector<Shadow> plan_with_spares(ClusterRunner::State& st, ClusterRunner::Impl& r,
-                                     const PlanModel& model, const PlanOptions& po, bool tolerant,
-                                     int wanted) {
-  int n_spares = std::clamp(wanted, 0, static_cast<int>(r.nodes.size()) - 1);
-  for (;; --n_spares) {
-    const std::vector<NodeProfile> planned(r.nodes.begin(), r.nodes.end() - n_spares);
-    Links links;
-    links.to_node.assign(r.links.to_node.begin(), r.links.to_node.begin() + planned.size());
-    const PlanOptions options = tolerant ? relaxed_for(po, planned.size()) : po;
-    try {
-      r.plan = plan_fastest(model, planned, links, options, st.predict_costs());
-      break;
-    } catch (const Error&) {
-      if (n_spares == 0) throw;
-    }
+// Plans on every node but the last `wanted` ones, which become spares (plan/spares.h);
+// fewer when the others cannot hold the model (the event says so).
+std::vector<Shadow> plan_spared(ClusterRunner::State& st, ClusterRunner::Impl& r,
+                                const PlanModel& model, const PlanOptions& po, bool tolerant,
+                                int wanted) {
+  SparePlan spared =
+      plan_with_spares(r.nodes, wanted, po, [&](const std::vector<NodeProfile>& planned) {
+        Links links;
+        links.to_node.assign(r.links.to_node.begin(),
+                             r.links.to_node.begin() + static_cast<std::ptrdiff_t>(planned.size()));
+        const PlanOptions options = tolerant ? relaxed_for(po, planned.size()) : po;
+        return plan_fastest(model, planned, links, options, st.predict_costs());
+      });
+  r.plan = std::move(spared.plan);
+  if (spared.n_spares < wanted) {
+    st.event("spares", "--spare " + std::to_string(wanted) + ": " +
+                           std::to_string(spared.n_spares) + " spare" +
+                           (spared.n_spares == 1 ? "" : "s") + ": the model needs the other nodes");
   }
-  if (n_spares < wanted) {
-    st.event("spares", "--spare " + std::to_string(wanted) + ": " + std::to_string(n_spares) +
-                           " spare" + (n_spares == 1 ? "" : "s") +
-                           ": the model needs the other nodes");
-  }
-  std::vector<Shadow> remote;
-  for (size_t i = 0; i < r.plan.stages.size(); ++i) {
-    const Stage& stage = r.plan.stages[i];
-    for (size_t k = 0; k < stage.ranks.size(); ++k) {
-      if (stage.ranks[k].node != 0) remote.push_back({0, static_cast<int>(i), static_cast<int>(k)});
-    }
-  }
-  std::vector<Shadow> shadows;
-  for (int j = 0; j < n_spares && !remote.empty(); ++j) {
-    const int node = static_cast<int>(r.nodes.size()) - n_spares + j;
-    const uint64_t usable = usable_memory(r.nodes[static_cast<size_t>(node)], po);
-    for (size_t t = 0; t < remote.size(); ++t) {
-      const Shadow& candidate = remote[(static_cast<size_t>(j) + t) % remote.size()];
-      const Rank& rank = r.plan.stages[static_cast<size_t>(candidate.stage)]
-                             .ranks[static_cast<size_t>(candidate.rank)];
-      if (rank.memory_bytes <= usable) {
-        shadows.push_back({node, candidate.stage, candidate.rank});
-        break;
-      }
-    }
-  }
-  return shadows;
+  return spared.spares;
 }
 
 // Forms a pod of this process and the nodes at `peers`: connects, plans, loads every
@@ -862,7 +835,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
                              "; planning again");
     }
   }
-  if (!planned) shadows = plan_with_spares(st, r, model, po, tolerant, options.spares);
+  if (!planned) shadows = plan_spared(st, r, model, po, tolerant, options.spares);
   r.plan_options = po;
   // Nodes the plan does not use, and are not spares, are let go at once.
   std::vector<bool> used(r.nodes.size(), false);
