@@ -107,6 +107,15 @@ for profile in "slow 1gbit 1 256kb 300 pipeline" "fast 10gbit 10 2mb 50 tensor";
     echo "ok: $name link to $node: $rtt ms round trip, $send / $receive Gbit/s (tbf $gbits Gbit/s, $delay us each way)"
   done < <(grep "^link to" "$dir/$name-plan.txt")
   [ "$(grep -c "^link to" "$dir/$name-plan.txt")" -eq 2 ] || fail "$name: two links not shown"
+  # The link between the two nodes, which n1 measured by dialling n2 (PEER_PROBE): over the
+  # bridge, through both shaped veths, each node delaying what it sends.
+  read -r _ _ _ _ rtt _ _ _ send _ receive _ < <(grep "^link n1 - n2 " "$dir/$name-plan.txt") ||
+    fail "$name: the link between the nodes is not shown: $(cat "$dir/$name-plan.txt")"
+  awk -v rtt="$rtt" -v send="$send" -v receive="$receive" -v delay="$delay" -v gbits="$gbits" '
+    BEGIN { exit !(rtt * 1000 >= 2 * delay && send <= 1.3 * gbits && receive <= 1.3 * gbits &&
+                   send >= 0.01 * gbits && receive >= 0.01 * gbits) }' ||
+    fail "$name: link n1 - n2 measured $rtt ms, $send / $receive Gbit/s"
+  echo "ok: $name link n1 - n2: $rtt ms round trip, $send / $receive Gbit/s"
   # Decode as predicted for the two-node pipeline and tensor pair ("  2. tensor of 'n1',
   # 'n2'   85.4 tok/s decode (...").
   decode_of() { grep -E "^ *[0-9]+\. $1 of 'n1', 'n2' " "$dir/$name-plan.txt" |

@@ -65,8 +65,10 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// The peers' profiles; `links` gets the measured link to each peer asked over the network.
-std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkProfile>& links) {
+// The peers' profiles; `links` gets the measured link to each peer asked over the network,
+// and `between` the links among them (node indices: this machine 0, peers from 1).
+std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkProfile>& links,
+                                       std::map<std::pair<int, int>, LinkProfile>& between) {
   std::vector<NodeProfile> peers;
   for (const std::string& path : args.profile_files) {
     for (NodeProfile& p : node_profiles_from_text(read_text(path), path))
@@ -86,11 +88,17 @@ std::vector<NodeProfile> peer_profiles(const PlanArgs& args, std::vector<LinkPro
     t.auth.allowed_ids = args.key.security.allowed_ids();
     t.auth.plaintext = args.key.security.insecure;
     net::TcpTransport transport(t);
+    std::vector<cluster::NodeEnd> ends(1);
     for (cluster::Peer& peer : cluster::connect_peers(transport, addresses, net::Millis(5000))) {
       links.push_back(cluster::measure_link(*peer.connection));
-      peer.connection->close();
+      ends.push_back({peer.profile.name, peer.profile.address, peer.connection});
       peers.push_back(std::move(peer.profile));
     }
+    cluster::NodeLinks known;
+    between = cluster::measure_node_links(ends, known, [](const std::string& text) {
+      std::fprintf(stderr, "herd plan: %s\n", text.c_str());
+    });
+    for (size_t i = 1; i < ends.size(); ++i) ends[i].connection->close();
     return peers;
   }
   if (peers.size() != addresses.size()) {
@@ -126,7 +134,8 @@ void run_plan(const PlanArgs& args) {
     nodes.push_back(measure_local_profile(pool, local));
   }
   std::vector<LinkProfile> measured;
-  for (NodeProfile& peer : peer_profiles(args, measured)) nodes.push_back(std::move(peer));
+  std::map<std::pair<int, int>, LinkProfile> between;
+  for (NodeProfile& peer : peer_profiles(args, measured, between)) nodes.push_back(std::move(peer));
 
   // Links measured when the peers were asked; else (profile files) as the flags say.
   Links links;
@@ -135,15 +144,13 @@ void run_plan(const PlanArgs& args) {
   link.send_bytes_per_s = link.receive_bytes_per_s = args.link_gbits * 1e9 / 8;
   links.to_node.assign(nodes.size(), link);
   for (size_t i = 0; i < measured.size(); ++i) links.to_node[i + 1] = measured[i];
+  links.between = between;
   PredictCosts costs;
   costs.wire_bytes_per_value = net::wire_bytes_per_value(net::parse_wire_dtype(args.wire_dtype));
   // With --spare N the last N nodes stand by (plan/spares.h), as a coordinator would keep them.
   const SparePlan spared =
       plan_with_spares(nodes, args.spare, options, [&](const std::vector<NodeProfile>& planned) {
-        Links some;
-        some.to_node.assign(links.to_node.begin(),
-                            links.to_node.begin() + static_cast<std::ptrdiff_t>(planned.size()));
-        return plan_fastest(model, planned, some, options, costs);
+        return plan_fastest(model, planned, links.first(planned.size()), options, costs);
       });
   const Plan& p = spared.plan;
   std::vector<std::string> spare_lines;
@@ -182,6 +189,11 @@ void run_plan(const PlanArgs& args) {
   for (size_t i = 0; i < measured.size(); ++i) {
     std::printf("link to %-12s %s\n", nodes[i + 1].name.c_str(),
                 cluster::link_text(measured[i]).c_str());
+  }
+  for (const auto& [pair, link] : between) {
+    const std::string ends = nodes[static_cast<size_t>(pair.first)].name + " - " +
+                             nodes[static_cast<size_t>(pair.second)].name;
+    std::printf("link %-15s %s\n", ends.c_str(), cluster::link_text(link).c_str());
   }
   for (const std::string& line : spare_lines) std::printf("%s\n", line.c_str());
   std::printf("predicted: %s\n", prediction_text(predicted).c_str());

@@ -286,6 +286,7 @@ struct ClusterRunner::State {
   std::vector<std::vector<int32_t>> history;        // [n_seq][position] tokens the pod has seen
   std::vector<Shadow> last_spares;           // of the last pod formed (node: index into its nodes)
   std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
+  NodeLinks node_links;  // between nodes, by their addresses: measured once (link_probe.h)
 
   mutable std::mutex mutex;           // guards what status() reads below
   std::string state = "ok";           // "ok", "recovering" or "degraded"
@@ -730,11 +731,9 @@ std::vector<Shadow> plan_spared(ClusterRunner::State& st, ClusterRunner::Impl& r
                                 int wanted) {
   SparePlan spared =
       plan_with_spares(r.nodes, wanted, po, [&](const std::vector<NodeProfile>& planned) {
-        Links links;
-        links.to_node.assign(r.links.to_node.begin(),
-                             r.links.to_node.begin() + static_cast<std::ptrdiff_t>(planned.size()));
         const PlanOptions options = tolerant ? relaxed_for(po, planned.size()) : po;
-        return plan_fastest(model, planned, links, options, st.predict_costs());
+        return plan_fastest(model, planned, r.links.first(planned.size()), options,
+                            st.predict_costs());
       });
   r.plan = std::move(spared.plan);
   if (spared.n_spares < wanted) {
@@ -815,6 +814,19 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     r.links.to_node.push_back(known != st.links.end() ? known->second : assumed_link());
     r.nodes.push_back(std::move(peer.profile));
     connections.push_back(std::move(peer.connection));
+  }
+  if (options.measure_links && r.nodes.size() > 2) {
+    std::vector<NodeEnd> ends(r.nodes.size());
+    for (size_t i = 1; i < r.nodes.size(); ++i) {
+      ends[i] = {r.nodes[i].name, r.nodes[i].address, connections[i]};
+    }
+    try {
+      r.links.between = measure_node_links(
+          ends, st.node_links, [&](const std::string& text) { st.event("links", text); });
+    } catch (const Error& e) {
+      if (!tolerant) throw;
+      st.event("links", std::string("links between nodes not measured: ") + e.what());
+    }
   }
 
   PlanOptions po = options.plan;
@@ -1647,6 +1659,15 @@ nlohmann::json ClusterRunner::status() const {
                           {"node", current->nodes[static_cast<size_t>(node)].name}};
       }
       out["nodes"].push_back(std::move(n));
+    }
+    // Links measured between nodes (stage links and rings run on them).
+    out["node_links"] = nlohmann::json::array();
+    for (const auto& [pair, l] : current->links.between) {
+      out["node_links"].push_back({{"from", current->nodes[static_cast<size_t>(pair.first)].name},
+                                   {"to", current->nodes[static_cast<size_t>(pair.second)].name},
+                                   {"rtt_ms", l.rtt_seconds * 1e3},
+                                   {"send_gbits", l.send_bytes_per_s * 8e-9},
+                                   {"receive_gbits", l.receive_bytes_per_s * 8e-9}});
     }
   } else {
     out["parallel"] = "";

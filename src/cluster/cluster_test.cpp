@@ -449,6 +449,30 @@ TEST(ClusterTest, TheLinkToEachNodeIsMeasuredAndThePlanPredicted) {
   EXPECT_GT(p.decode_tokens_per_s, 0);
   EXPECT_GT(p.decode_wire_seconds, 0);  // two messages a token: to node-a and back
   EXPECT_GT(status["prediction"]["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_TRUE(status["node_links"].empty());  // one node: no link between nodes
+}
+
+// Two nodes: each pair is measured too, by one node dialling the other (PEER_PROBE).
+TEST(ClusterTest, TheLinkBetweenTwoNodesIsMeasuredByOneOfThem) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir cache("cluster-test", "node-links");
+  TestNode a("node-a", cache);
+  TestNode b("node-b", cache);
+  auto cluster = ClusterRunner::open(model, pipeline_options({a.address(), b.address()}));
+  const nlohmann::json links = cluster->status()["node_links"];
+  ASSERT_EQ(links.size(), 1u) << cluster->status().dump();
+  EXPECT_EQ(links[0]["from"], "node-a");
+  EXPECT_EQ(links[0]["to"], "node-b");
+  EXPECT_GT(links[0]["rtt_ms"].get<double>(), 0);
+  EXPECT_LT(links[0]["rtt_ms"].get<double>(), 1000);
+  EXPECT_GT(links[0]["send_gbits"].get<double>(), 1e-3);
+  EXPECT_GT(links[0]["receive_gbits"].get<double>(), 1e-3);
+  // The nodes still serve: a batch through both gives logits.
+  engine::Batch batch;
+  batch.add(1, 0, 0, true);
+  std::vector<float> logits;
+  cluster->forward(batch, logits);
+  EXPECT_FALSE(logits.empty());
 }
 
 TEST(ClusterTest, NoSurvivorsFailsTheRequestNamingTheNode) {

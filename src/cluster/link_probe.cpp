@@ -71,6 +71,70 @@ LinkProfile measure_link(net::Connection& c, net::Millis budget) {
   return link;
 }
 
+std::map<std::pair<int, int>, LinkProfile> measure_node_links(
+    const std::vector<NodeEnd>& ends, NodeLinks& known,
+    const std::function<void(const std::string&)>& event, net::Millis budget) {
+  const int n = static_cast<int>(ends.size());
+  const auto end = [&](int i) -> const NodeEnd& { return ends[static_cast<size_t>(i)]; };
+  const auto key = [&](int a, int b) {
+    return end(a).address < end(b).address ? std::make_pair(end(a).address, end(b).address)
+                                           : std::make_pair(end(b).address, end(a).address);
+  };
+  std::vector<std::pair<int, int>> todo;
+  for (int a = 1; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      if (known.count(key(a, b)) == 0) todo.push_back({a, b});
+    }
+  }
+  while (!todo.empty()) {
+    // A round: pairs that share no node, measured at once.
+    std::vector<std::pair<int, int>> round;
+    std::vector<bool> busy(static_cast<size_t>(n), false);
+    for (auto it = todo.begin(); it != todo.end();) {
+      const auto [a, b] = *it;
+      if (busy[static_cast<size_t>(a)] || busy[static_cast<size_t>(b)]) {
+        ++it;
+        continue;
+      }
+      busy[static_cast<size_t>(a)] = busy[static_cast<size_t>(b)] = true;
+      round.push_back(*it);
+      it = todo.erase(it);
+    }
+    for (const auto& [a, b] : round) {
+      net::send_message(*end(a).connection, 0,
+                        net::PeerProbe{static_cast<uint32_t>(budget.count()), end(b).address});
+    }
+    for (const auto& [a, b] : round) {
+      net::Frame frame;
+      const net::PeerLink got =
+          net::recv_message<net::PeerLink>(*end(a).connection, budget + kAnswerTimeout, frame);
+      LinkProfile link;  // a -> b as send
+      if (got.reached) {
+        link = {got.rtt_seconds, got.to_peer_bytes_per_s, got.from_peer_bytes_per_s, true};
+      } else {
+        event("node '" + end(a).name + "' cannot reach node '" + end(b).name + "' at " +
+              end(b).address + ": " + net::printable(got.why));
+      }
+      if (end(a).address > end(b).address) {
+        std::swap(link.send_bytes_per_s, link.receive_bytes_per_s);
+      }
+      known[key(a, b)] = link;
+    }
+  }
+  std::map<std::pair<int, int>, LinkProfile> between;
+  for (int a = 1; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      LinkProfile link = known.at(key(a, b));
+      if (!link.measured) continue;
+      if (end(a).address > end(b).address) {
+        std::swap(link.send_bytes_per_s, link.receive_bytes_per_s);
+      }
+      between[{a, b}] = link;
+    }
+  }
+  return between;
+}
+
 std::string link_text(const LinkProfile& link) {
   char text[128];
   std::snprintf(text, sizeof text, "%.2f ms round trip, %.2f / %.2f Gbit/s%s",

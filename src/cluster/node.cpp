@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cluster/assignment.h"
+#include "cluster/link_probe.h"
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
@@ -114,6 +115,8 @@ struct NodeServer::Impl {
   std::atomic<bool> serving{false};  // a session runs
 
   void greet(std::shared_ptr<net::Connection> c, const std::string& busy_with);
+  void answer_peer_probes(net::Connection& c, net::Frame first);
+  net::PeerLink measure_peer(const net::PeerProbe& ask);
   std::shared_ptr<net::Connection> accept_ring_link(uint64_t token, uint32_t from_rank,
                                                     net::Millis timeout);
 
@@ -246,6 +249,11 @@ void NodeServer::Impl::greet(std::shared_ptr<net::Connection> c, const std::stri
     while (!frame && serving && !stopping && Clock::now() < deadline) {
       frame = c->try_recv_frame(net::Millis(20));
     }
+    if (frame && frame->header.type == net::MessageType::PROBE) {
+      answer_peer_probes(*c, std::move(*frame));  // another node measures its link to us
+      c->close();
+      return;
+    }
     if (frame) {
       const net::Ring ring = net::expect_message<net::Ring>(*frame, c->peer_name());
       {
@@ -270,6 +278,55 @@ void NodeServer::Impl::greet(std::shared_ptr<net::Connection> c, const std::stri
     log("dropped '" + c->peer_name() + "': " + e.what());
   }
   c->close();
+}
+
+namespace {
+
+// The answer to a PROBE (cluster/link_probe.h): `reply_bytes` zeros, at once.
+void answer_probe(net::Connection& c, const net::Frame& frame, std::vector<uint8_t>& zeros) {
+  const net::Probe probe = net::decode_probe(frame.payload());
+  zeros.resize(std::max<size_t>(zeros.size(), probe.reply_bytes));
+  net::send_message(c, frame.header.id,
+                    net::Probe{0, net::ConstBytes(zeros.data(), probe.reply_bytes)});
+}
+
+// How long a node measuring its link to this one may pause between PROBEs.
+constexpr net::Millis kPeerProbeIdle{5000};
+
+}  // namespace
+
+// Another node, asked by the coordinator (PEER_PROBE), measures its link to this one: its
+// PROBEs are answered until it closes the connection.
+void NodeServer::Impl::answer_peer_probes(net::Connection& c, net::Frame first) {
+  std::vector<uint8_t> zeros;
+  try {
+    answer_probe(c, first, zeros);
+    while (std::optional<net::Frame> frame = c.try_recv_frame(kPeerProbeIdle)) {
+      if (frame->header.type != net::MessageType::PROBE) break;
+      answer_probe(c, *frame, zeros);
+    }
+  } catch (const Error&) {
+    // It closed the connection: the measurement is over.
+  }
+}
+
+// Dials the other node and measures the link as the coordinator measures its own.
+net::PeerLink NodeServer::Impl::measure_peer(const net::PeerProbe& ask) {
+  net::PeerLink answer;
+  try {
+    const net::Millis budget(ask.budget_ms);
+    std::shared_ptr<net::Connection> peer =
+        transport->connect(ask.address, std::max(budget, net::Millis(1000)));
+    const LinkProfile link = measure_link(*peer, budget);
+    peer->close();
+    answer.reached = true;
+    answer.rtt_seconds = link.rtt_seconds;
+    answer.to_peer_bytes_per_s = link.send_bytes_per_s;
+    answer.from_peer_bytes_per_s = link.receive_bytes_per_s;
+  } catch (const Error& e) {
+    answer.why = e.what();
+  }
+  return answer;
 }
 
 std::shared_ptr<net::Connection> NodeServer::Impl::accept_ring_link(uint64_t token,
@@ -406,12 +463,14 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
             link_failed(frame->header.id, e.what());
           }
           break;
-        case net::MessageType::PROBE: {
+        case net::MessageType::PROBE:
           // The coordinator measures the link (cluster/link_probe.h): answered at once.
-          const net::Probe probe = net::decode_probe(frame->payload());
-          probe_reply.resize(std::max<size_t>(probe_reply.size(), probe.reply_bytes));
-          net::send_message(*c, frame->header.id,
-                            net::Probe{0, net::ConstBytes(probe_reply.data(), probe.reply_bytes)});
+          answer_probe(*c, *frame, probe_reply);
+          break;
+        case net::MessageType::PEER_PROBE: {
+          // The coordinator asks for this node's link to another node.
+          const net::PeerProbe ask = net::decode_peer_probe(frame->payload());
+          net::send_message(*c, frame->header.id, measure_peer(ask));
           break;
         }
         case net::MessageType::BYE:

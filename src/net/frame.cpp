@@ -40,6 +40,10 @@ std::string_view message_type_name(MessageType type) {
       return "RING";
     case MessageType::PROBE:
       return "PROBE";
+    case MessageType::PEER_PROBE:
+      return "PEER_PROBE";
+    case MessageType::PEER_LINK:
+      return "PEER_LINK";
   }
   return "UNKNOWN";
 }

@@ -48,8 +48,10 @@ enum class MessageType : uint16_t {
   WANT = 13,
   RING = 14,
   PROBE = 15,
+  PEER_PROBE = 16,
+  PEER_LINK = 17,
 };
-inline constexpr uint16_t kMaxMessageType = 15;
+inline constexpr uint16_t kMaxMessageType = 17;
 
 // "HELLO", ...; "UNKNOWN" for a value outside the enum.
 std::string_view message_type_name(MessageType type);

@@ -397,6 +397,58 @@ Probe decode_probe(ConstBytes payload) {
   return m;
 }
 
+// ---- PEER_PROBE: u32 budget_ms | string address ----
+
+Payload encode(const PeerProbe& m) {
+  HERD_CHECK(m.budget_ms <= kMaxPeerProbeMs && !m.address.empty() &&
+             m.address.size() <= kMaxAddressBytes);
+  WireWriter w;
+  w.u32(m.budget_ms);
+  w.string(m.address);
+  return fields_only(w);
+}
+
+PeerProbe decode_peer_probe(ConstBytes payload) {
+  WireReader r(payload, "PEER_PROBE");
+  PeerProbe m;
+  m.budget_ms = r.u32("budget_ms");
+  if (m.budget_ms > kMaxPeerProbeMs) {
+    r.fail("budget_ms",
+           std::to_string(m.budget_ms) + " is over " + std::to_string(kMaxPeerProbeMs));
+  }
+  m.address = r.string(kMaxAddressBytes, "address");
+  if (m.address.empty()) r.fail("address", "empty");
+  for (unsigned char c : m.address) {
+    if (c <= ' ' || c >= 0x7f) r.fail("address", "not printable ASCII without spaces");
+  }
+  r.expect_end();
+  return m;
+}
+
+// ---- PEER_LINK: u8 reached | f64 rtt | f64 to_peer | f64 from_peer | string why ----
+
+Payload encode(const PeerLink& m) {
+  WireWriter w;
+  w.u8(m.reached ? 1 : 0);
+  w.f64(m.rtt_seconds);
+  w.f64(m.to_peer_bytes_per_s);
+  w.f64(m.from_peer_bytes_per_s);
+  w.string(std::string_view(m.why).substr(0, kMaxErrorTextBytes));
+  return fields_only(w);
+}
+
+PeerLink decode_peer_link(ConstBytes payload) {
+  WireReader r(payload, "PEER_LINK");
+  PeerLink m;
+  m.reached = r.boolean("reached");
+  m.rtt_seconds = r.f64_measure("rtt_seconds");
+  m.to_peer_bytes_per_s = r.f64_measure("to_peer_bytes_per_s");
+  m.from_peer_bytes_per_s = r.f64_measure("from_peer_bytes_per_s");
+  m.why = r.string(kMaxErrorTextBytes, "why");
+  r.expect_end();
+  return m;
+}
+
 // ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations
 //      | stage times (optional) ----
 
@@ -602,6 +654,10 @@ Message decode_message(MessageType type, ConstBytes payload) {
       return decode_ring(payload);
     case MessageType::PROBE:
       return decode_probe(payload);
+    case MessageType::PEER_PROBE:
+      return decode_peer_probe(payload);
+    case MessageType::PEER_LINK:
+      return decode_peer_link(payload);
   }
   throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
 }

@@ -250,8 +250,30 @@ struct Probe {
   ConstBytes data;           // at most kMaxProbeBytes
 };
 
+// PEER_PROBE: the coordinator asks a node to measure its link to another node (dial it,
+// then PROBE it as cluster/link_probe.h does, within `budget_ms`); the node answers with
+// PEER_LINK. Stage links and rings run between nodes, whose links the coordinator's own
+// probes cannot see (two Macs on Thunderbolt, the coordinator on Wi-Fi).
+inline constexpr uint32_t kMaxPeerProbeMs = 10000;
+inline constexpr uint32_t kMaxAddressBytes = 256;
+struct PeerProbe {
+  static constexpr MessageType kType = MessageType::PEER_PROBE;
+  uint32_t budget_ms = 0;  // at most kMaxPeerProbeMs
+  std::string address;     // host:port of the other node, as the coordinator reached it
+};
+
+// PEER_LINK: the answer to PEER_PROBE. Not reached: `why` says so, the figures are 0.
+struct PeerLink {
+  static constexpr MessageType kType = MessageType::PEER_LINK;
+  bool reached = false;
+  double rtt_seconds = 0;
+  double to_peer_bytes_per_s = 0;    // from the node that measured to the other
+  double from_peer_bytes_per_s = 0;  // back
+  std::string why;                   // at most kMaxErrorTextBytes
+};
+
 using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
-                             Ping, Pong, ErrorReply, Bye, Want, Ring, Probe>;
+                             Ping, Pong, ErrorReply, Bye, Want, Ring, Probe, PeerProbe, PeerLink>;
 
 // ---------------------------------------------------------------------------------------
 // Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
@@ -271,6 +293,8 @@ Payload encode(const Bye& m);
 Payload encode(const Want& m);
 Payload encode(const Ring& m);
 Payload encode(const Probe& m);
+Payload encode(const PeerProbe& m);
+Payload encode(const PeerLink& m);
 
 // Decoders: throw herd::Error naming the message and field on any malformed payload,
 // including trailing bytes.
@@ -292,6 +316,8 @@ Bye decode_bye(ConstBytes payload);
 Want decode_want(ConstBytes payload);
 Ring decode_ring(ConstBytes payload);
 Probe decode_probe(ConstBytes payload);
+PeerProbe decode_peer_probe(ConstBytes payload);
+PeerLink decode_peer_link(ConstBytes payload);
 
 Message decode_message(MessageType type, ConstBytes payload);
 
@@ -317,6 +343,8 @@ M decode_as(ConstBytes payload) {
   if constexpr (std::is_same_v<M, Want>) return decode_want(payload);
   if constexpr (std::is_same_v<M, Ring>) return decode_ring(payload);
   if constexpr (std::is_same_v<M, Probe>) return decode_probe(payload);
+  if constexpr (std::is_same_v<M, PeerProbe>) return decode_peer_probe(payload);
+  if constexpr (std::is_same_v<M, PeerLink>) return decode_peer_link(payload);
 }
 
 // Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "net/activations.h"
 #include "net/test_frames.h"
@@ -219,7 +220,8 @@ TEST(MessagesTest, Q8RowsAreWholeBlocksWithinHalfAStep) {
   Forward in;
   for (uint32_t t = 0; t < rows; ++t) in.batch.add(t, 0, t, true);
   in.activations = a;
-  Forward out = decode_forward(joined(encode(in)));
+  const std::vector<uint8_t> bytes = joined(encode(in));  // what `out` views
+  Forward out = decode_forward(bytes);
   std::vector<float> back(values.size());
   decode_activations(out.activations, back);
   for (uint32_t r = 0; r < rows; ++r) {
@@ -329,7 +331,8 @@ TEST(MessagesTest, CollectiveDataMustBeWholeValuesOrBlocks) {
 
   std::vector<uint8_t> blocks(2 * kQ8BlockBytes, 0);
   Collective q8{2, 1, 64, blocks, WireDType::Q8_0};
-  Collective back = decode_collective(joined(encode(q8)));
+  const std::vector<uint8_t> q8_bytes = joined(encode(q8));  // what `back` views
+  Collective back = decode_collective(q8_bytes);
   EXPECT_EQ(back.dtype, WireDType::Q8_0);
   EXPECT_EQ(back.offset, 64u);
   EXPECT_EQ(back.data.size(), 68u);
@@ -353,6 +356,31 @@ TEST(MessagesTest, AProbeAsksForAtMost16MiBAndSaysHowMuchItCarries) {
   EXPECT_THAT(decode_error_text<Probe>(greedy), HasSubstr("reply_bytes"));
   bytes.push_back(0);
   EXPECT_THAT(decode_error_text<Probe>(bytes), HasSubstr("11 follow"));
+}
+
+TEST(MessagesTest, APeerProbeNamesAnAddressAndItsAnswerCarriesTheLink) {
+  const PeerProbe ask = decode_peer_probe(joined(encode(PeerProbe{200, "10.0.0.7:7070"})));
+  EXPECT_EQ(ask.budget_ms, 200u);
+  EXPECT_EQ(ask.address, "10.0.0.7:7070");
+  std::vector<uint8_t> bytes = joined(encode(PeerProbe{200, "x:1"}));
+  store_le<uint32_t>(bytes.data(), kMaxPeerProbeMs + 1);
+  EXPECT_THAT(decode_error_text<PeerProbe>(bytes), HasSubstr("budget_ms"));
+  bytes = joined(encode(PeerProbe{200, "x:1"}));
+  bytes[bytes.size() - 2] = ' ';  // "x 1": no spaces in an address
+  EXPECT_THAT(decode_error_text<PeerProbe>(bytes), HasSubstr("address"));
+
+  const PeerLink link = decode_peer_link(joined(encode(PeerLink{true, 8e-4, 1.2e8, 1.1e8, ""})));
+  EXPECT_TRUE(link.reached);
+  EXPECT_EQ(link.rtt_seconds, 8e-4);
+  EXPECT_EQ(link.to_peer_bytes_per_s, 1.2e8);
+  EXPECT_EQ(link.from_peer_bytes_per_s, 1.1e8);
+  const PeerLink refused = decode_peer_link(joined(encode(PeerLink{false, 0, 0, 0, "refused"})));
+  EXPECT_FALSE(refused.reached);
+  EXPECT_EQ(refused.why, "refused");
+  bytes = joined(encode(PeerLink{true, 8e-4, 1.2e8, 1.1e8, ""}));
+  const double negative = -1;
+  std::memcpy(bytes.data() + 1, &negative, sizeof negative);
+  EXPECT_THAT(decode_error_text<PeerLink>(bytes), HasSubstr("rtt_seconds"));
 }
 
 TEST(MessagesTest, EveryTruncationOfEveryFrameIsAnError) {

@@ -80,7 +80,10 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(Probe{4096, ConstBytes(data.data(), 24)}),
           frame_bytes(chained),
           frame_bytes(chained_result),
-          frame_bytes(q8_collective)};
+          frame_bytes(q8_collective),
+          frame_bytes(PeerProbe{300, "10.0.0.7:7070"}),
+          frame_bytes(PeerLink{true, 0.0008, 1.2e8, 1.1e8, ""}),
+          frame_bytes(PeerLink{false, 0, 0, 0, "connection refused"})};
 }
 
 }  // namespace herd::net::testing

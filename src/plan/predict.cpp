@@ -17,8 +17,28 @@ LinkProfile assumed_link() {
   return l;
 }
 
+Links Links::first(size_t n) const {
+  Links out;
+  out.to_node.assign(to_node.begin(), to_node.begin() + static_cast<std::ptrdiff_t>(n));
+  for (const auto& [pair, link] : between) {
+    if (static_cast<size_t>(pair.second) < n) out.between.emplace(pair, link);
+  }
+  return out;
+}
+
+namespace {
+
+const LinkProfile* between_nodes(const Links& links, int a, int b) {
+  if (a == 0 || b == 0) return nullptr;
+  const auto it = links.between.find({std::min(a, b), std::max(a, b)});
+  return it != links.between.end() && it->second.measured ? &it->second : nullptr;
+}
+
+}  // namespace
+
 double Links::latency(int a, int b) const {
   if (a == b) return 0;
+  if (const LinkProfile* l = between_nodes(*this, a, b)) return l->rtt_seconds / 2;
   const auto rtt = [&](int n) { return to_node[static_cast<size_t>(n)].rtt_seconds; };
   if (a == 0) return rtt(b) / 2;
   if (b == 0) return rtt(a) / 2;
@@ -26,6 +46,7 @@ double Links::latency(int a, int b) const {
 }
 
 bool Links::measured(int a, int b) const {
+  if (between_nodes(*this, a, b) != nullptr) return true;
   return (a == 0 || to_node[static_cast<size_t>(a)].measured) &&
          (b == 0 || to_node[static_cast<size_t>(b)].measured);
 }
@@ -33,6 +54,9 @@ bool Links::measured(int a, int b) const {
 double Links::bandwidth(int a, int b) const {
   const auto link = [&](int n) -> const LinkProfile& { return to_node[static_cast<size_t>(n)]; };
   if (a == b) return 1e18;
+  if (const LinkProfile* l = between_nodes(*this, a, b)) {
+    return a < b ? l->send_bytes_per_s : l->receive_bytes_per_s;
+  }
   if (a == 0) return link(b).send_bytes_per_s;
   if (b == 0) return link(a).receive_bytes_per_s;
   return std::min(link(a).receive_bytes_per_s, link(b).send_bytes_per_s);

@@ -16,7 +16,9 @@
 // docs/plan.md ("Predictions") gives the constants and how they were measured.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/node_profile.h"
@@ -39,11 +41,15 @@ struct LinkProfile {
 LinkProfile assumed_link();
 
 // Links from the coordinator: links[i] to node i ([0], the coordinator itself, unused).
-// Between two nodes (stage links, rings) the link is not measured: they are taken to
-// share a switch with the coordinator (one-way latency the mean of theirs, bandwidth the
-// smaller).
+// Between two nodes (stage links, rings): the link a node measured to the other when the
+// coordinator asked it (PEER_PROBE), else they are taken to share a switch with the
+// coordinator (one-way latency the mean of theirs, bandwidth the smaller).
 struct Links {
   std::vector<LinkProfile> to_node;
+  // Measured links between nodes a < b (both >= 1): send is a -> b, receive b -> a.
+  std::map<std::pair<int, int>, LinkProfile> between;
+  // The links among the first n nodes (a plan on a prefix of the node list).
+  Links first(size_t n) const;
   // One-way seconds and bytes per second from node a to node b (a != b; either may be 0).
   double latency(int a, int b) const;
   double bandwidth(int a, int b) const;

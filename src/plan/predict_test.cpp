@@ -153,6 +153,39 @@ TEST(PredictTest, AnMoeReadsOnlyItsRoutedExperts) {
   EXPECT_NEAR(got.decode_compute_seconds, read / (10e9 * PredictCosts{}.decode_efficiency), 1e-7);
 }
 
+// Two nodes on Thunderbolt, the coordinator on Wi-Fi: the link the nodes measured between
+// them counts for what runs between them, not one inferred from the coordinator's links.
+TEST(PredictTest, AMeasuredLinkBetweenNodesIsTheOneUsed) {
+  Links l = links_of(3, 3e-3, 10e6);  // 3 ms and 10 MB/s to each node
+  EXPECT_NEAR(l.latency(1, 2), 3e-3, 1e-12);
+  EXPECT_EQ(l.bandwidth(1, 2), 10e6);
+  EXPECT_FALSE(l.measured(1, 2));
+  LinkProfile thunderbolt;
+  thunderbolt.rtt_seconds = 40e-6;
+  thunderbolt.send_bytes_per_s = 2e9;     // 1 -> 2
+  thunderbolt.receive_bytes_per_s = 1e9;  // 2 -> 1
+  thunderbolt.measured = true;
+  l.between[{1, 2}] = thunderbolt;
+  EXPECT_NEAR(l.latency(1, 2), 20e-6, 1e-12);
+  EXPECT_NEAR(l.latency(2, 1), 20e-6, 1e-12);
+  EXPECT_EQ(l.bandwidth(1, 2), 2e9);
+  EXPECT_EQ(l.bandwidth(2, 1), 1e9);
+  EXPECT_TRUE(l.measured(1, 2));
+  EXPECT_NEAR(l.latency(0, 2), 3e-3, 1e-12);  // the coordinator's own link is unchanged
+  // A prefix of the nodes keeps the links among them.
+  EXPECT_EQ(l.first(3).between.size(), 1u);
+  EXPECT_TRUE(l.first(2).between.empty());
+  // Tensor parallelism between the two: its all-reduces run on the fast link.
+  const PlanModel m = small_llama();
+  const std::vector<NodeProfile> nodes = {machine("local", 1), machine("b", 10), machine("c", 10)};
+  PlanOptions to = mode(PlanOptions::Mode::kTensor);
+  to.use_local = false;
+  const Plan tensor = plan(m, nodes, to);
+  const Links slow = links_of(3, 3e-3, 10e6);
+  EXPECT_LT(predict(tensor, m, nodes, l, to).decode_allreduce_seconds * 20,
+            predict(tensor, m, nodes, slow, to).decode_allreduce_seconds);
+}
+
 TEST(PredictTest, StageLinksSaveAHopPerStage) {
   const PlanModel m = tinyllama();
   const std::vector<NodeProfile> nodes = {machine("local", 20), machine("b", 20), machine("c", 20),
