@@ -18,5 +18,6 @@ void add_plan(CLI::App& app);
 void add_node(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_nodes(CLI::App& app);
+void add_hub(CLI::App& app);
 
 }  // namespace herd::cli

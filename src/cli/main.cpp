@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   herd::cli::add_node(app);
   herd::cli::add_serve(app);
   herd::cli::add_nodes(app);
+  herd::cli::add_hub(app);
 
   try {
     app.parse(argc, argv);
