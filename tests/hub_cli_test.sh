@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # herd hub as a user starts it: it listens, answers /health, keeps /v1/models behind its
 # API keys, refuses a registration that is not one with a 400 naming the problem, shows an
-# empty network, refuses bad flags, and stops on SIGTERM. (Signed registrations, the
-# heartbeat and expiry: src/hub/hub_server_test.cpp.)
+# empty network; a `herd serve --hub` pod registers (signed with its node identity, with
+# the speeds it measured) and is listed, still answers greedy text as `herd run` does, and
+# is dropped once it stops; bad flags are refused, and the hub stops on SIGTERM.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_cli_test.sh path/to/herd}")
 dir=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
+pid= serve_pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+  rm -rf "$dir"
+}
+export XDG_CONFIG_HOME=$dir/config  # the pod's identity is created here, not in ~/.config
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$dir/hub.log" ] && cat "$dir/hub.log" >&2; exit 1; }
 
-"$herd" hub --port 0 --api-key k1 --api-key k2 2>"$dir/hub.log" &
+"$herd" hub --port 0 --api-key k1 --api-key k2 --heartbeat 1 --pod-timeout 3 2>"$dir/hub.log" &
 pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
 url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)
@@ -30,6 +36,52 @@ grep -q '"data":\[\]' "$dir/body" || fail "/v1/models: $(cat "$dir/body")"
 grep -q "registration: field 'id': not a string" "$dir/body" || fail "400 body: $(cat "$dir/body")"
 [ "$(status "$url/api/network")" = 200 ] || fail "/api/network"
 grep -q '"pods":\[\]' "$dir/body" || fail "/api/network: $(cat "$dir/body")"
+
+# A pod: herd serve --hub registers and is listed with what it measured.
+model=$dir/pod-model.gguf
+"$herd" synth --arch qwen3 --embd 128 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
+  --out "$model" >/dev/null 2>&1 || fail "synth"
+"$herd" serve --model "$model" --host 127.0.0.1 --port 0 --threads 1 --hub "$url" \
+  --hub-name pod-a 2>"$dir/serve.log" &
+serve_pid=$!
+for _ in $(seq 200); do grep -q "registered with the hub" "$dir/serve.log" && break; sleep 0.05; done
+grep -q "registered with the hub at $url as " "$dir/serve.log" || fail "pod: $(cat "$dir/serve.log")"
+pod_url=$(sed -n 's|^serve: listening on \(http://127.0.0.1:[0-9]*\).*|\1|p' "$dir/serve.log")
+[ "$(status -H "Authorization: Bearer k1" "$url/v1/models")" = 200 ] || fail "/v1/models"
+grep -q '"id":"pod-model"' "$dir/body" && grep -q '"pods":1' "$dir/body" ||
+  fail "/v1/models does not list the pod's model: $(cat "$dir/body")"
+status "$url/api/network" >/dev/null
+python3 - "$dir/body" "$pod_url" <<'PY' || fail "/api/network: $(cat "$dir/body")"
+import json, sys
+pods = json.load(open(sys.argv[1]))["pods"]
+assert len(pods) == 1, pods
+p = pods[0]
+assert p["name"] == "pod-a" and p["url"] == sys.argv[2], p
+assert p["decode_tokens_per_s"] > 0 and p["prefill_tokens_per_s"] > 0 and p["slots"] >= 1, p
+assert [m["name"] for m in p["models"]] == ["pod-model"], p
+PY
+# Measuring its speed left the pod's answers as they were: greedy text equals herd run.
+curl -s -o "$dir/done.json" -H 'Content-Type: application/json' \
+  -d '{"prompt": "The herd runs", "max_tokens": 12, "temperature": 0}' "$pod_url/v1/completions"
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' \
+  "$dir/done.json" >"$dir/served.txt" || fail "pod's completion: $(cat "$dir/done.json")"
+"$herd" run --model "$model" --prompt "The herd runs" -n 12 --temp 0 --threads 1 2>/dev/null >"$dir/run.txt"
+# herd run prints the prompt, the text and a newline (the random model's text may hold any
+# byte, so files are compared, not shell strings).
+{ printf 'The herd runs'; cat "$dir/served.txt"; echo; } >"$dir/expected.txt"
+cmp -s "$dir/expected.txt" "$dir/run.txt" ||
+  fail "the pod's greedy text differs from herd run: $(cat "$dir/served.txt") vs $(cat "$dir/run.txt")"
+# Stopped, it is dropped after --pod-timeout (3 s) without a registration.
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "herd serve exited with $?"
+serve_pid=
+for _ in $(seq 100); do
+  status "$url/api/network" >/dev/null
+  grep -q '"pods":\[\]' "$dir/body" && break
+  sleep 0.1
+done
+grep -q '"pods":\[\]' "$dir/body" || fail "the stopped pod is still listed: $(cat "$dir/body")"
+echo "hub_cli: pod-a registered, listed, answered as herd run, dropped after it stopped"
 
 kill -TERM "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done

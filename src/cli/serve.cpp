@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
+#include "hub/hub_client.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "util/cpu_info.h"
@@ -31,7 +32,39 @@ struct ServeOptions {
   int64_t batch_tokens = 256;
   std::string alias;
   int drain_seconds = 60;
+  std::string hub;         // http://host:port of a herd hub to register with
+  std::string public_url;  // how the hub's clients reach this server
+  std::string hub_name;    // the pod's name at the hub
 };
+
+// The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
+// decoded after it, timed on the runner before the scheduler starts (the scheduler keeps
+// no cache of these positions, so they are simply written over).
+struct PodSpeed {
+  double decode_tokens_per_s = 0;
+  double prefill_tokens_per_s = 0;
+};
+
+PodSpeed measure_pod_speed(engine::ModelRunner& runner) {
+  using Clock = std::chrono::steady_clock;
+  const int32_t n_prompt = static_cast<int32_t>(std::min<int64_t>(64, runner.n_ctx() / 2));
+  const int32_t n_decode = static_cast<int32_t>(std::min<int64_t>(16, runner.n_ctx() / 4));
+  const int32_t n_vocab = static_cast<int32_t>(runner.hparams().n_vocab);
+  std::vector<float> logits;
+  engine::Batch prompt;
+  for (int32_t i = 0; i < n_prompt; ++i) prompt.add(1 + i % (n_vocab - 1), 0, i, i + 1 == n_prompt);
+  auto start = Clock::now();
+  runner.forward(prompt, logits);
+  const double prefill = std::chrono::duration<double>(Clock::now() - start).count();
+  start = Clock::now();
+  for (int32_t i = 0; i < n_decode; ++i) {
+    engine::Batch one;
+    one.add(1, 0, n_prompt + i, true);
+    runner.forward(one, logits);
+  }
+  const double decode = std::chrono::duration<double>(Clock::now() - start).count();
+  return {n_decode / std::max(decode, 1e-9), n_prompt / std::max(prefill, 1e-9)};
+}
 
 server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
                                  const ServeOptions& o) {
@@ -132,6 +165,13 @@ void serve(const ServeOptions& o) {
     http_thread.join();
     throw;
   }
+  PodSpeed speed;
+  if (!o.hub.empty()) {
+    // Measured before the scheduler owns the runner.
+    speed = measure_pod_speed(*runner);
+    std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
+                 speed.decode_tokens_per_s, speed.prefill_tokens_per_s);
+  }
   server::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.batch_tokens = o.batch_tokens;
@@ -148,9 +188,25 @@ void serve(const ServeOptions& o) {
   std::fprintf(stderr, "serve: ready: model '%s', %lld slots of %lld tokens; %s\n",
                model.id.c_str(), static_cast<long long>(runner->n_seq()),
                static_cast<long long>(runner->n_ctx()), runner->describe().c_str());
+  std::unique_ptr<hub::HubClient> hub_client;
+  if (!o.hub.empty()) {
+    hub::Registration pod;
+    pod.name = o.hub_name.empty() ? model.id : o.hub_name;
+    pod.url = o.public_url.empty() ? "http://" + o.http.host + ":" + std::to_string(http.port())
+                                   : o.public_url;
+    pod.models = {{model.id, runner->n_ctx()}};
+    pod.slots = static_cast<int32_t>(runner->n_seq());
+    pod.decode_tokens_per_s = speed.decode_tokens_per_s;
+    pod.prefill_tokens_per_s = speed.prefill_tokens_per_s;
+    pod.memory_bytes = system_memory().total_bytes;
+    hub_client = std::make_unique<hub::HubClient>(
+        o.hub, o.model.cluster.security.identity(), pod,
+        [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); });
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
+  hub_client.reset();  // no more registrations: the hub drops the pod after its timeout
   std::fprintf(stderr, "serve: %s: finishing the requests in flight\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
   http.begin_drain();
@@ -185,6 +241,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
       ->capture_default_str();
+  cmd->add_option("--hub", o->hub,
+                  "Register with a herd hub at http://HOST:PORT (signed with the node identity)");
+  cmd->add_option("--public-url", o->public_url,
+                  "How the hub's clients reach this server (default: http://--host:--port)");
+  cmd->add_option("--hub-name", o->hub_name, "This pod's name at the hub (default: the model's)");
   cmd->callback([o] { serve(*o); });
 }
 
