@@ -2,8 +2,9 @@
 # herd hub as a user starts it: it listens, answers /health, keeps /v1/models behind its
 # API keys, refuses a registration that is not one with a 400 naming the problem, shows an
 # empty network; a `herd serve --hub` pod registers (signed with its node identity, with
-# the speeds it measured) and is listed, still answers greedy text as `herd run` does, and
-# is dropped once it stops; bad flags are refused, and the hub stops on SIGTERM.
+# the speeds it measured) and is listed, still answers greedy text as `herd run` does,
+# answers the same through the hub, and is dropped once it stops; bad flags are refused,
+# and the hub stops on SIGTERM.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_cli_test.sh path/to/herd}")
 dir=$(mktemp -d)
@@ -71,6 +72,13 @@ python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["choices"][0]["
 { printf 'The herd runs'; cat "$dir/served.txt"; echo; } >"$dir/expected.txt"
 cmp -s "$dir/expected.txt" "$dir/run.txt" ||
   fail "the pod's greedy text differs from herd run: $(cat "$dir/served.txt") vs $(cat "$dir/run.txt")"
+# Through the hub: a client's request goes whole to the pod, and comes back as the pod's.
+curl -s -o "$dir/via-hub.json" -H 'Content-Type: application/json' -H "Authorization: Bearer k1" \
+  -d '{"model": "pod-model", "prompt": "The herd runs", "max_tokens": 12, "temperature": 0}' \
+  "$url/v1/completions"
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' \
+  "$dir/via-hub.json" >"$dir/via-hub.txt" || fail "completion through the hub: $(cat "$dir/via-hub.json")"
+cmp -s "$dir/via-hub.txt" "$dir/served.txt" || fail "the hub's answer differs from the pod's"
 # Stopped, it is dropped after --pod-timeout (3 s) without a registration.
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "herd serve exited with $?"
@@ -81,7 +89,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 grep -q '"pods":\[\]' "$dir/body" || fail "the stopped pod is still listed: $(cat "$dir/body")"
-echo "hub_cli: pod-a registered, listed, answered as herd run, dropped after it stopped"
+echo "hub_cli: pod-a registered, listed, answered as herd run directly and through the hub," \
+  "dropped after it stopped"
 
 kill -TERM "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done

@@ -1,6 +1,6 @@
 // herd hub: the network's hub (issue 19; docs/network.md). Pods register with a signed
-// registration and register again as their heartbeat; clients list the models the network
-// serves; GET /api/network shows every pod. Serves until SIGINT or SIGTERM.
+// registration and register again as their heartbeat; clients' completions go whole to a
+// pod the router chooses; GET /api/network shows every pod. Serves until SIGINT or SIGTERM.
 #include <pthread.h>
 
 #include <csignal>

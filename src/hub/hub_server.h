@@ -5,13 +5,16 @@
 //   POST /api/register   a pod's signed registration (X-Herd-Signature); 200 with
 //                        {"pod": id, "heartbeat_seconds": n}, 400 naming a bad field, 403
 //                        for a signature that is not the pod's or a replay
+//   POST /v1/chat/completions, /v1/completions
+//                        the whole request to the pod the router chooses for its model,
+//                        tried on another when one fails before answering (an API key)
 //   GET  /v1/models      the models live pods serve (OpenAI's list; an API key when the hub
 //                        has keys)
 //   GET  /api/network    every live pod: models, speeds, slots, uptime, reputation
 //   GET  /health         {"status": "ok", "pods": n}
 //
-// A pod not heard from within pod_timeout is dropped. Requests are not routed yet (next:
-// /v1/chat/completions through the router, with retries and the ledger).
+// A pod not heard from within pod_timeout is dropped. Not yet: charging through the ledger,
+// the hub's own round-trip probes (the router is told 0), https pods.
 #pragma once
 
 #include <chrono>

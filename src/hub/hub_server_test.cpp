@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "hub/registration.h"
@@ -140,6 +141,135 @@ TEST(HubServerTest, ASilentPodIsDropped) {
   res = h.client->Get("/v1/models");
   ASSERT_TRUE(res);
   EXPECT_TRUE(json::parse(res->body)["data"].empty());
+}
+
+// A stand-in pod: answers completions with its name (streamed when asked), or fails with
+// 500 when `broken`.
+struct FakePod {
+  FakePod(std::string name, bool broken) : name(std::move(name)), broken(broken) {
+    const auto answer = [this](const httplib::Request& req, httplib::Response& res) {
+      ++requests;
+      if (this->broken) {
+        res.status = 500;
+        res.set_content(R"({"error": {"message": "broken"}})", "application/json");
+        return;
+      }
+      if (json::parse(req.body).value("stream", false)) {
+        res.set_chunked_content_provider(
+            "text/event-stream", [this](size_t, httplib::DataSink& sink) {
+              for (int i = 0; i < 3; ++i) {
+                const std::string event =
+                    "data: {\"pod\": \"" + this->name + "\", \"i\": " + std::to_string(i) + "}\n\n";
+                sink.write(event.data(), event.size());
+              }
+              sink.write("data: [DONE]\n\n", 14);
+              sink.done();
+              return true;
+            });
+        return;
+      }
+      res.set_content(json{{"pod", this->name}, {"path", req.path}}.dump(), "application/json");
+    };
+    server.Post("/v1/chat/completions", answer);
+    server.Post("/v1/completions", answer);
+    port = server.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { server.listen_after_bind(); });
+  }
+  ~FakePod() {
+    server.stop();
+    thread.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+  std::string name;
+  bool broken;
+  std::atomic<int> requests{0};
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+void register_pod(RunningHub& h, const net::NodeIdentity& identity, const FakePod& pod,
+                  double decode) {
+  Registration r = sample(identity);
+  r.name = pod.name;
+  r.url = pod.url();
+  r.decode_tokens_per_s = decode;
+  const std::string body = registration_body(r);
+  const httplib::Result res = post_registration(*h.client, body, sign_registration(identity, body));
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+}
+
+const httplib::Headers kClient = {{"Authorization", "Bearer client-key"}};
+
+TEST(HubServerTest, ARequestGoesToAPodAndIsTriedOnAnotherWhenItFails) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  RunningHub h(o);
+  FakePod broken("broken", true), good("good", false);
+  const net::NodeIdentity a = net::NodeIdentity::generate(), b = net::NodeIdentity::generate();
+  register_pod(h, a, broken, 100);  // the fastest: chosen first, and it fails
+  register_pod(h, b, good, 10);
+  const std::string chat =
+      R"({"model": "llama-3.1-8b-q4_0", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})";
+  httplib::Result res = h.client->Post("/v1/chat/completions", kClient, chat, "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["pod"], "good");
+  EXPECT_EQ(json::parse(res->body)["path"], "/v1/chat/completions");
+  EXPECT_EQ(res->get_header_value("X-Herd-Pod"), good.url());
+  EXPECT_EQ(broken.requests, 1);
+  // Streamed: passed on as the pod sends it, from the pod that works.
+  json streamed = json::parse(chat);
+  streamed["stream"] = true;
+  res = h.client->Post("/v1/chat/completions", kClient, streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_THAT(res->body, HasSubstr(R"(data: {"pod": "good", "i": 2})"));
+  EXPECT_THAT(res->body, HasSubstr("data: [DONE]"));
+  // Both requests are over: no request counts as in flight.
+  for (const json& pod : h.hub.network()["pods"]) EXPECT_EQ(pod["active"], 0) << pod.dump();
+  // Completions go the same way.
+  res = h.client->Post("/v1/completions", kClient,
+                       R"({"model": "llama-3.1-8b-q4_0", "prompt": "hi"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["path"], "/v1/completions");
+}
+
+TEST(HubServerTest, ClientsGetCleanErrors) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  RunningHub h(o);
+  FakePod broken("broken", true);
+  const net::NodeIdentity a = net::NodeIdentity::generate();
+  register_pod(h, a, broken, 10);
+  const std::string chat = R"({"model": "llama-3.1-8b-q4_0", "messages": []})";
+  httplib::Result res = h.client->Post("/v1/chat/completions", chat, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  res = h.client->Post("/v1/chat/completions", kClient, R"({"messages": []})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_THAT(res->body, HasSubstr("field 'model'"));
+  res =
+      h.client->Post("/v1/chat/completions", kClient, R"({"model": "other"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_THAT(res->body, HasSubstr("model 'other' is not served by any pod"));
+  // Every pod fails: 503 naming why; streamed, an error event and the end of the stream.
+  res = h.client->Post("/v1/chat/completions", kClient, chat, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_THAT(res->body,
+              HasSubstr("no pod could answer for model 'llama-3.1-8b-q4_0': it answered 500"));
+  json streamed = json::parse(chat);
+  streamed["stream"] = true;
+  res = h.client->Post("/v1/chat/completions", kClient, streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_THAT(res->body, HasSubstr("no pod could answer"));
+  EXPECT_THAT(res->body, HasSubstr("data: [DONE]"));
+  EXPECT_EQ(broken.requests, 2);  // tried once each time: the only pod
 }
 
 }  // namespace
