@@ -229,7 +229,8 @@ TEST(HubServerTest, ARequestGoesToAPodAndIsTriedOnAnotherWhenItFails) {
   EXPECT_THAT(res->body, HasSubstr(R"(data: {"pod": "good", "i": 2})"));
   EXPECT_THAT(res->body, HasSubstr("data: [DONE]"));
   // Both requests are over: no request counts as in flight.
-  for (const json& pod : h.hub.network()["pods"]) EXPECT_EQ(pod["active"], 0) << pod.dump();
+  const json network = h.hub.network();  // kept: a loop over a temporary's member dangles
+  for (const json& pod : network["pods"]) EXPECT_EQ(pod["active"], 0) << pod.dump();
   // Completions go the same way.
   res = h.client->Post("/v1/completions", kClient,
                        R"({"model": "llama-3.1-8b-q4_0", "prompt": "hi"})", "application/json");
