@@ -72,7 +72,7 @@ struct Assignment {
   int64_t n_seq = 1;
   // Of the hidden states it returns and of its tensor-parallel all-reduces.
   net::WireDType wire_dtype = net::WireDType::F32;
-  std::vector<TensorDesc> tensors;                  // the weights it reads, in file order
+  std::vector<TensorDesc> tensors;  // the weights it reads, in file order
 };
 
 nlohmann::json to_json(const Assignment& a);

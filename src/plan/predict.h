@@ -65,7 +65,7 @@ struct PredictCosts {
   // A ring step waits for the later of two ranks, which finished their matrix work apart,
   // and wakes a thread on each: a cost a link's round trip does not hold.
   double ring_step_seconds = 40e-6;
-  int64_t prompt_tokens = 256;       // the prompt prefill is predicted for
+  int64_t prompt_tokens = 256;  // the prompt prefill is predicted for
   // How the pod runs, not costs: bytes of a hidden-state value on the wire, between stages
   // and in all-reduces (--wire-dtype: 4 for f32, 2 for f16, 34/32 for q8_0), and whether
   // consecutive stages on nodes talk straight.
