@@ -46,28 +46,53 @@ int32_t Sampler::sample(std::span<const float> logits, TokenFilter* filter) {
   return allowed_[static_cast<size_t>(second)] ? second : -1;
 }
 
-int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
+bool Sampler::penalizing() const {
   const SamplerParams& p = params_;
-  const bool penalize =
-      !recent_.empty() &&
-      (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
-  if (p.temperature <= 0.0f && !penalize) return greedy(logits);
+  return !recent_.empty() &&
+         (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+}
 
+void Sampler::penalized_candidates(std::span<const float> logits) {
+  const SamplerParams& p = params_;
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
-
-  if (penalize) {
-    std::unordered_map<int32_t, int> counts;
-    for (int32_t t : recent_) ++counts[t];
-    for (const auto& [token, count] : counts) {
-      if (token < 0 || static_cast<size_t>(token) >= candidates_.size()) continue;
-      float& l = candidates_[static_cast<size_t>(token)].logit;
-      if (std::isinf(l)) continue;  // masked: stays out whatever the penalty (0 * inf is NaN)
-      // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
-      l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
-      l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
-    }
+  if (!penalizing()) return;
+  std::unordered_map<int32_t, int> counts;
+  for (int32_t t : recent_) ++counts[t];
+  for (const auto& [token, count] : counts) {
+    if (token < 0 || static_cast<size_t>(token) >= candidates_.size()) continue;
+    float& l = candidates_[static_cast<size_t>(token)].logit;
+    if (std::isinf(l)) continue;  // masked: stays out whatever the penalty (0 * inf is NaN)
+    // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
+    l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
   }
+}
+
+DrawCheck Sampler::check(std::span<const float> logits, int32_t token) {
+  DrawCheck out;
+  if (token < 0 || static_cast<size_t>(token) >= logits.size()) return out;  // impossible
+  penalized_candidates(logits);
+  float best = candidates_[0].logit;
+  for (const Candidate& c : candidates_) best = std::max(best, c.logit);
+  const float own = candidates_[static_cast<size_t>(token)].logit;
+  out.gap = best - own;
+  if (params_.temperature <= 0.0f) {
+    out.probability = out.gap <= 0.0f ? 1.0 : 0.0;
+    return out;
+  }
+  double sum = 0;
+  for (const Candidate& c : candidates_) {
+    sum += std::exp(static_cast<double>(c.logit - best) / params_.temperature);
+  }
+  out.probability = std::exp(static_cast<double>(own - best) / params_.temperature) / sum;
+  return out;
+}
+
+int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
+  const SamplerParams& p = params_;
+  if (p.temperature <= 0.0f && !penalizing()) return greedy(logits);
+  penalized_candidates(logits);
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };

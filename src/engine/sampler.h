@@ -13,6 +13,13 @@
 
 namespace herd::engine {
 
+// How plausible a token is as a sampler's draw (DrawCheck below): what a hub's checker
+// reports for each token another machine served (issue 19, docs/network.md).
+struct DrawCheck {
+  double probability = 0;  // at the temperature, over the whole vocabulary; 1/0 when greedy
+  float gap = 0;           // the best logit minus the token's (after penalties); >= 0
+};
+
 struct SamplerParams {
   float temperature = 0.8f;
   int32_t top_k = 40;           // <= 0: off
@@ -35,11 +42,20 @@ class Sampler {
   int32_t sample(std::span<const float> logits, TokenFilter* filter = nullptr);
   void accept(int32_t token);
   void reset();
+  // How plausible `token` is as this sampler's draw from `logits`, with the penalties of
+  // the tokens accepted so far. The probability is the temperature's softmax over the whole
+  // vocabulary, not cut by top-k/top-p/min-p: a checker on other kernels must not refuse an
+  // honest token that sat at a cut. Greedy (temperature <= 0): 1 for the best token, else
+  // 0; the gap says how near it was.
+  DrawCheck check(std::span<const float> logits, int32_t token);
 
   const SamplerParams& params() const { return params_; }
 
  private:
   int32_t sample_unfiltered(std::span<const float> logits);
+  bool penalizing() const;
+  // candidates_ = logits with the penalties of the recent tokens applied.
+  void penalized_candidates(std::span<const float> logits);
 
   struct Candidate {
     int32_t id;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -77,6 +78,30 @@ TEST(Sampler, PenaltiesDiscourageRepeats) {
   f.accept(0);
   f.accept(0);
   EXPECT_EQ(f.sample(logits), 1);  // 3 - 0.5 - 0.6 < 2
+}
+
+TEST(Sampler, CheckGivesTheDrawsProbabilityAndGapAfterPenalties) {
+  SamplerParams p;
+  p.temperature = 0.5f;  // the probability ignores top-k/top-p/min-p: only the temperature
+  p.repeat_penalty = 2.0f;
+  Sampler s(p);
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f};
+  const double z = std::exp(4.0) + std::exp(2.0) + std::exp(0.0);  // logits / 0.5
+  DrawCheck c = s.check(logits, 1);
+  EXPECT_NEAR(c.probability, std::exp(2.0) / z, 1e-6);
+  EXPECT_FLOAT_EQ(c.gap, 1.0f);
+  s.accept(0);  // 2 / 2 = 1: tokens 0 and 1 tie
+  c = s.check(logits, 1);
+  EXPECT_NEAR(c.probability, std::exp(2.0) / (2 * std::exp(2.0) + 1), 1e-6);
+  EXPECT_FLOAT_EQ(c.gap, 0.0f);
+  EXPECT_EQ(s.check(logits, 3).probability, 0.0);  // outside the vocabulary
+
+  p.temperature = 0;
+  Sampler greedy_sampler(p);
+  EXPECT_EQ(greedy_sampler.check(logits, 0).probability, 1.0);
+  c = greedy_sampler.check(logits, 2);
+  EXPECT_EQ(c.probability, 0.0);
+  EXPECT_FLOAT_EQ(c.gap, 2.0f);
 }
 
 // Allows the tokens in a set; counts how often the whole set was asked for.

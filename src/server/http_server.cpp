@@ -107,7 +107,9 @@ bool client_gone(int fd) {
 // write fails).
 struct Collected {
   std::string text;
+  std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;
+  std::vector<TokenScore> scores;
   Finish finish;
 };
 Collected collect(RequestStream& stream, const httplib::Request& req) {
@@ -117,12 +119,19 @@ Collected collect(RequestStream& stream, const httplib::Request& req) {
     if (!stream.cancelled() && client_gone(fd)) stream.cancel();
     StreamUpdate u = stream.wait(kWaitSlice);
     c.text += u.text;
+    c.tokens.insert(c.tokens.end(), u.tokens.begin(), u.tokens.end());
     c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    c.scores.insert(c.scores.end(), u.scores.begin(), u.scores.end());
     if (u.finish) {
       c.finish = *u.finish;
       return c;
     }
   }
+}
+
+// herd's extension of an answer for a hub: the generated tokens' ids.
+json herd_extension(const std::vector<int32_t>& tokens) {
+  return {{"completion_token_ids", tokens}};
 }
 
 ApiError generation_error(const Finish& f) {
@@ -352,6 +361,7 @@ void HttpServer::routes() {
   };
   http_->Post("/v1/chat/completions", guarded("chat_completions", &HttpServer::chat_completions));
   http_->Post("/v1/completions", guarded("completions", &HttpServer::completions));
+  http_->Post("/api/verify", guarded("verify", &HttpServer::verify));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -421,14 +431,18 @@ struct ChatStream {
   bool sent_role = false;
   Clock::time_point last_write = Clock::now();
   std::unique_ptr<InFlight> in_flight;
+  bool token_ids = false;       // herd's extension: the final chunk carries them
+  std::vector<int32_t> tokens;  // generated so far (when token_ids)
 };
 
-}  // namespace
+// A chat request as the engine runs it: its prompt's tokens and sampling, and how its output
+// is read (reasoning, tool calls). `n` numbers the response (tool-call ids).
+struct ChatRun {
+  GenerationParams params;
+  OutputParserOptions parser;
+};
 
-void HttpServer::chat_completions(const httplib::Request& req, httplib::Response& res) {
-  const ServedModel& m = *model_.load();
-  ChatRequest r = parse_chat_request(req.body);
-  check_model(r.sampling, m);
+ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
   if (!m.chat_template) {
     throw ApiError(400, "the model has no chat template; use /v1/completions",
                    "invalid_request_error", "messages");
@@ -471,7 +485,6 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   po.harmony = uses_harmony(m.template_source);
   po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
-  const uint64_t n = next_id_.fetch_add(1);
   po.id_prefix = "call_" + std::to_string(n) + "_";
   std::shared_ptr<const JsonGrammar> grammar = r.response_format.grammar;
   if (grammar && !r.tool_choice.forces_call()) {
@@ -510,6 +523,17 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   g.grammar = std::move(grammar);
   // The template writes the special tokens itself (BOS included where it wants one).
   g.prompt = m.tokenizer->encode(prompt, false, true);
+  return {std::move(g), std::move(po)};
+}
+
+}  // namespace
+
+void HttpServer::chat_completions(const httplib::Request& req, httplib::Response& res) {
+  const ServedModel& m = *model_.load();
+  ChatRequest r = parse_chat_request(req.body);
+  check_model(r.sampling, m);
+  const uint64_t n = next_id_.fetch_add(1);
+  auto [g, po] = prepare_chat(m, r, n);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   std::shared_ptr<RequestStream> stream = submit(std::move(g), "messages");
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
@@ -521,13 +545,23 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
     ParsedDelta all = parser.push(c.text);
     all.append(parser.finish());
     const json lp = r.sampling.top_logprobs >= 0 ? logprobs_json(*m.tokenizer, c.logprobs) : json();
-    send_json(res, 200, chat_completion(header, all, c.finish, lp));
+    json answer = chat_completion(header, all, c.finish, lp);
+    if (r.sampling.herd_token_ids) answer["herd"] = herd_extension(c.tokens);
+    send_json(res, 200, answer);
     return;
   }
 
-  auto state = std::make_shared<ChatStream>(
-      ChatStream{stream, OutputParser(po), header, m.tokenizer, r.sampling.include_usage,
-                 r.sampling.top_logprobs >= 0, false, Clock::now(), std::move(in_flight)});
+  auto state = std::make_shared<ChatStream>(ChatStream{stream,
+                                                       OutputParser(po),
+                                                       header,
+                                                       m.tokenizer,
+                                                       r.sampling.include_usage,
+                                                       r.sampling.top_logprobs >= 0,
+                                                       false,
+                                                       Clock::now(),
+                                                       std::move(in_flight),
+                                                       r.sampling.herd_token_ids,
+                                                       {}});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -540,6 +574,9 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
                                       nullptr, nullptr));
         }
         StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (state->token_ids) {
+          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
         auto add_delta = [&](const ParsedDelta& d, const json& logprobs) {
           if (d.empty() && logprobs.is_null()) return;
           out += sse_event(chat_chunk(state->header, chat_delta(d), nullptr, logprobs));
@@ -554,9 +591,11 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
         if (u.finish) {
           auto last = [&] {
             add_delta(state->parser.finish(), json());
-            return chat_chunk(state->header, json::object(),
-                              openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0),
-                              nullptr);
+            json chunk = chat_chunk(
+                state->header, json::object(),
+                openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0), nullptr);
+            if (state->token_ids) chunk["herd"] = herd_extension(state->tokens);
+            return chunk;
           };
           return finish_events(sink, out, *u.finish, last, state->header,
                                state->include_usage ? "chat.completion.chunk" : nullptr);
@@ -572,16 +611,25 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
 // ---------------------------------------------------------------------------------------
 // POST /v1/completions
 
-void HttpServer::completions(const httplib::Request& req, httplib::Response& res) {
-  const ServedModel& m = *model_.load();
-  CompletionRequest r = parse_completion_request(req.body);
-  check_model(r.sampling, m);
+namespace {
+
+GenerationParams prepare_completion(const ServedModel& m, const CompletionRequest& r) {
   GenerationParams g = generation_params(r.sampling);
   g.grammar = r.response_format.grammar;
   // A text prompt gets the model's BOS, as `herd run` gives it.
   g.prompt = r.prompt_text ? m.tokenizer->encode(*r.prompt_text, true, false) : r.prompt_tokens;
   if (g.prompt.empty())
     throw ApiError(400, "the prompt has no tokens", "invalid_request_error", "prompt");
+  return g;
+}
+
+}  // namespace
+
+void HttpServer::completions(const httplib::Request& req, httplib::Response& res) {
+  const ServedModel& m = *model_.load();
+  CompletionRequest r = parse_completion_request(req.body);
+  check_model(r.sampling, m);
+  GenerationParams g = prepare_completion(m, r);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   std::shared_ptr<RequestStream> stream = submit(std::move(g), "prompt");
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
@@ -591,7 +639,9 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
     if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
     json lp;
     if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);
-    send_json(res, 200, completion(header, c.text, c.finish, lp));
+    json answer = completion(header, c.text, c.finish, lp);
+    if (r.sampling.herd_token_ids) answer["herd"] = herd_extension(c.tokens);
+    send_json(res, 200, answer);
     return;
   }
   struct CompletionStream {
@@ -603,10 +653,19 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
     bool include_usage;
     Clock::time_point last_write;
     std::unique_ptr<InFlight> in_flight;
+    bool token_ids;
+    std::vector<int32_t> tokens;
   };
-  auto state = std::make_shared<CompletionStream>(
-      CompletionStream{stream, header, m.tokenizer, r.sampling.top_logprobs >= 0, 0,
-                       r.sampling.include_usage, Clock::now(), std::move(in_flight)});
+  auto state = std::make_shared<CompletionStream>(CompletionStream{stream,
+                                                                   header,
+                                                                   m.tokenizer,
+                                                                   r.sampling.top_logprobs >= 0,
+                                                                   0,
+                                                                   r.sampling.include_usage,
+                                                                   Clock::now(),
+                                                                   std::move(in_flight),
+                                                                   r.sampling.herd_token_ids,
+                                                                   {}});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -614,6 +673,9 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
       [state](size_t, httplib::DataSink& sink) {
         std::string out;
         StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (state->token_ids) {
+          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
         if (!u.text.empty() || (state->logprobs && !u.logprobs.empty())) {
           json lp;
           if (state->logprobs) {
@@ -624,8 +686,10 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
         }
         if (u.finish) {
           auto last = [&] {
-            return completion_chunk(state->header, "", openai_finish_reason(*u.finish, false),
-                                    nullptr);
+            json chunk = completion_chunk(state->header, "", openai_finish_reason(*u.finish, false),
+                                          nullptr);
+            if (state->token_ids) chunk["herd"] = herd_extension(state->tokens);
+            return chunk;
           };
           return finish_events(sink, out, *u.finish, last, state->header,
                                state->include_usage ? "text_completion" : nullptr);
@@ -636,6 +700,91 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
         if (!success) state->stream->cancel();
         state->in_flight.reset();
       });
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /api/verify: a hub asks this pod to check tokens another pod served (docs/network.md)
+//
+//   {"endpoint": "chat" | "completions", "request": <the client's request body>,
+//    "completion_token_ids": [the served tokens]}
+// answers
+//   {"prompt_tokens": n, "text": the served tokens as text,
+//    "scores": [{"token": id, "probability": p, "gap": g}, ...]}
+// with each token's probability and gap as this pod's sampler would draw it with the
+// request's sampling (engine::DrawCheck), all from one prefill of prompt and served tokens.
+// The prompt is this pod's own rendering and tokenization of the request, not the server's.
+// Requests held to a grammar (JSON schema, forced tool calls) cannot be checked this way: 422.
+
+void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
+  const ServedModel& m = *model_.load();
+  const json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    throw ApiError(400, "the body is not a JSON object", "invalid_request_error");
+  }
+  const std::string endpoint = body.value("endpoint", "");
+  if (!body.contains("request") || !body["request"].is_object()) {
+    throw ApiError(400, "'request' must be the served request's body", "invalid_request_error",
+                   "request");
+  }
+  if (!body.contains("completion_token_ids") || !body["completion_token_ids"].is_array() ||
+      body["completion_token_ids"].empty()) {
+    throw ApiError(400, "'completion_token_ids' must be a non-empty array of token ids",
+                   "invalid_request_error", "completion_token_ids");
+  }
+  const int64_t n_vocab = m.tokenizer->n_vocab();
+  std::vector<int32_t> served;
+  for (const json& t : body["completion_token_ids"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
+      throw ApiError(400,
+                     "'completion_token_ids' holds " + t.dump(0).substr(0, 40) +
+                         ", not a token id of this model's vocabulary [0, " +
+                         std::to_string(n_vocab) + ")",
+                     "invalid_request_error", "completion_token_ids");
+    }
+    served.push_back(t.get<int32_t>());
+  }
+  const std::string request = body["request"].dump();
+  GenerationParams g;
+  if (endpoint == "chat") {
+    ChatRequest r = parse_chat_request(request);
+    check_model(r.sampling, m);
+    g = prepare_chat(m, r, 0).params;
+  } else if (endpoint == "completions") {
+    CompletionRequest r = parse_completion_request(request);
+    check_model(r.sampling, m);
+    g = prepare_completion(m, r);
+  } else {
+    throw ApiError(400, "'endpoint' must be \"chat\" or \"completions\"", "invalid_request_error",
+                   "endpoint");
+  }
+  if (g.grammar) {
+    throw ApiError(422,
+                   "a request held to a grammar (a JSON schema, a forced tool call) cannot "
+                   "be checked token by token",
+                   "invalid_request_error", "request", "unverifiable");
+  }
+  const auto n_prompt = static_cast<int64_t>(g.prompt.size());
+  g.score_from = n_prompt;
+  g.prompt.insert(g.prompt.end(), served.begin(), served.end());
+  g.max_tokens = 0;
+  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  std::shared_ptr<RequestStream> stream = submit(std::move(g), "request");
+  Collected c = collect(*stream, req);
+  if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+  if (c.scores.size() != served.size()) {
+    throw ApiError(500,
+                   "the check scored " + std::to_string(c.scores.size()) + " of " +
+                       std::to_string(served.size()) + " tokens",
+                   "server_error");
+  }
+  json scores = json::array();
+  for (const TokenScore& t : c.scores) {
+    scores.push_back(
+        {{"token", t.token}, {"probability", t.check.probability}, {"gap", t.check.gap}});
+  }
+  send_json(
+      res, 200,
+      {{"prompt_tokens", n_prompt}, {"text", m.tokenizer->decode(served)}, {"scores", scores}});
 }
 
 }  // namespace herd::server

@@ -81,6 +81,7 @@ class HttpServer {
   bool authorized(const httplib::Request& req, httplib::Response& res);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res);
+  void verify(const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<RequestStream> submit(GenerationParams params, const char* prompt_param);
   void health(httplib::Response& res);
   void cluster(httplib::Response& res);

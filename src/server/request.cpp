@@ -71,6 +71,7 @@ SamplingRequest parse_sampling(const json& body) {
   }
   r.stream = boolean(body, "stream").value_or(false);
   r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  r.herd_token_ids = boolean(body, "herd_token_ids").value_or(false);
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& o = body["stream_options"];
     if (!o.is_object()) bad("stream_options", "'stream_options' must be an object");

@@ -42,6 +42,10 @@ struct SamplingRequest {
   std::vector<std::string> stop;
   int top_logprobs = -1;    // < 0: no logprobs
   bool ignore_eos = false;  // generate max_tokens whatever the model says (benchmarks)
+  // herd's extension for a hub (docs/network.md): the answer also carries the ids of the
+  // tokens generated, as "herd": {"completion_token_ids": [...]}, so that the hub can have
+  // them checked by another pod (POST /api/verify).
+  bool herd_token_ids = false;
 };
 
 // OpenAI's tool_choice: "auto", "none", "required" or {"type": "function", "function":

@@ -72,7 +72,8 @@ std::string_view finish_reason_name(FinishReason reason) {
 StreamUpdate RequestStream::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   cv_.wait_for(lock, timeout, [&] {
-    return !pending_.text.empty() || !pending_.tokens.empty() || pending_.finish;
+    return !pending_.text.empty() || !pending_.tokens.empty() || !pending_.scores.empty() ||
+           pending_.finish;
   });
   StreamUpdate out = std::move(pending_);
   pending_ = StreamUpdate();
@@ -85,6 +86,14 @@ void RequestStream::publish(const std::string& text, int32_t token, const TokenL
     pending_.text += text;
     if (token >= 0) pending_.tokens.push_back(token);
     if (logprob) pending_.logprobs.push_back(*logprob);
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::publish_score(const TokenScore& score) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.scores.push_back(score);
   }
   cv_.notify_all();
 }
@@ -169,6 +178,12 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
                                                          std::to_string(n_vocab) + ")");
     }
   }
+  if (params.score_from < 0 ||
+      (params.score_from > 0 &&
+       (params.score_from >= static_cast<int64_t>(params.prompt.size()) || params.grammar))) {
+    throw SubmitError(SubmitError::Kind::kInvalid,
+                      "a check scores tokens after a prompt of at least one token, unconstrained");
+  }
   // The vocabulary's tables for a constraint are built (once, ~66 ms for 151k tokens) here
   // on the caller's thread, not later while the engine thread admits the request holding
   // the queue's lock: that would stall every running stream.
@@ -241,8 +256,12 @@ void Scheduler::admit() {
                              constraint_vocabulary(active->params.render_special));
     }
     queue_.pop_front();
-    // At least the last prompt token runs again: its logits choose the first token.
-    const size_t keep = std::min(best_prefix, active->params.prompt.size() - 1);
+    // At least the last prompt token runs again: its logits choose the first token (a
+    // check's: the token before the first it scores).
+    const size_t first_logits = active->params.score_from > 0
+                                    ? static_cast<size_t>(active->params.score_from) - 1
+                                    : active->params.prompt.size() - 1;
+    const size_t keep = std::min(best_prefix, first_logits);
     Slot& slot = slots_[static_cast<size_t>(best)];
     slot.cached.resize(keep);
     slot.active = active.get();
@@ -250,7 +269,12 @@ void Scheduler::admit() {
     active->slot = best;
     active->n_prefilled = keep;
     active->n_cached = static_cast<int64_t>(keep);
-    for (int32_t t : active->params.prompt) active->sampler.accept(t);
+    // The sampler's penalties look at the tokens before each draw (a check accepts the
+    // tokens it scores as it goes).
+    const size_t n_seen = active->params.score_from > 0
+                              ? static_cast<size_t>(active->params.score_from)
+                              : active->params.prompt.size();
+    for (size_t i = 0; i < n_seen; ++i) active->sampler.accept(active->params.prompt[i]);
     running_.push_back(std::move(active));
   }
   n_running_.store(static_cast<int64_t>(running_.size()));
@@ -353,18 +377,30 @@ void Scheduler::sample_and_emit(Active& a, const float* logits) {
   a.next_token = token;
 }
 
+void Scheduler::score_and_emit(Active& a, size_t position, const float* logits) {
+  const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
+  const int32_t token = a.params.prompt[position + 1];
+  if (a.n_generated == 0) a.first_token = Clock::now();
+  a.stream->publish_score({token, a.sampler.check({logits, n_vocab}, token)});
+  a.sampler.accept(token);
+  ++a.n_generated;
+}
+
 bool Scheduler::step() {
   drop_cancelled();
   admit();
   batch_.clear();
-  // Which running request each logits row belongs to, in batch order.
+  // Which running request each logits row belongs to, in batch order, and the position
+  // the row is of (a check's rows score the token after it).
   std::vector<Active*> rows;
+  std::vector<size_t> row_positions;
   // Decode tokens first: every generating request advances by one token per step.
   for (auto& a : running_) {
     if (a->next_token < 0) continue;
     Slot& slot = slots_[static_cast<size_t>(a->slot)];
     batch_.add(a->next_token, a->slot, static_cast<int32_t>(slot.cached.size()), true);
     rows.push_back(a.get());
+    row_positions.push_back(slot.cached.size());
   }
   // Then prompt chunks, oldest request first, within what the budget leaves (at least one
   // token, so that prefill always progresses).
@@ -378,8 +414,14 @@ bool Scheduler::step() {
     for (size_t i = 0; i < n; ++i) {
       const size_t pos = a->n_prefilled + i;
       const bool last = pos + 1 == a->params.prompt.size();
-      batch_.add(a->params.prompt[pos], a->slot, static_cast<int32_t>(pos), last);
-      if (last) rows.push_back(a.get());
+      const bool scored = a->params.score_from > 0
+                              ? pos + 1 >= static_cast<size_t>(a->params.score_from) && !last
+                              : last;
+      batch_.add(a->params.prompt[pos], a->slot, static_cast<int32_t>(pos), scored);
+      if (scored) {
+        rows.push_back(a.get());
+        row_positions.push_back(pos);
+      }
     }
     prefills.push_back({a.get(), n});
     budget -= static_cast<int64_t>(n);
@@ -429,7 +471,19 @@ bool Scheduler::step() {
     metrics_->add_prompt_tokens(n_prefilled, n_cached);
 
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
-  for (size_t r = 0; r < rows.size(); ++r) sample_and_emit(*rows[r], logits_.data() + r * n_vocab);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* row = logits_.data() + r * n_vocab;
+    if (rows[r]->params.score_from > 0) {
+      score_and_emit(*rows[r], row_positions[r], row);
+    } else {
+      sample_and_emit(*rows[r], row);
+    }
+  }
+  for (auto& [a, n] : prefills) {
+    if (a->params.score_from > 0 && a->n_prefilled == a->params.prompt.size()) {
+      finish(*a, FinishReason::kStop);  // a check ends with its prefill
+    }
+  }
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
   n_running_.store(static_cast<int64_t>(running_.size()));
   if (metrics_) metrics_->set_queue(n_queued(), n_running_.load());

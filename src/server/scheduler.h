@@ -43,6 +43,11 @@ struct GenerationParams {
   // When set, every token keeps the text a prefix of a reply of this grammar, and the
   // reply ends (kStop) once it is whole; an end token is allowed only then.
   std::shared_ptr<const JsonGrammar> grammar;
+  // > 0: a check, not a generation (a hub's verification, docs/network.md). The prompt is
+  // a served request's prompt and then the tokens served for it, from this index on; each
+  // of those is scored as the sampler's draw (engine::DrawCheck) from the logits before it,
+  // all in one prefill, and the request finishes. REQUIRES: < prompt.size(); no grammar.
+  int64_t score_from = 0;
 };
 
 struct TopLogprob {
@@ -53,6 +58,11 @@ struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0;
   std::vector<TopLogprob> top;  // best first
+};
+
+struct TokenScore {
+  int32_t token = 0;
+  engine::DrawCheck check;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };
@@ -73,6 +83,7 @@ struct StreamUpdate {
   std::string text;                    // complete UTF-8 text, stop strings held back
   std::vector<int32_t> tokens;         // the tokens behind it
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
+  std::vector<TokenScore> scores;      // a check's (GenerationParams::score_from)
   std::optional<Finish> finish;        // set once, in the last update
 };
 
@@ -90,6 +101,7 @@ class RequestStream {
 
   // Engine side. token < 0: text only (what was held back at the end).
   void publish(const std::string& text, int32_t token, const TokenLogprob* logprob);
+  void publish_score(const TokenScore& score);
   void finish(const Finish& finish);
 
  private:
@@ -176,6 +188,7 @@ class Scheduler {
   void admit();
   void finish(Active& active, FinishReason reason, const std::string& error = {});
   void sample_and_emit(Active& active, const float* logits);
+  void score_and_emit(Active& active, size_t position, const float* logits);
   void drop_cancelled();
   const ConstraintVocabulary& constraint_vocabulary(bool render_special);
 

@@ -416,6 +416,55 @@ TEST(Scheduler, RunReturnsAfterShutdownOnceTheWorkIsDone) {
   EXPECT_EQ(r.tokens.size(), 30u);
 }
 
+// A check scores the served tokens after the prompt in one prefill: a greedy answer's own
+// tokens are each the best (probability 1, gap 0); other tokens are not.
+TEST(Scheduler, ACheckScoresTheServedTokensInOnePrefill) {
+  const auto prompt = prompt_of(6, 3);
+  const Result served = alone(greedy(prompt, 8));
+  ASSERT_EQ(served.tokens.size(), 8u);
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  auto check = [&](std::vector<int32_t> tokens) {
+    GenerationParams p = greedy(prompt, 0);
+    p.score_from = static_cast<int64_t>(p.prompt.size());
+    p.prompt.insert(p.prompt.end(), tokens.begin(), tokens.end());
+    auto stream = s.submit(p);
+    std::vector<TokenScore> scores;
+    for (int i = 0; i < 100; ++i) {
+      s.step();
+      StreamUpdate u = stream->wait(0ms);
+      scores.insert(scores.end(), u.scores.begin(), u.scores.end());
+      if (u.finish) {
+        EXPECT_EQ(u.finish->reason, FinishReason::kStop);
+        EXPECT_EQ(u.finish->n_completion, static_cast<int64_t>(tokens.size()));
+        return scores;
+      }
+    }
+    ADD_FAILURE() << "the check did not finish";
+    return scores;
+  };
+  const size_t batches_before = runner.batches.size();
+  const std::vector<TokenScore> honest = check(served.tokens);
+  EXPECT_EQ(runner.batches.size(), batches_before + 1);  // one pass
+  ASSERT_EQ(honest.size(), served.tokens.size());
+  for (size_t i = 0; i < honest.size(); ++i) {
+    EXPECT_EQ(honest[i].token, served.tokens[i]);
+    EXPECT_EQ(honest[i].check.probability, 1.0);
+    EXPECT_EQ(honest[i].check.gap, 0.0f);
+  }
+  std::vector<int32_t> invented = served.tokens;
+  invented[3] = invented[3] == 100 ? 101 : 100;
+  const std::vector<TokenScore> caught = check(invented);
+  ASSERT_EQ(caught.size(), invented.size());
+  EXPECT_EQ(caught[2].check.probability, 1.0);
+  EXPECT_EQ(caught[3].check.probability, 0.0);
+  EXPECT_FLOAT_EQ(caught[3].check.gap, 10.0f);
+
+  GenerationParams bad = greedy(prompt, 0);
+  bad.score_from = static_cast<int64_t>(bad.prompt.size());  // nothing after it to score
+  EXPECT_THROW(s.submit(bad), SubmitError);
+}
+
 // The real engine: greedy output of two requests batched together equals generate() alone.
 TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
   engine::LocalOptions lo;
