@@ -15,6 +15,7 @@ cleanup() {
   rm -rf "$dir"
 }
 export XDG_CONFIG_HOME=$dir/config  # the pod's identity is created here, not in ~/.config
+export XDG_DATA_HOME=$dir/data  # the hub's books likewise, not in ~/.local/share
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$dir/hub.log" ] && cat "$dir/hub.log" >&2; exit 1; }
 

@@ -1,15 +1,20 @@
 // herd hub: the network's hub (issue 19; docs/network.md). Pods register with a signed
 // registration and register again as their heartbeat; clients' completions go whole to a
-// pod the router chooses; GET /api/network shows every pod. Serves until SIGINT or SIGTERM.
+// pod the router chooses, are charged to their key's credits and sampled for checks on
+// other pods; GET /api/network shows every pod. The books are kept in --db (SQLite).
+// Serves until SIGINT or SIGTERM.
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "cli/commands.h"
 #include "hub/hub_server.h"
+#include "hub/ledger.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -19,9 +24,38 @@ struct HubArgs {
   hub::HubOptions hub;
   int heartbeat_seconds = 10;
   int pod_timeout_seconds = 30;
+  int settle_seconds = 3600;
+  std::string listen;
+  std::string db;
 };
 
+// The books' default place: $XDG_DATA_HOME/herd/hub.db, else ~/.local/share/herd/hub.db.
+std::string default_db() {
+  std::filesystem::path dir;
+  if (const char* data = std::getenv("XDG_DATA_HOME"); data && *data) {
+    dir = data;
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = std::filesystem::path(home) / ".local" / "share";
+  } else {
+    throw Error("hub", "no place for the hub's books: give --db PATH");
+  }
+  dir /= "herd";
+  std::filesystem::create_directories(dir);
+  return (dir / "hub.db").string();
+}
+
 void run_hub(HubArgs& a) {
+  if (!a.listen.empty()) {
+    const size_t colon = a.listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : a.listen.substr(colon + 1);
+    if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+      throw Error("hub", "--listen '" + a.listen + "': expected HOST:PORT, the port 0-65535");
+    }
+    a.hub.host = a.listen.substr(0, colon);
+    a.hub.port = std::stoi(port);
+  }
+  a.hub.settle_period = std::chrono::seconds(a.settle_seconds);
   a.hub.heartbeat = std::chrono::seconds(a.heartbeat_seconds);
   a.hub.pod_timeout = std::chrono::seconds(a.pod_timeout_seconds);
   if (a.pod_timeout_seconds <= a.heartbeat_seconds) {
@@ -37,9 +71,13 @@ void run_hub(HubArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  hub::HubServer server(a.hub);
+  if (a.db.empty()) a.db = default_db();
+  hub::SqliteDb db(a.db);
+  hub::Ledger ledger(db);
+  hub::HubServer server(a.hub, ledger);
   server.bind();
   std::thread http([&] { server.listen(); });
+  std::fprintf(stderr, "hub: books in %s\n", a.db.c_str());
   std::fprintf(stderr, "hub: listening on http://%s:%d (%zu API key%s)\n", a.hub.host.c_str(),
                server.port(), a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
   int sig = 0;
@@ -57,6 +95,41 @@ void add_hub(CLI::App& app) {
   auto a = std::make_shared<HubArgs>();
   cmd->add_option("--host", a->hub.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->hub.port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (instead of --host, --port)");
+  cmd->add_option("--db", a->db,
+                  "The books (credits ledger): a SQLite file (default: "
+                  "$XDG_DATA_HOME/herd/hub.db)");
+  cmd->add_option("--credits", a->hub.grant_credits,
+                  "Credits granted to each API key's account, once")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-price", a->hub.prices.prompt_token, "Credits per prompt token")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--completion-price", a->hub.prices.completion_token,
+                  "Credits per generated token")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--fee-percent", a->hub.prices.fee_percent,
+                  "The hub's part of the generated tokens' price")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--check-rate", a->hub.check_rate,
+                  "Share of requests checked on another pod (each pod's first " +
+                      std::to_string(hub::kAlwaysChecked) + " always are)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-probability", a->hub.thresholds.min_probability,
+                  "A sampled token is plausible when the checker gives it at least this")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--greedy-gap", a->hub.thresholds.greedy_gap,
+                  "A greedy token is plausible when its logit is within this of the best")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--settle", a->settle_seconds, "Seconds between payments of pending credits")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400 * 30));
   cmd->add_option("--api-key", a->hub.api_keys,
                   "A client key ('Authorization: Bearer KEY'); repeat for several")
       ->take_all();

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <set>
 #include <thread>
 
+#include "hub/answer_reader.h"
+#include "hub/ledger.h"
 #include "hub/registration.h"
 #include "hub/router.h"
 #include "util/error.h"
@@ -63,26 +68,80 @@ std::optional<PodAddress> pod_address(const std::string& url) {
 
 // How many pods a request is tried on before the client gets an error.
 constexpr int kAttempts = 3;
+// Checks waiting for the worker; more are dropped (counted as skipped).
+constexpr size_t kMaxQueuedChecks = 256;
+// A failed check multiplies the pod's reputation by this (1 -> 0.02: below kMinReputation,
+// the router sends it nothing); a passed one adds kReputationGain, up to 1.
+constexpr double kReputationLoss = 0.02;
+constexpr double kReputationGain = 0.1;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The client's request as a checker replays it: without what the hub added or streaming.
+json replayable(json body) {
+  body.erase("stream");
+  body.erase("stream_options");
+  body.erase("herd_token_ids");
+  return body;
+}
 
 }  // namespace
 
 struct HubServer::State {
-  explicit State(HubOptions o) : options(std::move(o)) {}
+  State(HubOptions o, Ledger& ledger)
+      : options(std::move(o)),
+        credits(ledger, options.prices),
+        rng(options.seed != 0 ? options.seed : std::random_device{}()),
+        replica(std::to_string(unix_ms()) + "-" + std::to_string(rng() % 1000000)) {}
 
   struct Pod {
     PodId id = 0;
     Registration registration;
     Clock::time_point first_seen, last_seen;
   };
+  // What the hub knows of a pod beyond its registration; kept after it leaves.
+  struct Record {
+    double reputation = 1.0;
+    double rtt_seconds = 0;
+    int64_t requests = 0, tokens = 0;
+    int64_t checked = 0, passed = 0, failed = 0;
+    std::string last_failure;
+  };
+  // A served request, as the checks and the books need it.
+  struct Served {
+    std::string request_id, client, pod_id, pod_name, model, endpoint;
+    json body;
+    std::vector<int32_t> token_ids;
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    double seconds = 0;
+    Charge charge;
+  };
 
   HubOptions options;
+  Credits credits;
   httplib::Server http;
   int port = 0;
 
   mutable std::mutex mutex;  // guards what follows
   Router router;
   std::map<std::string, Pod> pods;        // by node id text
+  std::map<std::string, Record> records;  // by node id text, every pod ever seen
   std::map<std::string, ModelId> models;  // model name -> the router's id
+  std::set<std::string> clients;          // accounts of the keys
+  std::mt19937_64 rng;
+  std::string replica;  // names this hub's request ids
+  uint64_t next_request = 0;
+  struct Totals {
+    int64_t requests = 0, active = 0, failed = 0, tokens = 0, unpaid = 0;
+    int64_t checks = 0, checks_failed = 0, checks_skipped = 0, check_errors = 0;
+    int64_t disagreements = 0;
+  } totals;
+  std::deque<json> recent;  // the last kRecent requests, newest last
+  std::deque<Served> checks;
+  int64_t checks_running = 0;
+  std::condition_variable checks_changed;
   bool stopping = false;
   std::condition_variable stop_changed;
 
@@ -91,15 +150,20 @@ struct HubServer::State {
     return it->second;
   }
 
-  bool authorized(const httplib::Request& req) const {
-    if (options.api_keys.empty()) return true;
+  // The client's API key ("" on a hub without keys), or nullopt when it has none valid.
+  std::optional<std::string> client_key(const httplib::Request& req) const {
+    if (options.api_keys.empty()) return std::string();
     const std::string header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
-    if (header.rfind(prefix, 0) != 0) return false;
+    if (header.rfind(prefix, 0) != 0) return std::nullopt;
     const std::string key = header.substr(prefix.size());
-    return std::find(options.api_keys.begin(), options.api_keys.end(), key) !=
-           options.api_keys.end();
+    if (std::find(options.api_keys.begin(), options.api_keys.end(), key) ==
+        options.api_keys.end()) {
+      return std::nullopt;
+    }
+    return key;
   }
+  bool authorized(const httplib::Request& req) const { return client_key(req).has_value(); }
 
   void register_pod(const httplib::Request& req, httplib::Response& res) {
     Registration r;
@@ -119,14 +183,20 @@ struct HubServer::State {
     report.decode_tokens_per_s = r.decode_tokens_per_s;
     report.prefill_tokens_per_s = r.prefill_tokens_per_s;
     const std::string id = r.id.to_text();
+    try {
+      credits.open_pod(id);
+    } catch (const Error& e) {
+      return send_error(res, 503, "server_error", e.what());
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
       for (const ServedModel& m : r.models) report.models.push_back(model_id(m.name));
       const auto now = Clock::now();
       auto it = pods.find(id);
       if (it == pods.end()) {
+        const Record& record = records[id];
         Pod pod;
-        pod.id = router.add(report, 0.0);
+        pod.id = router.add(report, record.rtt_seconds, record.reputation);
         pod.first_seen = now;
         it = pods.emplace(id, std::move(pod)).first;
       } else {
@@ -153,28 +223,97 @@ struct HubServer::State {
   }
 
   json network() const {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto now = Clock::now();
-    json out = {{"pods", json::array()}};
-    for (const auto& [id, pod] : pods) {
-      const Registration& r = pod.registration;
-      json models = json::array();
-      for (const ServedModel& m : r.models)
-        models.push_back({{"name", m.name}, {"n_ctx", m.n_ctx}});
-      out["pods"].push_back(
-          {{"id", id},
-           {"name", r.name},
-           {"url", r.url},
-           {"models", models},
-           {"slots", r.slots},
-           {"active", router.active(pod.id)},
-           {"decode_tokens_per_s", r.decode_tokens_per_s},
-           {"prefill_tokens_per_s", r.prefill_tokens_per_s},
-           {"memory_bytes", r.memory_bytes},
-           {"uptime_seconds", std::chrono::duration<double>(now - pod.first_seen).count()},
-           {"last_seen_seconds", std::chrono::duration<double>(now - pod.last_seen).count()}});
+    json out = {{"pods", json::array()}, {"recent", json::array()}};
+    std::vector<std::string> ids;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      const auto now = Clock::now();
+      for (const auto& [id, pod] : pods) {
+        const Registration& r = pod.registration;
+        const Record& rec = records.at(id);
+        json models = json::array();
+        for (const ServedModel& m : r.models)
+          models.push_back({{"name", m.name}, {"n_ctx", m.n_ctx}});
+        out["pods"].push_back(
+            {{"id", id},
+             {"name", r.name},
+             {"url", r.url},
+             {"models", models},
+             {"slots", r.slots},
+             {"active", router.active(pod.id)},
+             {"decode_tokens_per_s", r.decode_tokens_per_s},
+             {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+             {"memory_bytes", r.memory_bytes},
+             {"uptime_seconds", std::chrono::duration<double>(now - pod.first_seen).count()},
+             {"last_seen_seconds", std::chrono::duration<double>(now - pod.last_seen).count()},
+             {"rtt_ms", rec.rtt_seconds * 1e3},
+             {"reputation", rec.reputation},
+             {"flagged", rec.reputation < kMinReputation},
+             {"requests", rec.requests},
+             {"tokens_served", rec.tokens},
+             {"checked", rec.checked},
+             {"verified", rec.passed},
+             {"failed_verifications", rec.failed},
+             {"last_failure", rec.last_failure}});
+        ids.push_back(id);
+      }
+      for (const json& r : recent) out["recent"].push_back(r);
+      out["hub"] = {{"requests",
+                     {{"total", totals.requests},
+                      {"active", totals.active},
+                      {"failed", totals.failed},
+                      {"tokens", totals.tokens},
+                      {"unpaid", totals.unpaid}}},
+                    {"verification",
+                     {{"checked", totals.checks},
+                      {"failed", totals.checks_failed},
+                      {"skipped", totals.checks_skipped},
+                      {"errors", totals.check_errors},
+                      {"disagreements", totals.disagreements},
+                      {"queued", checks.size()},
+                      {"sample_rate", options.check_rate},
+                      {"always_checked", kAlwaysChecked},
+                      {"min_probability", options.thresholds.min_probability},
+                      {"greedy_gap", options.thresholds.greedy_gap}}},
+                    {"prices",
+                     {{"prompt_token", options.prices.prompt_token},
+                      {"completion_token", options.prices.completion_token},
+                      {"fee_percent", options.prices.fee_percent}}}};
+    }
+    // Balances outside the lock: the ledger has its own.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      json& pod = out["pods"][i];
+      try {
+        pod["credits_earned"] = credits.balance(Credits::pod_account(ids[i]));
+        pod["credits_pending"] = credits.balance(Credits::pending_account(ids[i]));
+      } catch (const Error&) {
+        pod["credits_earned"] = pod["credits_pending"] = nullptr;
+      }
     }
     return out;
+  }
+
+  json ledger_view() const {
+    std::vector<std::string> accounts = {"issuer", "fee", "withheld"};
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const std::string& c : clients) accounts.push_back(c);
+      for (const auto& [id, r] : records) {
+        accounts.push_back(Credits::pod_account(id));
+        accounts.push_back(Credits::pending_account(id));
+      }
+    }
+    json balances = json::object();
+    int64_t sum = 0;
+    for (const std::string& a : accounts) {
+      try {
+        const int64_t b = credits.balance(a);
+        balances[a] = b;
+        sum += b;
+      } catch (const Error&) {
+      }
+    }
+    return {{"problems", credits.verify()}, {"balances", balances}, {"sum", sum}};
   }
 
   void expire() {
@@ -210,45 +349,170 @@ struct HubServer::State {
     if (router.live(pod)) router.finished(pod);
   }
 
+  // A pod's node id and name by its router id (under the lock).
+  std::pair<std::string, std::string> pod_names(PodId pod) const {
+    for (const auto& [id, p] : pods) {
+      if (p.id == pod) return {id, p.registration.name};
+    }
+    return {};
+  }
+
+  // One client request as it goes through the hub.
+  struct Call {
+    std::string request_id, client, model_name, endpoint, path;
+    json body;            // the client's
+    std::string forward;  // what the pods get: the body and herd_token_ids (and usage)
+    ModelId model = 0;
+    int64_t prompt_tokens = 0, max_tokens = 0;
+    bool stream = false, client_wants_usage = false;
+    Clock::time_point started;
+  };
+
+  // After a pod answered whole: the books, the counts, and maybe a check.
+  void served(const Call& call, PodId pod, const AnswerFacts& facts) {
+    Served s;
+    s.request_id = call.request_id;
+    s.client = call.client;
+    s.model = call.model_name;
+    s.endpoint = call.endpoint;
+    s.body = replayable(call.body);
+    s.token_ids = facts.token_ids;
+    s.prompt_tokens = facts.prompt_tokens.value_or(0);
+    s.completion_tokens = facts.completion_tokens.value_or(0);
+    s.seconds = seconds_since(call.started);
+    s.charge = price_of(options.prices, s.prompt_tokens, s.completion_tokens);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      std::tie(s.pod_id, s.pod_name) = pod_names(pod);
+    }
+    std::string status = "ok";
+    if (!s.pod_id.empty()) {
+      try {
+        credits.charge(s.request_id, s.client, s.pod_id, s.charge,
+                       s.model + ": " + std::to_string(s.prompt_tokens) + " + " +
+                           std::to_string(s.completion_tokens) + " tokens");
+      } catch (const Error&) {
+        status = "unpaid";  // the client's credits ran out meanwhile (concurrent requests)
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    --totals.active;
+    totals.tokens += s.completion_tokens;
+    if (status == "unpaid") ++totals.unpaid;
+    recent.push_back({{"at_ms", unix_ms()},
+                      {"model", s.model},
+                      {"pod", s.pod_id},
+                      {"pod_name", s.pod_name},
+                      {"prompt_tokens", s.prompt_tokens},
+                      {"completion_tokens", s.completion_tokens},
+                      {"seconds", s.seconds},
+                      {"status", status}});
+    while (recent.size() > kRecent) recent.pop_front();
+    if (s.pod_id.empty()) return;
+    Record& record = records[s.pod_id];
+    ++record.requests;
+    record.tokens += s.completion_tokens;
+    // Checked: a sample, whole answers with tokens (ids the pod gave for every one it was
+    // paid for).
+    if (s.token_ids.empty() || static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
+      return;
+    }
+    const double draw = std::uniform_real_distribution<double>(0, 1)(rng);
+    if (!should_check(record.checked + static_cast<int64_t>(queued_checks_of(s.pod_id)),
+                      options.check_rate, draw)) {
+      return;
+    }
+    if (checks.size() >= kMaxQueuedChecks) {
+      ++totals.checks_skipped;
+      return;
+    }
+    checks.push_back(std::move(s));
+    checks_changed.notify_all();
+  }
+
+  size_t queued_checks_of(const std::string& pod_id) const {
+    return static_cast<size_t>(std::count_if(checks.begin(), checks.end(),
+                                             [&](const Served& c) { return c.pod_id == pod_id; }));
+  }
+
+  void failed_request(const std::string& model) {
+    std::lock_guard<std::mutex> lock(mutex);
+    --totals.active;
+    ++totals.failed;
+    recent.push_back({{"at_ms", unix_ms()}, {"model", model}, {"status", "failed"}});
+    while (recent.size() > kRecent) recent.pop_front();
+  }
+
   // POST /v1/chat/completions and /v1/completions: the whole request to one pod, chosen
   // by the router; tried on another (up to kAttempts) when a pod fails before its first
-  // byte of answer. A streamed answer is passed on as it comes.
+  // byte of answer. A streamed answer is passed on as it comes. Charged once whole.
   void complete(const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req)) {
+    const std::optional<std::string> key = client_key(req);
+    if (!key) {
       return send_error(res, 401, "authentication_error", "a valid API key is required");
     }
-    const json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
+    Call call;
+    call.body = json::parse(req.body, nullptr, false);
+    if (call.body.is_discarded() || !call.body.is_object()) {
       return send_error(res, 400, "invalid_request_error", "the body is not a JSON object");
     }
+    const json& body = call.body;
     if (!body.contains("model") || !body["model"].is_string()) {
       return send_error(res, 400, "invalid_request_error", "field 'model': a string is required");
     }
-    const std::string name = body["model"].get<std::string>();
-    int64_t max_tokens = 256;
+    call.model_name = body["model"].get<std::string>();
+    call.max_tokens = 256;
     for (const char* field : {"max_tokens", "max_completion_tokens"}) {
       if (body.contains(field) && body[field].is_number_integer()) {
-        max_tokens = std::clamp<int64_t>(body[field].get<int64_t>(), 1, int64_t{1} << 20);
+        call.max_tokens = std::clamp<int64_t>(body[field].get<int64_t>(), 1, int64_t{1} << 20);
       }
     }
     // Four bytes a token, roughly: the hub does not tokenize.
-    const int64_t prompt_tokens = static_cast<int64_t>(req.body.size() / 4) + 1;
-    ModelId model;
+    call.prompt_tokens = static_cast<int64_t>(req.body.size() / 4) + 1;
+    call.client = Credits::client_account(*key);
+    call.path = req.path;
+    call.endpoint = req.path == "/v1/chat/completions" ? "chat" : "completions";
+    call.stream = body.contains("stream") && body["stream"] == true;
+    if (call.stream) {
+      const json& o = body.contains("stream_options") ? body["stream_options"] : json();
+      call.client_wants_usage = o.is_object() && o.value("include_usage", false) == true;
+    }
+    json forward = body;
+    forward["herd_token_ids"] = true;
+    if (call.stream) forward["stream_options"] = {{"include_usage", true}};
+    call.forward = forward.dump();
     {
       std::lock_guard<std::mutex> lock(mutex);
-      const auto it = models.find(name);
+      const auto it = models.find(call.model_name);
       if (it == models.end()) {
         return send_error(res, 404, "invalid_request_error",
-                          "model '" + name + "' is not served by any pod");
+                          "model '" + call.model_name + "' is not served by any pod");
       }
-      model = it->second;
+      call.model = it->second;
     }
-    const bool stream = body.contains("stream") && body["stream"] == true;
-    if (stream) return complete_streamed(req, res, model, name, prompt_tokens, max_tokens);
+    const Charge most = price_of(options.prices, call.prompt_tokens, call.max_tokens);
+    try {
+      if (!credits.can_pay(call.client, most.client_pays)) {
+        return send_error(res, 402, "insufficient_quota",
+                          "this key's credits (" + std::to_string(credits.balance(call.client)) +
+                              ") do not cover the request's most (" +
+                              std::to_string(most.client_pays) + "): lower max_tokens");
+      }
+    } catch (const Error& e) {
+      return send_error(res, 503, "server_error", e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      call.request_id = replica + "-" + std::to_string(++next_request);
+      ++totals.requests;
+      ++totals.active;
+    }
+    call.started = Clock::now();
+    if (call.stream) return complete_streamed(std::move(call), res);
     std::vector<PodId> tried;
     std::string last_failure = "no pod serves it now";
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      const auto chosen = choose(model, prompt_tokens, max_tokens, tried);
+      const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
       if (!chosen) break;
       tried.push_back(chosen->first);
       const std::optional<PodAddress> address = pod_address(chosen->second);
@@ -260,45 +524,49 @@ struct HubServer::State {
       httplib::Client client(address->host, address->port);
       client.set_connection_timeout(5);
       client.set_read_timeout(600);
-      const httplib::Result answer = client.Post(req.path, req.body, "application/json");
+      const httplib::Result answer = client.Post(call.path, call.forward, "application/json");
       finished(chosen->first);
       if (answer && answer->status < 500) {
         const std::string type = answer->get_header_value("Content-Type");
+        AnswerFacts facts;
         res.status = answer->status;
-        res.set_content(answer->body, type.empty() ? "application/json" : type);
+        res.set_content(read_answer(answer->body, facts), type.empty() ? "application/json" : type);
         res.set_header("X-Herd-Pod", chosen->second);
+        if (answer->status == 200 && facts.completion_tokens) {
+          served(call, chosen->first, facts);
+        } else {
+          failed_request(call.model_name);  // the pod refused the request: not charged
+        }
         return;
       }
       last_failure = answer ? "it answered " + std::to_string(answer->status)
                             : "it did not answer (" + httplib::to_string(answer.error()) + ")";
     }
+    failed_request(call.model_name);
     send_error(res, 503, "server_error",
-               "no pod could answer for model '" + name + "': " + last_failure);
+               "no pod could answer for model '" + call.model_name + "': " + last_failure);
   }
 
-  void complete_streamed(const httplib::Request& req, httplib::Response& res, ModelId model,
-                         const std::string& name, int64_t prompt_tokens, int64_t max_tokens) {
-    const std::string path = req.path;
-    const std::string body = req.body;
+  void complete_streamed(Call call, httplib::Response& res) {
     res.set_chunked_content_provider(
-        "text/event-stream", [this, path, body, model, name, prompt_tokens, max_tokens](
-                                 size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, call = std::move(call)](size_t, httplib::DataSink& sink) {
           std::vector<PodId> tried;
           std::string last_failure = "no pod serves it now";
           for (int attempt = 0; attempt < kAttempts; ++attempt) {
-            const auto chosen = choose(model, prompt_tokens, max_tokens, tried);
+            const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
             if (!chosen) break;
             tried.push_back(chosen->first);
             const std::optional<PodAddress> address = pod_address(chosen->second);
-            bool wrote = false, failed = false;
+            bool wrote = false, failed = false, client_gone = false;
+            StreamReader reader(call.client_wants_usage);
             if (address) {
               httplib::Client client(address->host, address->port);
               client.set_connection_timeout(5);
               client.set_read_timeout(600);
               httplib::Request forward;
               forward.method = "POST";
-              forward.path = path;
-              forward.body = body;
+              forward.path = call.path;
+              forward.body = call.forward;
               forward.set_header("Content-Type", "application/json");
               forward.response_handler = [&](const httplib::Response& r) {
                 failed = r.status >= 500;
@@ -306,13 +574,21 @@ struct HubServer::State {
                 return !failed;
               };
               forward.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+                const std::string out = reader.feed({data, n});
+                if (out.empty()) return true;
                 wrote = true;
-                return sink.write(data, n);
+                if (!sink.write(out.data(), out.size())) client_gone = true;
+                return !client_gone;
               };
               const httplib::Result r = client.send(forward);
-              if (!r && !failed) {
+              if (!r && !failed && !client_gone) {
                 failed = true;
                 last_failure = "it did not answer (" + httplib::to_string(r.error()) + ")";
+              }
+              const std::string rest = reader.flush();
+              if (!rest.empty() && !client_gone) {
+                wrote = true;
+                sink.write(rest.data(), rest.size());
               }
             } else {
               failed = true;
@@ -320,20 +596,197 @@ struct HubServer::State {
             }
             finished(chosen->first);
             if (wrote || !failed) {
-              // Answered (or failed mid-answer: too late to try another pod).
+              // Answered (or failed mid-answer: too late to try another pod). Charged only
+              // when the answer was whole: it finished and the pod said what it used.
+              const AnswerFacts& facts = reader.facts();
+              if (!failed && !client_gone && facts.finished && facts.completion_tokens) {
+                served(call, chosen->first, facts);
+              } else {
+                failed_request(call.model_name);
+              }
               sink.done();
               return true;
             }
           }
-          const json error = {
-              {"error",
-               {{"message", "no pod could answer for model '" + name + "': " + last_failure},
-                {"type", "server_error"}}}};
+          failed_request(call.model_name);
+          const json error = {{"error",
+                               {{"message", "no pod could answer for model '" + call.model_name +
+                                                "': " + last_failure},
+                                {"type", "server_error"}}}};
           const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
           sink.write(event.data(), event.size());
           sink.done();
           return true;
         });
+  }
+
+  // ---- checks (the worker thread) ----
+
+  // Pods that may check a request of `model` served by `pod_id`: live, trusted, others;
+  // the most trusted and least busy first.
+  std::vector<std::pair<std::string, std::string>> checkers(const std::string& model,
+                                                            const std::string& pod_id) {
+    std::vector<std::tuple<double, int32_t, std::string, std::string>> found;
+    for (const auto& [id, pod] : pods) {
+      if (id == pod_id) continue;
+      const Record& r = records[id];
+      if (r.reputation < kMinReputation) continue;
+      bool serves = false;
+      for (const ServedModel& m : pod.registration.models) serves = serves || m.name == model;
+      if (serves)
+        found.emplace_back(-r.reputation, router.active(pod.id), id, pod.registration.url);
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [rep, active, id, url] : found) out.emplace_back(id, url);
+    return out;
+  }
+
+  // Asks one checker; nullopt when it could not answer (not a verdict on the pod).
+  std::optional<Verdict> ask(const std::string& url, const Served& s, bool& unverifiable) {
+    const std::optional<PodAddress> address = pod_address(url);
+    if (!address) return std::nullopt;
+    httplib::Client client(address->host, address->port);
+    client.set_connection_timeout(5);
+    client.set_read_timeout(300);
+    const json request = {
+        {"endpoint", s.endpoint}, {"request", s.body}, {"completion_token_ids", s.token_ids}};
+    const httplib::Result r = client.Post("/api/verify", request.dump(), "application/json");
+    if (!r) return std::nullopt;
+    if (r->status == 422) {
+      unverifiable = true;
+      return std::nullopt;
+    }
+    if (r->status == 400) {
+      // The checker's vocabulary has no such token: invented, or another model's.
+      const json answer = json::parse(r->body, nullptr, false);
+      const std::string message =
+          answer.is_object() ? answer["error"].value("message", std::string()) : std::string();
+      if (message.find("completion_token_ids") != std::string::npos) {
+        Verdict v;
+        v.tokens = static_cast<int64_t>(s.token_ids.size());
+        v.implausible = v.tokens;
+        v.detail = message;
+        return v;
+      }
+      return std::nullopt;
+    }
+    if (r->status != 200) return std::nullopt;
+    try {
+      return judge(json::parse(r->body), s.token_ids.size(), options.thresholds);
+    } catch (const std::exception&) {
+      return std::nullopt;  // not an answer: the checker's fault, not the pod's
+    }
+  }
+
+  void check(const Served& s) {
+    std::vector<std::pair<std::string, std::string>> candidates;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      candidates = checkers(s.model, s.pod_id);
+    }
+    // A failed check is confirmed by a second checker when there is one: a lone checker
+    // that lies cannot take an honest pod's reputation when others can say otherwise.
+    std::optional<Verdict> first, second;
+    bool unverifiable = false;
+    size_t next = 0;
+    while (!first && next < candidates.size() && !unverifiable) {
+      first = ask(candidates[next++].second, s, unverifiable);
+    }
+    if (first && !first->passed) {
+      while (!second && next < candidates.size() && !unverifiable) {
+        second = ask(candidates[next++].second, s, unverifiable);
+      }
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!first) {
+      ++(unverifiable || candidates.empty() ? totals.checks_skipped : totals.check_errors);
+      return;
+    }
+    Record& record = records[s.pod_id];
+    ++record.checked;
+    ++totals.checks;
+    const bool failed = !first->passed && (!second || !second->passed);
+    if (!first->passed && second && second->passed) ++totals.disagreements;
+    if (!failed) {
+      ++record.passed;
+      record.reputation = std::min(1.0, record.reputation + kReputationGain);
+    } else {
+      ++record.failed;
+      ++totals.checks_failed;
+      record.reputation *= kReputationLoss;
+      record.last_failure = "request " + s.request_id + ": " + std::to_string(first->implausible) +
+                            " of " + std::to_string(first->tokens) + " tokens implausible; " +
+                            first->detail;
+    }
+    const auto live = pods.find(s.pod_id);
+    if (live != pods.end()) router.set_reputation(live->second.id, record.reputation);
+    const std::string failure = record.last_failure;
+    lock.unlock();  // the books, outside the hub's lock
+    try {
+      if (failed) {
+        credits.withhold(s.pod_id, "failed check: " + failure);
+      } else {
+        credits.verified(s.request_id, s.pod_id, s.charge.pod_earns);
+      }
+    } catch (const Error&) {
+    }
+  }
+
+  void check_worker() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      checks_changed.wait(lock, [&] { return stopping || !checks.empty(); });
+      if (stopping) return;
+      Served s = std::move(checks.front());
+      checks.pop_front();
+      ++checks_running;
+      lock.unlock();
+      check(s);
+      lock.lock();
+      --checks_running;
+      checks_changed.notify_all();
+    }
+  }
+
+  // ---- the hub's round trips to its pods, and settling ----
+
+  void probe_round_trips() {
+    std::vector<std::pair<std::string, std::string>> targets;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [id, pod] : pods) targets.emplace_back(id, pod.registration.url);
+    }
+    for (const auto& [id, url] : targets) {
+      const std::optional<PodAddress> address = pod_address(url);
+      if (!address) continue;
+      httplib::Client client(address->host, address->port);
+      client.set_connection_timeout(2);
+      client.set_read_timeout(2);
+      const auto start = Clock::now();
+      const httplib::Result r = client.Get("/health");
+      if (!r) continue;
+      const double rtt = seconds_since(start);
+      std::lock_guard<std::mutex> lock(mutex);
+      records[id].rtt_seconds = rtt;
+      const auto live = pods.find(id);
+      if (live != pods.end()) router.set_rtt(live->second.id, rtt);
+    }
+  }
+
+  // Pays what is pending of the pods in good standing (never failed a check).
+  void settle() {
+    std::vector<std::string> good;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [id, r] : records) {
+        if (r.failed == 0) good.push_back(id);
+      }
+    }
+    try {
+      credits.settle(good, replica + "-" + std::to_string(unix_ms()));
+    } catch (const Error&) {
+    }
   }
 
   void routes() {
@@ -353,6 +806,9 @@ struct HubServer::State {
     http.Get("/api/network", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, 200, network());
     });
+    http.Get("/api/ledger", [this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, ledger_view());
+    });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard<std::mutex> lock(mutex);
       send_json(res, 200, {{"status", "ok"}, {"pods", pods.size()}});
@@ -360,8 +816,18 @@ struct HubServer::State {
   }
 };
 
-HubServer::HubServer(HubOptions options) : state_(std::make_unique<State>(std::move(options))) {
+HubServer::HubServer(HubOptions options, Ledger& ledger)
+    : state_(std::make_unique<State>(std::move(options), ledger)) {
   State& s = *state_;
+  if (s.options.check_rate < 0 || s.options.check_rate > 1) {
+    throw Error("hub", "the check rate must be within [0, 1]");
+  }
+  for (const std::string& key : s.options.api_keys) {
+    const std::string account = Credits::client_account(key);
+    s.credits.grant(account, s.options.grant_credits);
+    s.clients.insert(account);
+  }
+  if (s.options.api_keys.empty()) s.clients.insert(Credits::client_account(""));
   s.http.new_task_queue = [n = s.options.http_threads] {
     return new httplib::ThreadPool(static_cast<size_t>(n));
   };
@@ -393,22 +859,42 @@ int HubServer::port() const {
 
 void HubServer::listen() {
   State& s = *state_;
+  // Expiry every second and settling every period; round trips every heartbeat, on their
+  // own thread (a dead pod takes seconds to time out); checks on theirs.
   std::thread sweeper([&s] {
+    auto settled = Clock::now();
     std::unique_lock<std::mutex> lock(s.mutex);
     while (!s.stopping) {
       s.stop_changed.wait_for(lock, std::chrono::seconds(1));
       lock.unlock();
       s.expire();
+      if (Clock::now() - settled >= s.options.settle_period) {
+        settled = Clock::now();
+        s.settle();
+      }
       lock.lock();
     }
   });
+  std::thread prober([&s] {
+    std::unique_lock<std::mutex> lock(s.mutex);
+    while (!s.stopping) {
+      lock.unlock();
+      s.probe_round_trips();
+      lock.lock();
+      s.stop_changed.wait_for(lock, s.options.heartbeat);
+    }
+  });
+  std::thread checker([&s] { s.check_worker(); });
   s.http.listen_after_bind();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.stopping = true;
   }
   s.stop_changed.notify_all();
+  s.checks_changed.notify_all();
   sweeper.join();
+  prober.join();
+  checker.join();
 }
 
 void HubServer::stop() {
@@ -418,6 +904,7 @@ void HubServer::stop() {
     s.stopping = true;
   }
   s.stop_changed.notify_all();
+  s.checks_changed.notify_all();
   s.http.stop();
 }
 
@@ -427,6 +914,17 @@ json HubServer::network() const {
 
 void HubServer::expire_silent_pods() {
   state_->expire();
+}
+
+json HubServer::ledger() const {
+  return state_->ledger_view();
+}
+
+bool HubServer::wait_checks(std::chrono::milliseconds timeout) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  return s.checks_changed.wait_for(lock, timeout,
+                                   [&] { return s.checks.empty() && s.checks_running == 0; });
 }
 
 }  // namespace herd::hub

@@ -10,11 +10,20 @@
 //                        tried on another when one fails before answering (an API key)
 //   GET  /v1/models      the models live pods serve (OpenAI's list; an API key when the hub
 //                        has keys)
-//   GET  /api/network    every live pod: models, speeds, slots, uptime, reputation
+//   GET  /api/network    every pod: models, speeds, slots, uptime, round trip, reputation,
+//                        requests, tokens, checks, credits; the hub's totals; the requests
+//                        flowing (the last kRecent)
+//   GET  /api/ledger     the ledger's consistency and the balances of the accounts this hub
+//                        knows (credits.h)
 //   GET  /health         {"status": "ok", "pods": n}
 //
-// A pod not heard from within pod_timeout is dropped. Not yet: charging through the ledger,
-// the hub's own round-trip probes (the router is told 0), https pods.
+// A served request is charged (credits.h) once the pod's answer is whole, and a sample is
+// checked on another pod (checks.h) by a worker thread; a pod that fails a check (confirmed
+// by a second checker when there is one) loses its reputation, so the router avoids it, and
+// what it earned and was not yet settled is withheld. The hub measures its round trip to
+// each pod (GET /health) every heartbeat. A pod not heard from within pod_timeout is dropped;
+// its reputation and counts stay (a pod cannot wash its record by registering again).
+// Not yet: https pods.
 #pragma once
 
 #include <chrono>
@@ -25,7 +34,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hub/checks.h"
+#include "hub/credits.h"
+
 namespace herd::hub {
+
+class Ledger;
 
 struct HubOptions {
   std::string host = "127.0.0.1";
@@ -35,11 +49,20 @@ struct HubOptions {
   std::chrono::seconds pod_timeout{30};  // silence after which a pod is dropped
   int64_t max_clock_skew_ms = 5 * 60 * 1000;
   int http_threads = 16;
+  Prices prices;
+  int64_t grant_credits = 1'000'000;  // granted to each API key's account, once
+  double check_rate = 0.1;            // of requests checked, after a pod's first ones
+  CheckThresholds thresholds;
+  std::chrono::seconds settle_period{3600};  // pending credits of good pods are paid
+  uint64_t seed = 0;                         // the check sampler's (0: random)
 };
+
+inline constexpr size_t kRecent = 50;
 
 class HubServer {
  public:
-  explicit HubServer(HubOptions options);
+  // REQUIRES: `ledger` outlives the server. Grants each API key its credits.
+  HubServer(HubOptions options, Ledger& ledger);
   ~HubServer();
   HubServer(const HubServer&) = delete;
   HubServer& operator=(const HubServer&) = delete;
@@ -53,8 +76,12 @@ class HubServer {
 
   // What GET /api/network answers (for tests and the page to come).
   nlohmann::json network() const;
+  // What GET /api/ledger answers.
+  nlohmann::json ledger() const;
   // Drops pods silent for longer than pod_timeout (the server calls it every second).
   void expire_silent_pods();
+  // Waits until every check queued so far was done (tests), up to `timeout`.
+  bool wait_checks(std::chrono::milliseconds timeout);
 
  private:
   struct State;

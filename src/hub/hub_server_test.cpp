@@ -5,10 +5,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
+#include "hub/ledger.h"
 #include "hub/registration.h"
+#include "hub/router.h"
 
 namespace herd::hub {
 namespace {
@@ -22,14 +27,33 @@ int64_t unix_ms() {
       .count();
 }
 
+// A ledger in a new SQLite file.
+struct Books {
+  Books()
+      : path([] {
+          static int n = 0;
+          const std::string p = ::testing::TempDir() + "/herd_hub_" + std::to_string(::getpid()) +
+                                "_" + std::to_string(++n) + ".db";
+          for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p + suffix);
+          return p;
+        }()),
+        db(path),
+        ledger(db) {}
+  std::string path;
+  SqliteDb db;
+  Ledger ledger;
+};
+
 // A hub on a free loopback port, serving from its own thread.
 struct RunningHub {
   explicit RunningHub(HubOptions o)
-      : hub([&] {
-          o.host = "127.0.0.1";
-          o.port = 0;
-          return o;
-        }()) {
+      : hub(
+            [&] {
+              o.host = "127.0.0.1";
+              o.port = 0;
+              return o;
+            }(),
+            books.ledger) {
     hub.bind();
     thread = std::thread([this] { hub.listen(); });
     client = std::make_unique<httplib::Client>("127.0.0.1", hub.port());
@@ -38,6 +62,7 @@ struct RunningHub {
     hub.stop();
     thread.join();
   }
+  Books books;
   HubServer hub;
   std::thread thread;
   std::unique_ptr<httplib::Client> client;
@@ -271,6 +296,152 @@ TEST(HubServerTest, ClientsGetCleanErrors) {
   EXPECT_THAT(res->body, HasSubstr("no pod could answer"));
   EXPECT_THAT(res->body, HasSubstr("data: [DONE]"));
   EXPECT_EQ(broken.requests, 2);  // tried once each time: the only pod
+}
+
+// A stand-in pod that answers with usage and token ids, and checks others' tokens: it
+// serves `token` every time, and finds a served token plausible when it is `token` (so
+// pods agree when they serve the same one).
+struct ModelPod {
+  ModelPod(std::string name, int32_t token) : name(std::move(name)), token(token) {
+    server.Post("/v1/chat/completions", [this](const httplib::Request& req,
+                                               httplib::Response& res) {
+      ++requests;
+      const json body = json::parse(req.body);
+      EXPECT_EQ(body.value("herd_token_ids", false), true);
+      const int64_t n = body.value("max_tokens", 4);
+      const json ids = std::vector<int32_t>(static_cast<size_t>(n), this->token);
+      json answer = {{"choices", {{{"finish_reason", "length"}, {"message", {{"content", "x"}}}}}},
+                     {"usage", {{"prompt_tokens", 10}, {"completion_tokens", n}}},
+                     {"herd", {{"completion_token_ids", ids}}}};
+      res.set_content(answer.dump(), "application/json");
+    });
+    server.Post("/api/verify", [this](const httplib::Request& req, httplib::Response& res) {
+      ++checks;
+      const json body = json::parse(req.body);
+      EXPECT_FALSE(body["request"].contains("herd_token_ids"));
+      json scores = json::array();
+      for (const json& t : body["completion_token_ids"]) {
+        const bool same = t.get<int32_t>() == this->token;
+        scores.push_back({{"token", t}, {"probability", same ? 1.0 : 0.0}, {"gap", same ? 0 : 6}});
+      }
+      res.set_content(json{{"temperature", 0}, {"scores", scores}}.dump(), "application/json");
+    });
+    server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{}", "application/json");
+    });
+    port = server.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { server.listen_after_bind(); });
+  }
+  ~ModelPod() {
+    server.stop();
+    thread.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+  std::string name;
+  int32_t token;
+  std::atomic<int> requests{0}, checks{0};
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+json pod_named(const json& network, const std::string& name) {
+  for (const json& p : network["pods"]) {
+    if (p["name"] == name) return p;
+  }
+  return json();
+}
+
+// Two honest pods and a fast cheater: the cheater's first request is checked on an honest
+// pod and confirmed by the other; it loses its reputation (the router stops sending it
+// requests) and what it earned; the client pays every answer once; the ledger sums to zero.
+TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  o.grant_credits = 100000;
+  o.check_rate = 0;  // only each pod's first kAlwaysChecked requests
+  RunningHub h(o);
+  ModelPod honest_a("honest-a", 7), honest_b("honest-b", 7), cheater("cheater", 9);
+  const net::NodeIdentity a = net::NodeIdentity::generate(), b = net::NodeIdentity::generate(),
+                          c = net::NodeIdentity::generate();
+  auto enroll = [&](const net::NodeIdentity& id, const ModelPod& pod, double decode) {
+    Registration r = sample(id);
+    r.name = pod.name;
+    r.url = pod.url();
+    r.decode_tokens_per_s = decode;
+    r.slots = 1;
+    const std::string body = registration_body(r);
+    const httplib::Result res = post_registration(*h.client, body, sign_registration(id, body));
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  };
+  enroll(a, honest_a, 10);
+  enroll(b, honest_b, 10);
+  enroll(c, cheater, 1000);  // the fastest: chosen first
+  const std::string chat =
+      R"({"model": "llama-3.1-8b-q4_0", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
+  int64_t paid = 0;
+  for (int i = 0; i < 12; ++i) {
+    const httplib::Result res =
+        h.client->Post("/v1/chat/completions", kClient, chat, "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->body.find("herd"), std::string::npos);  // the hub's part is taken out
+    paid += 10 * 1 + 5 * 4;
+    if (i == 0) {
+      ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+    }
+  }
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  const json network = h.hub.network();
+  const json caught = pod_named(network, "cheater");
+  EXPECT_LT(caught["reputation"].get<double>(), kMinReputation);
+  EXPECT_TRUE(caught["flagged"].get<bool>());
+  EXPECT_EQ(caught["failed_verifications"], 1);
+  EXPECT_EQ(caught["requests"], 1);  // avoided after its first
+  EXPECT_EQ(caught["credits_pending"], 0);
+  EXPECT_EQ(caught["credits_earned"], 0);
+  int64_t honest_requests = 0;
+  for (const char* name : {"honest-a", "honest-b"}) {
+    const json pod = pod_named(network, name);
+    EXPECT_EQ(pod["failed_verifications"], 0) << name;
+    EXPECT_FALSE(pod["flagged"].get<bool>()) << name;
+    const int64_t requests = pod["requests"].get<int64_t>();
+    honest_requests += requests;
+    EXPECT_EQ(pod["verified"].get<int64_t>(), std::min(requests, kAlwaysChecked)) << name;
+    // Checked requests are paid at once: 5 tokens x 4 x 90%.
+    EXPECT_EQ(pod["credits_earned"].get<int64_t>(), 18 * pod["verified"].get<int64_t>()) << name;
+  }
+  EXPECT_EQ(honest_requests, 11);
+  EXPECT_EQ(network["hub"]["verification"]["failed"], 1);
+  EXPECT_EQ(network["hub"]["requests"]["total"], 12);
+  const json books = h.hub.ledger();
+  EXPECT_TRUE(books["problems"].empty()) << books.dump();
+  EXPECT_EQ(books["sum"], 0);
+  EXPECT_EQ(books["balances"][Credits::client_account("client-key")], 100000 - paid);
+  EXPECT_EQ(books["balances"]["withheld"], 18);  // the cheater's one request
+}
+
+// A client whose credits do not cover a request's most is refused before any pod works.
+TEST(HubServerTest, ARequestBeyondTheKeysCreditsIsRefused) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  o.grant_credits = 100;
+  RunningHub h(o);
+  ModelPod pod("pod", 7);
+  const net::NodeIdentity id = net::NodeIdentity::generate();
+  Registration r = sample(id);
+  r.url = pod.url();
+  const std::string body = registration_body(r);
+  ASSERT_EQ(post_registration(*h.client, body, sign_registration(id, body))->status, 200);
+  const httplib::Result res = h.client->Post(
+      "/v1/chat/completions", kClient,
+      R"({"model": "llama-3.1-8b-q4_0", "messages": [], "max_tokens": 1000})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 402);
+  EXPECT_THAT(res->body, HasSubstr("lower max_tokens"));
+  EXPECT_EQ(pod.requests, 0);
 }
 
 }  // namespace

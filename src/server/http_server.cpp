@@ -708,7 +708,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
 //   {"endpoint": "chat" | "completions", "request": <the client's request body>,
 //    "completion_token_ids": [the served tokens]}
 // answers
-//   {"prompt_tokens": n, "text": the served tokens as text,
+//   {"prompt_tokens": n, "temperature": t (0: greedy), "text": the served tokens as text,
 //    "scores": [{"token": id, "probability": p, "gap": g}, ...]}
 // with each token's probability and gap as this pod's sampler would draw it with the
 // request's sampling (engine::DrawCheck), all from one prefill of prompt and served tokens.
@@ -764,6 +764,7 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
                    "invalid_request_error", "request", "unverifiable");
   }
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
+  const float temperature = g.sampler.temperature;
   g.score_from = n_prompt;
   g.prompt.insert(g.prompt.end(), served.begin(), served.end());
   g.max_tokens = 0;
@@ -782,9 +783,11 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
     scores.push_back(
         {{"token", t.token}, {"probability", t.check.probability}, {"gap", t.check.gap}});
   }
-  send_json(
-      res, 200,
-      {{"prompt_tokens", n_prompt}, {"text", m.tokenizer->decode(served)}, {"scores", scores}});
+  send_json(res, 200,
+            {{"prompt_tokens", n_prompt},
+             {"temperature", temperature},
+             {"text", m.tokenizer->decode(served)},
+             {"scores", scores}});
 }
 
 }  // namespace herd::server

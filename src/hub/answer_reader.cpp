@@ -1,0 +1,87 @@
+#include "hub/answer_reader.h"
+
+#include <nlohmann/json.hpp>
+
+namespace herd::hub {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxTokenIds = size_t{1} << 20;
+
+// Reads usage, finish and token ids from one answer object; takes herd's extension out.
+// Returns whether it changed the object.
+bool read_object(json& answer, AnswerFacts& facts) {
+  if (!answer.is_object()) return false;
+  if (answer.contains("usage") && answer["usage"].is_object()) {
+    const json& u = answer["usage"];
+    if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer()) {
+      facts.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+    }
+    if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer()) {
+      facts.completion_tokens = u["completion_tokens"].get<int64_t>();
+    }
+  }
+  if (answer.contains("choices") && answer["choices"].is_array()) {
+    for (const json& c : answer["choices"]) {
+      if (c.is_object() && c.contains("finish_reason") && c["finish_reason"].is_string()) {
+        facts.finished = true;
+      }
+    }
+  }
+  if (!answer.contains("herd")) return false;
+  const json& herd = answer["herd"];
+  if (herd.is_object() && herd.contains("completion_token_ids") &&
+      herd["completion_token_ids"].is_array()) {
+    for (const json& t : herd["completion_token_ids"]) {
+      if (!t.is_number_integer() || facts.token_ids.size() >= kMaxTokenIds) break;
+      facts.token_ids.push_back(t.get<int32_t>());
+    }
+  }
+  answer.erase("herd");
+  return true;
+}
+
+}  // namespace
+
+std::string read_answer(const std::string& body, AnswerFacts& facts) {
+  json answer = json::parse(body, nullptr, false);
+  if (answer.is_discarded() || !answer.is_object()) return body;
+  return read_object(answer, facts) ? answer.dump() : body;
+}
+
+std::string StreamReader::feed(std::string_view bytes) {
+  pending_.append(bytes);
+  std::string out;
+  for (;;) {
+    // Events end with a blank line ("\n\n"; pods write no "\r\n").
+    const size_t end = pending_.find("\n\n");
+    if (end == std::string::npos) break;
+    out += event(std::string_view(pending_).substr(0, end + 2));
+    pending_.erase(0, end + 2);
+  }
+  return out;
+}
+
+std::string StreamReader::flush() {
+  std::string rest = std::move(pending_);
+  pending_.clear();
+  return rest;
+}
+
+std::string StreamReader::event(std::string_view text) {
+  const std::string_view prefix = "data: ";
+  if (text.substr(0, prefix.size()) != prefix) return std::string(text);  // comments
+  const std::string_view data = text.substr(prefix.size(), text.size() - prefix.size() - 2);
+  json chunk = json::parse(data, nullptr, false);
+  if (chunk.is_discarded() || !chunk.is_object()) return std::string(text);  // [DONE]
+  const bool changed = read_object(chunk, facts_);
+  const bool usage_only = chunk.contains("usage") && !chunk["usage"].is_null() &&
+                          chunk.contains("choices") && chunk["choices"].is_array() &&
+                          chunk["choices"].empty();
+  if (usage_only && !keep_usage_) return "";  // the hub asked for it, not the client
+  if (!changed) return std::string(text);
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+}  // namespace herd::hub

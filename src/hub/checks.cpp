@@ -1,0 +1,54 @@
+#include "hub/checks.h"
+
+#include <cstdio>
+
+#include "util/error.h"
+
+namespace herd::hub {
+
+Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds& thresholds) {
+  auto unreadable = [](const std::string& why) {
+    return Error("hub", "check: the checker's answer " + why);
+  };
+  if (!answer.is_object() || !answer.contains("scores") || !answer["scores"].is_array()) {
+    throw unreadable("has no 'scores' array");
+  }
+  if (!answer.contains("temperature") || !answer["temperature"].is_number()) {
+    throw unreadable("has no 'temperature'");
+  }
+  const nlohmann::json& scores = answer["scores"];
+  if (scores.size() != served) {
+    throw unreadable("scores " + std::to_string(scores.size()) + " tokens of " +
+                     std::to_string(served));
+  }
+  const bool greedy = answer["temperature"].get<double>() <= 0;
+  Verdict v;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const nlohmann::json& s = scores[i];
+    if (!s.is_object() || !s.contains("probability") || !s["probability"].is_number() ||
+        !s.contains("gap") || !s["gap"].is_number()) {
+      throw unreadable("has a score without 'probability' and 'gap'");
+    }
+    const double probability = s["probability"].get<double>();
+    const double gap = s["gap"].get<double>();
+    ++v.tokens;
+    const bool plausible =
+        greedy ? gap <= thresholds.greedy_gap : probability >= thresholds.min_probability;
+    if (plausible) continue;
+    if (++v.implausible == 1) {
+      char line[160];
+      std::snprintf(line, sizeof line, "token %zu (id %lld): %s %.3g", i,
+                    static_cast<long long>(s.value("token", -1)),
+                    greedy ? "logit below the best by" : "probability", greedy ? gap : probability);
+      v.detail = line;
+    }
+  }
+  v.passed = v.implausible == 0;
+  return v;
+}
+
+bool should_check(int64_t checked, double sample_rate, double draw) {
+  return checked < kAlwaysChecked || draw < sample_rate;
+}
+
+}  // namespace herd::hub

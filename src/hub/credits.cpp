@@ -1,0 +1,140 @@
+#include "hub/credits.h"
+
+#include <sodium.h>
+
+#include <chrono>
+
+#include "util/error.h"
+
+namespace herd::hub {
+namespace {
+
+constexpr const char* kIssuer = "issuer";
+constexpr const char* kFee = "fee";
+constexpr const char* kWithheld = "withheld";
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Charge price_of(const Prices& prices, int64_t prompt_tokens, int64_t completion_tokens) {
+  Charge c;
+  c.client_pays = prompt_tokens * prices.prompt_token + completion_tokens * prices.completion_token;
+  c.pod_earns = completion_tokens * prices.completion_token * (100 - prices.fee_percent) / 100;
+  c.fee = c.client_pays - c.pod_earns;
+  return c;
+}
+
+Credits::Credits(Ledger& ledger, Prices prices) : ledger_(ledger), prices_(prices) {
+  if (prices_.prompt_token < 0 || prices_.completion_token < 0 || prices_.fee_percent < 0 ||
+      prices_.fee_percent > 100) {
+    throw Error("hub", "credits: prices must be >= 0 and the fee 0-100%");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ledger_.open_account(kIssuer, AccountKind::ISSUER);
+  ledger_.open_account(kFee, AccountKind::FEE);
+  ledger_.open_account(kWithheld, AccountKind::FEE);
+}
+
+std::string Credits::client_account(const std::string& api_key) {
+  if (api_key.empty()) return "client:open";
+  unsigned char hash[16];
+  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(api_key.data()),
+                     api_key.size(), nullptr, 0);
+  static const char* hex = "0123456789abcdef";
+  std::string name = "client:";
+  for (unsigned char b : hash) {
+    name += hex[b >> 4];
+    name += hex[b & 15];
+  }
+  return name;
+}
+
+std::string Credits::pod_account(const std::string& pod_id) {
+  return "pod:" + pod_id;
+}
+
+std::string Credits::pending_account(const std::string& pod_id) {
+  return "pod:" + pod_id + ":pending";
+}
+
+void Credits::grant(const std::string& client, int64_t credits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ledger_.open_account(client, AccountKind::CLIENT);
+  if (credits <= 0) return;
+  const Entry entries[] = {{kIssuer, -credits}, {client, credits}};
+  try {
+    ledger_.transfer("grant:" + client, entries, "credits granted to an API key");
+  } catch (const Error&) {
+    // Granted before with another amount (the hub restarted with a new --credits): the
+    // first grant stands.
+  }
+}
+
+void Credits::open_pod(const std::string& pod_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ledger_.open_account(pod_account(pod_id), AccountKind::POD);
+  ledger_.open_account(pending_account(pod_id), AccountKind::POD);
+}
+
+bool Credits::can_pay(const std::string& client, int64_t credits) const {
+  if (client == "client:open") return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.balance(client) >= credits;
+}
+
+bool Credits::charge(const std::string& request_id, const std::string& client,
+                     const std::string& pod_id, const Charge& charge, const std::string& memo) {
+  // An open hub's requests are paid by the issuer: pods earn all the same.
+  const std::string payer = client == "client:open" ? kIssuer : client;
+  std::vector<Entry> entries;
+  if (charge.client_pays > 0) entries.push_back({payer, -charge.client_pays});
+  if (charge.pod_earns > 0) entries.push_back({pending_account(pod_id), charge.pod_earns});
+  if (charge.fee > 0) entries.push_back({kFee, charge.fee});
+  if (entries.size() < 2) return false;  // nothing to move (free tokens)
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.transfer("request:" + request_id, entries, memo);
+}
+
+void Credits::verified(const std::string& request_id, const std::string& pod_id, int64_t share) {
+  if (share <= 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string pending = pending_account(pod_id);
+  if (ledger_.balance(pending) < share) return;  // settled or withheld already
+  const Entry entries[] = {{pending, -share}, {pod_account(pod_id), share}};
+  ledger_.transfer("verified:" + request_id, entries, "request " + request_id + " checked");
+}
+
+int64_t Credits::withhold(const std::string& pod_id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string pending = pending_account(pod_id);
+  const int64_t amount = ledger_.balance(pending);
+  if (amount <= 0) return 0;
+  const Entry entries[] = {{pending, -amount}, {kWithheld, amount}};
+  ledger_.transfer(
+      "withhold:" + pod_id + ":" + std::to_string(unix_ms()) + ":" + std::to_string(++withholds_),
+      entries, reason.substr(0, 900));
+  return amount;
+}
+
+void Credits::settle(const std::vector<std::string>& pods, const std::string& period) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& pod : pods) {
+    const std::string pending = pending_account(pod);
+    const int64_t amount = ledger_.balance(pending);
+    if (amount <= 0) continue;
+    const Entry entries[] = {{pending, -amount}, {pod_account(pod), amount}};
+    ledger_.transfer("settle:" + pod + ":" + period, entries, "period " + period + " settled");
+  }
+}
+
+int64_t Credits::balance(const std::string& account) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.balance(account);
+}
+
+}  // namespace herd::hub
