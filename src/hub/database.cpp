@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "hub/pg_db.h"
 #include "hub/sqlite_db.h"
 
 namespace herd::hub {
@@ -48,9 +49,13 @@ void Transaction::rollback() {
 
 std::unique_ptr<Database> open_database(const std::string& spec) {
   if (spec.starts_with("postgresql://") || spec.starts_with("postgres://")) {
+#ifdef HERD_HAVE_POSTGRESQL
+    return std::make_unique<PgDb>(spec);
+#else
     throw Error("hub", "database '" + spec.substr(0, spec.find(':')) +
                            "://...': herd was built without PostgreSQL (libpq-dev: run "
                            "scripts/install-deps, then configure and build again)");
+#endif
   }
 #ifdef HERD_HAVE_SQLITE
   return std::make_unique<SqliteDb>(spec);
