@@ -37,8 +37,8 @@ Transaction::~Transaction() {
 
 void Transaction::commit() {
   HERD_CHECK(open_);
-  open_ = false;  // a failed COMMIT ends the transaction too
-  db_.commit();
+  db_.commit();  // when it fails, the destructor rolls back (SQLite may keep it open)
+  open_ = false;
 }
 
 void Transaction::rollback() {
