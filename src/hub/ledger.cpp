@@ -13,29 +13,33 @@ constexpr size_t kMaxMemoBytes = 1000;
 constexpr size_t kMaxEntries = 64;
 
 // The balance CHECK is the database's: a transfer that would overdraw fails inside the
-// transaction and nothing of it stays.
-constexpr const char* kSchema = R"sql(
+// transaction and nothing of it stays. Types both databases know; the entries' increasing
+// id is the dialect's.
+std::string schema(const Dialect& dialect) {
+  return R"sql(
 CREATE TABLE IF NOT EXISTS accounts (
   name    TEXT PRIMARY KEY,
   kind    TEXT NOT NULL CHECK (kind IN ('issuer', 'client', 'pod', 'fee')),
-  balance INTEGER NOT NULL DEFAULT 0,
+  balance BIGINT NOT NULL DEFAULT 0,
   CHECK (kind = 'issuer' OR balance >= 0)
 );
 CREATE TABLE IF NOT EXISTS transfers (
   key     TEXT PRIMARY KEY,
   entries TEXT NOT NULL,   -- canonical: sorted 'account amount' lines, to spot a reused key
   memo    TEXT NOT NULL,
-  at_ms   INTEGER NOT NULL
+  at_ms   BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS entries (
-  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  id       )sql" +
+         std::string(dialect.auto_id) + R"sql(,
   transfer TEXT NOT NULL REFERENCES transfers(key),
   account  TEXT NOT NULL REFERENCES accounts(name),
-  amount   INTEGER NOT NULL CHECK (amount <> 0)
+  amount   BIGINT NOT NULL CHECK (amount <> 0)
 );
 CREATE INDEX IF NOT EXISTS entries_by_account ON entries(account, id);
 CREATE INDEX IF NOT EXISTS entries_by_transfer ON entries(transfer);
 )sql";
+}
 
 [[noreturn]] void fail(const std::string& problem) {
   throw Error("hub", "ledger: " + problem);
@@ -57,6 +61,25 @@ std::string canonical(std::span<const Entry> entries) {
   return text;
 }
 
+// True when `key` was applied before with these entries (`described`), false when never;
+// throws when it was applied with other entries.
+bool seen_before(Database& db, const std::string& key, const std::string& described) {
+  const Result seen = db.run("SELECT entries FROM transfers WHERE key = $1", {key});
+  if (seen.rows.empty()) return false;
+  if (seen.rows[0].text(0) != described) {
+    fail("transfer key '" + key + "' was used before for other entries");
+  }
+  return true;
+}
+
+AccountKind parse_kind(const std::string& name) {
+  for (AccountKind kind :
+       {AccountKind::ISSUER, AccountKind::CLIENT, AccountKind::POD, AccountKind::FEE}) {
+    if (account_kind_name(kind) == name) return kind;
+  }
+  fail("an account of unknown kind '" + name + "'");
+}
+
 }  // namespace
 
 std::string_view account_kind_name(AccountKind kind) {
@@ -73,26 +96,39 @@ std::string_view account_kind_name(AccountKind kind) {
   return "fee";
 }
 
-Ledger::Ledger(SqliteDb& db) : db_(db) {
-  db_.exec(kSchema);
+Ledger::Ledger(Database& db) : db_(db) {
+  // Two hubs creating the tables at once (PostgreSQL): the second's CREATE waits for the
+  // first's, then fails on the catalog's UNIQUE key. By then the tables exist.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      db_.exec(schema(db_.dialect()));
+      return;
+    } catch (const ConstraintViolation&) {
+      if (attempt == 3) throw;
+    }
+  }
 }
 
 void Ledger::open_account(const std::string& name, AccountKind kind) {
   check_name("account", name);
-  Transaction tx(db_);
-  Statement find(db_, "SELECT kind FROM accounts WHERE name = ?1");
-  if (find.bind(1, name).step()) {
-    if (find.column_text(0) != account_kind_name(kind)) {
-      fail("account '" + name + "' exists as a " + find.column_text(0) + " account, not " +
-           std::string(account_kind_name(kind)));
+  const std::string wanted(account_kind_name(kind));
+  for (int attempt = 1;; ++attempt) {
+    const Result found = db_.run("SELECT kind FROM accounts WHERE name = $1", {name});
+    if (!found.rows.empty()) {
+      const std::string& has = found.rows[0].text(0);
+      if (has != wanted) {
+        fail("account '" + name + "' exists as a " + has + " account, not " + wanted);
+      }
+      return;
     }
-    return;
+    try {
+      db_.run("INSERT INTO accounts(name, kind) VALUES ($1, $2)", {name, wanted});
+      return;
+    } catch (const ConstraintViolation& e) {
+      // Another hub created it since the SELECT: read it again.
+      if (e.kind() != Constraint::UNIQUE || attempt == 2) throw;
+    }
   }
-  Statement(db_, "INSERT INTO accounts(name, kind) VALUES (?1, ?2)")
-      .bind(1, name)
-      .bind(2, account_kind_name(kind))
-      .step();
-  tx.commit();
 }
 
 bool Ledger::transfer(const std::string& key, std::span<const Entry> entries,
@@ -113,96 +149,104 @@ bool Ledger::transfer(const std::string& key, std::span<const Entry> entries,
     fail("transfer '" + key + "': entries sum to " + std::to_string(sum) + ", not zero");
   }
   const std::string described = canonical(entries);
+  // Accounts are written in the order of their names, so two transfers at once lock the
+  // rows they share in the same order and never deadlock (PostgreSQL's row locks).
+  std::vector<Entry> ordered(entries.begin(), entries.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Entry& a, const Entry& b) { return a.account < b.account; });
 
   Transaction tx(db_);
-  Statement seen(db_, "SELECT entries FROM transfers WHERE key = ?1");
-  if (seen.bind(1, key).step()) {
-    if (seen.column_text(0) != described) {
-      fail("transfer key '" + key + "' was used before for other entries");
-    }
-    return false;  // applied before: nothing to do (the transaction rolls back, empty)
+  if (seen_before(db_, key, described)) return false;  // nothing to do: rolls back, empty
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  try {
+    db_.run("INSERT INTO transfers(key, entries, memo, at_ms) VALUES ($1, $2, $3, $4)",
+            {key, described, memo, now_ms});
+  } catch (const ConstraintViolation& e) {
+    // Another hub inserted the key after our SELECT; this INSERT waited for its
+    // transaction and found it committed (PostgreSQL). Read what it applied.
+    if (e.kind() != Constraint::UNIQUE) throw;
+    tx.rollback();
+    if (seen_before(db_, key, described)) return false;
+    throw;
   }
-  Statement(db_, "INSERT INTO transfers(key, entries, memo, at_ms) VALUES (?1, ?2, ?3, ?4)")
-      .bind(1, key)
-      .bind(2, described)
-      .bind(3, memo)
-      .bind(4, std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count())
-      .step();
-  Statement insert(db_, "INSERT INTO entries(transfer, account, amount) VALUES (?1, ?2, ?3)");
-  Statement move(db_, "UPDATE accounts SET balance = balance + ?2 WHERE name = ?1");
-  for (const Entry& e : entries) {
+  for (const Entry& e : ordered) {
+    Result moved;
     try {
-      move.bind(1, e.account).bind(2, e.amount).step();
-    } catch (const Error&) {
-      if (db_.constraint_failed()) {
-        fail("transfer '" + key + "': account '" + e.account + "' has " +
-             std::to_string(balance(e.account)) + ", too little for " + std::to_string(-e.amount));
-      }
-      throw;
+      moved = db_.run("UPDATE accounts SET balance = balance + $2 WHERE name = $1",
+                      {e.account, e.amount});
+    } catch (const ConstraintViolation& v) {
+      if (v.kind() != Constraint::CHECK) throw;
+      tx.rollback();  // first: PostgreSQL reads nothing more in a failed transaction
+      fail("transfer '" + key + "': account '" + e.account + "' has " +
+           std::to_string(balance(e.account)) + ", too little for " + std::to_string(-e.amount));
     }
-    if (db_.changes() == 0) fail("transfer '" + key + "': no account '" + e.account + "'");
-    move.reset();
-    insert.bind(1, key).bind(2, e.account).bind(3, e.amount).step();
-    insert.reset();
+    if (moved.changed == 0) fail("transfer '" + key + "': no account '" + e.account + "'");
+    // The entry's id is drawn while this transaction holds the account's row: an account's
+    // entries are numbered in the order their transfers commit, as history() needs.
+    db_.run("INSERT INTO entries(transfer, account, amount) VALUES ($1, $2, $3)",
+            {key, e.account, e.amount});
   }
   tx.commit();
   return true;
 }
 
 int64_t Ledger::balance(const std::string& account) const {
-  Statement q(db_, "SELECT balance FROM accounts WHERE name = ?1");
-  if (!q.bind(1, account).step()) fail("no account '" + account + "'");
-  return q.column_int(0);
+  const Result q = db_.run("SELECT balance FROM accounts WHERE name = $1", {account});
+  if (q.rows.empty()) fail("no account '" + account + "'");
+  return q.rows[0].integer(0);
 }
 
 std::vector<HistoryRow> Ledger::history(const std::string& account) const {
-  Statement q(db_,
-              "SELECT e.id, e.transfer, t.memo, e.amount, "
-              "SUM(e.amount) OVER (ORDER BY e.id) FROM entries e "
-              "JOIN transfers t ON t.key = e.transfer WHERE e.account = ?1 ORDER BY e.id");
-  q.bind(1, account);
+  const Result q = db_.run(
+      "SELECT e.id, e.transfer, t.memo, e.amount, "
+      "SUM(e.amount) OVER (ORDER BY e.id) FROM entries e "
+      "JOIN transfers t ON t.key = e.transfer WHERE e.account = $1 ORDER BY e.id",
+      {account});
   std::vector<HistoryRow> rows;
-  while (q.step()) {
-    rows.push_back(
-        {q.column_int(0), q.column_text(1), q.column_text(2), q.column_int(3), q.column_int(4)});
+  for (const Row& r : q.rows) {
+    rows.push_back({r.integer(0), r.text(1), r.text(2), r.integer(3), r.integer(4)});
   }
   return rows;
 }
 
+std::vector<AccountBalance> Ledger::accounts() const {
+  const Result q = db_.run("SELECT name, kind, balance FROM accounts ORDER BY name");
+  std::vector<AccountBalance> out;
+  for (const Row& r : q.rows) {
+    out.push_back({r.text(0), parse_kind(r.text(1)), r.integer(2)});
+  }
+  return out;
+}
+
 std::vector<std::string> Ledger::verify() const {
   std::vector<std::string> problems;
-  Statement total(db_, "SELECT COALESCE(SUM(amount), 0) FROM entries");
-  total.step();
-  if (total.column_int(0) != 0) {
-    problems.push_back("all entries sum to " + std::to_string(total.column_int(0)));
+  const Result total = db_.run("SELECT COALESCE(SUM(amount), 0) FROM entries");
+  if (total.rows[0].integer(0) != 0) {
+    problems.push_back("all entries sum to " + total.rows[0].text(0));
   }
-  Statement unbalanced(db_,
-                       "SELECT transfer, SUM(amount) FROM entries GROUP BY transfer "
-                       "HAVING SUM(amount) <> 0");
-  while (unbalanced.step()) {
-    problems.push_back("transfer '" + unbalanced.column_text(0) + "' sums to " +
-                       std::to_string(unbalanced.column_int(1)));
+  const Result unbalanced = db_.run(
+      "SELECT transfer, SUM(amount) FROM entries GROUP BY transfer HAVING SUM(amount) <> 0");
+  for (const Row& r : unbalanced.rows) {
+    problems.push_back("transfer '" + r.text(0) + "' sums to " + r.text(1));
   }
-  Statement empty(db_,
-                  "SELECT key FROM transfers WHERE NOT EXISTS "
-                  "(SELECT 1 FROM entries WHERE entries.transfer = transfers.key)");
-  while (empty.step()) problems.push_back("transfer '" + empty.column_text(0) + "' has no entries");
-  Statement drift(db_,
-                  "SELECT a.name, a.balance, COALESCE(SUM(e.amount), 0) FROM accounts a "
-                  "LEFT JOIN entries e ON e.account = a.name GROUP BY a.name "
-                  "HAVING a.balance <> COALESCE(SUM(e.amount), 0)");
-  while (drift.step()) {
-    problems.push_back("account '" + drift.column_text(0) + "' shows " +
-                       std::to_string(drift.column_int(1)) + " but its entries sum to " +
-                       std::to_string(drift.column_int(2)));
+  const Result empty = db_.run(
+      "SELECT key FROM transfers WHERE NOT EXISTS "
+      "(SELECT 1 FROM entries WHERE entries.transfer = transfers.key)");
+  for (const Row& r : empty.rows) problems.push_back("transfer '" + r.text(0) + "' has no entries");
+  const Result drift = db_.run(
+      "SELECT a.name, a.balance, COALESCE(SUM(e.amount), 0) FROM accounts a "
+      "LEFT JOIN entries e ON e.account = a.name GROUP BY a.name, a.balance "
+      "HAVING a.balance <> COALESCE(SUM(e.amount), 0)");
+  for (const Row& r : drift.rows) {
+    problems.push_back("account '" + r.text(0) + "' shows " + r.text(1) +
+                       " but its entries sum to " + r.text(2));
   }
-  Statement overdrawn(db_,
-                      "SELECT name, balance FROM accounts WHERE kind <> 'issuer' AND balance < 0");
-  while (overdrawn.step()) {
-    problems.push_back("account '" + overdrawn.column_text(0) +
-                       "' is overdrawn: " + std::to_string(overdrawn.column_int(1)));
+  const Result overdrawn =
+      db_.run("SELECT name, balance FROM accounts WHERE kind <> 'issuer' AND balance < 0");
+  for (const Row& r : overdrawn.rows) {
+    problems.push_back("account '" + r.text(0) + "' is overdrawn: " + r.text(1));
   }
   return problems;
 }

@@ -12,8 +12,10 @@
 //           credits exist elsewhere
 //   client  spends per token; pod earns per verified output token; fee the hub's share.
 //
-// SQLite now (sqlite_db.h; WAL, synchronous=FULL); the SQL is plain enough for the
-// PostgreSQL backend issue 19 asks for next.
+// The database is SQLite (one hub) or PostgreSQL (hub replicas sharing it): database.h.
+// On PostgreSQL two hubs may apply transfers at once: the same key raced by both is
+// applied by one (the other returns false, or throws when its entries differ), each
+// balance CHECK holds on every commit, and no entry is lost.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "hub/sqlite_db.h"
+#include "hub/database.h"
+#include "hub/sqlite_db.h"  // callers that open a SqliteDb themselves, as before open_database
 
 namespace herd::hub {
 
@@ -41,10 +44,16 @@ struct HistoryRow {
   int64_t balance_after = 0;
 };
 
+struct AccountBalance {
+  std::string name;
+  AccountKind kind = AccountKind::CLIENT;
+  int64_t balance = 0;
+};
+
 class Ledger {
  public:
-  // Opens or creates the ledger's tables in `db`.
-  explicit Ledger(SqliteDb& db);
+  // Opens or creates the ledger's tables in `db`, which must outlive the Ledger.
+  explicit Ledger(Database& db);
 
   // Creates the account, or does nothing when it exists with that kind; another kind is
   // an error. Names: 1-200 bytes.
@@ -62,9 +71,11 @@ class Ledger {
   // Problems found, empty when consistent: a transfer or the whole not summing to zero, a
   // balance other than the sum of its entries, a non-issuer balance below zero.
   std::vector<std::string> verify() const;
+  // Every account with its kind and balance, by name: the audit view.
+  std::vector<AccountBalance> accounts() const;
 
  private:
-  SqliteDb& db_;
+  Database& db_;
 };
 
 std::string_view account_kind_name(AccountKind kind);

@@ -2,9 +2,18 @@
 
 #include <sqlite3.h>
 
-#include "util/error.h"
+#include <memory>
 
 namespace herd::hub {
+namespace {
+
+const Dialect kSqlite{"sqlite", "INTEGER PRIMARY KEY AUTOINCREMENT"};
+
+struct FinalizeStatement {
+  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+};
+
+}  // namespace
 
 SqliteDb::SqliteDb(const std::string& path) : path_(path) {
   const int rc =
@@ -14,7 +23,7 @@ SqliteDb::SqliteDb(const std::string& path) : path_(path) {
     const std::string why = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw Error("hub", "database '" + path + "': cannot open: " + why);
+    throw Error("hub", "sqlite: '" + path + "': cannot open: " + why);
   }
   sqlite3_busy_timeout(db_, 5000);
   sqlite3_extended_result_codes(db_, 1);
@@ -27,90 +36,76 @@ SqliteDb::~SqliteDb() {
   sqlite3_close(db_);
 }
 
-int SqliteDb::changes() const {
-  return sqlite3_changes(db_);
+const Dialect& SqliteDb::dialect() const {
+  return kSqlite;
 }
 
-std::string SqliteDb::last_error() const {
-  return sqlite3_errmsg(db_);
-}
-
-bool SqliteDb::constraint_failed() const {
-  return (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_CONSTRAINT;
+// Throws the connection's last error, as a ConstraintViolation when it was one.
+void SqliteDb::fail(std::string_view sql) const {
+  const std::string message = "sqlite: '" + path_ + "': " + sqlite3_errmsg(db_) +
+                              " (in: " + std::string(sql.substr(0, 80)) + ")";
+  const int code = sqlite3_extended_errcode(db_);
+  if ((code & 0xff) != SQLITE_CONSTRAINT) throw Error("hub", message);
+  Constraint kind = Constraint::OTHER;
+  if (code == SQLITE_CONSTRAINT_CHECK) kind = Constraint::CHECK;
+  if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    kind = Constraint::UNIQUE;
+  }
+  throw ConstraintViolation(kind, message);
 }
 
 void SqliteDb::exec(std::string_view sql) {
   const std::string text(sql);
-  char* message = nullptr;
-  if (sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-    const std::string why = message != nullptr ? message : last_error();
-    sqlite3_free(message);
-    throw Error("hub", "database '" + path_ + "': " + why + " (in: " + text.substr(0, 80) + ")");
+  if (sqlite3_exec(db_, text.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) fail(sql);
+}
+
+Result SqliteDb::run(std::string_view sql, const std::vector<Param>& params) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &raw, nullptr) !=
+      SQLITE_OK) {
+    fail(sql);
   }
-}
-
-Statement::Statement(SqliteDb& db, std::string_view sql) : db_(db), sql_(sql) {
-  if (sqlite3_prepare_v2(db.handle(), sql_.data(), static_cast<int>(sql_.size()), &stmt_,
-                         nullptr) != SQLITE_OK) {
-    throw Error("hub", "database '" + db.path() + "': " + db.last_error() +
-                           " (in: " + sql_.substr(0, 80) + ")");
-  }
-}
-
-Statement::~Statement() {
-  sqlite3_finalize(stmt_);
-}
-
-Statement& Statement::bind(int index, int64_t value) {
-  sqlite3_bind_int64(stmt_, index, value);
-  return *this;
-}
-
-Statement& Statement::bind(int index, std::string_view value) {
-  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
-  return *this;
-}
-
-bool Statement::step() {
-  const int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  const std::string why = db_.last_error();
-  sqlite3_reset(stmt_);  // keeps the error code readable by constraint_failed()
-  throw Error("hub", "database '" + db_.path() + "': " + why + " (in: " + sql_.substr(0, 80) + ")");
-}
-
-void Statement::reset() {
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
-}
-
-int64_t Statement::column_int(int index) const {
-  return sqlite3_column_int64(stmt_, index);
-}
-
-std::string Statement::column_text(int index) const {
-  const unsigned char* text = sqlite3_column_text(stmt_, index);
-  return text != nullptr ? reinterpret_cast<const char*>(text) : "";
-}
-
-Transaction::Transaction(SqliteDb& db) : db_(db) {
-  db_.exec("BEGIN IMMEDIATE");
-}
-
-Transaction::~Transaction() {
-  if (!done_) {
-    try {
-      db_.exec("ROLLBACK");
-    } catch (const Error&) {
-      // The transaction is gone already (SQLite rolls back on some errors by itself).
+  const std::unique_ptr<sqlite3_stmt, FinalizeStatement> stmt(raw);
+  // $1 is a named parameter to SQLite (the name "$1"); it may appear more than once.
+  HERD_CHECK_MSG(sqlite3_bind_parameter_count(raw) <= static_cast<int>(params.size()),
+                 std::string(sql.substr(0, 80)));
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string name = std::to_string(i + 1);
+    name.insert(name.begin(), '$');  // not "$" + ...: GCC 12 warns wrongly (-Wrestrict)
+    const int index = sqlite3_bind_parameter_index(raw, name.c_str());
+    HERD_CHECK_MSG(index > 0, "no " + name + " in: " + std::string(sql.substr(0, 80)));
+    if (const int64_t* value = std::get_if<int64_t>(&params[i])) {
+      sqlite3_bind_int64(raw, index, *value);
+    } else {
+      const std::string& text = std::get<std::string>(params[i]);
+      sqlite3_bind_text(raw, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
     }
   }
+  Result result;
+  int rc;
+  while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
+    std::vector<std::string> values(sqlite3_column_count(raw));
+    for (size_t c = 0; c < values.size(); ++c) {
+      const unsigned char* text = sqlite3_column_text(raw, static_cast<int>(c));
+      if (text != nullptr) values[c] = reinterpret_cast<const char*>(text);
+    }
+    result.rows.emplace_back(std::move(values));
+  }
+  if (rc != SQLITE_DONE) fail(sql);
+  result.changed = sqlite3_stmt_readonly(raw) ? 0 : sqlite3_changes(db_);
+  return result;
 }
 
-void Transaction::commit() {
-  db_.exec("COMMIT");
-  done_ = true;
+void SqliteDb::begin() {
+  exec("BEGIN IMMEDIATE");
+}
+
+void SqliteDb::commit() {
+  exec("COMMIT");
+}
+
+void SqliteDb::rollback() {
+  exec("ROLLBACK");
 }
 
 }  // namespace herd::hub
