@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "hub/hub_page.h"
 #include "hub/registration.h"
 #include "hub/router.h"
 #include "util/error.h"
@@ -357,6 +358,7 @@ struct HubServer::State {
       std::lock_guard<std::mutex> lock(mutex);
       send_json(res, 200, {{"status", "ok"}, {"pods", pods.size()}});
     });
+    serve_hub_page(http);
   }
 };
 
