@@ -1,7 +1,7 @@
 // herd hub: the network's hub (issue 19; docs/network.md). Pods register with a signed
 // registration and register again as their heartbeat; clients' completions go whole to a
 // pod the router chooses, are charged to their key's credits and sampled for checks on
-// other pods; GET /api/network shows every pod. The books are kept in --db (SQLite).
+// other pods; GET /api/network shows every pod. The books are kept in --db (SQLite or PostgreSQL).
 // Serves until SIGINT or SIGTERM.
 #include <pthread.h>
 
@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "hub/database.h"
 #include "hub/hub_server.h"
 #include "hub/ledger.h"
 #include "util/error.h"
@@ -72,12 +73,13 @@ void run_hub(HubArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);
 
   if (a.db.empty()) a.db = default_db();
-  hub::SqliteDb db(a.db);
-  hub::Ledger ledger(db);
+  const std::unique_ptr<hub::Database> db = hub::open_database(a.db);
+  hub::Ledger ledger(*db);
   hub::HubServer server(a.hub, ledger);
   server.bind();
   std::thread http([&] { server.listen(); });
-  std::fprintf(stderr, "hub: books in %s\n", a.db.c_str());
+  const bool postgres = a.db.rfind("postgres", 0) == 0;  // its URI may hold a password
+  std::fprintf(stderr, "hub: books in %s\n", postgres ? "PostgreSQL" : a.db.c_str());
   std::fprintf(stderr, "hub: listening on http://%s:%d (%zu API key%s)\n", a.hub.host.c_str(),
                server.port(), a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
   int sig = 0;
@@ -98,7 +100,7 @@ void add_hub(CLI::App& app) {
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (instead of --host, --port)");
   cmd->add_option("--db", a->db,
                   "The books (credits ledger): a SQLite file (default: "
-                  "$XDG_DATA_HOME/herd/hub.db)");
+                  "$XDG_DATA_HOME/herd/hub.db) or postgresql://... (several hubs, one state)");
   cmd->add_option("--credits", a->hub.grant_credits,
                   "Credits granted to each API key's account, once")
       ->capture_default_str()

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "hub/answer_reader.h"
+#include "hub/hub_page.h"
 #include "hub/ledger.h"
 #include "hub/registration.h"
 #include "hub/router.h"
@@ -813,6 +814,7 @@ struct HubServer::State {
       std::lock_guard<std::mutex> lock(mutex);
       send_json(res, 200, {{"status", "ok"}, {"pods", pods.size()}});
     });
+    serve_hub_page(http);
   }
 };
 

@@ -1,5 +1,6 @@
 // The web page's files (web/ in the repository), embedded into the binary at build time
-// by embed_web.cmake, so that `herd serve` needs no files beside it and no CDN.
+// by embed_web.cmake, so that `herd serve` needs no files beside it and no CDN. The hub's
+// page (web/hub/) is embedded the same way, as herd::hub::hub_page_assets() (hub/hub_page.h).
 #pragma once
 
 #include <span>
