@@ -16,6 +16,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+export XDG_DATA_HOME=$dir/data  # the hub's books, not in ~/.local/share
 fail() {
   echo "FAIL: $*" >&2
   for log in "$dir"/*.log; do echo "--- $log" >&2; tail -20 "$log" >&2; done

@@ -125,6 +125,9 @@ void add_hub(CLI::App& app) {
                   "A sampled token is plausible when the checker gives it at least this")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-z", a->hub.thresholds.min_z,
+                  "Sampled tokens are plausible together when their z (checks.h) is at least this")
+      ->capture_default_str();
   cmd->add_option("--greedy-gap", a->hub.thresholds.greedy_gap,
                   "A greedy token is plausible when its logit is within this of the best")
       ->capture_default_str()

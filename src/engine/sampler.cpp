@@ -81,11 +81,23 @@ DrawCheck Sampler::check(std::span<const float> logits, int32_t token) {
     out.probability = out.gap <= 0.0f ? 1.0 : 0.0;
     return out;
   }
-  double sum = 0;
+  // log p_i = (l_i - best) / T - log Z; the entropy and the variance of log p from the
+  // sums of p and p log p and p (log p)^2, in doubles (the vocabulary may be 250k).
+  double z = 0;
   for (const Candidate& c : candidates_) {
-    sum += std::exp(static_cast<double>(c.logit - best) / params_.temperature);
+    z += std::exp(static_cast<double>(c.logit - best) / params_.temperature);
   }
-  out.probability = std::exp(static_cast<double>(own - best) / params_.temperature) / sum;
+  const double log_z = std::log(z);
+  double mean = 0, square = 0;
+  for (const Candidate& c : candidates_) {
+    const double log_p = static_cast<double>(c.logit - best) / params_.temperature - log_z;
+    const double p = std::exp(log_p);
+    mean += p * log_p;
+    square += p * log_p * log_p;
+  }
+  out.probability = std::exp(static_cast<double>(own - best) / params_.temperature - log_z);
+  out.entropy = -mean;
+  out.variance = std::max(0.0, square - mean * mean);
   return out;
 }
 

@@ -18,6 +18,11 @@ namespace herd::engine {
 struct DrawCheck {
   double probability = 0;  // at the temperature, over the whole vocabulary; 1/0 when greedy
   float gap = 0;           // the best logit minus the token's (after penalties); >= 0
+  // What an honest draw's log-probability would be: its mean (minus the entropy) and its
+  // variance, over the same distribution (0 when greedy). Over many tokens the sum of
+  // log p + entropy of honest draws stays near zero; another model's tokens fall far below.
+  double entropy = 0;
+  double variance = 0;
 };
 
 struct SamplerParams {

@@ -90,6 +90,14 @@ TEST(Sampler, CheckGivesTheDrawsProbabilityAndGapAfterPenalties) {
   DrawCheck c = s.check(logits, 1);
   EXPECT_NEAR(c.probability, std::exp(2.0) / z, 1e-6);
   EXPECT_FLOAT_EQ(c.gap, 1.0f);
+  double entropy = 0, square = 0;
+  for (double l : {4.0, 2.0, 0.0}) {
+    const double p = std::exp(l) / z, log_p = l - std::log(z);
+    entropy -= p * log_p;
+    square += p * log_p * log_p;
+  }
+  EXPECT_NEAR(c.entropy, entropy, 1e-6);
+  EXPECT_NEAR(c.variance, square - entropy * entropy, 1e-6);
   s.accept(0);  // 2 / 2 = 1: tokens 0 and 1 tie
   c = s.check(logits, 1);
   EXPECT_NEAR(c.probability, std::exp(2.0) / (2 * std::exp(2.0) + 1), 1e-6);

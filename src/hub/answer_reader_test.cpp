@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hub/checks.h"
 #include "hub/credits.h"
 #include "util/error.h"
@@ -53,7 +55,7 @@ TEST(AnswerReaderTest, AStreamSplitAnywhereGivesTheSameEventsWithoutTheHubsParts
 }
 
 TEST(ChecksTest, GreedyTokensMustBeNearTheBestAndSampledOnesLikelyEnough) {
-  const CheckThresholds t{1e-6, 0.5f};
+  const CheckThresholds t{1e-6, 0.5f, -6};
   nlohmann::json greedy = {{"temperature", 0},
                            {"scores",
                             {{{"token", 1}, {"probability", 1.0}, {"gap", 0.0}},
@@ -68,10 +70,30 @@ TEST(ChecksTest, GreedyTokensMustBeNearTheBestAndSampledOnesLikelyEnough) {
   EXPECT_NE(v.detail.find("token 1 (id 2)"), std::string::npos) << v.detail;
 
   nlohmann::json sampled = {{"temperature", 0.7},
-                            {"scores", {{{"token", 9}, {"probability", 2e-6}, {"gap", 9.0}}}}};
+                            {"scores",
+                             {{{"token", 9},
+                               {"probability", 2e-6},
+                               {"gap", 9.0},
+                               {"entropy", 12.0},
+                               {"variance", 4.0}}}}};
   EXPECT_TRUE(judge(sampled, 1, t).passed);
   sampled["scores"][0]["probability"] = 1e-9;
   EXPECT_FALSE(judge(sampled, 1, t).passed);
+
+  // Together: 20 tokens each a little less likely than an honest draw pass; the same
+  // tokens far less likely (another model's) sink z.
+  nlohmann::json together = {{"temperature", 1.0}, {"scores", nlohmann::json::array()}};
+  for (int i = 0; i < 20; ++i) {
+    together["scores"].push_back(
+        {{"token", i}, {"probability", 0.2}, {"gap", 1}, {"entropy", 1.5}, {"variance", 0.5}});
+  }
+  v = judge(together, 20, t);  // log 0.2 + 1.5 = -0.11 each: z = -2.2 / 3.2 = -0.69
+  EXPECT_TRUE(v.passed) << v.detail;
+  EXPECT_NEAR(v.z, 20 * (std::log(0.2) + 1.5) / std::sqrt(20 * 0.51), 1e-9);
+  for (auto& s : together["scores"]) s["probability"] = 0.001;  // -5.4 each: z = -33
+  v = judge(together, 20, t);
+  EXPECT_FALSE(v.passed);
+  EXPECT_NE(v.detail.find("less likely than honest draws"), std::string::npos) << v.detail;
 
   EXPECT_THROW(judge(sampled, 2, t), Error);  // not the served count
   EXPECT_THROW(judge(nlohmann::json::object(), 1, t), Error);

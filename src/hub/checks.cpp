@@ -1,5 +1,7 @@
 #include "hub/checks.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "util/error.h"
@@ -23,6 +25,7 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
   }
   const bool greedy = answer["temperature"].get<double>() <= 0;
   Verdict v;
+  double surprise = 0, variance = 0;  // sum(log p + entropy), sum(variance)
   for (size_t i = 0; i < scores.size(); ++i) {
     const nlohmann::json& s = scores[i];
     if (!s.is_object() || !s.contains("probability") || !s["probability"].is_number() ||
@@ -32,6 +35,14 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
     const double probability = s["probability"].get<double>();
     const double gap = s["gap"].get<double>();
     ++v.tokens;
+    if (greedy) {
+      v.max_gap = std::max(v.max_gap, gap);
+    } else {
+      v.min_probability = std::min(v.min_probability, probability);
+      const double entropy = s.value("entropy", 0.0), spread = s.value("variance", 0.0);
+      surprise += std::log(std::max(probability, 1e-300)) + entropy;
+      variance += spread + kNoise;
+    }
     const bool plausible =
         greedy ? gap <= thresholds.greedy_gap : probability >= thresholds.min_probability;
     if (plausible) continue;
@@ -41,6 +52,17 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
                     static_cast<long long>(s.value("token", -1)),
                     greedy ? "logit below the best by" : "probability", greedy ? gap : probability);
       v.detail = line;
+    }
+  }
+  if (!greedy && variance > 0) {
+    v.z = surprise / std::sqrt(variance);
+    if (v.z < thresholds.min_z) {
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "the %lld tokens are less likely than honest draws: z = %.1f (at least %.1f)",
+                    static_cast<long long>(v.tokens), v.z, thresholds.min_z);
+      if (v.detail.empty()) v.detail = line;
+      v.implausible = std::max<int64_t>(v.implausible, 1);
     }
   }
   v.passed = v.implausible == 0;

@@ -75,6 +75,9 @@ constexpr size_t kMaxQueuedChecks = 256;
 // the router sends it nothing); a passed one adds kReputationGain, up to 1.
 constexpr double kReputationLoss = 0.02;
 constexpr double kReputationGain = 0.1;
+// A new identity's: trusted half as much as a proven pod (the router's cost doubles) until
+// its checks pass.
+constexpr double kNewReputation = 0.5;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -104,7 +107,7 @@ struct HubServer::State {
   };
   // What the hub knows of a pod beyond its registration; kept after it leaves.
   struct Record {
-    double reputation = 1.0;
+    double reputation = kNewReputation;
     double rtt_seconds = 0;
     int64_t requests = 0, tokens = 0;
     int64_t checked = 0, passed = 0, failed = 0;
@@ -135,9 +138,13 @@ struct HubServer::State {
   std::string replica;  // names this hub's request ids
   uint64_t next_request = 0;
   struct Totals {
-    int64_t requests = 0, active = 0, failed = 0, tokens = 0, unpaid = 0;
+    int64_t requests = 0, active = 0, failed = 0, tokens = 0, prompt_tokens = 0, unpaid = 0;
     int64_t checks = 0, checks_failed = 0, checks_skipped = 0, check_errors = 0;
     int64_t disagreements = 0;
+    // The least plausible tokens of passed checks, and the share of implausible tokens in
+    // failed ones (docs/network.md sets the thresholds from these).
+    double passed_min_probability = 1, passed_max_gap = 0, passed_min_z = 0;
+    int64_t failed_tokens = 0, failed_implausible = 0;
   } totals;
   std::deque<json> recent;  // the last kRecent requests, newest last
   std::deque<Served> checks;
@@ -264,6 +271,7 @@ struct HubServer::State {
                       {"active", totals.active},
                       {"failed", totals.failed},
                       {"tokens", totals.tokens},
+                      {"prompt_tokens", totals.prompt_tokens},
                       {"unpaid", totals.unpaid}}},
                     {"verification",
                      {{"checked", totals.checks},
@@ -271,11 +279,17 @@ struct HubServer::State {
                       {"skipped", totals.checks_skipped},
                       {"errors", totals.check_errors},
                       {"disagreements", totals.disagreements},
+                      {"passed_min_probability", totals.passed_min_probability},
+                      {"passed_max_gap", totals.passed_max_gap},
+                      {"passed_min_z", totals.passed_min_z},
+                      {"failed_tokens", totals.failed_tokens},
+                      {"failed_implausible", totals.failed_implausible},
                       {"queued", checks.size()},
                       {"sample_rate", options.check_rate},
                       {"always_checked", kAlwaysChecked},
                       {"min_probability", options.thresholds.min_probability},
-                      {"greedy_gap", options.thresholds.greedy_gap}}},
+                      {"greedy_gap", options.thresholds.greedy_gap},
+                      {"min_z", options.thresholds.min_z}}},
                     {"prices",
                      {{"prompt_token", options.prices.prompt_token},
                       {"completion_token", options.prices.completion_token},
@@ -399,6 +413,7 @@ struct HubServer::State {
     std::lock_guard<std::mutex> lock(mutex);
     --totals.active;
     totals.tokens += s.completion_tokens;
+    totals.prompt_tokens += s.prompt_tokens;
     if (status == "unpaid") ++totals.unpaid;
     recent.push_back({{"at_ms", unix_ms()},
                       {"model", s.model},
@@ -624,22 +639,22 @@ struct HubServer::State {
   // ---- checks (the worker thread) ----
 
   // Pods that may check a request of `model` served by `pod_id`: live, trusted, others;
-  // the most trusted and least busy first.
+  // the most trusted first, in random order among equals (a pod cannot know which pod will
+  // check it, nor two pods agree to check each other).
   std::vector<std::pair<std::string, std::string>> checkers(const std::string& model,
                                                             const std::string& pod_id) {
-    std::vector<std::tuple<double, int32_t, std::string, std::string>> found;
+    std::vector<std::tuple<double, uint64_t, std::string, std::string>> found;
     for (const auto& [id, pod] : pods) {
       if (id == pod_id) continue;
       const Record& r = records[id];
       if (r.reputation < kMinReputation) continue;
       bool serves = false;
       for (const ServedModel& m : pod.registration.models) serves = serves || m.name == model;
-      if (serves)
-        found.emplace_back(-r.reputation, router.active(pod.id), id, pod.registration.url);
+      if (serves) found.emplace_back(-r.reputation, rng(), id, pod.registration.url);
     }
     std::sort(found.begin(), found.end());
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& [rep, active, id, url] : found) out.emplace_back(id, url);
+    for (const auto& [rep, order, id, url] : found) out.emplace_back(id, url);
     return out;
   }
 
@@ -710,11 +725,20 @@ struct HubServer::State {
     const bool failed = !first->passed && (!second || !second->passed);
     if (!first->passed && second && second->passed) ++totals.disagreements;
     if (!failed) {
+      const Verdict& pass = first->passed ? *first : *second;
+      totals.passed_min_probability = std::min(totals.passed_min_probability, pass.min_probability);
+      totals.passed_max_gap = std::max(totals.passed_max_gap, pass.max_gap);
+      totals.passed_min_z = std::min(totals.passed_min_z, pass.z);
       ++record.passed;
-      record.reputation = std::min(1.0, record.reputation + kReputationGain);
+      // A pod caught once stays below kMinReputation: checks of its requests that were
+      // queued before the verdict do not bring it back.
+      if (record.failed == 0)
+        record.reputation = std::min(1.0, record.reputation + kReputationGain);
     } else {
       ++record.failed;
       ++totals.checks_failed;
+      totals.failed_tokens += first->tokens;
+      totals.failed_implausible += first->implausible;
       record.reputation *= kReputationLoss;
       record.last_failure = "request " + s.request_id + ": " + std::to_string(first->implausible) +
                             " of " + std::to_string(first->tokens) + " tokens implausible; " +

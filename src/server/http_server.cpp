@@ -709,7 +709,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
 //    "completion_token_ids": [the served tokens]}
 // answers
 //   {"prompt_tokens": n, "temperature": t (0: greedy), "text": the served tokens as text,
-//    "scores": [{"token": id, "probability": p, "gap": g}, ...]}
+//    "scores": [{"token": id, "probability": p, "gap": g, "entropy": h, "variance": v}, ...]}
 // with each token's probability and gap as this pod's sampler would draw it with the
 // request's sampling (engine::DrawCheck), all from one prefill of prompt and served tokens.
 // The prompt is this pod's own rendering and tokenization of the request, not the server's.
@@ -780,8 +780,11 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
   }
   json scores = json::array();
   for (const TokenScore& t : c.scores) {
-    scores.push_back(
-        {{"token", t.token}, {"probability", t.check.probability}, {"gap", t.check.gap}});
+    scores.push_back({{"token", t.token},
+                      {"probability", t.check.probability},
+                      {"gap", t.check.gap},
+                      {"entropy", t.check.entropy},
+                      {"variance", t.check.variance}});
   }
   send_json(res, 200,
             {{"prompt_tokens", n_prompt},
