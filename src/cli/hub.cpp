@@ -80,8 +80,9 @@ void run_hub(HubArgs& a) {
   std::thread http([&] { server.listen(); });
   const bool postgres = a.db.rfind("postgres", 0) == 0;  // its URI may hold a password
   std::fprintf(stderr, "hub: books in %s\n", postgres ? "PostgreSQL" : a.db.c_str());
-  std::fprintf(stderr, "hub: listening on http://%s:%d (%zu API key%s)\n", a.hub.host.c_str(),
-               server.port(), a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
+  std::fprintf(stderr, "hub: listening on %s://%s:%d (%zu API key%s)\n",
+               a.hub.tls_cert.empty() ? "http" : "https", a.hub.host.c_str(), server.port(),
+               a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "hub: stopping\n");
@@ -98,6 +99,17 @@ void add_hub(CLI::App& app) {
   cmd->add_option("--host", a->hub.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->hub.port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (instead of --host, --port)");
+  cmd->add_option("--tls-cert", a->hub.tls_cert, "PEM certificate: serve HTTPS (with --tls-key)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", a->hub.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--pod-ca", a->hub.pod_ca_file,
+                  "PEM certificate authorities that vouch for https pods (default: the system's)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--rate-limit", a->hub.requests_per_minute,
+                  "Requests a minute per API key (per address without keys); 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--db", a->db,
                   "The books (credits ledger): a SQLite file (default: "
                   "$XDG_DATA_HOME/herd/hub.db) or postgresql://... (several hubs, one state)");

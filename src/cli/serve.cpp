@@ -35,6 +35,7 @@ struct ServeOptions {
   std::string hub;         // http://host:port of a herd hub to register with
   std::string public_url;  // how the hub's clients reach this server
   std::string hub_name;    // the pod's name at the hub
+  std::string hub_ca;      // certificate authorities for an https hub (empty: the system's)
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
@@ -201,7 +202,8 @@ void serve(const ServeOptions& o) {
     pod.memory_bytes = system_memory().total_bytes;
     hub_client = std::make_unique<hub::HubClient>(
         o.hub, o.model.cluster.security.identity(), pod,
-        [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); });
+        [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); },
+        o.hub_ca);
   }
 
   int sig = 0;
@@ -246,6 +248,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--public-url", o->public_url,
                   "How the hub's clients reach this server (default: http://--host:--port)");
   cmd->add_option("--hub-name", o->hub_name, "This pod's name at the hub (default: the model's)");
+  cmd->add_option(
+      "--hub-ca", o->hub_ca,
+      "PEM certificate authorities that vouch for an https hub (default: the system's)");
   cmd->callback([o] { serve(*o); });
 }
 

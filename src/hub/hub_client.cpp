@@ -11,25 +11,20 @@
 namespace herd::hub {
 
 HubClient::HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentity> identity,
-                     Registration pod, std::function<void(const std::string&)> log)
+                     Registration pod, std::function<void(const std::string&)> log,
+                     std::string ca_file)
     : url_(std::move(hub_url)),
+      ca_file_(std::move(ca_file)),
       identity_(std::move(identity)),
       pod_(std::move(pod)),
       log_(std::move(log)) {
-  const std::string prefix = "http://";
-  std::string rest = url_.rfind(prefix, 0) == 0 ? url_.substr(prefix.size()) : "";
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  host_ = rest.substr(0, colon);
-  if (colon != std::string::npos) {
-    try {
-      port_ = std::stoi(rest.substr(colon + 1));
-    } catch (const std::exception&) {
-      port_ = -1;
-    }
-  }
-  if (host_.empty() || rest.find('/') != std::string::npos || port_ <= 0 || port_ > 65535) {
-    throw Error("hub", "hub URL '" + url_ + "' is not http://HOST[:PORT]");
+  while (!url_.empty() && url_.back() == '/') url_.pop_back();
+  const bool http = url_.rfind("http://", 0) == 0, https = url_.rfind("https://", 0) == 0;
+  const size_t host = url_.find("//") + 2;
+  if ((!http && !https) || url_.find('/', host) != std::string::npos ||
+      !httplib::Client(url_).is_valid()) {
+    throw Error("hub", "hub URL '" + url_ + "' is not http[s]://HOST[:PORT]" +
+                           (https ? " (or this herd was built without TLS)" : ""));
   }
   pod_.id = identity_->id();
   thread_ = std::thread([this] { run(); });
@@ -50,7 +45,10 @@ int HubClient::register_once() {
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   const std::string body = registration_body(r);
-  httplib::Client client(host_, port_);
+  httplib::Client client(url_);
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  if (!ca_file_.empty()) client.set_ca_cert_path(ca_file_.c_str());
+#endif
   client.set_connection_timeout(5);
   client.set_read_timeout(10);
   const httplib::Result res = client.Post(

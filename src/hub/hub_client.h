@@ -17,10 +17,12 @@ namespace herd::hub {
 
 class HubClient {
  public:
-  // `hub_url`: http://host:port of `herd hub`. `pod`: what to register (id and time are
-  // set here). Throws herd::Error for a URL that is not http://host[:port].
+  // `hub_url`: http[s]://host:port of `herd hub`. `pod`: what to register (id and time are
+  // set here). `ca_file`: certificate authorities that vouch for an https hub (empty: the
+  // system's). Throws herd::Error for a URL that is not http[s]://host[:port].
   HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentity> identity,
-            Registration pod, std::function<void(const std::string&)> log);
+            Registration pod, std::function<void(const std::string&)> log,
+            std::string ca_file = {});
   ~HubClient();
   HubClient(const HubClient&) = delete;
   HubClient& operator=(const HubClient&) = delete;
@@ -32,9 +34,8 @@ class HubClient {
  private:
   void run();
 
-  std::string host_;
-  int port_ = 80;
   std::string url_;
+  std::string ca_file_;
   std::shared_ptr<const net::NodeIdentity> identity_;
   Registration pod_;
   std::function<void(const std::string&)> log_;

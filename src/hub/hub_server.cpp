@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -15,6 +16,7 @@
 #include "hub/answer_reader.h"
 #include "hub/hub_page.h"
 #include "hub/ledger.h"
+#include "hub/rate_limit.h"
 #include "hub/registration.h"
 #include "hub/router.h"
 #include "util/error.h"
@@ -41,30 +43,39 @@ void send_error(httplib::Response& res, int status, const std::string& type,
   send_json(res, status, {{"error", {{"message", message}, {"type", type}}}});
 }
 
-// A pod's API address: http://host:port (the registration says http:// or https://).
-struct PodAddress {
-  std::string host;
-  int port = 80;
-};
+// A client for a pod's API at `url` (http:// or https://, as its registration says; https
+// checked against the system's certificate authorities or `ca_file`); nullptr when the URL is
+// not one httplib can reach (or https without TLS in this build).
+std::unique_ptr<httplib::Client> pod_client(const std::string& url, const std::string& ca_file,
+                                            time_t read_seconds) {
+  std::string base = url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  auto client = std::make_unique<httplib::Client>(base);
+  if (!client->is_valid()) return nullptr;
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  if (!ca_file.empty()) client->set_ca_cert_path(ca_file.c_str());
+#endif
+  client->set_connection_timeout(5);
+  client->set_read_timeout(read_seconds);
+  return client;
+}
 
-std::optional<PodAddress> pod_address(const std::string& url) {
-  const std::string prefix = "http://";
-  if (url.rfind(prefix, 0) != 0) return std::nullopt;  // https pods: not yet
-  std::string rest = url.substr(prefix.size());
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  PodAddress a;
-  const size_t colon = rest.rfind(':');
-  a.host = rest.substr(0, colon);
-  if (colon != std::string::npos) {
-    const std::string port = rest.substr(colon + 1);
-    if (port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string::npos) {
-      return std::nullopt;
-    }
-    a.port = std::stoi(port);
+// The hub's own server: plain HTTP, or HTTPS with the certificate and key given.
+std::unique_ptr<httplib::Server> make_server(const HubOptions& o) {
+  if (o.tls_cert.empty() && o.tls_key.empty()) return std::make_unique<httplib::Server>();
+  if (o.tls_cert.empty() || o.tls_key.empty()) {
+    throw Error("hub", "TLS needs both a certificate and its private key");
   }
-  if (a.host.empty() || a.port < 1 || a.port > 65535) return std::nullopt;
-  return a;
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  auto server = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+  if (!server->is_valid()) {
+    throw Error("hub", "TLS: cannot serve with certificate '" + o.tls_cert + "' and key '" +
+                           o.tls_key + "' (unreadable, not PEM, or not a pair)");
+  }
+  return server;
+#else
+  throw Error("hub", "TLS: this herd was built without it (cpp-httplib without OpenSSL)");
+#endif
 }
 
 // How many pods a request is tried on before the client gets an error.
@@ -97,6 +108,9 @@ struct HubServer::State {
   State(HubOptions o, Ledger& ledger)
       : options(std::move(o)),
         credits(ledger, options.prices),
+        server(make_server(options)),
+        http(*server),
+        rate_limit(options.requests_per_minute),
         rng(options.seed != 0 ? options.seed : std::random_device{}()),
         replica(std::to_string(unix_ms()) + "-" + std::to_string(rng() % 1000000)) {}
 
@@ -125,7 +139,9 @@ struct HubServer::State {
 
   HubOptions options;
   Credits credits;
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> server;  // HTTP or HTTPS
+  httplib::Server& http;
+  RateLimit rate_limit;
   int port = 0;
 
   mutable std::mutex mutex;  // guards what follows
@@ -467,6 +483,15 @@ struct HubServer::State {
     if (!key) {
       return send_error(res, 401, "authentication_error", "a valid API key is required");
     }
+    // Per key; on a hub without keys, per client address.
+    const double wait = rate_limit.take(key->empty() ? "address:" + req.remote_addr : *key);
+    if (wait > 0) {
+      res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
+      return send_error(res, 429, "rate_limit_error",
+                        "too many requests for this key: " +
+                            std::to_string(options.requests_per_minute) + " a minute; retry in " +
+                            std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s");
+    }
     Call call;
     call.body = json::parse(req.body, nullptr, false);
     if (call.body.is_discarded() || !call.body.is_object()) {
@@ -531,16 +556,13 @@ struct HubServer::State {
       const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
       if (!chosen) break;
       tried.push_back(chosen->first);
-      const std::optional<PodAddress> address = pod_address(chosen->second);
-      if (!address) {
+      const auto client = pod_client(chosen->second, options.pod_ca_file, 600);
+      if (!client) {
         finished(chosen->first);
-        last_failure = "its URL " + chosen->second + " is not http://HOST:PORT";
+        last_failure = "its URL " + chosen->second + " cannot be reached from this hub";
         continue;
       }
-      httplib::Client client(address->host, address->port);
-      client.set_connection_timeout(5);
-      client.set_read_timeout(600);
-      const httplib::Result answer = client.Post(call.path, call.forward, "application/json");
+      const httplib::Result answer = client->Post(call.path, call.forward, "application/json");
       finished(chosen->first);
       if (answer && answer->status < 500) {
         const std::string type = answer->get_header_value("Content-Type");
@@ -572,13 +594,10 @@ struct HubServer::State {
             const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
             if (!chosen) break;
             tried.push_back(chosen->first);
-            const std::optional<PodAddress> address = pod_address(chosen->second);
+            const auto client = pod_client(chosen->second, options.pod_ca_file, 600);
             bool wrote = false, failed = false, client_gone = false;
             StreamReader reader(call.client_wants_usage);
-            if (address) {
-              httplib::Client client(address->host, address->port);
-              client.set_connection_timeout(5);
-              client.set_read_timeout(600);
+            if (client) {
               httplib::Request forward;
               forward.method = "POST";
               forward.path = call.path;
@@ -596,7 +615,7 @@ struct HubServer::State {
                 if (!sink.write(out.data(), out.size())) client_gone = true;
                 return !client_gone;
               };
-              const httplib::Result r = client.send(forward);
+              const httplib::Result r = client->send(forward);
               if (!r && !failed && !client_gone) {
                 failed = true;
                 last_failure = "it did not answer (" + httplib::to_string(r.error()) + ")";
@@ -608,7 +627,7 @@ struct HubServer::State {
               }
             } else {
               failed = true;
-              last_failure = "its URL " + chosen->second + " is not http://HOST:PORT";
+              last_failure = "its URL " + chosen->second + " cannot be reached from this hub";
             }
             finished(chosen->first);
             if (wrote || !failed) {
@@ -660,14 +679,11 @@ struct HubServer::State {
 
   // Asks one checker; nullopt when it could not answer (not a verdict on the pod).
   std::optional<Verdict> ask(const std::string& url, const Served& s, bool& unverifiable) {
-    const std::optional<PodAddress> address = pod_address(url);
-    if (!address) return std::nullopt;
-    httplib::Client client(address->host, address->port);
-    client.set_connection_timeout(5);
-    client.set_read_timeout(300);
+    const auto client = pod_client(url, options.pod_ca_file, 300);
+    if (!client) return std::nullopt;
     const json request = {
         {"endpoint", s.endpoint}, {"request", s.body}, {"completion_token_ids", s.token_ids}};
-    const httplib::Result r = client.Post("/api/verify", request.dump(), "application/json");
+    const httplib::Result r = client->Post("/api/verify", request.dump(), "application/json");
     if (!r) return std::nullopt;
     if (r->status == 422) {
       unverifiable = true;
@@ -783,13 +799,11 @@ struct HubServer::State {
       for (const auto& [id, pod] : pods) targets.emplace_back(id, pod.registration.url);
     }
     for (const auto& [id, url] : targets) {
-      const std::optional<PodAddress> address = pod_address(url);
-      if (!address) continue;
-      httplib::Client client(address->host, address->port);
-      client.set_connection_timeout(2);
-      client.set_read_timeout(2);
+      const auto client = pod_client(url, options.pod_ca_file, 2);
+      if (!client) continue;
+      client->set_connection_timeout(2);
       const auto start = Clock::now();
-      const httplib::Result r = client.Get("/health");
+      const httplib::Result r = client->Get("/health");
       if (!r) continue;
       const double rtt = seconds_since(start);
       std::lock_guard<std::mutex> lock(mutex);

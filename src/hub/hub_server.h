@@ -55,6 +55,9 @@ struct HubOptions {
   CheckThresholds thresholds;
   std::chrono::seconds settle_period{3600};  // pending credits of good pods are paid
   uint64_t seed = 0;                         // the check sampler's (0: random)
+  int64_t requests_per_minute = 0;           // per API key (0: no limit); 429 beyond
+  std::string tls_cert, tls_key;             // PEM files: the hub serves HTTPS
+  std::string pod_ca_file;                   // to check https pods (empty: the system's)
 };
 
 inline constexpr size_t kRecent = 50;
