@@ -7,6 +7,15 @@
 #include "util/error.h"
 
 namespace herd::hub {
+namespace {
+
+// A number field of a checker's answer, or `otherwise` (answers are bytes from the network).
+double number_or(const nlohmann::json& object, const char* field, double otherwise) {
+  const auto it = object.find(field);
+  return it != object.end() && it->is_number() ? it->get<double>() : otherwise;
+}
+
+}  // namespace
 
 Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds& thresholds) {
   auto unreadable = [](const std::string& why) {
@@ -39,7 +48,7 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
       v.max_gap = std::max(v.max_gap, gap);
     } else {
       v.min_probability = std::min(v.min_probability, probability);
-      const double entropy = s.value("entropy", 0.0), spread = s.value("variance", 0.0);
+      const double entropy = number_or(s, "entropy", 0), spread = number_or(s, "variance", 0);
       surprise += std::log(std::max(probability, 1e-300)) + entropy;
       variance += spread + kNoise;
     }
@@ -49,7 +58,7 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
     if (++v.implausible == 1) {
       char line[160];
       std::snprintf(line, sizeof line, "token %zu (id %lld): %s %.3g", i,
-                    static_cast<long long>(s.value("token", -1)),
+                    static_cast<long long>(number_or(s, "token", -1)),
                     greedy ? "logit below the best by" : "probability", greedy ? gap : probability);
       v.detail = line;
     }

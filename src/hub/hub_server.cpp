@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "hub/answer_reader.h"
 #include "hub/hub_page.h"
@@ -148,6 +149,7 @@ struct HubServer::State {
   Router router;
   std::map<std::string, Pod> pods;        // by node id text
   std::map<std::string, Record> records;  // by node id text, every pod ever seen
+  std::unordered_map<PodId, std::string> node_of;  // the live pods' node ids
   std::map<std::string, ModelId> models;  // model name -> the router's id
   std::set<std::string> clients;          // accounts of the keys
   std::mt19937_64 rng;
@@ -221,6 +223,7 @@ struct HubServer::State {
         const Record& record = records[id];
         Pod pod;
         pod.id = router.add(report, record.rtt_seconds, record.reputation);
+        node_of[pod.id] = id;
         pod.first_seen = now;
         it = pods.emplace(id, std::move(pod)).first;
       } else {
@@ -353,6 +356,7 @@ struct HubServer::State {
     for (auto it = pods.begin(); it != pods.end();) {
       if (now - it->second.last_seen > options.pod_timeout) {
         router.remove(it->second.id);
+        node_of.erase(it->second.id);
         it = pods.erase(it);
       } else {
         ++it;
@@ -360,32 +364,31 @@ struct HubServer::State {
     }
   }
 
+  // A pod chosen for a request: its router id (reused once it leaves), node id and URL.
+  struct Chosen {
+    PodId pod = 0;
+    std::string node, url;
+  };
+
   // A pod for the request that none of `tried` is, marked started; nullopt when none.
-  std::optional<std::pair<PodId, std::string>> choose(ModelId model, int64_t prompt_tokens,
-                                                      int64_t max_tokens,
-                                                      const std::vector<PodId>& tried) {
+  std::optional<Chosen> choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
+                               const std::vector<PodId>& tried) {
     std::lock_guard<std::mutex> lock(mutex);
     const std::optional<PodId> pod =
         router.route(RouteRequest{model, prompt_tokens, max_tokens, tried});
     if (!pod) return std::nullopt;
+    const auto it = node_of.find(*pod);
+    if (it == node_of.end()) return std::nullopt;
     router.started(*pod);
-    for (const auto& [id, p] : pods) {
-      if (p.id == *pod) return std::make_pair(*pod, p.registration.url);
-    }
-    return std::nullopt;
+    return Chosen{*pod, it->second, pods.at(it->second).registration.url};
   }
 
-  void finished(PodId pod) {
+  // The request on `chosen` ended: it counts no more (unless the pod left meanwhile and its
+  // router id went to another).
+  void finished(const Chosen& chosen) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (router.live(pod)) router.finished(pod);
-  }
-
-  // A pod's node id and name by its router id (under the lock).
-  std::pair<std::string, std::string> pod_names(PodId pod) const {
-    for (const auto& [id, p] : pods) {
-      if (p.id == pod) return {id, p.registration.name};
-    }
-    return {};
+    const auto it = node_of.find(chosen.pod);
+    if (it != node_of.end() && it->second == chosen.node) router.finished(chosen.pod);
   }
 
   // One client request as it goes through the hub.
@@ -400,7 +403,7 @@ struct HubServer::State {
   };
 
   // After a pod answered whole: the books, the counts, and maybe a check.
-  void served(const Call& call, PodId pod, const AnswerFacts& facts) {
+  void served(const Call& call, const Chosen& chosen, const AnswerFacts& facts) {
     Served s;
     s.request_id = call.request_id;
     s.client = call.client;
@@ -408,13 +411,20 @@ struct HubServer::State {
     s.endpoint = call.endpoint;
     s.body = replayable(call.body);
     s.token_ids = facts.token_ids;
-    s.prompt_tokens = facts.prompt_tokens.value_or(0);
-    s.completion_tokens = facts.completion_tokens.value_or(0);
+    // What the pod says it used, within what it can have used: no more prompt tokens than
+    // the request has bytes (and a template's few), no more completion tokens than the ids it
+    // gave for them (which a check replays). A pod cannot bill a client for tokens it made up.
+    s.prompt_tokens = std::clamp<int64_t>(facts.prompt_tokens.value_or(0), 0,
+                                          static_cast<int64_t>(call.forward.size()) + 256);
+    s.completion_tokens = std::clamp<int64_t>(facts.completion_tokens.value_or(0), 0,
+                                              static_cast<int64_t>(facts.token_ids.size()));
     s.seconds = seconds_since(call.started);
     s.charge = price_of(options.prices, s.prompt_tokens, s.completion_tokens);
+    s.pod_id = chosen.node;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      std::tie(s.pod_id, s.pod_name) = pod_names(pod);
+      const auto live = pods.find(chosen.node);
+      if (live != pods.end()) s.pod_name = live->second.registration.name;
     }
     std::string status = "ok";
     if (!s.pod_id.empty()) {
@@ -555,23 +565,23 @@ struct HubServer::State {
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
       const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
       if (!chosen) break;
-      tried.push_back(chosen->first);
-      const auto client = pod_client(chosen->second, options.pod_ca_file, 600);
+      tried.push_back(chosen->pod);
+      const auto client = pod_client(chosen->url, options.pod_ca_file, 600);
       if (!client) {
-        finished(chosen->first);
-        last_failure = "its URL " + chosen->second + " cannot be reached from this hub";
+        finished(*chosen);
+        last_failure = "its URL " + chosen->url + " cannot be reached from this hub";
         continue;
       }
       const httplib::Result answer = client->Post(call.path, call.forward, "application/json");
-      finished(chosen->first);
+      finished(*chosen);
       if (answer && answer->status < 500) {
         const std::string type = answer->get_header_value("Content-Type");
         AnswerFacts facts;
         res.status = answer->status;
         res.set_content(read_answer(answer->body, facts), type.empty() ? "application/json" : type);
-        res.set_header("X-Herd-Pod", chosen->second);
+        res.set_header("X-Herd-Pod", chosen->url);
         if (answer->status == 200 && facts.completion_tokens) {
-          served(call, chosen->first, facts);
+          served(call, *chosen, facts);
         } else {
           failed_request(call.model_name);  // the pod refused the request: not charged
         }
@@ -593,8 +603,8 @@ struct HubServer::State {
           for (int attempt = 0; attempt < kAttempts; ++attempt) {
             const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
             if (!chosen) break;
-            tried.push_back(chosen->first);
-            const auto client = pod_client(chosen->second, options.pod_ca_file, 600);
+            tried.push_back(chosen->pod);
+            const auto client = pod_client(chosen->url, options.pod_ca_file, 600);
             bool wrote = false, failed = false, client_gone = false;
             StreamReader reader(call.client_wants_usage);
             if (client) {
@@ -627,15 +637,15 @@ struct HubServer::State {
               }
             } else {
               failed = true;
-              last_failure = "its URL " + chosen->second + " cannot be reached from this hub";
+              last_failure = "its URL " + chosen->url + " cannot be reached from this hub";
             }
-            finished(chosen->first);
+            finished(*chosen);
             if (wrote || !failed) {
               // Answered (or failed mid-answer: too late to try another pod). Charged only
               // when the answer was whole: it finished and the pod said what it used.
               const AnswerFacts& facts = reader.facts();
               if (!failed && !client_gone && facts.finished && facts.completion_tokens) {
-                served(call, chosen->first, facts);
+                served(call, *chosen, facts);
               } else {
                 failed_request(call.model_name);
               }
