@@ -10,27 +10,36 @@
 
 namespace herd::hub {
 
+HubAddress parse_hub_url(const std::string& url) {
+  const std::string prefix = "http://";
+  std::string rest = url.rfind(prefix, 0) == 0 ? url.substr(prefix.size()) : "";
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t colon = rest.rfind(':');
+  HubAddress address;
+  address.host = rest.substr(0, colon);
+  if (colon != std::string::npos) {
+    try {
+      address.port = std::stoi(rest.substr(colon + 1));
+    } catch (const std::exception&) {
+      address.port = -1;
+    }
+  }
+  if (address.host.empty() || rest.find('/') != std::string::npos || address.port <= 0 ||
+      address.port > 65535) {
+    throw Error("hub", "hub URL '" + url + "' is not http://HOST[:PORT]");
+  }
+  return address;
+}
+
 HubClient::HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentity> identity,
                      Registration pod, std::function<void(const std::string&)> log)
     : url_(std::move(hub_url)),
       identity_(std::move(identity)),
       pod_(std::move(pod)),
       log_(std::move(log)) {
-  const std::string prefix = "http://";
-  std::string rest = url_.rfind(prefix, 0) == 0 ? url_.substr(prefix.size()) : "";
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  host_ = rest.substr(0, colon);
-  if (colon != std::string::npos) {
-    try {
-      port_ = std::stoi(rest.substr(colon + 1));
-    } catch (const std::exception&) {
-      port_ = -1;
-    }
-  }
-  if (host_.empty() || rest.find('/') != std::string::npos || port_ <= 0 || port_ > 65535) {
-    throw Error("hub", "hub URL '" + url_ + "' is not http://HOST[:PORT]");
-  }
+  const HubAddress address = parse_hub_url(url_);
+  host_ = address.host;
+  port_ = address.port;
   pod_.id = identity_->id();
   thread_ = std::thread([this] { run(); });
 }

@@ -15,6 +15,15 @@
 
 namespace herd::hub {
 
+struct HubAddress {
+  std::string host;
+  int port = 80;
+};
+
+// http://host[:port] (a trailing '/' allowed). Throws herd::Error("hub", ...) naming the URL
+// when it is not one.
+HubAddress parse_hub_url(const std::string& url);
+
 class HubClient {
  public:
   // `hub_url`: http://host:port of `herd hub`. `pod`: what to register (id and time are
