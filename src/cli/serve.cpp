@@ -32,10 +32,10 @@ struct ServeOptions {
   int64_t batch_tokens = 256;
   std::string alias;
   int drain_seconds = 60;
-  std::string hub;         // http://host:port of a herd hub to register with
-  std::string public_url;  // how the hub's clients reach this server
-  std::string hub_name;    // the pod's name at the hub
-  std::string hub_ca;      // certificate authorities for an https hub (empty: the system's)
+  std::vector<std::string> hubs;  // http://host:port of each herd hub (replica) to register with
+  std::string public_url;         // how the hub's clients reach this server
+  std::string hub_name;           // the pod's name at the hub
+  std::string hub_ca;  // certificate authorities for an https hub (empty: the system's)
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
@@ -132,6 +132,8 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
 
 void serve(const ServeOptions& o) {
   if (o.slots < 1 || o.slots > 256) throw Error("cli", "--slots must be between 1 and 256");
+  // Before any thread starts: a bad URL is refused, not found after the model loaded.
+  for (const std::string& url : o.hubs) hub::parse_hub_url(url);
   // SIGINT and SIGTERM are taken by sigwait() below; every thread started from here on
   // inherits the mask. A peer that closes its socket must not kill the process.
   sigset_t signals;
@@ -167,7 +169,7 @@ void serve(const ServeOptions& o) {
     throw;
   }
   PodSpeed speed;
-  if (!o.hub.empty()) {
+  if (!o.hubs.empty()) {
     // Measured before the scheduler owns the runner.
     speed = measure_pod_speed(*runner);
     std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
@@ -189,8 +191,10 @@ void serve(const ServeOptions& o) {
   std::fprintf(stderr, "serve: ready: model '%s', %lld slots of %lld tokens; %s\n",
                model.id.c_str(), static_cast<long long>(runner->n_seq()),
                static_cast<long long>(runner->n_ctx()), runner->describe().c_str());
-  std::unique_ptr<hub::HubClient> hub_client;
-  if (!o.hub.empty()) {
+  // One client per hub: replicas of a hub each keep their own pod registry (docs/network.md),
+  // so a pod registers with every one and each logs its own registration.
+  std::vector<std::unique_ptr<hub::HubClient>> hub_clients;
+  if (!o.hubs.empty()) {
     hub::Registration pod;
     pod.name = o.hub_name.empty() ? model.id : o.hub_name;
     pod.url = o.public_url.empty() ? "http://" + o.http.host + ":" + std::to_string(http.port())
@@ -200,15 +204,17 @@ void serve(const ServeOptions& o) {
     pod.decode_tokens_per_s = speed.decode_tokens_per_s;
     pod.prefill_tokens_per_s = speed.prefill_tokens_per_s;
     pod.memory_bytes = system_memory().total_bytes;
-    hub_client = std::make_unique<hub::HubClient>(
-        o.hub, o.model.cluster.security.identity(), pod,
-        [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); },
-        o.hub_ca);
+    for (const std::string& url : o.hubs) {
+      hub_clients.push_back(std::make_unique<hub::HubClient>(
+          url, o.model.cluster.security.identity(), pod,
+          [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); },
+          o.hub_ca));
+    }
   }
 
   int sig = 0;
   sigwait(&signals, &sig);
-  hub_client.reset();  // no more registrations: the hub drops the pod after its timeout
+  hub_clients.clear();  // no more registrations: each hub drops the pod after its timeout
   std::fprintf(stderr, "serve: %s: finishing the requests in flight\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
   http.begin_drain();
@@ -243,8 +249,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
       ->capture_default_str();
-  cmd->add_option("--hub", o->hub,
-                  "Register with a herd hub at http://HOST:PORT (signed with the node identity)");
+  cmd->add_option("--hub", o->hubs,
+                  "Register with a herd hub at http://HOST:PORT (signed with the node identity); "
+                  "repeat for each replica of a hub")
+      ->take_all();
   cmd->add_option("--public-url", o->public_url,
                   "How the hub's clients reach this server (default: http://--host:--port)");
   cmd->add_option("--hub-name", o->hub_name, "This pod's name at the hub (default: the model's)");

@@ -12,6 +12,8 @@ namespace {
 constexpr const char* kIssuer = "issuer";
 constexpr const char* kFee = "fee";
 constexpr const char* kWithheld = "withheld";
+// Reads of a pending balance and moves of it, when another replica keeps moving it first.
+constexpr int kMoveAttempts = 3;
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -106,30 +108,64 @@ void Credits::verified(const std::string& request_id, const std::string& pod_id,
   const std::string pending = pending_account(pod_id);
   if (ledger_.balance(pending) < share) return;  // settled or withheld already
   const Entry entries[] = {{pending, -share}, {pod_account(pod_id), share}};
-  ledger_.transfer("verified:" + request_id, entries, "request " + request_id + " checked");
+  try {
+    ledger_.transfer("verified:" + request_id, entries, "request " + request_id + " checked");
+  } catch (const InsufficientFunds&) {
+    // Another replica settled or withheld it between the balance and the transfer.
+  }
 }
 
 int64_t Credits::withhold(const std::string& pod_id, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string pending = pending_account(pod_id);
-  const int64_t amount = ledger_.balance(pending);
-  if (amount <= 0) return 0;
-  const Entry entries[] = {{pending, -amount}, {kWithheld, amount}};
-  ledger_.transfer(
-      "withhold:" + pod_id + ":" + std::to_string(unix_ms()) + ":" + std::to_string(++withholds_),
-      entries, reason.substr(0, 900));
-  return amount;
+  int64_t withheld = 0;
+  // The balance read may be stale by the transfer (another replica charged, settled or
+  // withheld meanwhile): refused whole, it is read again. Each attempt has its own key.
+  for (int attempt = 0; attempt < kMoveAttempts; ++attempt) {
+    const int64_t amount = ledger_.balance(pending);
+    if (amount <= 0) break;
+    const Entry entries[] = {{pending, -amount}, {kWithheld, amount}};
+    try {
+      ledger_.transfer("withhold:" + pod_id + ":" + std::to_string(unix_ms()) + ":" +
+                           std::to_string(++withholds_),
+                       entries, reason.substr(0, 900));
+      withheld += amount;
+      break;
+    } catch (const InsufficientFunds&) {
+    }
+  }
+  return withheld;
 }
 
-void Credits::settle(const std::vector<std::string>& pods, const std::string& period) {
+int64_t Credits::settle(const std::vector<std::string>& pods, const std::string& period) {
   std::lock_guard<std::mutex> lock(mutex_);
+  int64_t paid = 0;
   for (const std::string& pod : pods) {
     const std::string pending = pending_account(pod);
-    const int64_t amount = ledger_.balance(pending);
-    if (amount <= 0) continue;
-    const Entry entries[] = {{pending, -amount}, {pod_account(pod), amount}};
-    ledger_.transfer("settle:" + pod + ":" + period, entries, "period " + period + " settled");
+    // As withhold(): another replica settling the same pod at once moves the balance first
+    // and this transfer is refused whole (no balance goes below zero), so it is read again;
+    // what is left (new charges, or nothing) is paid. A refused transfer applied nothing,
+    // so its key may be used again with other entries.
+    for (int attempt = 0; attempt < kMoveAttempts; ++attempt) {
+      const int64_t amount = ledger_.balance(pending);
+      if (amount <= 0) break;
+      const Entry entries[] = {{pending, -amount}, {pod_account(pod), amount}};
+      try {
+        if (ledger_.transfer("settle:" + pod + ":" + period, entries,
+                             "period " + period + " settled")) {
+          paid += amount;
+        }
+        break;
+      } catch (const InsufficientFunds&) {
+      }
+    }
   }
+  return paid;
+}
+
+std::vector<std::string> Credits::verify() const {
+  std::lock_guard<std::mutex> lock(mutex_);  // GET /api/ledger runs beside charges
+  return ledger_.verify();
 }
 
 int64_t Credits::balance(const std::string& account) const {

@@ -63,16 +63,19 @@ class Credits {
   bool charge(const std::string& request_id, const std::string& client, const std::string& pod_id,
               const Charge& charge, const std::string& memo);
   // A check of the request passed: its share leaves pending for the pod's own account (when
-  // it is still pending: a settle may have moved it already).
+  // it is still pending: a settle, here or on another replica, may have moved it already).
   void verified(const std::string& request_id, const std::string& pod_id, int64_t share);
   // A check failed: everything pending of the pod is withheld. Returns the amount.
   int64_t withhold(const std::string& pod_id, const std::string& reason);
   // Moves what is pending of each pod in `pods` to its own account (`period` names the
-  // transfer: once per pod and period).
-  void settle(const std::vector<std::string>& pods, const std::string& period);
+  // transfer: once per pod and period; replicas use periods of their own). Returns what it
+  // paid. Replicas settling the same pods at once never pay a credit twice: the ledger
+  // refuses the later transfer (an overdraw), which reads the balance again and pays what
+  // is left, if anything. Throws herd::Error only when the database fails.
+  int64_t settle(const std::vector<std::string>& pods, const std::string& period);
 
   int64_t balance(const std::string& account) const;
-  std::vector<std::string> verify() const { return ledger_.verify(); }
+  std::vector<std::string> verify() const;
   Ledger& ledger() { return ledger_; }
   const Prices& prices() const { return prices_; }
 

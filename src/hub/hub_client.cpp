@@ -10,6 +10,18 @@
 
 namespace herd::hub {
 
+std::string parse_hub_url(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  const bool http = url.rfind("http://", 0) == 0, https = url.rfind("https://", 0) == 0;
+  const size_t host = url.find("//") + 2;
+  if ((!http && !https) || url.find('/', host) != std::string::npos ||
+      !httplib::Client(url).is_valid()) {
+    throw Error("hub", "hub URL '" + url + "' is not http[s]://HOST[:PORT]" +
+                           (https ? " (or this herd was built without TLS)" : ""));
+  }
+  return url;
+}
+
 HubClient::HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentity> identity,
                      Registration pod, std::function<void(const std::string&)> log,
                      std::string ca_file)
@@ -18,14 +30,7 @@ HubClient::HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentit
       identity_(std::move(identity)),
       pod_(std::move(pod)),
       log_(std::move(log)) {
-  while (!url_.empty() && url_.back() == '/') url_.pop_back();
-  const bool http = url_.rfind("http://", 0) == 0, https = url_.rfind("https://", 0) == 0;
-  const size_t host = url_.find("//") + 2;
-  if ((!http && !https) || url_.find('/', host) != std::string::npos ||
-      !httplib::Client(url_).is_valid()) {
-    throw Error("hub", "hub URL '" + url_ + "' is not http[s]://HOST[:PORT]" +
-                           (https ? " (or this herd was built without TLS)" : ""));
-  }
+  url_ = parse_hub_url(url_);
   pod_.id = identity_->id();
   thread_ = std::thread([this] { run(); });
 }

@@ -15,6 +15,10 @@
 
 namespace herd::hub {
 
+// http[s]://host[:port] without a trailing '/'. Throws herd::Error("hub", ...) naming the URL
+// when it is not one (https: also when this herd was built without TLS).
+std::string parse_hub_url(std::string url);
+
 class HubClient {
  public:
   // `hub_url`: http[s]://host:port of `herd hub`. `pod`: what to register (id and time are

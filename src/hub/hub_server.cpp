@@ -285,7 +285,8 @@ struct HubServer::State {
         ids.push_back(id);
       }
       for (const json& r : recent) out["recent"].push_back(r);
-      out["hub"] = {{"requests",
+      out["hub"] = {{"replica", replica},
+                    {"requests",
                      {{"total", totals.requests},
                       {"active", totals.active},
                       {"failed", totals.failed},

@@ -11,8 +11,9 @@
 //   GET  /v1/models      the models live pods serve (OpenAI's list; an API key when the hub
 //                        has keys)
 //   GET  /api/network    every pod: models, speeds, slots, uptime, round trip, reputation,
-//                        requests, tokens, checks, credits; the hub's totals; the requests
-//                        flowing (the last kRecent)
+//                        requests, tokens, checks, credits; the hub's totals and its replica
+//                        id (the prefix of its request ids); the requests flowing (the last
+//                        kRecent)
 //   GET  /api/ledger     the ledger's consistency and the balances of the accounts this hub
 //                        knows (credits.h)
 //   GET  /health         {"status": "ok", "pods": n}

@@ -179,8 +179,9 @@ bool Ledger::transfer(const std::string& key, std::span<const Entry> entries,
     } catch (const ConstraintViolation& v) {
       if (v.kind() != Constraint::CHECK) throw;
       tx.rollback();  // first: PostgreSQL reads nothing more in a failed transaction
-      fail("transfer '" + key + "': account '" + e.account + "' has " +
-           std::to_string(balance(e.account)) + ", too little for " + std::to_string(-e.amount));
+      throw InsufficientFunds("hub", "ledger: transfer '" + key + "': account '" + e.account +
+                                         "' has " + std::to_string(balance(e.account)) +
+                                         ", too little for " + std::to_string(-e.amount));
     }
     if (moved.changed == 0) fail("transfer '" + key + "': no account '" + e.account + "'");
     // The entry's id is drawn while this transaction holds the account's row: an account's

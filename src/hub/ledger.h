@@ -50,6 +50,13 @@ struct AccountBalance {
   int64_t balance = 0;
 };
 
+// A transfer refused because an account would go below zero (a client out of credits, or a
+// pending balance another hub replica moved first): the ledger's message, applied nothing.
+class InsufficientFunds : public Error {
+ public:
+  using Error::Error;
+};
+
 class Ledger {
  public:
   // Opens or creates the ledger's tables in `db`, which must outlive the Ledger.
@@ -62,7 +69,7 @@ class Ledger {
   // was applied now, false when that key was applied before with the same entries.
   // Throws herd::Error("hub", "ledger: ...") naming the problem, applying nothing: entries
   // that do not sum to zero or are fewer than two, a zero amount, an unknown account, an
-  // account that would go below zero, the key reused with other entries.
+  // account that would go below zero (InsufficientFunds), the key reused with other entries.
   bool transfer(const std::string& key, std::span<const Entry> entries,
                 const std::string& memo = "");
 

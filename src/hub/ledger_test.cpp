@@ -128,8 +128,9 @@ TYPED_TEST(LedgerTest, NoBalanceGoesBelowZeroAndARefusedTransferLeavesNothing) {
   EXPECT_TRUE(a.pay("req-1"));
   // 100 more from 50: the pod's 90 would come first in the entries, then alice fails.
   const Entry over[] = {{"pod-1", 90}, {"fee", 10}, {"alice", -100}};
-  EXPECT_THAT([&] { a.ledger.transfer("req-2", over); },
-              ThrowsMessage<Error>(HasSubstr("account 'alice' has 50, too little for 100")));
+  EXPECT_THAT(
+      [&] { a.ledger.transfer("req-2", over); },
+      ThrowsMessage<InsufficientFunds>(HasSubstr("account 'alice' has 50, too little for 100")));
   EXPECT_EQ(a.ledger.balance("alice"), 50);
   EXPECT_EQ(a.ledger.balance("pod-1"), 90);
   EXPECT_EQ(a.ledger.history("pod-1").size(), 1u);
