@@ -216,7 +216,7 @@ hub::Registration pod_registration(const ServeOptions& o, int port, const Served
 // the hub's last answer, compared in constant time) may make it serve another model of
 // --models-dir. A load answers 202 at once and runs on its own thread: the server stops
 // taking requests for the old model (503 "the model is loading"), lets the running ones
-// finish (up to --drain seconds, then ends them), frees the old model, loads the new one,
+// finish (up to 60 s, as at a stop, then ends them), frees the old model, loads the new one,
 // measures its speed and registers with the hub at once. One load at a time (409).
 class ModelSwitch {
  public:
