@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Registration again = parse_registration(registration_body(r));
     if (again.id != r.id || again.name != r.name || again.url != r.url ||
         again.models.size() != r.models.size() || again.slots != r.slots ||
-        again.memory_bytes != r.memory_bytes || again.time_ms != r.time_ms) {
+        again.memory_bytes != r.memory_bytes || again.time_ms != r.time_ms ||
+        again.loadable != r.loadable) {
       std::abort();
     }
     try {

@@ -1,7 +1,9 @@
 // herd hub: the network's hub (issue 19; docs/network.md). Pods register with a signed
 // registration and register again as their heartbeat; clients' completions go whole to a
 // pod the router chooses, are charged to their key's credits and sampled for checks on
-// other pods; GET /api/network shows every pod. The books are kept in --db (SQLite or PostgreSQL).
+// other pods; GET /api/network shows every pod. A model no pod serves that a pod can load
+// is loaded there once --load-after requests asked for it (hub/demand.h). The books are kept
+// in --db (SQLite or PostgreSQL).
 // Serves until SIGINT or SIGTERM.
 #include <pthread.h>
 
@@ -26,6 +28,8 @@ struct HubArgs {
   int heartbeat_seconds = 10;
   int pod_timeout_seconds = 30;
   int settle_seconds = 3600;
+  int load_window_seconds = 60;
+  int load_timeout_seconds = 600;
   std::string listen;
   std::string db;
 };
@@ -59,6 +63,8 @@ void run_hub(HubArgs& a) {
   a.hub.settle_period = std::chrono::seconds(a.settle_seconds);
   a.hub.heartbeat = std::chrono::seconds(a.heartbeat_seconds);
   a.hub.pod_timeout = std::chrono::seconds(a.pod_timeout_seconds);
+  a.hub.demand.window = std::chrono::seconds(a.load_window_seconds);
+  a.hub.demand.load_timeout = std::chrono::seconds(a.load_timeout_seconds);
   if (a.pod_timeout_seconds <= a.heartbeat_seconds) {
     throw Error("hub", "--pod-timeout (" + std::to_string(a.pod_timeout_seconds) +
                            " s) must be longer than --heartbeat (" +
@@ -158,6 +164,19 @@ void add_hub(CLI::App& app) {
                   "Seconds of silence after which a pod is dropped")
       ->capture_default_str()
       ->check(CLI::Range(2, 86400));
+  cmd->add_option("--load-after", a->hub.demand.load_after,
+                  "Requests within --load-window for a model no pod serves that make the hub ask "
+                  "a pod that can load it (herd serve --models-dir); 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--load-window", a->load_window_seconds,
+                  "Seconds over which requests for a model no pod serves are counted")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  cmd->add_option("--load-timeout", a->load_timeout_seconds,
+                  "Seconds after which a load a pod did not finish is given up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   cmd->callback([a] { run_hub(*a); });
 }
 

@@ -1,13 +1,16 @@
 // herd serve: an OpenAI-compatible HTTP server with continuous batching over the local
 // model (later, over a plan across nodes: the server only talks to engine::ModelRunner).
 // Listens first (so /health can say "loading"), loads the model, serves until SIGINT or
-// SIGTERM, then refuses new requests, finishes the ones in flight and exits.
+// SIGTERM, then refuses new requests, finishes the ones in flight and exits. With --hub and
+// --models-dir, the hub may ask it to serve another model of the dir (ModelSwitch).
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "chat/template.h"
@@ -15,6 +18,7 @@
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
 #include "hub/hub_client.h"
+#include "hub/pod_loads.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "util/cpu_info.h"
@@ -32,10 +36,11 @@ struct ServeOptions {
   int64_t batch_tokens = 256;
   std::string alias;
   int drain_seconds = 60;
-  std::vector<std::string> hubs;  // http://host:port of each herd hub (replica) to register with
+  std::vector<std::string> hubs;  // http[s]://host:port of each herd hub (replica)
   std::string public_url;         // how the hub's clients reach this server
   std::string hub_name;           // the pod's name at the hub
   std::string hub_ca;  // certificate authorities for an https hub (empty: the system's)
+  std::string models_dir;  // GGUF files the hub may ask this pod to load (POST /api/load)
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
@@ -130,8 +135,221 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
   return m;
 }
 
+// A model as the server serves it: the runner, its tokenizer, what the API shows of it, its
+// speed for the hub, the scheduler and the engine thread that runs it. Fields are destroyed
+// in reverse order; stop() first (the engine thread is joined).
+struct Served {
+  std::unique_ptr<engine::ModelRunner> runner;
+  std::optional<tokenizer::Tokenizer> tok;
+  server::ServedModel model;
+  PodSpeed speed;
+  std::unique_ptr<server::Scheduler> scheduler;
+  std::thread engine;
+  std::future<void> engine_done;  // ready once the engine thread's run() returned
+
+  ~Served() { stop(); }
+  // Lets the running requests finish, up to `wait`, then ends the rest with an error.
+  void stop(std::chrono::seconds wait = std::chrono::seconds(0), const std::string& why = "") {
+    if (!engine.joinable()) return;
+    scheduler->shutdown();
+    if (wait.count() > 0 && engine_done.wait_for(wait) != std::future_status::ready) {
+      scheduler->abort(why);
+    }
+    engine.join();
+  }
+};
+
+// Opens `runner` (or the model at `path` when it is null) as `name`, measures its speed when
+// a hub routes by it, and starts its scheduler. Throws herd::Error naming the problem.
+std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
+                                    const std::string& path, const std::string& name,
+                                    const ServeOptions& o, server::Metrics& metrics,
+                                    server::HttpServer& http) {
+  auto s = std::make_unique<Served>();
+  ModelOptions mo = o.model;
+  mo.model = path;
+  s->runner = runner ? std::move(runner) : mo.open(o.slots);
+  s->tok.emplace(tokenizer::Tokenizer::from_gguf(s->runner->file()));
+  ServeOptions named = o;
+  named.alias = name;
+  s->model = served_model(*s->runner, *s->tok, named);
+  if (!o.hubs.empty()) {
+    // Measured before the scheduler owns the runner.
+    s->speed = measure_pod_speed(*s->runner);
+    std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
+                 s->speed.decode_tokens_per_s, s->speed.prefill_tokens_per_s);
+  }
+  server::SchedulerOptions so;
+  so.max_queue = o.max_queue;
+  so.batch_tokens = o.batch_tokens;
+  s->scheduler = std::make_unique<server::Scheduler>(*s->runner, *s->tok, so, &metrics);
+  std::promise<void> done;
+  s->engine_done = done.get_future();
+  s->engine =
+      std::thread([&http, scheduler = s->scheduler.get(), done = std::move(done)]() mutable {
+        try {
+          scheduler->run();
+        } catch (const std::exception& e) {
+          http.set_degraded(std::string("the engine stopped: ") + e.what());
+          std::fprintf(stderr, "serve: the engine stopped: %s\n", e.what());
+        }
+        done.set_value();
+      });
+  return s;
+}
+
+hub::Registration pod_registration(const ServeOptions& o, int port, const Served& s,
+                                   const std::vector<std::string>& loadable) {
+  hub::Registration pod;
+  pod.name = o.hub_name.empty() ? s.model.id : o.hub_name;
+  pod.url =
+      o.public_url.empty() ? "http://" + o.http.host + ":" + std::to_string(port) : o.public_url;
+  pod.models = {{s.model.id, s.runner->n_ctx()}};
+  pod.slots = static_cast<int32_t>(s.runner->n_seq());
+  pod.decode_tokens_per_s = s.speed.decode_tokens_per_s;
+  pod.prefill_tokens_per_s = s.speed.prefill_tokens_per_s;
+  pod.memory_bytes = system_memory().total_bytes;
+  pod.loadable = loadable;
+  return pod;
+}
+
+// The pod's side of POST /api/load: only the hub it registered with (the control token of
+// the hub's last answer, compared in constant time) may make it serve another model of
+// --models-dir. A load answers 202 at once and runs on its own thread: the server stops
+// taking requests for the old model (503 "the model is loading"), lets the running ones
+// finish (up to 60 s, as at a stop, then ends them), frees the old model, loads the new one,
+// measures its speed and registers with the hub at once. One load at a time (409).
+class ModelSwitch {
+ public:
+  ModelSwitch(const ServeOptions& o, hub::ModelDir dir, server::HttpServer& http,
+              server::Metrics& metrics)
+      : o_(o), dir_(std::move(dir)), http_(http), metrics_(metrics) {}
+  ~ModelSwitch() { finish(); }
+
+  // The model served at first, and the hub clients (one per replica of the hub).
+  void start(std::unique_ptr<Served> first, std::vector<hub::HubClient*> hubs) {
+    std::lock_guard lock(mutex_);
+    current_ = std::move(first);
+    hubs_ = std::move(hubs);
+  }
+
+  server::HttpServer::LoadAnswer request(const std::string& name, const std::string& auth) {
+    std::lock_guard lock(mutex_);
+    if (hubs_.empty()) {
+      return {403, "this pod loads models only when its hub asks (herd serve --hub)"};
+    }
+    // Any replica of the hub may ask: the token of one of them.
+    int status = 403;
+    for (const hub::HubClient* h : hubs_) {
+      status = hub::check_control_token(auth, h->control_token());
+      if (status == 0 || status == 401) break;
+    }
+    if (status != 0) {
+      return {status, status == 401 ? "the hub's control token is required "
+                                      "(Authorization: Bearer TOKEN)"
+                                    : "the control token is not this pod's hub's"};
+    }
+    if (stopping_) return {503, "the pod is stopping"};
+    if (loading_) return {409, "the pod is already loading model '" + loading_name_ + "'"};
+    const auto it = dir_.models.find(name);
+    if (it == dir_.models.end()) {
+      return {404, "model '" + name + "' is not in this pod's --models-dir"};
+    }
+    if (current_ && current_->model.id == name) {
+      update_hubs(*current_);
+      return {202, "model '" + name + "' is served already"};
+    }
+    if (thread_.joinable()) thread_.join();  // the last load, done
+    loading_ = true;
+    loading_name_ = name;
+    thread_ = std::thread([this, name, path = it->second] { load(name, path); });
+    return {202, "loading model '" + name + "'"};
+  }
+
+  // No more loads; waits for one running. Returns the model served now (may be null).
+  Served* finish() {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    lock.unlock();
+    if (thread_.joinable()) thread_.join();
+    lock.lock();
+    return current_.get();
+  }
+
+ private:
+  void load(const std::string& name, const std::string& path) {
+    std::fprintf(stderr, "serve: the hub asked for model '%s': loading %s\n", name.c_str(),
+                 path.c_str());
+    std::unique_ptr<Served> old;
+    {
+      std::lock_guard lock(mutex_);
+      old = std::move(current_);
+    }
+    std::string old_path;
+    if (old) {
+      http_.begin_loading();
+      old->stop(std::chrono::seconds(o_.drain_seconds),
+                "the pod stopped serving this model to load '" + name + "'");
+      while (!http_.wait_unused(std::chrono::seconds(10))) {
+        std::fprintf(stderr, "serve: still writing answers of model '%s'\n", old->model.id.c_str());
+      }
+      const auto found = dir_.models.find(old->model.id);
+      old_path = found != dir_.models.end() ? found->second : o_.model.model;
+      old.reset();  // its memory freed before the new model takes its own
+    }
+    std::unique_ptr<Served> next;
+    try {
+      next = open_served(nullptr, path, name, o_, metrics_, http_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "serve: loading model '%s' failed: %s; loading %s again\n", name.c_str(),
+                   e.what(), old_path.c_str());
+      try {
+        next = open_served(nullptr, old_path, std::filesystem::path(old_path).stem().string(), o_,
+                           metrics_, http_);
+      } catch (const std::exception& again) {
+        http_.set_degraded(std::string("no model: ") + again.what());
+      }
+    }
+    std::lock_guard lock(mutex_);
+    if (next) {
+      http_.set_degraded("");
+      http_.set_model(&next->model, next->scheduler.get());
+      std::fprintf(stderr, "serve: ready: model '%s', %lld slots of %lld tokens; %s\n",
+                   next->model.id.c_str(), static_cast<long long>(next->runner->n_seq()),
+                   static_cast<long long>(next->runner->n_ctx()), next->runner->describe().c_str());
+      update_hubs(*next);
+    }
+    current_ = std::move(next);
+    loading_ = false;
+  }
+
+  // Every replica of the hub learns of the model at once (under mutex_).
+  void update_hubs(const Served& s) {
+    for (hub::HubClient* h : hubs_) h->update(pod_registration(o_, http_.port(), s, dir_.names()));
+  }
+
+  const ServeOptions& o_;
+  const hub::ModelDir dir_;
+  server::HttpServer& http_;
+  server::Metrics& metrics_;
+  std::mutex mutex_;  // guards what follows
+  std::unique_ptr<Served> current_;
+  std::vector<hub::HubClient*> hubs_;
+  bool loading_ = false, stopping_ = false;
+  std::string loading_name_;
+  std::thread thread_;
+};
+
 void serve(const ServeOptions& o) {
   if (o.slots < 1 || o.slots > 256) throw Error("cli", "--slots must be between 1 and 256");
+  hub::ModelDir dir;
+  if (!o.models_dir.empty()) {
+    dir = hub::list_model_dir(o.models_dir);
+    for (const std::string& skipped : dir.skipped) {
+      std::fprintf(stderr, "serve: --models-dir: %s\n", skipped.c_str());
+    }
+    std::fprintf(stderr, "serve: %zu models in %s\n", dir.models.size(), o.models_dir.c_str());
+  }
   // Before any thread starts: a bad URL is refused, not found after the model loaded.
   for (const std::string& url : o.hubs) hub::parse_hub_url(url);
   // SIGINT and SIGTERM are taken by sigwait() below; every thread started from here on
@@ -152,74 +370,54 @@ void serve(const ServeOptions& o) {
 
   server::Metrics metrics;
   server::HttpServer http(o.http, metrics);
+  ModelSwitch models(o, dir, http, metrics);
+  if (!o.models_dir.empty()) {
+    http.set_load_handler([&models](const std::string& name, const std::string& auth) {
+      return models.request(name, auth);
+    });
+  }
   http.bind();
   std::thread http_thread([&] { http.listen(); });
   std::fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", o.http.host.c_str(),
                http.port(), o.model.model.c_str());
 
-  std::optional<tokenizer::Tokenizer> tok;
-  server::ServedModel model;
+  std::unique_ptr<Served> first;
   try {
-    if (!runner) runner = o.model.open(o.slots);
-    tok.emplace(tokenizer::Tokenizer::from_gguf(runner->file()));
-    model = served_model(*runner, *tok, o);
+    first = open_served(
+        std::move(runner), o.model.model,
+        o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias, o,
+        metrics, http);
   } catch (...) {
     http.stop();
     http_thread.join();
     throw;
   }
-  PodSpeed speed;
-  if (!o.hubs.empty()) {
-    // Measured before the scheduler owns the runner.
-    speed = measure_pod_speed(*runner);
-    std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
-                 speed.decode_tokens_per_s, speed.prefill_tokens_per_s);
-  }
-  server::SchedulerOptions so;
-  so.max_queue = o.max_queue;
-  so.batch_tokens = o.batch_tokens;
-  server::Scheduler scheduler(*runner, *tok, so, &metrics);
-  std::thread engine_thread([&] {
-    try {
-      scheduler.run();
-    } catch (const std::exception& e) {
-      http.set_degraded(std::string("the engine stopped: ") + e.what());
-      std::fprintf(stderr, "serve: the engine stopped: %s\n", e.what());
-    }
-  });
-  http.set_model(&model, &scheduler);
+  http.set_model(&first->model, first->scheduler.get());
   std::fprintf(stderr, "serve: ready: model '%s', %lld slots of %lld tokens; %s\n",
-               model.id.c_str(), static_cast<long long>(runner->n_seq()),
-               static_cast<long long>(runner->n_ctx()), runner->describe().c_str());
+               first->model.id.c_str(), static_cast<long long>(first->runner->n_seq()),
+               static_cast<long long>(first->runner->n_ctx()), first->runner->describe().c_str());
   // One client per hub: replicas of a hub each keep their own pod registry (docs/network.md),
   // so a pod registers with every one and each logs its own registration.
   std::vector<std::unique_ptr<hub::HubClient>> hub_clients;
-  if (!o.hubs.empty()) {
-    hub::Registration pod;
-    pod.name = o.hub_name.empty() ? model.id : o.hub_name;
-    pod.url = o.public_url.empty() ? "http://" + o.http.host + ":" + std::to_string(http.port())
-                                   : o.public_url;
-    pod.models = {{model.id, runner->n_ctx()}};
-    pod.slots = static_cast<int32_t>(runner->n_seq());
-    pod.decode_tokens_per_s = speed.decode_tokens_per_s;
-    pod.prefill_tokens_per_s = speed.prefill_tokens_per_s;
-    pod.memory_bytes = system_memory().total_bytes;
-    for (const std::string& url : o.hubs) {
-      hub_clients.push_back(std::make_unique<hub::HubClient>(
-          url, o.model.cluster.security.identity(), pod,
-          [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); },
-          o.hub_ca));
-    }
+  std::vector<hub::HubClient*> hubs;
+  for (const std::string& url : o.hubs) {
+    hub_clients.push_back(std::make_unique<hub::HubClient>(
+        url, o.model.cluster.security.identity(),
+        pod_registration(o, http.port(), *first, dir.names()),
+        [](const std::string& line) { std::fprintf(stderr, "serve: %s\n", line.c_str()); },
+        o.hub_ca));
+    hubs.push_back(hub_clients.back().get());
   }
+  models.start(std::move(first), std::move(hubs));
 
   int sig = 0;
   sigwait(&signals, &sig);
-  hub_clients.clear();  // no more registrations: each hub drops the pod after its timeout
   std::fprintf(stderr, "serve: %s: finishing the requests in flight\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM");
+  Served* current = models.finish();  // a load running is finished first
+  hub_clients.clear();  // no more registrations: each hub drops the pod after its timeout
   http.begin_drain();
-  scheduler.shutdown();
-  engine_thread.join();
+  if (current) current->stop();
   if (!http.wait_idle(std::chrono::seconds(o.drain_seconds))) {
     std::fprintf(stderr, "serve: some responses were still being written after %d s\n",
                  o.drain_seconds);
@@ -250,8 +448,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
       ->capture_default_str();
   cmd->add_option("--hub", o->hubs,
-                  "Register with a herd hub at http://HOST:PORT (signed with the node identity); "
-                  "repeat for each replica of a hub")
+                  "Register with a herd hub at http[s]://HOST:PORT (signed with the node "
+                  "identity); repeat for each replica of a hub")
       ->take_all();
   cmd->add_option("--public-url", o->public_url,
                   "How the hub's clients reach this server (default: http://--host:--port)");
@@ -259,6 +457,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option(
       "--hub-ca", o->hub_ca,
       "PEM certificate authorities that vouch for an https hub (default: the system's)");
+  cmd->add_option("--models-dir", o->models_dir,
+                  "GGUF files (a model's name is its file's stem) the hub may ask this pod to "
+                  "serve instead (POST /api/load with the hub's control token; with --hub)");
   cmd->callback([o] { serve(*o); });
 }
 

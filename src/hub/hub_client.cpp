@@ -28,8 +28,8 @@ HubClient::HubClient(std::string hub_url, std::shared_ptr<const net::NodeIdentit
     : url_(std::move(hub_url)),
       ca_file_(std::move(ca_file)),
       identity_(std::move(identity)),
-      pod_(std::move(pod)),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      pod_(std::move(pod)) {
   url_ = parse_hub_url(url_);
   pod_.id = identity_->id();
   thread_ = std::thread([this] { run(); });
@@ -44,8 +44,27 @@ HubClient::~HubClient() {
   thread_.join();
 }
 
+void HubClient::update(Registration pod) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pod.id = identity_->id();
+    pod_ = std::move(pod);
+    register_now_ = true;
+  }
+  stop_changed_.notify_all();
+}
+
+std::string HubClient::control_token() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return control_token_;
+}
+
 int HubClient::register_once() {
-  Registration r = pod_;
+  Registration r;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    r = pod_;
+  }
   r.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
@@ -72,6 +91,10 @@ int HubClient::register_once() {
     throw Error("hub",
                 "hub " + url_ + " answered the registration with: " + res->body.substr(0, 300));
   }
+  if (answer.contains("control_token") && answer["control_token"].is_string()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    control_token_ = answer["control_token"].get<std::string>();
+  }
   return std::clamp(answer["heartbeat_seconds"].get<int>(), 1, 3600);
 }
 
@@ -83,14 +106,17 @@ void HubClient::run() {
     int wait_seconds = 5;
     try {
       wait_seconds = register_once();
-      if (!registered) log_("registered with the hub at " + url_ + " as " + pod_.id.to_text());
+      if (!registered)
+        log_("registered with the hub at " + url_ + " as " + identity_->id().to_text());
       registered = true;
     } catch (const Error& e) {
       log_(std::string(e.what()) + "; trying again in 5 s");
       registered = false;
     }
     lock.lock();
-    stop_changed_.wait_for(lock, std::chrono::seconds(wait_seconds), [this] { return stopping_; });
+    stop_changed_.wait_for(lock, std::chrono::seconds(wait_seconds),
+                           [this] { return stopping_ || register_now_; });
+    register_now_ = false;
   }
 }
 

@@ -1,7 +1,9 @@
 // A pod's side of the hub (`herd serve --hub URL`, issue 19): registers with the hub, signed
 // with the pod's node identity, and registers again every heartbeat_seconds the hub asks
 // for, with the time (and so the signature) fresh each time. Runs on its own thread until
-// destroyed; a failed attempt is logged and retried after 5 s.
+// destroyed; a failed attempt is logged and retried after 5 s. The hub's answer carries the
+// pod's control token (the proof that a POST /api/load comes from this hub); the latest is
+// kept. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -34,6 +36,11 @@ class HubClient {
   // Registers once now: the seconds until the next registration the hub asked for.
   // Throws herd::Error naming the hub and its answer when it refused or did not answer.
   int register_once();
+  // What to register from now on (id and time are set here), registered at once: the pod
+  // serves another model, and the hub should not wait for the heartbeat to know it.
+  void update(Registration pod);
+  // The control token of the hub's last answer ("" before one).
+  std::string control_token() const;
 
  private:
   void run();
@@ -41,11 +48,13 @@ class HubClient {
   std::string url_;
   std::string ca_file_;
   std::shared_ptr<const net::NodeIdentity> identity_;
-  Registration pod_;
   std::function<void(const std::string&)> log_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards what follows
+  Registration pod_;
+  std::string control_token_;
   std::condition_variable stop_changed_;
   bool stopping_ = false;
+  bool register_now_ = false;
   std::thread thread_;
 };
 

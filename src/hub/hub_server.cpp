@@ -112,6 +112,7 @@ struct HubServer::State {
         server(make_server(options)),
         http(*server),
         rate_limit(options.requests_per_minute),
+        demand(options.demand),
         rng(options.seed != 0 ? options.seed : std::random_device{}()),
         replica(std::to_string(unix_ms()) + "-" + std::to_string(rng() % 1000000)) {}
 
@@ -152,6 +153,7 @@ struct HubServer::State {
   std::unordered_map<PodId, std::string> node_of;  // the live pods' node ids
   std::map<std::string, ModelId> models;  // model name -> the router's id
   std::set<std::string> clients;          // accounts of the keys
+  Demand demand;                          // for models no pod serves, and loads
   std::mt19937_64 rng;
   std::string replica;  // names this hub's request ids
   uint64_t next_request = 0;
@@ -209,6 +211,7 @@ struct HubServer::State {
     report.decode_tokens_per_s = r.decode_tokens_per_s;
     report.prefill_tokens_per_s = r.prefill_tokens_per_s;
     const std::string id = r.id.to_text();
+    std::string token;
     try {
       credits.open_pod(id);
     } catch (const Error& e) {
@@ -229,10 +232,13 @@ struct HubServer::State {
       } else {
         router.update(it->second.id, report);
       }
+      token = pod_loads(id, r);
       it->second.registration = std::move(r);
       it->second.last_seen = now;
     }
-    send_json(res, 200, {{"pod", id}, {"heartbeat_seconds", options.heartbeat.count()}});
+    send_json(
+        res, 200,
+        {{"pod", id}, {"heartbeat_seconds", options.heartbeat.count()}, {"control_token", token}});
   }
 
   json model_list() const {
@@ -246,6 +252,7 @@ struct HubServer::State {
       data.push_back(
           {{"id", name}, {"object", "model"}, {"owned_by", "herd-network"}, {"pods", n}});
     }
+    add_loadable_models(data, served);
     return {{"object", "list"}, {"data", data}};
   }
 
@@ -282,9 +289,11 @@ struct HubServer::State {
              {"verified", rec.passed},
              {"failed_verifications", rec.failed},
              {"last_failure", rec.last_failure}});
+        add_pod_loads(out["pods"].back(), id);
         ids.push_back(id);
       }
       for (const json& r : recent) out["recent"].push_back(r);
+      out["loads"] = demand.view(now);
       out["hub"] = {{"replica", replica},
                     {"requests",
                      {{"total", totals.requests},
@@ -358,6 +367,7 @@ struct HubServer::State {
       if (now - it->second.last_seen > options.pod_timeout) {
         router.remove(it->second.id);
         node_of.erase(it->second.id);
+        demand.pod_dropped(it->first);
         it = pods.erase(it);
       } else {
         ++it;
@@ -375,8 +385,10 @@ struct HubServer::State {
   std::optional<Chosen> choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
                                const std::vector<PodId>& tried) {
     std::lock_guard<std::mutex> lock(mutex);
+    std::vector<PodId> exclude = demand.loading_pods();  // they answer 503 while loading
+    exclude.insert(exclude.end(), tried.begin(), tried.end());
     const std::optional<PodId> pod =
-        router.route(RouteRequest{model, prompt_tokens, max_tokens, tried});
+        router.route(RouteRequest{model, prompt_tokens, max_tokens, exclude});
     if (!pod) return std::nullopt;
     const auto it = node_of.find(*pod);
     if (it == node_of.end()) return std::nullopt;
@@ -533,14 +545,19 @@ struct HubServer::State {
     forward["herd_token_ids"] = true;
     if (call.stream) forward["stream_options"] = {{"include_usage", true}};
     call.forward = forward.dump();
+    bool known = false, unserved = false;
     {
       std::lock_guard<std::mutex> lock(mutex);
       const auto it = models.find(call.model_name);
-      if (it == models.end()) {
-        return send_error(res, 404, "invalid_request_error",
-                          "model '" + call.model_name + "' is not served by any pod");
-      }
-      call.model = it->second;
+      known = it != models.end();
+      if (known) call.model = it->second;
+      unserved = !known || router.serving(call.model) == 0;
+    }
+    // No live pod serves it: counted as demand, maybe loaded (else answered as before).
+    if (unserved && answer_unserved(call.model_name, res)) return;
+    if (!known) {
+      return send_error(res, 404, "invalid_request_error",
+                        "model '" + call.model_name + "' is not served by any pod");
     }
     const Charge most = price_of(options.prices, call.prompt_tokens, call.max_tokens);
     try {
@@ -664,6 +681,139 @@ struct HubServer::State {
           sink.done();
           return true;
         });
+  }
+
+  // ---- loads of models no pod serves (demand.h) ----
+
+  // A pod's registration as demand.h sees it; its control token. Under the lock.
+  std::string pod_loads(const std::string& pod_id, const Registration& r) {
+    std::vector<std::string> served;
+    for (const ServedModel& m : r.models) served.push_back(m.name);
+    return demand.pod_registered(pod_id, r.loadable, served);
+  }
+
+  // GET /api/network's view of a pod's loads. Under the lock.
+  void add_pod_loads(json& pod, const std::string& pod_id) const {
+    pod["loadable"] = demand.loadable(pod_id);
+    const std::string loading = demand.loading_on(pod_id);
+    pod["loading"] = loading.empty() ? json(nullptr) : json(loading);
+  }
+
+  // GET /v1/models: the models no live pod serves that some can load, marked. Under the lock.
+  void add_loadable_models(json& data, const std::map<std::string, int>& served) const {
+    std::map<std::string, int> loadable;  // name -> pods that can load it
+    for (const auto& [id, pod] : pods) {
+      for (const std::string& m : demand.loadable(id)) {
+        if (!served.contains(m)) ++loadable[m];
+      }
+    }
+    for (const auto& [name, n] : loadable) {
+      const bool loading = demand.loading(name);
+      data.push_back({{"id", name},
+                      {"object", "model"},
+                      {"owned_by", "herd-network"},
+                      {"pods", 0},
+                      {"loadable_pods", n},
+                      {"state", loading ? "loading" : "loadable"}});
+    }
+  }
+
+  // The fewest other live pods that serve one of the pod's models. Under the lock.
+  int64_t others_serving(const Pod& pod) const {
+    int64_t fewest = INT64_MAX;
+    for (const ServedModel& m : pod.registration.models) {
+      const auto it = models.find(m.name);
+      const int64_t n = it == models.end() ? 0 : static_cast<int64_t>(router.serving(it->second));
+      fewest = std::min(fewest, std::max<int64_t>(0, n - (router.live(pod.id) ? 1 : 0)));
+    }
+    return fewest == INT64_MAX ? 0 : fewest;
+  }
+
+  struct LoadOrder {
+    std::string pod, url, token;
+  };
+
+  // A request for `model`, which no live pod serves: counted; once its demand reaches
+  // load_after, one pod that lists it as loadable is asked to load it (choose_loader). The
+  // client gets 503 and Retry-After meanwhile. False when no pod can load it (or loads are
+  // off): the caller answers as for any model no pod serves.
+  bool answer_unserved(const std::string& model, httplib::Response& res) {
+    const auto now = Clock::now();
+    const int after = options.demand.load_after;
+    if (after <= 0 || model.empty() || model.size() > 256) return false;
+    std::optional<LoadOrder> order;
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      const int n = demand.record(model, now);
+      if (const auto load = demand.load_of(model, now)) {
+        message = "model '" + model + "' is being loaded on a pod (for " +
+                  std::to_string(static_cast<int>(seconds_since(load->started))) +
+                  " s): try again shortly";
+      } else {
+        std::vector<LoadCandidate> candidates;
+        for (const std::string& pod_id : demand.pods_that_can_load(model)) {
+          const auto p = pods.find(pod_id);
+          if (p == pods.end() || demand.refused_recently(model, pod_id, now) ||
+              !demand.loading_on(pod_id).empty() || records[pod_id].reputation < kMinReputation) {
+            continue;
+          }
+          candidates.push_back({pod_id, router.active(p->second.id), p->second.registration.slots,
+                                others_serving(p->second)});
+        }
+        if (candidates.empty()) return false;
+        if (n < after) {
+          message = "model '" + model + "' is not loaded on any pod now; " +
+                    std::to_string(candidates.size()) + " can load it, which one does after " +
+                    std::to_string(after) + " requests within " +
+                    std::to_string(options.demand.window.count()) + " s (" + std::to_string(n) +
+                    " so far): try again shortly";
+        } else {
+          const LoadCandidate& chosen = candidates[*choose_loader(candidates)];
+          const Pod& pod = pods.at(chosen.pod);
+          demand.start(model, chosen.pod, pod.id, now);
+          order = LoadOrder{chosen.pod, pod.registration.url, demand.token(chosen.pod)};
+          message = "model '" + model + "' is being loaded on a pod (" + pod.registration.name +
+                    "): try again shortly";
+        }
+      }
+    }
+    if (order) {
+      if (const std::string problem = send_load(model, *order); !problem.empty()) {
+        message = "model '" + model + "' is not loaded on any pod now: the pod asked to load it " +
+                  problem + "; another will be asked";
+      }
+    }
+    res.set_header("Retry-After", std::to_string(kLoadRetryAfterSeconds));
+    send_error(res, 503, "server_error", message);
+    return true;
+  }
+
+  // POST /api/load {"model": model} on the pod, with its control token: "" when it took the
+  // load (202), else what went wrong (and the load ends: demand.failed).
+  std::string send_load(const std::string& model, const LoadOrder& order) {
+    std::string problem;
+    const std::optional<PodAddress> address = pod_address(order.url);
+    if (!address) {
+      problem = "has a URL that is not http://HOST:PORT";
+    } else {
+      httplib::Client client(address->host, address->port);
+      client.set_connection_timeout(2);
+      client.set_read_timeout(5);
+      const httplib::Result r =
+          client.Post("/api/load", httplib::Headers{{"Authorization", "Bearer " + order.token}},
+                      json{{"model", model}}.dump(), "application/json");
+      if (!r) {
+        problem = "did not answer (" + httplib::to_string(r.error()) + ")";
+      } else if (r->status != 202) {
+        problem = "answered " + std::to_string(r->status);
+      }
+    }
+    if (!problem.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      demand.failed(model, order.pod, Clock::now());
+    }
+    return problem;
   }
 
   // ---- checks (the worker thread) ----

@@ -3,17 +3,23 @@
 // (router.h) and shows them. This part serves:
 //
 //   POST /api/register   a pod's signed registration (X-Herd-Signature); 200 with
-//                        {"pod": id, "heartbeat_seconds": n}, 400 naming a bad field, 403
-//                        for a signature that is not the pod's or a replay
+//                        {"pod": id, "heartbeat_seconds": n, "control_token": t}, 400
+//                        naming a bad field, 403 for a signature that is not the pod's or a
+//                        replay. The token (random, kept while the pod is live) is what the
+//                        hub shows the pod's POST /api/load: only this hub may make it load.
 //   POST /v1/chat/completions, /v1/completions
 //                        the whole request to the pod the router chooses for its model,
-//                        tried on another when one fails before answering (an API key)
+//                        tried on another when one fails before answering (an API key).
+//                        A model no live pod serves but some can load (demand.h): 503 with
+//                        Retry-After while its demand grows and while a pod loads it
 //   GET  /v1/models      the models live pods serve (OpenAI's list; an API key when the hub
-//                        has keys)
+//                        has keys), then those only loadable: "pods": 0, "loadable_pods": n,
+//                        "state": "loadable" or "loading"
 //   GET  /api/network    every pod: models, speeds, slots, uptime, round trip, reputation,
 //                        requests, tokens, checks, credits; the hub's totals and its replica
 //                        id (the prefix of its request ids); the requests flowing (the last
-//                        kRecent)
+//                        kRecent); each pod's "loadable" models and the one it is "loading";
+//                        "loads": the loads in flight and the demand
 //   GET  /api/ledger     the ledger's consistency and the balances of the accounts this hub
 //                        knows (credits.h)
 //   GET  /health         {"status": "ok", "pods": n}
@@ -37,6 +43,7 @@
 
 #include "hub/checks.h"
 #include "hub/credits.h"
+#include "hub/demand.h"
 
 namespace herd::hub {
 
@@ -59,6 +66,7 @@ struct HubOptions {
   int64_t requests_per_minute = 0;           // per API key (0: no limit); 429 beyond
   std::string tls_cert, tls_key;             // PEM files: the hub serves HTTPS
   std::string pod_ca_file;                   // to check https pods (empty: the system's)
+  DemandOptions demand;  // when pods are asked to load a model no pod serves (demand.h)
 };
 
 inline constexpr size_t kRecent = 50;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "hub/ledger.h"
@@ -227,6 +228,142 @@ void register_pod(RunningHub& h, const net::NodeIdentity& identity, const FakePo
 }
 
 const httplib::Headers kClient = {{"Authorization", "Bearer client-key"}};
+
+// A stand-in pod that can load a model: POST /api/load is answered 409 for the first load any
+// pod of `loads` is asked for and 202 after; it keeps what it was shown. Completions: its name.
+struct LoaderPod {
+  LoaderPod(std::string name, std::atomic<int>& loads) : name(std::move(name)), loads(loads) {
+    server.Post("/api/load", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mutex);
+      authorization.push_back(req.get_header_value("Authorization"));
+      models.push_back(json::parse(req.body).value("model", ""));
+      res.status = this->loads.fetch_add(1) == 0 ? 409 : 202;
+    });
+    server.Post("/v1/completions", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(json{{"pod", this->name}}.dump(), "application/json");
+    });
+    port = server.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { server.listen_after_bind(); });
+  }
+  ~LoaderPod() {
+    server.stop();
+    thread.join();
+  }
+  // Registers serving `model`, able to load `loadable`: the hub's control token.
+  std::string register_with(RunningHub& h, const std::string& model,
+                            std::vector<std::string> loadable) {
+    Registration r = sample(identity);
+    r.name = name;
+    r.url = "http://127.0.0.1:" + std::to_string(port);
+    r.models = {{model, 4096}};
+    r.loadable = std::move(loadable);
+    const std::string body = registration_body(r);
+    const httplib::Result res =
+        post_registration(*h.client, body, sign_registration(identity, body));
+    if (!res || res->status != 200) return "";
+    return json::parse(res->body).value("control_token", "");
+  }
+  size_t asked() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return models.size();
+  }
+
+  std::string name;
+  std::atomic<int>& loads;
+  net::NodeIdentity identity = net::NodeIdentity::generate();
+  std::mutex mutex;
+  std::vector<std::string> authorization, models;
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+TEST(HubServerTest, AModelClientsWantIsLoadedOnAPodThatCan) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  o.demand.load_after = 2;
+  RunningHub h(o);
+  std::atomic<int> loads{0};
+  LoaderPod x("x", loads), y("y", loads);
+  const std::string token_x = x.register_with(h, "llama-3.1-8b-q4_0", {"qwen3-8b"});
+  const std::string token_y = y.register_with(h, "llama-3.1-8b-q4_0", {"qwen3-8b", "other"});
+  ASSERT_EQ(token_x.size(), 43u);
+  ASSERT_EQ(token_y.size(), 43u);
+  EXPECT_NE(token_x, token_y);
+  EXPECT_EQ(x.register_with(h, "llama-3.1-8b-q4_0", {"qwen3-8b"}), token_x);  // kept
+  const auto ask = [&](const std::string& model) {
+    return h.client->Post("/v1/completions", kClient,
+                          json{{"model", model}, {"prompt", "hi"}}.dump(), "application/json");
+  };
+  // Listed, marked, before anyone asks.
+  httplib::Result res = h.client->Get("/v1/models", kClient);
+  ASSERT_TRUE(res);
+  const json listed = json::parse(res->body)["data"];
+  ASSERT_EQ(listed.size(), 3u) << listed.dump();
+  EXPECT_EQ(listed[1]["id"], "other");
+  EXPECT_EQ(listed[2]["id"], "qwen3-8b");
+  EXPECT_EQ(listed[2]["state"], "loadable");
+  EXPECT_EQ(listed[2]["loadable_pods"], 2);
+  EXPECT_EQ(listed[2]["pods"], 0);
+
+  // No pod can load it: 404 as before.
+  res = ask("nobody-has-it");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  // Below the threshold: 503, Retry-After, no pod asked.
+  res = ask("qwen3-8b");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(res->get_header_value("Retry-After"), std::to_string(kLoadRetryAfterSeconds));
+  EXPECT_THAT(res->body, HasSubstr("(1 so far)"));
+  EXPECT_EQ(x.asked() + y.asked(), 0u);
+  // The threshold: a pod is asked, with its own token; it refuses (409).
+  res = ask("qwen3-8b");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_THAT(res->body, HasSubstr("answered 409; another will be asked"));
+  ASSERT_EQ(x.asked() + y.asked(), 1u);
+  LoaderPod& first = x.asked() == 1 ? x : y;
+  LoaderPod& second = x.asked() == 1 ? y : x;
+  EXPECT_EQ(first.models[0], "qwen3-8b");
+  EXPECT_EQ(first.authorization[0], "Bearer " + (&first == &x ? token_x : token_y));
+  // The next request asks the other pod, which takes the load.
+  res = ask("qwen3-8b");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_THAT(res->body, HasSubstr("is being loaded on a pod (" + second.name + ")"));
+  ASSERT_EQ(second.asked(), 1u);
+  EXPECT_EQ(second.authorization[0], "Bearer " + (&second == &x ? token_x : token_y));
+  // While it loads: 503 + Retry-After, no other load; the network shows it.
+  res = ask("qwen3-8b");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_FALSE(res->get_header_value("Retry-After").empty());
+  EXPECT_THAT(res->body, HasSubstr("is being loaded on a pod"));
+  EXPECT_EQ(x.asked() + y.asked(), 2u);
+  json network = h.hub.network();
+  ASSERT_EQ(network["loads"]["loads"].size(), 1u);
+  EXPECT_EQ(network["loads"]["loads"][0]["model"], "qwen3-8b");
+  for (const json& pod : network["pods"]) {
+    EXPECT_EQ(pod["loading"], pod["name"] == second.name ? json("qwen3-8b") : json(nullptr));
+  }
+  res = h.client->Get("/v1/models", kClient);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["data"][2]["state"], "loading");
+  // Its model's requests go to the other pod meanwhile.
+  res = ask("llama-3.1-8b-q4_0");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["pod"], first.name);
+  // Loaded: it registers with the model, and gets its requests.
+  second.register_with(h, "qwen3-8b", {"qwen3-8b", "llama-3.1-8b-q4_0"});
+  res = ask("qwen3-8b");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["pod"], second.name);
+  network = h.hub.network();
+  EXPECT_TRUE(network["loads"]["loads"].empty());
+}
 
 TEST(HubServerTest, ARequestGoesToAPodAndIsTriedOnAnotherWhenItFails) {
   HubOptions o;

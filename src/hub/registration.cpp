@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,23 @@ double rate_field(const nlohmann::json& j, std::string_view name, double hi) {
   return x;
 }
 
+// "loadable": model names as "models" names them, 0..kMaxModels, no repeats.
+std::vector<std::string> loadable_field(const nlohmann::json& j) {
+  const nlohmann::json& names = j["loadable"];
+  if (!names.is_array()) bad("loadable", "not an array");
+  if (names.size() > kMaxModels) {
+    bad("loadable",
+        std::to_string(names.size()) + " models (at most " + std::to_string(kMaxModels) + ")");
+  }
+  std::vector<std::string> out;
+  for (const nlohmann::json& name : names) {
+    const std::string s = text_field(nlohmann::json{{"loadable", name}}, "loadable", 256);
+    if (std::find(out.begin(), out.end(), s) != out.end()) bad("loadable", "'" + s + "' twice");
+    out.push_back(s);
+  }
+  return out;
+}
+
 std::vector<uint8_t> signed_bytes(std::string_view body) {
   std::string text;
   text.reserve(kSignedPrefix.size() + body.size());
@@ -82,7 +100,10 @@ std::string registration_body(const Registration& r) {
                             {"prefill_tokens_per_s", r.prefill_tokens_per_s},
                             {"memory_bytes", r.memory_bytes},
                             {"time_ms", r.time_ms}};
-  return j.dump();
+  if (r.loadable.empty()) return j.dump();  // absent: the body of a pod that loads nothing
+  nlohmann::json with = j;
+  with["loadable"] = r.loadable;
+  return with.dump();
 }
 
 std::string sign_registration(const net::NodeIdentity& identity, std::string_view body) {
@@ -128,6 +149,7 @@ Registration parse_registration(std::string_view body) {
   r.prefill_tokens_per_s = rate_field(j, "prefill_tokens_per_s", 1e7);
   r.memory_bytes = static_cast<uint64_t>(int_field(j, "memory_bytes", 0, int64_t{1} << 50));
   r.time_ms = int_field(j, "time_ms", 1, INT64_MAX);
+  if (j.contains("loadable")) r.loadable = loadable_field(j);
   return r;
 }
 

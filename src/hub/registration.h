@@ -7,7 +7,11 @@
 //   {"id": "<43-char node id>", "name": "studio-pod", "url": "http://10.0.0.5:8080",
 //    "models": [{"name": "llama-3.1-8b-q4_0", "n_ctx": 8192}],
 //    "slots": 4, "decode_tokens_per_s": 31.5, "prefill_tokens_per_s": 640.0,
-//    "memory_bytes": 68719476736, "time_ms": 1764672000000}
+//    "memory_bytes": 68719476736, "time_ms": 1764672000000,
+//    "loadable": ["qwen3-8b-q4_0", "llama-3.1-8b-q4_0"]}
+// "loadable" (optional; absent: none) names the models the pod could load when the hub asks
+// (`herd serve --models-dir`, POST /api/load): at most 64, each checked as a model's name,
+// no repeats; it may name a model the pod serves.
 // and the signature, sent beside it (header X-Herd-Signature), is Ed25519 over
 // "herd-registration-v1\n" followed by the body's exact bytes, in URL-safe base64 without
 // padding. time_ms (the pod's clock) must be within `max_skew_ms` of the hub's, so an old
@@ -43,6 +47,7 @@ struct Registration {
   double prefill_tokens_per_s = 0;  // (0, 1e7]
   uint64_t memory_bytes = 0;        // at most 2^50
   int64_t time_ms = 0;              // the pod's clock, Unix milliseconds
+  std::vector<std::string> loadable;  // 0-64 model names (1-256 printable bytes), no repeats
 };
 
 // The body a pod sends (compact JSON of the fields above).

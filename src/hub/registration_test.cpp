@@ -46,6 +46,25 @@ TEST(RegistrationTest, ASignedBodyVerifiesWithEveryField) {
   EXPECT_EQ(r.time_ms, kNow);
 }
 
+TEST(RegistrationTest, LoadableModelsAreOptionalAndSigned) {
+  const net::NodeIdentity pod = net::NodeIdentity::generate();
+  Registration r = sample(pod);
+  std::string body = registration_body(r);
+  EXPECT_EQ(body.find("loadable"), std::string::npos);  // none: absent, as before the field
+  EXPECT_TRUE(verify_registration(body, sign_registration(pod, body), kNow).loadable.empty());
+
+  r.loadable = {"qwen3-8b-q4_0", "llama-3.1-8b-q4_0"};  // may name a served model
+  body = registration_body(r);
+  const Registration back = verify_registration(body, sign_registration(pod, body), kNow);
+  EXPECT_EQ(back.loadable, r.loadable);
+  // Signed like every field: another list does not verify with the first one's signature.
+  nlohmann::json changed = nlohmann::json::parse(body);
+  changed["loadable"].push_back("gpt-oss-120b");
+  EXPECT_THROW(verify_registration(changed.dump(), sign_registration(pod, body), kNow), Error);
+  changed["loadable"] = nlohmann::json::array();  // empty: accepted, none
+  EXPECT_TRUE(parse_registration(changed.dump()).loadable.empty());
+}
+
 TEST(RegistrationTest, ForgedTamperedAndReplayedRegistrationsAreRefused) {
   const net::NodeIdentity pod = net::NodeIdentity::generate();
   const net::NodeIdentity other = net::NodeIdentity::generate();
@@ -96,6 +115,18 @@ TEST(RegistrationTest, EveryBadFieldIsNamed) {
   refused([](auto& j) { j["prefill_tokens_per_s"] = 1e30; }, "field 'prefill_tokens_per_s'");
   refused([](auto& j) { j["memory_bytes"] = 18446744073709551615ull; }, "field 'memory_bytes'");
   refused([](auto& j) { j["time_ms"] = -5; }, "field 'time_ms'");
+  refused([](auto& j) { j["loadable"] = "qwen3"; }, "field 'loadable': not an array");
+  refused([](auto& j) { j["loadable"] = {"a", 7}; }, "field 'loadable': not a string");
+  refused([](auto& j) { j["loadable"] = {""}; }, "field 'loadable': 0 bytes");
+  refused([](auto& j) { j["loadable"] = {"a\tb"}; }, "field 'loadable': holds a control");
+  refused([](auto& j) { j["loadable"] = {std::string(257, 'x')}; }, "field 'loadable': 257 bytes");
+  refused([](auto& j) { j["loadable"] = {"a", "b", "a"}; }, "field 'loadable': 'a' twice");
+  refused(
+      [](auto& j) {
+        j["loadable"] = nlohmann::json::array();
+        for (int i = 0; i < 65; ++i) j["loadable"].push_back("m" + std::to_string(i));
+      },
+      "field 'loadable': 65 models (at most 64)");
   EXPECT_THAT([] { parse_registration("{\"id\": "); },
               ThrowsMessage<Error>(HasSubstr("registration: not JSON")));
   EXPECT_THAT([] { parse_registration("[1, 2]"); },

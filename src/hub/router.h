@@ -73,6 +73,10 @@ class Router {
   // The predicted seconds of a request on a pod (the completion above, not weighed).
   double predicted_seconds(PodId pod, int64_t prompt_tokens, int64_t max_tokens) const;
   bool live(PodId pod) const;
+  // The live, trusted pods that serve the model (those route() may choose).
+  size_t serving(ModelId model) const {
+    return model < by_model_.size() ? by_model_[model].size() : 0;
+  }
   int32_t active(PodId pod) const;
   size_t size() const { return live_pods_; }
   // What the router holds, in bytes: its tables and index entries (estimated per entry).

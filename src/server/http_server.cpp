@@ -170,9 +170,35 @@ void HttpServer::stop() {
   http_->stop();
 }
 
+// What a handler uses: the model and scheduler as they were when it started, null while
+// none is loaded or another is loading. While one exists they are not replaced
+// (wait_unused() waits for users_ to reach 0 after begin_loading()).
+struct HttpServer::Current {
+  explicit Current(const HttpServer& s) : use(s.users_) {
+    if (s.loading_.load())
+      return;  // after counting this user: the swap waits for it or
+               // it sees the flag (both sequentially consistent)
+    model = s.model_.load();
+    scheduler = s.scheduler_.load();
+  }
+  InFlight use;
+  const ServedModel* model = nullptr;
+  Scheduler* scheduler = nullptr;
+};
+
 void HttpServer::set_model(const ServedModel* model, Scheduler* scheduler) {
   scheduler_.store(scheduler);
   model_.store(model);
+  loading_.store(false);
+}
+
+bool HttpServer::wait_unused(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (users_.load() > 0 || in_flight_.load() > 0) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 void HttpServer::set_degraded(const std::string& reason) {
@@ -202,13 +228,12 @@ bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res)
   return false;
 }
 
-std::string HttpServer::degraded_reason() {
+std::string HttpServer::degraded_reason(Scheduler* scheduler) {
   std::string degraded;
   {
     std::lock_guard lock(degraded_mutex_);
     degraded = degraded_;
   }
-  Scheduler* scheduler = scheduler_.load();
   if (degraded.empty() && scheduler) degraded = scheduler->unavailable();
   if (degraded.empty() && scheduler && !scheduler->failure().empty()) {
     degraded = "the model failed: " + scheduler->failure();
@@ -216,12 +241,12 @@ std::string HttpServer::degraded_reason() {
   return degraded;
 }
 
-void HttpServer::health(httplib::Response& res) {
-  const std::string degraded = degraded_reason();
-  Scheduler* scheduler = scheduler_.load();
+void HttpServer::health(httplib::Response& res, const Current& cur) {
+  const std::string degraded = degraded_reason(cur.scheduler);
+  Scheduler* scheduler = cur.scheduler;
   if (!degraded.empty()) {
     send_json(res, 503, {{"status", "degraded"}, {"reason", degraded}});
-  } else if (!model_.load()) {
+  } else if (!cur.model || !scheduler) {
     send_json(res, 503, {{"status", "loading"}, {"reason", "the model is loading"}});
   } else {
     send_json(res, 200,
@@ -234,9 +259,9 @@ void HttpServer::health(httplib::Response& res) {
 
 // GET /api/cluster: the runner's view across nodes, or the one-node view; the server's own
 // failure (an engine that stopped) makes an "ok" pod "degraded".
-void HttpServer::cluster(httplib::Response& res) {
-  const ServedModel* m = model_.load();
-  Scheduler* scheduler = scheduler_.load();
+void HttpServer::cluster(httplib::Response& res, const Current& cur) {
+  const ServedModel* m = cur.model;
+  Scheduler* scheduler = cur.scheduler;
   if (!m || !scheduler) {
     send_json(res, 200,
               {{"state", "loading"},
@@ -254,7 +279,7 @@ void HttpServer::cluster(httplib::Response& res) {
                                : single_node_status(m->node_info, scheduler->forward_stats());
   add_derived_figures(out);
   if (out.value("state", "ok") == "ok") {
-    if (const std::string degraded = degraded_reason(); !degraded.empty()) {
+    if (const std::string degraded = degraded_reason(scheduler); !degraded.empty()) {
       out["state"] = "degraded";
       out["reason"] = degraded;
     }
@@ -265,13 +290,13 @@ void HttpServer::cluster(httplib::Response& res) {
   send_json(res, 200, out);
 }
 
-std::shared_ptr<RequestStream> HttpServer::submit(GenerationParams params,
+std::shared_ptr<RequestStream> HttpServer::submit(const Current& cur, GenerationParams params,
                                                   const char* prompt_param) {
   if (draining_.load()) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
   try {
-    return scheduler_.load()->submit(std::move(params));
+    return cur.scheduler->submit(std::move(params));
   } catch (const SubmitError& e) {
     const std::string message = e.what() + std::string_view(e.what()).find("] ") + 2;
     switch (e.kind()) {
@@ -311,25 +336,31 @@ void HttpServer::routes() {
         send_json(res, 500, ApiError(500, message, "server_error").to_json());
       });
 
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    health(res, Current(*this));
+  });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    if (Scheduler* s = scheduler_.load()) metrics_.set_queue(s->n_queued(), s->n_running());
+    const Current cur(*this);
+    if (Scheduler* s = cur.scheduler) metrics_.set_queue(s->n_queued(), s->n_running());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   http_->Get("/api/node", [this](const httplib::Request&, httplib::Response& res) {
     json out = {{"metrics", metrics_.summary()}};
-    if (const ServedModel* m = model_.load()) {
+    const Current cur(*this);
+    if (const ServedModel* m = cur.model) {
       out["model"] = m->id;
       out["node"] = m->node_info;
     }
     send_json(res, 200, out);
   });
-  http_->Get("/api/cluster",
-             [this](const httplib::Request&, httplib::Response& res) { cluster(res); });
+  http_->Get("/api/cluster", [this](const httplib::Request&, httplib::Response& res) {
+    cluster(res, Current(*this));
+  });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     json data = json::array();
-    if (const ServedModel* m = model_.load()) {
+    const Current cur(*this);
+    if (const ServedModel* m = cur.model) {
       data.push_back({{"id", m->id}, {"object", "model"}, {"created", 0}, {"owned_by", "herd"}});
     }
     send_json(res, 200, {{"object", "list"}, {"data", data}});
@@ -344,14 +375,13 @@ void HttpServer::routes() {
     return [this, endpoint, handler](const httplib::Request& req, httplib::Response& res) {
       try {
         if (authorized(req, res)) {
-          if (!model_.load()) {
+          const Current cur(*this);
+          if (!cur.model || !cur.scheduler) {
             throw ApiError(503, "the model is loading", "server_error", "", "loading");
           }
-          if (Scheduler* scheduler = scheduler_.load()) {
-            const std::string why = scheduler->unavailable();
-            if (!why.empty()) throw ApiError(503, why, "server_error", "", "unavailable");
-          }
-          (this->*handler)(req, res);
+          const std::string why = cur.scheduler->unavailable();
+          if (!why.empty()) throw ApiError(503, why, "server_error", "", "unavailable");
+          (this->*handler)(req, res, cur);
         }
       } catch (const ApiError& e) {
         send_error(res, e);
@@ -362,6 +392,8 @@ void HttpServer::routes() {
   http_->Post("/v1/chat/completions", guarded("chat_completions", &HttpServer::chat_completions));
   http_->Post("/v1/completions", guarded("completions", &HttpServer::completions));
   http_->Post("/api/verify", guarded("verify", &HttpServer::verify));
+  http_->Post("/api/load",
+              [this](const httplib::Request& req, httplib::Response& res) { load(req, res); });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -528,14 +560,15 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
 
 }  // namespace
 
-void HttpServer::chat_completions(const httplib::Request& req, httplib::Response& res) {
-  const ServedModel& m = *model_.load();
+void HttpServer::chat_completions(const httplib::Request& req, httplib::Response& res,
+                                  const Current& cur) {
+  const ServedModel& m = *cur.model;
   ChatRequest r = parse_chat_request(req.body);
   check_model(r.sampling, m);
   const uint64_t n = next_id_.fetch_add(1);
   auto [g, po] = prepare_chat(m, r, n);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(std::move(g), "messages");
+  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "messages");
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
 
   if (!r.sampling.stream) {
@@ -625,13 +658,14 @@ GenerationParams prepare_completion(const ServedModel& m, const CompletionReques
 
 }  // namespace
 
-void HttpServer::completions(const httplib::Request& req, httplib::Response& res) {
-  const ServedModel& m = *model_.load();
+void HttpServer::completions(const httplib::Request& req, httplib::Response& res,
+                             const Current& cur) {
+  const ServedModel& m = *cur.model;
   CompletionRequest r = parse_completion_request(req.body);
   check_model(r.sampling, m);
   GenerationParams g = prepare_completion(m, r);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(std::move(g), "prompt");
+  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "prompt");
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
 
   if (!r.sampling.stream) {
@@ -715,8 +749,8 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
 // The prompt is this pod's own rendering and tokenization of the request, not the server's.
 // Requests held to a grammar (JSON schema, forced tool calls) cannot be checked this way: 422.
 
-void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
-  const ServedModel& m = *model_.load();
+void HttpServer::verify(const httplib::Request& req, httplib::Response& res, const Current& cur) {
+  const ServedModel& m = *cur.model;
   const json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     throw ApiError(400, "the body is not a JSON object", "invalid_request_error");
@@ -769,7 +803,7 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
   g.prompt.insert(g.prompt.end(), served.begin(), served.end());
   g.max_tokens = 0;
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(std::move(g), "request");
+  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "request");
   Collected c = collect(*stream, req);
   if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
   if (c.scores.size() != served.size()) {
@@ -791,6 +825,35 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res) {
              {"temperature", temperature},
              {"text", m.tokenizer->decode(served)},
              {"scores", scores}});
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /api/load {"model": NAME}: the serving command decides (set_load_handler); 404 when
+// it did not set one (this server cannot load models).
+
+void HttpServer::load(const httplib::Request& req, httplib::Response& res) {
+  if (!load_handler_) {
+    return send_error(res, ApiError(404,
+                                    "this server loads no other model (herd serve "
+                                    "--models-dir and --hub)",
+                                    "invalid_request_error"));
+  }
+  const json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("model") ||
+      !body["model"].is_string() || body["model"].get<std::string>().empty()) {
+    return send_error(
+        res, ApiError(400, "the body must be {\"model\": NAME}", "invalid_request_error", "model"));
+  }
+  const LoadAnswer a =
+      load_handler_(body["model"].get<std::string>(), req.get_header_value("Authorization"));
+  if (a.status == 202) {
+    return send_json(res, 202,
+                     {{"status", "loading"}, {"model", body["model"]}, {"message", a.message}});
+  }
+  const char* type = a.status == 401 || a.status == 403 ? "authentication_error"
+                     : a.status >= 500                  ? "server_error"
+                                                        : "invalid_request_error";
+  send_error(res, ApiError(a.status, a.message, type));
 }
 
 }  // namespace herd::server

@@ -8,6 +8,13 @@
 //   std::thread http([&] { server.listen(); });
 //   ... on SIGINT: server.begin_drain(); scheduler.shutdown(); join the engine;
 //       server.wait_idle(); server.stop(); http.join();
+//   ... to serve another model: server.begin_loading(); scheduler.shutdown(); join the
+//       engine; server.wait_unused(); destroy the old; load; server.set_model(&new, ...)
+//
+// Thread safety: every handler takes the model and scheduler once, as it starts (a Current),
+// and holds them until it returns (a stream, until its last byte): between begin_loading()
+// and set_model() handlers take none (503 "the model is loading"), and wait_unused() returns
+// once no handler holds the old ones.
 #pragma once
 
 #include <atomic>
@@ -69,7 +76,26 @@ class HttpServer {
   void listen();
   void stop();
 
+  // Serves `model` through `scheduler` (ends a begin_loading()).
   void set_model(const ServedModel* model, Scheduler* scheduler);
+  // From now on handlers take no model: generation requests get 503 "the model is loading"
+  // and /health says "loading", as at startup, until set_model().
+  void begin_loading() { loading_.store(true); }
+  // Waits until no handler holds the model and scheduler of before begin_loading() (a
+  // response being written included), up to `timeout`. REQUIRES: begin_loading(); the
+  // scheduler's requests end (shutdown() and its engine thread joined), or this may time out.
+  bool wait_unused(std::chrono::milliseconds timeout);
+
+  // POST /api/load {"model": NAME}: what the serving command answers (status and message),
+  // given the model's name and the request's Authorization header. REQUIRES: set before
+  // listen(). Without one, /api/load is 404.
+  struct LoadAnswer {
+    int status = 202;
+    std::string message;
+  };
+  using LoadHandler =
+      std::function<LoadAnswer(const std::string& model, const std::string& authorization)>;
+  void set_load_handler(LoadHandler handler) { load_handler_ = std::move(handler); }
   void set_degraded(const std::string& reason);
   // Generation requests get 503 from now on; the rest is still served.
   void begin_drain() { draining_.store(true); }
@@ -79,14 +105,17 @@ class HttpServer {
  private:
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res);
-  void chat_completions(const httplib::Request& req, httplib::Response& res);
-  void completions(const httplib::Request& req, httplib::Response& res);
-  void verify(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<RequestStream> submit(GenerationParams params, const char* prompt_param);
-  void health(httplib::Response& res);
-  void cluster(httplib::Response& res);
+  struct Current;
+  void chat_completions(const httplib::Request& req, httplib::Response& res, const Current& cur);
+  void completions(const httplib::Request& req, httplib::Response& res, const Current& cur);
+  void verify(const httplib::Request& req, httplib::Response& res, const Current& cur);
+  void load(const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<RequestStream> submit(const Current& cur, GenerationParams params,
+                                        const char* prompt_param);
+  void health(httplib::Response& res, const Current& cur);
+  void cluster(httplib::Response& res, const Current& cur);
   // Why the server cannot generate (the engine stopped, the last pass failed); empty: it can.
-  std::string degraded_reason();
+  std::string degraded_reason(Scheduler* scheduler);
 
   ServerOptions options_;
   Metrics& metrics_;
@@ -96,6 +125,9 @@ class HttpServer {
   std::atomic<Scheduler*> scheduler_{nullptr};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> loading_{false};
+  mutable std::atomic<int64_t> users_{0};  // handlers holding a Current
+  LoadHandler load_handler_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex degraded_mutex_;
   std::string degraded_;

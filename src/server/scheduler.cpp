@@ -215,6 +215,15 @@ void Scheduler::shutdown() {
   cv_.notify_all();
 }
 
+void Scheduler::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    abort_reason_ = reason.empty() ? "aborted" : reason;
+  }
+  cv_.notify_all();
+}
+
 void Scheduler::run() {
   for (;;) {
     {
@@ -289,13 +298,16 @@ const ConstraintVocabulary& Scheduler::constraint_vocabulary(bool render_special
 }
 
 void Scheduler::drop_cancelled() {
+  std::string aborted;
   {
-    // Waiting requests whose clients left give their places up at once.
+    // Waiting requests whose clients left give their places up at once (all after abort()).
     std::lock_guard lock(mutex_);
-    std::erase_if(queue_, [](const Waiting& w) {
-      if (!w.stream->cancelled()) return false;
+    aborted = abort_reason_;
+    std::erase_if(queue_, [&](const Waiting& w) {
+      if (!w.stream->cancelled() && aborted.empty()) return false;
       Finish f;
-      f.reason = FinishReason::kCancelled;
+      f.reason = aborted.empty() ? FinishReason::kCancelled : FinishReason::kError;
+      f.error = aborted;
       f.n_prompt = static_cast<int64_t>(w.params.prompt.size());
       w.stream->finish(f);
       return true;
@@ -303,6 +315,7 @@ void Scheduler::drop_cancelled() {
   }
   for (auto& a : running_) {
     if (!a->done && a->stream->cancelled()) finish(*a, FinishReason::kCancelled);
+    if (!a->done && !aborted.empty()) finish(*a, FinishReason::kError, aborted);
   }
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
 }

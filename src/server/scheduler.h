@@ -149,6 +149,9 @@ class Scheduler {
   void run();
   // Refuses new requests from now on and lets run() return when the rest are done.
   void shutdown();
+  // shutdown(), and ends every queued and running request at the next step with an error
+  // naming `reason` (the pod swaps its model and will not wait longer). Thread-safe.
+  void abort(const std::string& reason);
 
   // Why the last forward pass failed, while no pass has succeeded since (empty: healthy).
   // A failing model (later: a lost peer) makes /health say "degraded". Thread-safe.
@@ -206,6 +209,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<Waiting> queue_;
   bool stopping_ = false;
+  std::string abort_reason_;  // guarded by mutex_; set: every request ends (abort())
   std::atomic<int64_t> n_running_{0};
 
   engine::Batch batch_;
