@@ -2,7 +2,7 @@
 # The network's proof (issue 19): a hub, three `herd serve --hub` pods advertising one model,
 # herd-proof: two honest ones on the same synthetic model but other kernels and thread
 # counts (AVX2 with 1 thread, the best ISA with 2), and a cheater serving a smaller synthetic
-# model under the same name (it is the fastest: the router tries it first). The official
+# model under the same name. The official
 # openai client (tests/node/hub_proof_test.mjs) sends 50 requests through the hub, greedy
 # and sampled, chat and plain, streamed and not. Every request must be answered; the
 # cheater must be caught (flagged, its credits withheld) within its first requests at the
@@ -27,7 +27,9 @@ fail() {
   exit 1
 }
 
-"$herd" synth --arch qwen3 --embd 128 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
+# The honest model is several times the cheater's work per token, so the cheater measures
+# fastest and the router sends it requests (speeds of such small models are noisy).
+"$herd" synth --arch qwen3 --embd 256 --layers 4 --heads 8 --kv-heads 2 --type q4_0 \
   --out "$dir/honest.gguf" >/dev/null 2>&1 || fail "synth honest"
 "$herd" synth --arch qwen3 --embd 64 --layers 1 --heads 4 --kv-heads 2 --type q4_0 \
   --out "$dir/small.gguf" >/dev/null 2>&1 || fail "synth small"
@@ -47,8 +49,10 @@ pod() {
     --host 127.0.0.1 --port 0 --hub "$url" --hub-name "$name" "$@" 2>"$dir/$name.log" &
   pids+=($!)
 }
-pod honest-avx2 honest --isa avx2 --threads 1
-pod honest-best honest --threads 2
+# One slot each: three clients at once keep them busy, so the router sends the cheater
+# requests too, whichever pod measured fastest on this (busy) machine.
+pod honest-avx2 honest --isa avx2 --threads 1 --slots 1
+pod honest-best honest --threads 2 --slots 1
 pod cheater small --threads 1
 for name in honest-avx2 honest-best cheater; do
   for _ in $(seq 600); do grep -q "registered with the hub" "$dir/$name.log" && break; sleep 0.05; done

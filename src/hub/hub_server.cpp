@@ -127,6 +127,7 @@ struct HubServer::State {
     double rtt_seconds = 0;
     int64_t requests = 0, tokens = 0;
     int64_t checked = 0, passed = 0, failed = 0;
+    int64_t checks_pending = 0;  // queued or running
     std::string last_failure;
   };
   // A served request, as the checks and the books need it.
@@ -151,6 +152,7 @@ struct HubServer::State {
   std::map<std::string, Pod> pods;        // by node id text
   std::map<std::string, Record> records;  // by node id text, every pod ever seen
   std::unordered_map<PodId, std::string> node_of;  // the live pods' node ids
+  std::set<std::string> probation;                 // pods never checked good, with a check to come
   std::map<std::string, ModelId> models;  // model name -> the router's id
   std::set<std::string> clients;          // accounts of the keys
   Demand demand;                          // for models no pod serves, and loads
@@ -387,8 +389,16 @@ struct HubServer::State {
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<PodId> exclude = demand.loading_pods();  // they answer 503 while loading
     exclude.insert(exclude.end(), tried.begin(), tried.end());
-    const std::optional<PodId> pod =
-        router.route(RouteRequest{model, prompt_tokens, max_tokens, exclude});
+    // On probation: a pod that never passed a check gets nothing more while one of its
+    // answers is being checked (unless no other pod can take the request), so a cheater
+    // serves little more than the requests it was sent at once before its first verdict.
+    std::vector<PodId> wary = exclude;
+    for (const std::string& node : probation) {
+      const auto live = pods.find(node);
+      if (live != pods.end()) wary.push_back(live->second.id);
+    }
+    std::optional<PodId> pod = router.route(RouteRequest{model, prompt_tokens, max_tokens, wary});
+    if (!pod) pod = router.route(RouteRequest{model, prompt_tokens, max_tokens, exclude});
     if (!pod) return std::nullopt;
     const auto it = node_of.find(*pod);
     if (it == node_of.end()) return std::nullopt;
@@ -481,7 +491,15 @@ struct HubServer::State {
       ++totals.checks_skipped;
       return;
     }
-    checks.push_back(std::move(s));
+    // A pod's first check goes first: until its verdict, the pod is on probation.
+    const bool first_of_pod = record.checked == 0 && record.checks_pending == 0;
+    ++record.checks_pending;
+    if (record.passed == 0) probation.insert(s.pod_id);
+    if (first_of_pod) {
+      checks.push_front(std::move(s));
+    } else {
+      checks.push_back(std::move(s));
+    }
     checks_changed.notify_all();
   }
 
@@ -793,16 +811,14 @@ struct HubServer::State {
   // load (202), else what went wrong (and the load ends: demand.failed).
   std::string send_load(const std::string& model, const LoadOrder& order) {
     std::string problem;
-    const std::optional<PodAddress> address = pod_address(order.url);
-    if (!address) {
-      problem = "has a URL that is not http://HOST:PORT";
+    const auto client = pod_client(order.url, options.pod_ca_file, 5);
+    if (!client) {
+      problem = "has a URL this hub cannot reach";
     } else {
-      httplib::Client client(address->host, address->port);
-      client.set_connection_timeout(2);
-      client.set_read_timeout(5);
+      client->set_connection_timeout(2);
       const httplib::Result r =
-          client.Post("/api/load", httplib::Headers{{"Authorization", "Bearer " + order.token}},
-                      json{{"model", model}}.dump(), "application/json");
+          client->Post("/api/load", httplib::Headers{{"Authorization", "Bearer " + order.token}},
+                       json{{"model", model}}.dump(), "application/json");
       if (!r) {
         problem = "did not answer (" + httplib::to_string(r.error()) + ")";
       } else if (r->status != 202) {
@@ -894,10 +910,12 @@ struct HubServer::State {
     std::unique_lock<std::mutex> lock(mutex);
     if (!first) {
       ++(unverifiable || candidates.empty() ? totals.checks_skipped : totals.check_errors);
+      if (--records[s.pod_id].checks_pending == 0) probation.erase(s.pod_id);
       return;
     }
     Record& record = records[s.pod_id];
     ++record.checked;
+    if (--record.checks_pending == 0) probation.erase(s.pod_id);
     ++totals.checks;
     const bool failed = !first->passed && (!second || !second->passed);
     if (!first->passed && second && second->passed) ++totals.disagreements;
@@ -907,6 +925,7 @@ struct HubServer::State {
       totals.passed_max_gap = std::max(totals.passed_max_gap, pass.max_gap);
       totals.passed_min_z = std::min(totals.passed_min_z, pass.z);
       ++record.passed;
+      probation.erase(s.pod_id);
       // A pod caught once stays below kMinReputation: checks of its requests that were
       // queued before the verdict do not bring it back.
       if (record.failed == 0)
