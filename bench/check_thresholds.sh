@@ -11,32 +11,19 @@ set -euo pipefail
 herd=$(realpath "${1:?usage: check_thresholds.sh path/to/herd [requests] [max_tokens]}")
 requests=${2:-150}
 max_tokens=${3:-48}
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../tests/hub_lib.sh"
+hub_lib_init
 
-"$herd" synth --arch qwen3 --embd 256 --layers 4 --heads 8 --kv-heads 2 --type q4_0 \
-  --out "$dir/model.gguf" >/dev/null 2>&1
-"$herd" synth --arch qwen3 --embd 128 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
-  --out "$dir/small.gguf" >/dev/null 2>&1
-"$herd" hub --port 0 --db "$dir/hub.db" --check-rate 1 --heartbeat 2 --pod-timeout 30 \
-  2>"$dir/hub.log" &
-pids+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
-url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)
+synth_model "$dir/model.gguf" --embd 256 --layers 4 --heads 8 --kv-heads 2
+synth_model "$dir/small.gguf"
+hub_start hub --db "$dir/hub.db" --check-rate 1 --heartbeat 2 --pod-timeout 30
+url=$hub_url
 
 pod() {
   local name=$1 model=$2
   shift 2
-  XDG_CONFIG_HOME=$dir/config-$name "$herd" serve --model "$dir/$model.gguf" --alias m \
-    --host 127.0.0.1 --port 0 --hub "$url" --hub-name "$name" "$@" 2>"$dir/$name.log" &
-  pids+=($!)
-  for _ in $(seq 600); do grep -q "registered with the hub" "$dir/$name.log" && break; sleep 0.05; done
+  pod_start "$name" "$dir/$model.gguf" --alias m --hub "$url" --hub-name "$name" "$@"
+  wait_registered "$name" "$url"
 }
 pod scalar model --isa scalar --threads 1
 pod avx2 model --isa avx2 --threads 1

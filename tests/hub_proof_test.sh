@@ -13,51 +13,25 @@ herd=$(realpath "${1:?usage: hub_proof_test.sh path/to/herd}")
 here=$(cd "$(dirname "$0")" && pwd)
 [ -d "$here/node/node_modules/openai" ] ||
   { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$dir"/*.log; do echo "--- $log" >&2; tail -20 "$log" >&2; done
-  exit 1
-}
+source "$here/hub_lib.sh"
+hub_lib_init
 
 # The honest model is several times the cheater's work per token, so the cheater measures
 # fastest and the router sends it requests (speeds of such small models are noisy).
-"$herd" synth --arch qwen3 --embd 256 --layers 4 --heads 8 --kv-heads 2 --type q4_0 \
-  --out "$dir/honest.gguf" >/dev/null 2>&1 || fail "synth honest"
-"$herd" synth --arch qwen3 --embd 64 --layers 1 --heads 4 --kv-heads 2 --type q4_0 \
-  --out "$dir/small.gguf" >/dev/null 2>&1 || fail "synth small"
+synth_model "$dir/honest.gguf" --embd 256 --layers 4 --heads 8 --kv-heads 2
+synth_model "$dir/small.gguf" --embd 64 --layers 1 --heads 4 --kv-heads 2
+hub_start hub --db "$dir/hub.db" --api-key proof-key --credits 1000000 --heartbeat 1 \
+  --pod-timeout 10
+url=$hub_url
 
-"$herd" hub --port 0 --db "$dir/hub.db" --api-key proof-key --credits 1000000 \
-  --heartbeat 1 --pod-timeout 10 2>"$dir/hub.log" &
-pids+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
-url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)
-[ -n "$url" ] || fail "hub did not say where it listens"
-
-# pod NAME MODEL FLAGS...: each pod its own identity (its own XDG_CONFIG_HOME).
-pod() {
-  local name=$1 model=$2
-  shift 2
-  XDG_CONFIG_HOME=$dir/config-$name "$herd" serve --model "$dir/$model.gguf" --alias herd-proof \
-    --host 127.0.0.1 --port 0 --hub "$url" --hub-name "$name" "$@" 2>"$dir/$name.log" &
-  pids+=($!)
-}
 # One slot each: three clients at once keep them busy, so the router sends the cheater
 # requests too, whichever pod measured fastest on this (busy) machine.
-pod honest-avx2 honest --isa avx2 --threads 1 --slots 1
-pod honest-best honest --threads 2 --slots 1
-pod cheater small --threads 1
-for name in honest-avx2 honest-best cheater; do
-  for _ in $(seq 600); do grep -q "registered with the hub" "$dir/$name.log" && break; sleep 0.05; done
-  grep -q "registered with the hub at $url" "$dir/$name.log" || fail "pod $name did not register"
-done
+pod_start honest-avx2 "$dir/honest.gguf" --alias herd-proof --hub "$url" --hub-name honest-avx2 \
+  --isa avx2 --threads 1 --slots 1
+pod_start honest-best "$dir/honest.gguf" --alias herd-proof --hub "$url" --hub-name honest-best \
+  --threads 2 --slots 1
+pod_start cheater "$dir/small.gguf" --alias herd-proof --hub "$url" --hub-name cheater --threads 1
+for name in honest-avx2 honest-best cheater; do wait_registered "$name" "$url"; done
 
 HERD_HUB_URL=$url HERD_API_KEY=proof-key node "$here/node/hub_proof_test.mjs" ||
   fail "the proof (tests/node/hub_proof_test.mjs)"

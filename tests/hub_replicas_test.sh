@@ -15,25 +15,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ -d "$here/node/node_modules/openai" ] ||
   { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
 source "$here/pg_lib.sh"
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pg_stop
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$dir"/*.log; do echo "--- $log" >&2; tail -20 "$log" >&2; done
-  exit 1
-}
+source "$here/hub_lib.sh"
+hub_lib_init
+on_exit=pg_stop
 
 pg_start || fail "PostgreSQL did not start"
 db=$(pg_createdb herd) || fail "createdb"
-"$herd" synth --arch qwen3 --embd 128 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
-  --out "$dir/model.gguf" >/dev/null 2>&1 || fail "synth"
+synth_model "$dir/model.gguf"
 
 # hub NAME PORT: a replica on the shared database; settling every second, so both replicas
 # settle the same pods at once during the run.
@@ -55,19 +43,12 @@ url_a=$(hub_url hub-a)
 url_b=$(hub_url hub-b)
 [ -n "$url_a" ] && [ -n "$url_b" ] || fail "a replica did not say where it listens"
 
-pod() {
-  XDG_CONFIG_HOME=$dir/config-$1 "$herd" serve --model "$dir/model.gguf" --alias herd-replicas \
-    --host 127.0.0.1 --port 0 --threads 1 --hub "$url_a" --hub "$url_b" --hub-name "$1" \
-    2>"$dir/$1.log" &
-  pids+=($!)
-}
-pod pod-1
-pod pod-2
 for name in pod-1 pod-2; do
-  for url in "$url_a" "$url_b"; do
-    for _ in $(seq 600); do grep -q "registered with the hub at $url " "$dir/$name.log" && break; sleep 0.05; done
-    grep -q "registered with the hub at $url " "$dir/$name.log" || fail "$name did not register with $url"
-  done
+  pod_start "$name" "$dir/model.gguf" --alias herd-replicas --threads 1 --hub "$url_a" \
+    --hub "$url_b" --hub-name "$name"
+done
+for name in pod-1 pod-2; do
+  for url in "$url_a" "$url_b"; do wait_registered "$name" "$url"; done
 done
 
 HERD_HUB_URLS="$url_a $url_b" HERD_KILL_PID=$pid_a HERD_API_KEY=replica-key \

@@ -6,20 +6,8 @@
 # key's still pass; a missing or wrong certificate stops the hub with a message.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_tls_test.sh path/to/herd}")
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-export XDG_CONFIG_HOME=$dir/config XDG_DATA_HOME=$dir/data
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$dir"/*.log; do echo "--- $log" >&2; tail -20 "$log" >&2; done
-  exit 1
-}
+source "$(dirname "$0")/hub_lib.sh"
+hub_lib_init
 command -v openssl >/dev/null || fail "no openssl: run scripts/install-deps"
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=herd test hub" \
@@ -32,12 +20,10 @@ code=0
 [ "$code" -ne 0 ] && grep -q "TLS: cannot serve with certificate" "$dir/bad.txt" ||
   fail "a key that is not one was accepted: $(cat "$dir/bad.txt")"
 
-"$herd" hub --port 0 --tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem" --api-key k1 \
-  --api-key k2 --rate-limit 3 --heartbeat 1 --pod-timeout 5 2>"$dir/hub.log" &
-pids+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
-url=$(grep -o "https://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)
-[ -n "$url" ] || fail "the hub did not say it listens on https"
+hub_start hub --tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem" --api-key k1 --api-key k2 \
+  --rate-limit 3 --heartbeat 1 --pod-timeout 5
+url=$hub_url
+[[ $url == https://* ]] || fail "the hub did not say it listens on https: $url"
 
 status() { curl -s -o "$dir/body" -w '%{http_code}' "$@" || true; }
 [ "$(status --cacert "$dir/cert.pem" "$url/health")" = 200 ] || fail "/health over https"
@@ -45,13 +31,10 @@ status() { curl -s -o "$dir/body" -w '%{http_code}' "$@" || true; }
 [ "$(status "${url/https/http}/health")" != 200 ] || fail "plain http answered"
 
 # A pod registers over https, trusting the hub's certificate.
-"$herd" synth --arch qwen3 --embd 128 --layers 2 --heads 4 --kv-heads 2 --type q4_0 \
-  --out "$dir/m.gguf" >/dev/null 2>&1 || fail "synth"
-"$herd" serve --model "$dir/m.gguf" --alias tls-model --host 127.0.0.1 --port 0 --threads 1 \
-  --hub "$url" --hub-ca "$dir/cert.pem" --hub-name tls-pod 2>"$dir/serve.log" &
-pids+=($!)
-for _ in $(seq 400); do grep -q "registered with the hub" "$dir/serve.log" && break; sleep 0.05; done
-grep -q "registered with the hub at $url" "$dir/serve.log" || fail "the pod did not register over https"
+synth_model "$dir/m.gguf"
+pod_start serve "$dir/m.gguf" --alias tls-model --threads 1 --hub "$url" --hub-ca "$dir/cert.pem" \
+  --hub-name tls-pod
+wait_registered serve "$url"
 
 ask() {
   status --cacert "$dir/cert.pem" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
