@@ -130,6 +130,7 @@ struct HubServer::State {
     int64_t checks_pending = 0;  // queued or running
     std::string last_failure;
   };
+  enum class Outcome { NONE, PASSED, FAILED };  // of a check (NONE: none could be made)
   // A served request, as the checks and the books need it.
   struct Served {
     std::string request_id, client, pod_id, pod_name, model, endpoint;
@@ -425,8 +426,8 @@ struct HubServer::State {
     Clock::time_point started;
   };
 
-  // After a pod answered whole: the books, the counts, and maybe a check.
-  void served(const Call& call, const Chosen& chosen, const AnswerFacts& facts) {
+  // A pod's whole answer as the books and the checks see it.
+  Served answer_of(const Call& call, const Chosen& chosen, const AnswerFacts& facts) {
     Served s;
     s.request_id = call.request_id;
     s.client = call.client;
@@ -449,6 +450,32 @@ struct HubServer::State {
       const auto live = pods.find(chosen.node);
       if (live != pods.end()) s.pod_name = live->second.registration.name;
     }
+    return s;
+  }
+
+  // Whether a pod never passed a check: its answers are checked before the client gets them.
+  bool untrusted(const std::string& node) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return records[node].passed == 0;
+  }
+
+  // Checks an untrusted pod's answer now, before it goes to the client. FAILED: the client
+  // gets another pod's answer instead (the pod's reputation and pending credits are gone).
+  Outcome check_first(const Served& s) {
+    if (s.token_ids.empty() || static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
+      return Outcome::NONE;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++records[s.pod_id].checks_pending;
+      probation.insert(s.pod_id);
+    }
+    return check(s);
+  }
+
+  // After a pod's answer went to the client: the books, the counts, and maybe a check
+  // (`checked`: it was checked before it went, with this outcome).
+  void served(Served s, Outcome checked = Outcome::NONE) {
     std::string status = "ok";
     if (!s.pod_id.empty()) {
       try {
@@ -457,6 +484,12 @@ struct HubServer::State {
                            std::to_string(s.completion_tokens) + " tokens");
       } catch (const Error&) {
         status = "unpaid";  // the client's credits ran out meanwhile (concurrent requests)
+      }
+      if (checked == Outcome::PASSED && status == "ok") {
+        try {
+          credits.verified(s.request_id, s.pod_id, s.charge.pod_earns);
+        } catch (const Error&) {
+        }
       }
     }
     std::lock_guard<std::mutex> lock(mutex);
@@ -479,7 +512,8 @@ struct HubServer::State {
     record.tokens += s.completion_tokens;
     // Checked: a sample, whole answers with tokens (ids the pod gave for every one it was
     // paid for).
-    if (s.token_ids.empty() || static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
+    if (checked != Outcome::NONE || s.token_ids.empty() ||
+        static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
       return;
     }
     const double draw = std::uniform_real_distribution<double>(0, 1)(rng);
@@ -613,11 +647,21 @@ struct HubServer::State {
       if (answer && answer->status < 500) {
         const std::string type = answer->get_header_value("Content-Type");
         AnswerFacts facts;
+        std::string body = read_answer(answer->body, facts);
+        const bool whole = answer->status == 200 && facts.completion_tokens.has_value();
+        Outcome checked = Outcome::NONE;
+        if (whole && untrusted(chosen->node)) {
+          checked = check_first(answer_of(call, *chosen, facts));
+          if (checked == Outcome::FAILED) {
+            last_failure = "its answer failed a check";
+            continue;  // not for the client: another pod answers, and only that is charged
+          }
+        }
         res.status = answer->status;
-        res.set_content(read_answer(answer->body, facts), type.empty() ? "application/json" : type);
+        res.set_content(std::move(body), type.empty() ? "application/json" : type);
         res.set_header("X-Herd-Pod", chosen->url);
-        if (answer->status == 200 && facts.completion_tokens) {
-          served(call, *chosen, facts);
+        if (whole) {
+          served(answer_of(call, *chosen, facts), checked);
         } else {
           failed_request(call.model_name);  // the pod refused the request: not charged
         }
@@ -643,6 +687,18 @@ struct HubServer::State {
             const auto client = pod_client(chosen->url, options.pod_ca_file, 600);
             bool wrote = false, failed = false, client_gone = false;
             StreamReader reader(call.client_wants_usage);
+            // An untrusted pod's stream is held until its answer is checked.
+            const bool hold = untrusted(chosen->node);
+            std::string held;
+            auto send = [&](const std::string& out) {
+              if (out.empty() || client_gone) return;
+              if (hold) {
+                held += out;
+                return;
+              }
+              wrote = true;
+              if (!sink.write(out.data(), out.size())) client_gone = true;
+            };
             if (client) {
               httplib::Request forward;
               forward.method = "POST";
@@ -655,10 +711,7 @@ struct HubServer::State {
                 return !failed;
               };
               forward.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-                const std::string out = reader.feed({data, n});
-                if (out.empty()) return true;
-                wrote = true;
-                if (!sink.write(out.data(), out.size())) client_gone = true;
+                send(reader.feed({data, n}));
                 return !client_gone;
               };
               const httplib::Result r = client->send(forward);
@@ -666,22 +719,29 @@ struct HubServer::State {
                 failed = true;
                 last_failure = "it did not answer (" + httplib::to_string(r.error()) + ")";
               }
-              const std::string rest = reader.flush();
-              if (!rest.empty() && !client_gone) {
-                wrote = true;
-                sink.write(rest.data(), rest.size());
-              }
+              send(reader.flush());
             } else {
               failed = true;
               last_failure = "its URL " + chosen->url + " cannot be reached from this hub";
             }
             finished(*chosen);
+            const AnswerFacts& facts = reader.facts();
+            const bool whole = !failed && !client_gone && facts.finished && facts.completion_tokens;
+            Outcome checked = Outcome::NONE;
+            if (hold && !failed) {
+              if (whole) checked = check_first(answer_of(call, *chosen, facts));
+              if (checked == Outcome::FAILED) {
+                last_failure = "its answer failed a check";
+                continue;  // never sent: another pod answers
+              }
+              wrote = !held.empty();
+              if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
+            }
             if (wrote || !failed) {
               // Answered (or failed mid-answer: too late to try another pod). Charged only
               // when the answer was whole: it finished and the pod said what it used.
-              const AnswerFacts& facts = reader.facts();
-              if (!failed && !client_gone && facts.finished && facts.completion_tokens) {
-                served(call, *chosen, facts);
+              if (whole && !client_gone) {
+                served(answer_of(call, *chosen, facts), checked);
               } else {
                 failed_request(call.model_name);
               }
@@ -888,7 +948,7 @@ struct HubServer::State {
     }
   }
 
-  void check(const Served& s) {
+  Outcome check(const Served& s) {
     std::vector<std::pair<std::string, std::string>> candidates;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -911,7 +971,7 @@ struct HubServer::State {
     if (!first) {
       ++(unverifiable || candidates.empty() ? totals.checks_skipped : totals.check_errors);
       if (--records[s.pod_id].checks_pending == 0) probation.erase(s.pod_id);
-      return;
+      return Outcome::NONE;
     }
     Record& record = records[s.pod_id];
     ++record.checked;
@@ -952,6 +1012,7 @@ struct HubServer::State {
       }
     } catch (const Error&) {
     }
+    return failed ? Outcome::FAILED : Outcome::PASSED;
   }
 
   void check_worker() {
