@@ -173,4 +173,14 @@ int64_t Credits::balance(const std::string& account) const {
   return ledger_.balance(account);
 }
 
+std::vector<AccountBalance> Credits::accounts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.accounts();
+}
+
+std::vector<HistoryRow> Credits::history(const std::string& account) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.history(account);
+}
+
 }  // namespace herd::hub

@@ -76,6 +76,10 @@ class Credits {
 
   int64_t balance(const std::string& account) const;
   std::vector<std::string> verify() const;
+  // Every account's balance, read at once (one query: they sum to zero); an account's
+  // history (the audit trail: every entry with its transfer and the balance after it).
+  std::vector<AccountBalance> accounts() const;
+  std::vector<HistoryRow> history(const std::string& account) const;
   Ledger& ledger() { return ledger_; }
   const Prices& prices() const { return prices_; }
 

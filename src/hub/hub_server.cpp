@@ -340,25 +340,25 @@ struct HubServer::State {
     return out;
   }
 
-  json ledger_view() const {
-    std::vector<std::string> accounts = {"issuer", "fee", "withheld"};
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (const std::string& c : clients) accounts.push_back(c);
-      for (const auto& [id, r] : records) {
-        accounts.push_back(Credits::pod_account(id));
-        accounts.push_back(Credits::pending_account(id));
+  // GET /api/ledger: the ledger's problems and every account's balance, read at once (so
+  // they sum to zero); with ?account=NAME, that account's history (the audit trail).
+  json ledger_view(const std::string& account = "") const {
+    if (!account.empty()) {
+      json rows = json::array();
+      for (const HistoryRow& r : credits.history(account)) {
+        rows.push_back({{"entry", r.entry_id},
+                        {"transfer", r.transfer},
+                        {"memo", r.memo},
+                        {"amount", r.amount},
+                        {"balance_after", r.balance_after}});
       }
+      return {{"account", account}, {"history", rows}};
     }
     json balances = json::object();
     int64_t sum = 0;
-    for (const std::string& a : accounts) {
-      try {
-        const int64_t b = credits.balance(a);
-        balances[a] = b;
-        sum += b;
-      } catch (const Error&) {
-      }
+    for (const AccountBalance& a : credits.accounts()) {
+      balances[a.name] = a.balance;
+      sum += a.balance;
     }
     return {{"problems", credits.verify()}, {"balances", balances}, {"sum", sum}};
   }
@@ -1086,8 +1086,12 @@ struct HubServer::State {
     http.Get("/api/network", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, 200, network());
     });
-    http.Get("/api/ledger", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, ledger_view());
+    http.Get("/api/ledger", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        send_json(res, 200, ledger_view(req.get_param_value("account")));
+      } catch (const Error& e) {
+        send_error(res, 503, "server_error", e.what());
+      }
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard<std::mutex> lock(mutex);

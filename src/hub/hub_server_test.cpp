@@ -561,6 +561,18 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   EXPECT_EQ(books["sum"], 0);
   EXPECT_EQ(books["balances"][Credits::client_account("client-key")], 100000 - paid);
   EXPECT_EQ(books["balances"]["withheld"], 0);  // the cheater was never paid to begin with
+  // The audit trail of the client's account: its grant, then one charge per answer.
+  const httplib::Result audit =
+      h.client->Get("/api/ledger?account=" + Credits::client_account("client-key"));
+  ASSERT_TRUE(audit);
+  const json history = json::parse(audit->body)["history"];
+  ASSERT_EQ(history.size(), 13u) << audit->body;
+  EXPECT_EQ(history[0]["amount"], 100000);
+  for (size_t i = 1; i < history.size(); ++i) {
+    EXPECT_EQ(history[i]["amount"], -30) << history[i].dump();
+    EXPECT_EQ(history[i]["transfer"].get<std::string>().rfind("request:", 0), 0u);
+  }
+  EXPECT_EQ(history.back()["balance_after"], 100000 - paid);
 }
 
 // A client whose credits do not cover a request's most is refused before any pod works.
