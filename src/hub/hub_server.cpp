@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -630,135 +631,162 @@ struct HubServer::State {
     }
     call.started = Clock::now();
     if (call.stream) return complete_streamed(std::move(call), res);
+    std::string failure;
+    const bool answered =
+        try_pods(call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
+          return answer_whole(call, chosen, pod, res, why);
+        });
+    if (answered) return;
+    failed_request(call.model_name);
+    send_error(res, 503, "server_error", no_answer(call, failure));
+  }
+
+  enum class Attempt { ANSWERED, FAILED };  // what a request came to on one pod
+
+  // Sends the request to the pods the router chooses, one after another (up to kAttempts),
+  // until one answers. `attempt` talks to the chosen pod, tells the router when it is done
+  // with it (finished()) and, on FAILED, says why in its last argument. False when no pod
+  // answered, with the last reason in `failure`.
+  bool try_pods(
+      const Call& call, std::string& failure,
+      const std::function<Attempt(const Chosen&, httplib::Client&, std::string&)>& attempt) {
+    failure = "no pod serves it now";
     std::vector<PodId> tried;
-    std::string last_failure = "no pod serves it now";
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    for (int n = 0; n < kAttempts; ++n) {
       const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
       if (!chosen) break;
       tried.push_back(chosen->pod);
-      const auto client = pod_client(chosen->url, options.pod_ca_file, 600);
-      if (!client) {
+      const auto pod = pod_client(chosen->url, options.pod_ca_file, 600);
+      if (!pod) {
         finished(*chosen);
-        last_failure = "its URL " + chosen->url + " cannot be reached from this hub";
+        failure = "its URL " + chosen->url + " cannot be reached from this hub";
         continue;
       }
-      const httplib::Result answer = client->Post(call.path, call.forward, "application/json");
-      finished(*chosen);
-      if (answer && answer->status < 500) {
-        const std::string type = answer->get_header_value("Content-Type");
-        AnswerFacts facts;
-        std::string body = read_answer(answer->body, facts);
-        const bool whole = answer->status == 200 && facts.completion_tokens.has_value();
-        Outcome checked = Outcome::NONE;
-        if (whole && untrusted(chosen->node)) {
-          checked = check_first(answer_of(call, *chosen, facts));
-          if (checked == Outcome::FAILED) {
-            last_failure = "its answer failed a check";
-            continue;  // not for the client: another pod answers, and only that is charged
-          }
-        }
-        res.status = answer->status;
-        res.set_content(std::move(body), type.empty() ? "application/json" : type);
-        res.set_header("X-Herd-Pod", chosen->url);
-        if (whole) {
-          served(answer_of(call, *chosen, facts), checked);
-        } else {
-          failed_request(call.model_name);  // the pod refused the request: not charged
-        }
-        return;
-      }
-      last_failure = answer ? "it answered " + std::to_string(answer->status)
-                            : "it did not answer (" + httplib::to_string(answer.error()) + ")";
+      if (attempt(*chosen, *pod, failure) == Attempt::ANSWERED) return true;
     }
-    failed_request(call.model_name);
-    send_error(res, 503, "server_error",
-               "no pod could answer for model '" + call.model_name + "': " + last_failure);
+    return false;
+  }
+
+  static std::string no_answer(const Call& call, const std::string& failure) {
+    return "no pod could answer for model '" + call.model_name + "': " + failure;
+  }
+
+  // An untrusted pod's whole answer is checked before it is sent (check_first); FAILED: it
+  // is not the client's, and `why` says so.
+  Outcome check_before_sending(const Call& call, const Chosen& chosen, const AnswerFacts& facts,
+                               std::string& why) {
+    const Outcome checked = check_first(answer_of(call, chosen, facts));
+    if (checked == Outcome::FAILED) why = "its answer failed a check";
+    return checked;
+  }
+
+  // One pod's whole (not streamed) answer, passed on as it came but for herd's extension.
+  Attempt answer_whole(const Call& call, const Chosen& chosen, httplib::Client& pod,
+                       httplib::Response& res, std::string& why) {
+    const httplib::Result answer = pod.Post(call.path, call.forward, "application/json");
+    finished(chosen);
+    if (!answer || answer->status >= 500) {
+      why = answer ? "it answered " + std::to_string(answer->status)
+                   : "it did not answer (" + httplib::to_string(answer.error()) + ")";
+      return Attempt::FAILED;
+    }
+    AnswerFacts facts;
+    std::string body = read_answer(answer->body, facts);
+    const bool whole = answer->status == 200 && facts.completion_tokens.has_value();
+    Outcome checked = Outcome::NONE;
+    if (whole && untrusted(chosen.node)) {
+      checked = check_before_sending(call, chosen, facts, why);
+      // Not for the client: another pod answers, and only that is charged.
+      if (checked == Outcome::FAILED) return Attempt::FAILED;
+    }
+    const std::string type = answer->get_header_value("Content-Type");
+    res.status = answer->status;
+    res.set_content(std::move(body), type.empty() ? "application/json" : type);
+    res.set_header("X-Herd-Pod", chosen.url);
+    if (whole) {
+      served(answer_of(call, chosen, facts), checked);
+    } else {
+      failed_request(call.model_name);  // the pod refused the request: not charged
+    }
+    return Attempt::ANSWERED;
   }
 
   void complete_streamed(Call call, httplib::Response& res) {
     res.set_chunked_content_provider(
         "text/event-stream", [this, call = std::move(call)](size_t, httplib::DataSink& sink) {
-          std::vector<PodId> tried;
-          std::string last_failure = "no pod serves it now";
-          for (int attempt = 0; attempt < kAttempts; ++attempt) {
-            const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
-            if (!chosen) break;
-            tried.push_back(chosen->pod);
-            const auto client = pod_client(chosen->url, options.pod_ca_file, 600);
-            bool wrote = false, failed = false, client_gone = false;
-            StreamReader reader(call.client_wants_usage);
-            // An untrusted pod's stream is held until its answer is checked.
-            const bool hold = untrusted(chosen->node);
-            std::string held;
-            auto send = [&](const std::string& out) {
-              if (out.empty() || client_gone) return;
-              if (hold) {
-                held += out;
-                return;
-              }
-              wrote = true;
-              if (!sink.write(out.data(), out.size())) client_gone = true;
-            };
-            if (client) {
-              httplib::Request forward;
-              forward.method = "POST";
-              forward.path = call.path;
-              forward.body = call.forward;
-              forward.set_header("Content-Type", "application/json");
-              forward.response_handler = [&](const httplib::Response& r) {
-                failed = r.status >= 500;
-                if (failed) last_failure = "it answered " + std::to_string(r.status);
-                return !failed;
-              };
-              forward.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-                send(reader.feed({data, n}));
-                return !client_gone;
-              };
-              const httplib::Result r = client->send(forward);
-              if (!r && !failed && !client_gone) {
-                failed = true;
-                last_failure = "it did not answer (" + httplib::to_string(r.error()) + ")";
-              }
-              send(reader.flush());
-            } else {
-              failed = true;
-              last_failure = "its URL " + chosen->url + " cannot be reached from this hub";
-            }
-            finished(*chosen);
-            const AnswerFacts& facts = reader.facts();
-            const bool whole = !failed && !client_gone && facts.finished && facts.completion_tokens;
-            Outcome checked = Outcome::NONE;
-            if (hold && !failed) {
-              if (whole) checked = check_first(answer_of(call, *chosen, facts));
-              if (checked == Outcome::FAILED) {
-                last_failure = "its answer failed a check";
-                continue;  // never sent: another pod answers
-              }
-              wrote = !held.empty();
-              if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
-            }
-            if (wrote || !failed) {
-              // Answered (or failed mid-answer: too late to try another pod). Charged only
-              // when the answer was whole: it finished and the pod said what it used.
-              if (whole && !client_gone) {
-                served(answer_of(call, *chosen, facts), checked);
-              } else {
-                failed_request(call.model_name);
-              }
-              sink.done();
-              return true;
-            }
+          std::string failure;
+          const bool answered = try_pods(
+              call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
+                return answer_streamed(call, chosen, pod, sink, why);
+              });
+          if (!answered) {
+            failed_request(call.model_name);
+            const json error = {
+                {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
+            const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
+            sink.write(event.data(), event.size());
           }
-          failed_request(call.model_name);
-          const json error = {{"error",
-                               {{"message", "no pod could answer for model '" + call.model_name +
-                                                "': " + last_failure},
-                                {"type", "server_error"}}}};
-          const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
-          sink.write(event.data(), event.size());
           sink.done();
           return true;
         });
+  }
+
+  // One pod's streamed answer, passed on to the client as it comes (an untrusted pod's held
+  // until its check). FAILED only before anything was sent: once the client has part of an
+  // answer it is too late to try another pod.
+  Attempt answer_streamed(const Call& call, const Chosen& chosen, httplib::Client& pod,
+                          httplib::DataSink& sink, std::string& why) {
+    bool wrote = false, failed = false, client_gone = false;
+    StreamReader reader(call.client_wants_usage);
+    const bool hold = untrusted(chosen.node);
+    std::string held;
+    auto send = [&](const std::string& out) {
+      if (out.empty() || client_gone) return;
+      if (hold) {
+        held += out;
+        return;
+      }
+      wrote = true;
+      if (!sink.write(out.data(), out.size())) client_gone = true;
+    };
+    httplib::Request forward;
+    forward.method = "POST";
+    forward.path = call.path;
+    forward.body = call.forward;
+    forward.set_header("Content-Type", "application/json");
+    forward.response_handler = [&](const httplib::Response& r) {
+      failed = r.status >= 500;
+      if (failed) why = "it answered " + std::to_string(r.status);
+      return !failed;
+    };
+    forward.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      send(reader.feed({data, n}));
+      return !client_gone;
+    };
+    const httplib::Result r = pod.send(forward);
+    if (!r && !failed && !client_gone) {
+      failed = true;
+      why = "it did not answer (" + httplib::to_string(r.error()) + ")";
+    }
+    send(reader.flush());
+    finished(chosen);
+    const AnswerFacts& facts = reader.facts();
+    const bool whole = !failed && !client_gone && facts.finished && facts.completion_tokens;
+    Outcome checked = Outcome::NONE;
+    if (hold && !failed) {
+      if (whole) checked = check_before_sending(call, chosen, facts, why);
+      if (checked == Outcome::FAILED) return Attempt::FAILED;  // never sent
+      wrote = !held.empty();
+      if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
+    }
+    if (!wrote && failed) return Attempt::FAILED;
+    // Charged only when the answer was whole: it finished and the pod said what it used.
+    if (whole && !client_gone) {
+      served(answer_of(call, chosen, facts), checked);
+    } else {
+      failed_request(call.model_name);
+    }
+    return Attempt::ANSWERED;
   }
 
   // ---- loads of models no pod serves (demand.h) ----
