@@ -39,8 +39,8 @@ struct ServeOptions {
   std::vector<std::string> hubs;  // http[s]://host:port of each herd hub (replica)
   std::string public_url;         // how the hub's clients reach this server
   std::string hub_name;           // the pod's name at the hub
-  std::string hub_ca;  // certificate authorities for an https hub (empty: the system's)
-  std::string models_dir;  // GGUF files the hub may ask this pod to load (POST /api/load)
+  std::string hub_ca;             // certificate authorities for an https hub (empty: the system's)
+  std::string models_dir;         // GGUF files the hub may ask this pod to load (POST /api/load)
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
