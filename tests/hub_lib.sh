@@ -1,7 +1,7 @@
 # Sourced by the hub's end-to-end tests (and bench/check_thresholds.sh): a scratch folder,
 # every process started killed at exit, and starting hubs and pods the way users do.
 #   herd=/path/to/herd; source tests/hub_lib.sh
-#   hub_lib_init                  $dir, $pids, the exit trap (runs $on_exit first, if set)
+#   hub_lib_init                  $dir, $pids, the exit trap (kills the jobs left, runs $on_exit)
 #   synth_model OUT [ARGS...]     a small synthetic model (qwen3, 128 wide, 2 layers, q4_0)
 #   hub_start LOG [ARGS...]       `herd hub --port 0 ARGS` logging to $dir/LOG.log: $hub_pid,
 #                                 and $hub_url once it listens (http:// or https://)
@@ -17,9 +17,11 @@ hub_lib_init() {
   trap hub_lib_cleanup EXIT
 }
 
+# Only the jobs not yet reaped are signalled (jobs -p), so a recycled process id is never hit
+# (a test may have waited for one of $pids already).
 hub_lib_cleanup() {
   local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ -n "${on_exit:-}" ]; then $on_exit; fi
   rm -rf "$dir"

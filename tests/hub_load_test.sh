@@ -7,21 +7,8 @@
 # /api/load without the token, or with another, is refused; a model not in the dir is 404.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_load_test.sh path/to/herd}")
-dir=$(mktemp -d)
-pid= serve_pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
-  rm -rf "$dir"
-}
-export XDG_CONFIG_HOME=$dir/config  # the pod's identity
-export XDG_DATA_HOME=$dir/data      # the hub's books
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in hub serve; do [ -f "$dir/$f.log" ] && { echo "--- $f.log" >&2; cat "$dir/$f.log" >&2; }; done
-  exit 1
-}
+source "$(dirname "$0")/hub_lib.sh"
+hub_lib_init
 status() { curl -s -o "$dir/body" -D "$dir/headers" -w '%{http_code}' "$@"; }
 ask() {  # ask MODEL: a greedy completion through the hub
   status -H 'Content-Type: application/json' -H "Authorization: Bearer k1" \
@@ -36,18 +23,12 @@ mkdir -p "$dir/models"
   --out "$dir/models/model-b.gguf" >/dev/null 2>&1 || fail "synth B"
 cmp -s "$dir/models/model-a.gguf" "$dir/models/model-b.gguf" && fail "A and B are the same file"
 
-"$herd" hub --port 0 --api-key k1 --heartbeat 30 --pod-timeout 60 --load-after 3 \
-  2>"$dir/hub.log" &
-pid=$!
-for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
-url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)
-[ -n "$url" ] || fail "hub did not say where it listens"
-
-"$herd" serve --model "$dir/models/model-a.gguf" --models-dir "$dir/models" --host 127.0.0.1 \
-  --port 0 --threads 1 --hub "$url" --hub-name pod-1 2>"$dir/serve.log" &
-serve_pid=$!
-for _ in $(seq 300); do grep -q "registered with the hub" "$dir/serve.log" && break; sleep 0.05; done
-grep -q "registered with the hub at $url" "$dir/serve.log" || fail "the pod did not register"
+hub_start hub --api-key k1 --heartbeat 30 --pod-timeout 60 --load-after 3
+url=$hub_url
+pod_start serve "$dir/models/model-a.gguf" --models-dir "$dir/models" --threads 1 --hub "$url" \
+  --hub-name pod-1
+serve_pid=${pids[-1]}
+wait_registered serve "$url"
 pod_url=$(sed -n 's|^serve: listening on \(http://127.0.0.1:[0-9]*\).*|\1|p' "$dir/serve.log")
 
 # The network shows what the pod could load; /v1/models marks B as loadable.
@@ -121,8 +102,6 @@ echo "hub_load: B got 503 + Retry-After, was loaded on pod-1 after 3 requests, t
 
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "herd serve exited with $?"
-serve_pid=
-kill -TERM "$pid"
-wait "$pid" || fail "hub exited with $?"
-pid=
+kill -TERM "$hub_pid"
+wait "$hub_pid" || fail "hub exited with $?"
 echo "PASS"
