@@ -38,7 +38,10 @@ fi
 grep -q "readable by every user" "$dir/refused.log" || fail "refusal: $(cat "$dir/refused.log")"
 chmod 600 "$dir/keys"
 serve_start --api-key secret --api-key-file "$dir/keys" --slots 2 --queue 2 --ctx 4096 --max-body 60000
-tr '\0' ' ' <"/proc/$serve_pid/cmdline" | grep -q file-key && fail "the file's key is on argv"
+if [ -r "/proc/$serve_pid/cmdline" ]; then args=$(tr '\0' ' ' <"/proc/$serve_pid/cmdline"); else
+  args=$(ps -ww -o args= -p "$serve_pid"); fi
+case "$args" in *--api-key-file*) ;; *) fail "no command line read: $args" ;; esac
+case "$args" in *file-key*) fail "the file's key is on the command line: $args" ;; esac
 hello='{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16, "temperature": 0}'
 
 # Authentication.
