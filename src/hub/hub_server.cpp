@@ -154,13 +154,13 @@ struct HubServer::State {
 
   mutable std::mutex mutex;  // guards what follows
   Router router;
-  std::map<std::string, Pod> pods;                 // by node id text
-  std::map<std::string, Record> records;           // by node id text, every pod ever seen
+  std::map<std::string, Pod> pods;        // by node id text
+  std::map<std::string, Record> records;  // by node id text, every pod ever seen
   std::unordered_map<PodId, std::string> node_of;  // the live pods' node ids
   std::set<std::string> probation;                 // pods never checked good, with a check to come
-  std::map<std::string, ModelId> models;           // model name -> the router's id
-  std::set<std::string> clients;                   // accounts of the keys
-  Demand demand;                                   // for models no pod serves, and loads
+  std::map<std::string, ModelId> models;  // model name -> the router's id
+  std::set<std::string> clients;          // accounts of the keys
+  Demand demand;                          // for models no pod serves, and loads
   std::mt19937_64 rng;
   std::string replica;  // names this hub's request ids
   uint64_t next_request = 0;
@@ -1110,9 +1110,9 @@ struct HubServer::State {
     });
     http.Get("/api/ledger", [this](const httplib::Request& req, httplib::Response& res) {
       const std::string account = req.get_param_value("account");
-      const auto refusal = keys.ledger_refusal(req.get_header_value("Authorization"), account);
-      if (refusal)
-        return send_error(res, refusal->status, "authentication_error", refusal->message);
+      if (const auto no = keys.ledger_refusal(req.get_header_value("Authorization"), account)) {
+        return send_error(res, no->status, "authentication_error", no->message);
+      }
       try {
         send_json(res, 200, ledger_view(account));
       } catch (const Error& e) {
