@@ -114,7 +114,7 @@ void ApiKeys::add(std::string_view key, std::string_view origin) {
   check_key(key, origin);
   const KeyDigest digest = key_digest(
       std::string_view(reinterpret_cast<const char*>(secret_.data()), secret_.size()), key);
-  if (!find(key)) digests_.push_back(digest);
+  if (added_.insert(digest).second) digests_.push_back(digest);
 }
 
 std::optional<KeyDigest> ApiKeys::find(std::string_view key) const {

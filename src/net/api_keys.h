@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,7 @@ class ApiKeys {
  private:
   std::array<uint8_t, kKeySecretBytes> secret_{};
   std::vector<KeyDigest> digests_;
+  std::set<KeyDigest> added_;  // to keep a key given twice once (loading is not timed)
 };
 
 }  // namespace herd::net
