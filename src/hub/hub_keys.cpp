@@ -72,11 +72,11 @@ std::string load_or_create_hub_secret(const std::filesystem::path& path) {
     bool created = false;
     try {
       created = net::create_secret_file(path, text, origin);
-    } catch (const Error& e) {
+    } catch (...) {
       sodium_memzero(text.data(), text.size());
       sodium_memzero(hex, sizeof hex);
       sodium_memzero(secret, sizeof secret);
-      throw Error("hub", e.what());
+      throw;
     }
     std::string result;
     if (created) result.assign(reinterpret_cast<const char*>(secret), sizeof secret);
