@@ -20,8 +20,10 @@ hub_lib_init
 # fastest and the router sends it requests (speeds of such small models are noisy).
 synth_model "$dir/honest.gguf" --embd 256 --layers 4 --heads 8 --kv-heads 2
 synth_model "$dir/small.gguf" --embd 64 --layers 1 --heads 4 --kv-heads 2
-hub_start hub --db "$dir/hub.db" --api-key proof-key --credits 1000000 --heartbeat 1 \
-  --pod-timeout 10
+echo proof-operator >"$dir/operators"
+chmod 600 "$dir/operators"
+hub_start hub --db "$dir/hub.db" --api-key proof-key --operator-key-file "$dir/operators" \
+  --credits 1000000 --heartbeat 1 --pod-timeout 10
 url=$hub_url
 
 # One slot each: three clients at once keep them busy, so the router sends the cheater
@@ -33,6 +35,6 @@ pod_start honest-best "$dir/honest.gguf" --alias herd-proof --hub "$url" --hub-n
 pod_start cheater "$dir/small.gguf" --alias herd-proof --hub "$url" --hub-name cheater --threads 1
 for name in honest-avx2 honest-best cheater; do wait_registered "$name" "$url"; done
 
-HERD_HUB_URL=$url HERD_API_KEY=proof-key node "$here/node/hub_proof_test.mjs" ||
+HERD_HUB_URL=$url HERD_API_KEY=proof-key HERD_OPERATOR_KEY=proof-operator node "$here/node/hub_proof_test.mjs" ||
   fail "the proof (tests/node/hub_proof_test.mjs)"
 echo PASS

@@ -23,10 +23,14 @@ pg_start || fail "PostgreSQL did not start"
 db=$(pg_createdb herd) || fail "createdb"
 synth_model "$dir/model.gguf"
 
-# hub NAME PORT: a replica on the shared database; settling every second, so both replicas
-# settle the same pods at once during the run.
+# hub NAME PORT: a replica on the shared database (and its secret, which names the clients'
+# accounts); settling every second, so both replicas settle the same pods at once during the
+# run. The client reads the ledger with the operator key.
+echo operator-key >"$dir/operators"
+chmod 600 "$dir/operators"
 hub() {
-  "$herd" hub --port "$2" --db "$db" --api-key replica-key --credits 1000000 \
+  "$herd" hub --port "$2" --db "$db" --secret-file "$dir/hub.secret" --api-key replica-key \
+    --operator-key-file "$dir/operators" --credits 1000000 \
     --heartbeat 1 --pod-timeout 10 --settle 1 2>>"$dir/$1.log" &
   hub_pid=$!
   pids+=("$hub_pid")
@@ -51,7 +55,7 @@ for name in pod-1 pod-2; do
   for url in "$url_a" "$url_b"; do wait_registered "$name" "$url"; done
 done
 
-HERD_HUB_URLS="$url_a $url_b" HERD_KILL_PID=$pid_a HERD_API_KEY=replica-key \
+HERD_HUB_URLS="$url_a $url_b" HERD_KILL_PID=$pid_a HERD_API_KEY=replica-key HERD_OPERATOR_KEY=operator-key \
   node "$here/node/hub_replicas_test.mjs" >"$dir/client.out" || { cat "$dir/client.out"; fail "the client"; }
 cat "$dir/client.out"
 { wait "$pid_a"; } 2>/dev/null || true  # quiet: bash would report the kill
@@ -85,6 +89,6 @@ echo "ledger: requests charged but cut by the kill: $extra"
 port_a=${url_a##*:}
 hub hub-a-again "$port_a"
 [ "$(hub_url hub-a-again)" = "$url_a" ] || fail "the replica did not restart on $url_a"
-HERD_HUB_URLS="$url_a $url_b" HERD_API_KEY=replica-key HERD_AFTER_RESTART=1 \
+HERD_HUB_URLS="$url_a $url_b" HERD_API_KEY=replica-key HERD_OPERATOR_KEY=operator-key HERD_AFTER_RESTART=1 \
   node "$here/node/hub_replicas_test.mjs" || fail "the restarted replica"
 echo PASS

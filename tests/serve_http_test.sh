@@ -28,7 +28,20 @@ expect_error() {  # expect_error STATUS PARAM PATH BODY [curl args]
   [ "$(js "$dir/body" 'j.error.param')" = "$param" ] || fail "param of $body: $(cat "$dir/body")"
 }
 
-serve_start --api-key secret --slots 2 --queue 2 --ctx 4096 --max-body 60000
+# Keys from the command line and from a private file (issue 28: a file keeps them out of the
+# process list); a file every user may read is refused before the model loads.
+printf '# serve keys\n\nfile-key\n' >"$dir/keys"
+chmod 644 "$dir/keys"
+if "$herd" serve --model "$model" --port 0 --api-key-file "$dir/keys" 2>"$dir/refused.log"; then
+  fail "a world-readable key file was accepted"
+fi
+grep -q "readable by every user" "$dir/refused.log" || fail "refusal: $(cat "$dir/refused.log")"
+chmod 600 "$dir/keys"
+serve_start --api-key secret --api-key-file "$dir/keys" --slots 2 --queue 2 --ctx 4096 --max-body 60000
+if [ -r "/proc/$serve_pid/cmdline" ]; then args=$(tr '\0' ' ' <"/proc/$serve_pid/cmdline"); else
+  args=$(ps -ww -o args= -p "$serve_pid"); fi
+case "$args" in *--api-key-file*) ;; *) fail "no command line read: $args" ;; esac
+case "$args" in *file-key*) fail "the file's key is on the command line: $args" ;; esac
 hello='{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16, "temperature": 0}'
 
 # Authentication.
@@ -38,6 +51,12 @@ hello='{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16, "t
 [ "$(curl -s -o "$dir/models" -w '%{http_code}' -H 'Authorization: Bearer secret' "$url/v1/models")" = 200 ] ||
   fail "/v1/models"
 [ "$(js "$dir/models" 'j.data[0].id')" = serve-e2e ] || fail "model id: $(cat "$dir/models")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer file-key' "$url/v1/models")" = 200 ] ||
+  fail "the key file's key was refused"
+for almost in file-ke file-key2 secre secrett; do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $almost" "$url/v1/models")" = 401 ] ||
+    fail "key '$almost' accepted"
+done
 
 # A chat completion, and the same streamed.
 [ "$(post /v1/chat/completions "$hello")" = 200 ] || fail "chat: $(cat "$dir/body")"

@@ -3,7 +3,8 @@
 // pod the router chooses, are charged to their key's credits and sampled for checks on
 // other pods; GET /api/network shows every pod. A model no pod serves that a pod can load
 // is loaded there once --load-after requests asked for it (hub/demand.h). The books are kept
-// in --db (SQLite or PostgreSQL).
+// in --db (SQLite or PostgreSQL); clients' accounts there are named under --secret-file, and
+// only an operator key (--operator-key-file) reads them (hub/hub_keys.h).
 // Serves until SIGINT or SIGTERM.
 #include <pthread.h>
 
@@ -16,8 +17,10 @@
 
 #include "cli/commands.h"
 #include "hub/database.h"
+#include "hub/hub_keys.h"
 #include "hub/hub_server.h"
 #include "hub/ledger.h"
+#include "net/api_keys.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -32,6 +35,7 @@ struct HubArgs {
   int load_timeout_seconds = 600;
   std::string listen;
   std::string db;
+  std::string api_key_file, operator_key_file, secret_file;
 };
 
 // The books' default place: $XDG_DATA_HOME/herd/hub.db, else ~/.local/share/herd/hub.db.
@@ -47,6 +51,32 @@ std::string default_db() {
   dir /= "herd";
   std::filesystem::create_directories(dir);
   return (dir / "hub.db").string();
+}
+
+// The keys of the files (beside any --api-key) and the accounts' secret. Replicas on one
+// PostgreSQL must name accounts alike: there, the secret file is not left to a default.
+void load_keys(HubArgs& a, bool postgres) {
+  if (!a.hub.api_keys.empty()) {
+    std::fprintf(stderr,
+                 "hub: --api-key shows its keys to every user of this machine (the process "
+                 "list); --api-key-file keeps them private\n");
+  }
+  if (!a.api_key_file.empty()) {
+    for (std::string& key : net::read_key_file(a.api_key_file)) {
+      a.hub.api_keys.push_back(std::move(key));
+    }
+  }
+  if (!a.operator_key_file.empty()) a.hub.operator_keys = net::read_key_file(a.operator_key_file);
+  if (a.secret_file.empty()) {
+    if (postgres) {
+      throw Error("hub",
+                  "--db postgresql://... needs --secret-file PATH, the same file for every "
+                  "replica: clients' accounts are named under it");
+    }
+    a.secret_file =
+        hub::default_hub_secret_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")).string();
+  }
+  a.hub.secret = hub::load_or_create_hub_secret(a.secret_file);
 }
 
 void run_hub(HubArgs& a) {
@@ -79,16 +109,20 @@ void run_hub(HubArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);
 
   if (a.db.empty()) a.db = default_db();
+  const bool postgres = a.db.rfind("postgres", 0) == 0;  // its URI may hold a password
+  load_keys(a, postgres);
   const std::unique_ptr<hub::Database> db = hub::open_database(a.db);
   hub::Ledger ledger(*db);
   hub::HubServer server(a.hub, ledger);
   server.bind();
   std::thread http([&] { server.listen(); });
-  const bool postgres = a.db.rfind("postgres", 0) == 0;  // its URI may hold a password
   std::fprintf(stderr, "hub: books in %s\n", postgres ? "PostgreSQL" : a.db.c_str());
   std::fprintf(stderr, "hub: listening on %s://%s:%d (%zu API key%s)\n",
                a.hub.tls_cert.empty() ? "http" : "https", a.hub.host.c_str(), server.port(),
                a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
+  std::fprintf(stderr, "hub: %zu operator key%s; accounts named under the secret in %s\n",
+               a.hub.operator_keys.size(), a.hub.operator_keys.size() == 1 ? "" : "s",
+               a.secret_file.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "hub: stopping\n");
@@ -154,8 +188,18 @@ void add_hub(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 86400 * 30));
   cmd->add_option("--api-key", a->hub.api_keys,
-                  "A client key ('Authorization: Bearer KEY'); repeat for several")
+                  "A client key ('Authorization: Bearer KEY'); repeat for several. Every user "
+                  "of the machine sees it: prefer --api-key-file")
       ->take_all();
+  cmd->add_option("--api-key-file", a->api_key_file,
+                  "Client keys, one a line (# comments); a private file (not world-readable)");
+  cmd->add_option("--operator-key-file", a->operator_key_file,
+                  "Operator keys, one a line: the only keys that read GET /api/ledger (a client "
+                  "key reads its own account's history); without one no one reads it");
+  cmd->add_option("--secret-file", a->secret_file,
+                  "The secret clients' account names are HMACs under (created, mode 0600, when "
+                  "missing; default: beside the default --db, hub.secret). The same file for "
+                  "every replica");
   cmd->add_option("--heartbeat", a->heartbeat_seconds,
                   "Seconds between a pod's registrations, as the hub asks")
       ->capture_default_str()

@@ -19,6 +19,7 @@
 #include "cluster/cluster_runner.h"
 #include "hub/hub_client.h"
 #include "hub/pod_loads.h"
+#include "net/api_keys.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "util/cpu_info.h"
@@ -31,6 +32,7 @@ namespace {
 struct ServeOptions {
   ModelOptions model;
   server::ServerOptions http;
+  std::string api_key_file;  // keys, one a line, beside http.api_keys (net/api_keys.h)
   int64_t slots = 4;
   int64_t max_queue = 64;
   int64_t batch_tokens = 256;
@@ -352,6 +354,17 @@ void serve(const ServeOptions& o) {
   }
   // Before any thread starts: a bad URL is refused, not found after the model loaded.
   for (const std::string& url : o.hubs) hub::parse_hub_url(url);
+  server::ServerOptions http_options = o.http;
+  if (!o.api_key_file.empty()) {
+    for (std::string& key : net::read_key_file(o.api_key_file)) {
+      http_options.api_keys.push_back(std::move(key));
+    }
+  }
+  if (!o.http.api_keys.empty()) {
+    std::fprintf(stderr,
+                 "serve: --api-key shows its key to every user of this machine (the process "
+                 "list); --api-key-file keeps it private\n");
+  }
   // SIGINT and SIGTERM are taken by sigwait() below; every thread started from here on
   // inherits the mask. A peer that closes its socket must not kill the process.
   sigset_t signals;
@@ -369,7 +382,7 @@ void serve(const ServeOptions& o) {
   if (o.model.cluster.transport == "mpi") runner = o.model.open(o.slots);
 
   server::Metrics metrics;
-  server::HttpServer http(o.http, metrics);
+  server::HttpServer http(std::move(http_options), metrics);
   ModelSwitch models(o, dir, http, metrics);
   if (!o.models_dir.empty()) {
     http.set_load_handler([&models](const std::string& name, const std::string& auth) {
@@ -443,7 +456,13 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--batch-tokens", o->batch_tokens,
                   "Tokens per forward pass (decode tokens plus prompt chunks)")
       ->capture_default_str();
-  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' on /v1");
+  cmd->add_option("--api-key", o->http.api_keys,
+                  "Require 'Authorization: Bearer KEY' on /v1 and /api/verify; repeat for "
+                  "several. Every user of the machine sees it: prefer --api-key-file")
+      ->take_all();
+  cmd->add_option("--api-key-file", o->api_key_file,
+                  "Keys as --api-key, one a line (# comments); a private file (not "
+                  "world-readable)");
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
       ->capture_default_str();

@@ -111,9 +111,10 @@ TEST(CreditsTest, ARequestsPriceSplitsBetweenThePodAndTheFee) {
   EXPECT_EQ(c.client_pays, 20 + 28);
   EXPECT_EQ(c.pod_earns, 25);  // 28 x 0.9 = 25.2, rounded down
   EXPECT_EQ(c.fee, 23);
-  EXPECT_EQ(Credits::client_account(""), "client:open");
-  EXPECT_NE(Credits::client_account("k1"), Credits::client_account("k2"));
-  EXPECT_EQ(Credits::client_account("k1").find("k1"), std::string::npos);  // hashed
+  const std::string secret(net::kKeySecretBytes, 's');
+  EXPECT_EQ(Credits::client_account(secret, ""), "client:open");
+  EXPECT_NE(Credits::client_account(secret, "k1"), Credits::client_account(secret, "k2"));
+  EXPECT_EQ(Credits::client_account(secret, "k1").find("k1"), std::string::npos);  // hashed
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "hub/credits.h"
 
-#include <sodium.h>
-
 #include <chrono>
 
 #include "util/error.h"
@@ -42,18 +40,19 @@ Credits::Credits(Ledger& ledger, Prices prices) : ledger_(ledger), prices_(price
   ledger_.open_account(kWithheld, AccountKind::FEE);
 }
 
-std::string Credits::client_account(const std::string& api_key) {
-  if (api_key.empty()) return "client:open";
-  unsigned char hash[16];
-  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(api_key.data()),
-                     api_key.size(), nullptr, 0);
+std::string Credits::client_account(const net::KeyDigest& digest) {
   static const char* hex = "0123456789abcdef";
   std::string name = "client:";
-  for (unsigned char b : hash) {
-    name += hex[b >> 4];
-    name += hex[b & 15];
+  for (size_t i = 0; i < 16; ++i) {
+    name += hex[digest[i] >> 4];
+    name += hex[digest[i] & 15];
   }
   return name;
+}
+
+std::string Credits::client_account(std::string_view secret, std::string_view api_key) {
+  if (api_key.empty()) return "client:open";
+  return client_account(net::key_digest(secret, api_key));
 }
 
 std::string Credits::pod_account(const std::string& pod_id) {

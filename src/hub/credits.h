@@ -2,8 +2,10 @@
 // (ledger.h). Accounts, by name:
 //
 //   issuer               where credits come from: the grants to clients' keys
-//   client:<key hash>    a client's credits (a hash of its API key: keys are never stored);
-//                        client:open on a hub without keys, which the issuer funds
+//   client:<key hmac>    a client's credits (HMAC-SHA256 of its API key under the hub's
+//                        secret, hub_keys.h: keys are never stored, and an account cannot
+//                        be found from a key without the secret); client:open on a hub
+//                        without keys, which the issuer funds
 //   pod:<id>:pending     what a pod earned and was not yet verified or settled
 //   pod:<id>             what a pod earned for good
 //   fee                  the hub's share
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "hub/ledger.h"
+#include "net/api_keys.h"
 
 namespace herd::hub {
 
@@ -46,8 +49,12 @@ class Credits {
   // REQUIRES: `ledger` outlives this. Opens the issuer, fee and withheld accounts.
   Credits(Ledger& ledger, Prices prices);
 
-  // The account of an API key ("" on a hub without keys: client:open).
-  static std::string client_account(const std::string& api_key);
+  // The account of the API key with this digest under the hub's secret (its first 16 bytes
+  // in hex: ample against collisions between clients).
+  static std::string client_account(const net::KeyDigest& digest);
+  // The account of an API key under the hub's secret ("" on a hub without keys:
+  // client:open). REQUIRES: secret.size() == net::kKeySecretBytes.
+  static std::string client_account(std::string_view secret, std::string_view api_key);
   static std::string pod_account(const std::string& pod_id);
   static std::string pending_account(const std::string& pod_id);
 

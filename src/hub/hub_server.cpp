@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "hub/answer_reader.h"
+#include "hub/hub_keys.h"
 #include "hub/hub_page.h"
 #include "hub/ledger.h"
 #include "hub/rate_limit.h"
@@ -109,6 +110,7 @@ json replayable(json body) {
 struct HubServer::State {
   State(HubOptions o, Ledger& ledger)
       : options(std::move(o)),
+        keys(options.secret, options.api_keys, options.operator_keys),
         credits(ledger, options.prices),
         server(make_server(options)),
         http(*server),
@@ -143,6 +145,7 @@ struct HubServer::State {
   };
 
   HubOptions options;
+  HubKeys keys;
   Credits credits;
   std::unique_ptr<httplib::Server> server;  // HTTP or HTTPS
   httplib::Server& http;
@@ -182,20 +185,11 @@ struct HubServer::State {
     return it->second;
   }
 
-  // The client's API key ("" on a hub without keys), or nullopt when it has none valid.
-  std::optional<std::string> client_key(const httplib::Request& req) const {
-    if (options.api_keys.empty()) return std::string();
-    const std::string header = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (header.rfind(prefix, 0) != 0) return std::nullopt;
-    const std::string key = header.substr(prefix.size());
-    if (std::find(options.api_keys.begin(), options.api_keys.end(), key) ==
-        options.api_keys.end()) {
-      return std::nullopt;
-    }
-    return key;
+  // The client's account ("client:open" on a hub without keys); nullopt without a valid key.
+  std::optional<std::string> client_account(const httplib::Request& req) const {
+    return keys.client_account(req.get_header_value("Authorization"));
   }
-  bool authorized(const httplib::Request& req) const { return client_key(req).has_value(); }
+  bool authorized(const httplib::Request& req) const { return client_account(req).has_value(); }
 
   void register_pod(const httplib::Request& req, httplib::Response& res) {
     Registration r;
@@ -555,12 +549,12 @@ struct HubServer::State {
   // by the router; tried on another (up to kAttempts) when a pod fails before its first
   // byte of answer. A streamed answer is passed on as it comes. Charged once whole.
   void complete(const httplib::Request& req, httplib::Response& res) {
-    const std::optional<std::string> key = client_key(req);
-    if (!key) {
+    const std::optional<std::string> account = client_account(req);
+    if (!account) {
       return send_error(res, 401, "authentication_error", "a valid API key is required");
     }
     // Per key; on a hub without keys, per client address.
-    const double wait = rate_limit.take(key->empty() ? "address:" + req.remote_addr : *key);
+    const double wait = rate_limit.take(keys.open() ? "address:" + req.remote_addr : *account);
     if (wait > 0) {
       res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
       return send_error(res, 429, "rate_limit_error",
@@ -586,7 +580,7 @@ struct HubServer::State {
     }
     // Four bytes a token, roughly: the hub does not tokenize.
     call.prompt_tokens = static_cast<int64_t>(req.body.size() / 4) + 1;
-    call.client = Credits::client_account(*key);
+    call.client = *account;
     call.path = req.path;
     call.endpoint = req.path == "/v1/chat/completions" ? "chat" : "completions";
     call.stream = body.contains("stream") && body["stream"] == true;
@@ -1115,8 +1109,12 @@ struct HubServer::State {
       send_json(res, 200, network());
     });
     http.Get("/api/ledger", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string account = req.get_param_value("account");
+      if (const auto no = keys.ledger_refusal(req.get_header_value("Authorization"), account)) {
+        return send_error(res, no->status, "authentication_error", no->message);
+      }
       try {
-        send_json(res, 200, ledger_view(req.get_param_value("account")));
+        send_json(res, 200, ledger_view(account));
       } catch (const Error& e) {
         send_error(res, 503, "server_error", e.what());
       }
@@ -1135,12 +1133,11 @@ HubServer::HubServer(HubOptions options, Ledger& ledger)
   if (s.options.check_rate < 0 || s.options.check_rate > 1) {
     throw Error("hub", "the check rate must be within [0, 1]");
   }
-  for (const std::string& key : s.options.api_keys) {
-    const std::string account = Credits::client_account(key);
+  for (const std::string& account : s.keys.accounts()) {
     s.credits.grant(account, s.options.grant_credits);
     s.clients.insert(account);
   }
-  if (s.options.api_keys.empty()) s.clients.insert(Credits::client_account(""));
+  if (s.keys.open()) s.clients.insert("client:open");
   s.http.new_task_queue = [n = s.options.http_threads] {
     return new httplib::ThreadPool(static_cast<size_t>(n));
   };

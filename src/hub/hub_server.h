@@ -21,7 +21,7 @@
 //                        kRecent); each pod's "loadable" models and the one it is "loading";
 //                        "loads": the loads in flight and the demand
 //   GET  /api/ledger     the ledger's consistency and the balances of the accounts this hub
-//                        knows (credits.h)
+//                        knows (credits.h); an operator key (hub_keys.h)
 //   GET  /health         {"status": "ok", "pods": n}
 //
 // A served request is charged (credits.h) once the pod's answer is whole, and a sample is
@@ -51,8 +51,10 @@ class Ledger;
 
 struct HubOptions {
   std::string host = "127.0.0.1";
-  int port = 8090;                       // 0: any free port (see HubServer::port())
-  std::vector<std::string> api_keys;     // empty: no authentication for clients
+  int port = 8090;                         // 0: any free port (see HubServer::port())
+  std::vector<std::string> api_keys;       // empty: no authentication for clients
+  std::vector<std::string> operator_keys;  // may read GET /api/ledger (hub_keys.h)
+  std::string secret;  // names clients' accounts (hub_keys.h); empty: random (tests)
   std::chrono::seconds heartbeat{10};    // how often pods are asked to register again
   std::chrono::seconds pod_timeout{30};  // silence after which a pod is dropped
   int64_t max_clock_skew_ms = 5 * 60 * 1000;

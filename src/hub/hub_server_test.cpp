@@ -496,7 +496,9 @@ json pod_named(const json& network, const std::string& name) {
 // more); the client pays every answer it got once; the ledger sums to zero.
 TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   HubOptions o;
-  o.api_keys = {"client-key"};
+  o.api_keys = {"client-key", "other-client"};
+  o.operator_keys = {"operator-key"};
+  o.secret = std::string(net::kKeySecretBytes, 's');
   o.grant_credits = 100000;
   o.check_rate = 0;  // only each pod's first kAlwaysChecked requests
   RunningHub h(o);
@@ -559,12 +561,30 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   const json books = h.hub.ledger();
   EXPECT_TRUE(books["problems"].empty()) << books.dump();
   EXPECT_EQ(books["sum"], 0);
-  EXPECT_EQ(books["balances"][Credits::client_account("client-key")], 100000 - paid);
+  const std::string account = Credits::client_account(o.secret, "client-key");
+  EXPECT_EQ(books["balances"][account], 100000 - paid);
   EXPECT_EQ(books["balances"]["withheld"], 0);  // the cheater was never paid to begin with
-  // The audit trail of the client's account: its grant, then one charge per answer.
-  const httplib::Result audit =
-      h.client->Get("/api/ledger?account=" + Credits::client_account("client-key"));
+  // The ledger over HTTP: the operator's; a client's own account its own, no other.
+  const auto ledger_status = [&](const std::string& key, const std::string& query) {
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    const httplib::Result res = h.client->Get("/api/ledger" + query, headers);
+    return res ? res->status : -1;
+  };
+  const std::string other = Credits::client_account(o.secret, "other-client");
+  EXPECT_EQ(ledger_status("", ""), 401);
+  EXPECT_EQ(ledger_status("", "?account=" + account), 401);
+  EXPECT_EQ(ledger_status("client-key", ""), 403);
+  EXPECT_EQ(ledger_status("other-client", "?account=" + account), 403);
+  EXPECT_EQ(ledger_status("client-key", "?account=" + other), 403);
+  EXPECT_EQ(ledger_status("client-key", "?account=fee"), 403);
+  EXPECT_EQ(ledger_status("operator-key", ""), 200);
+  EXPECT_EQ(ledger_status("operator-key", "?account=" + other), 200);
+  // The audit trail of the client's account, by its own key: its grant, then one charge per
+  // answer.
+  const httplib::Result audit = h.client->Get("/api/ledger?account=" + account, kClient);
   ASSERT_TRUE(audit);
+  ASSERT_EQ(audit->status, 200) << audit->body;
   const json history = json::parse(audit->body)["history"];
   ASSERT_EQ(history.size(), 13u) << audit->body;
   EXPECT_EQ(history[0]["amount"], 100000);

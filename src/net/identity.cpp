@@ -169,38 +169,19 @@ NodeIdentity NodeIdentity::load_or_create(const std::filesystem::path& path) {
     if (attempt == 2) throw Error("net", origin + ": cannot read it");
   }
 
-  // First use: write a new identity beside the path and rename it into place, so a
-  // crash never leaves half a file, and two nodes starting at once end with one identity.
-  std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) {
-    throw Error("net", origin + ": cannot create its directory: " + ec.message());
-  }
+  // First use: a new identity, created whole; when another process created the file
+  // meanwhile, its identity wins.
   NodeIdentity identity = generate();
   std::string text = identity.to_text();
-  // Unique per call, not only per process (two threads may start at once too).
-  const std::string temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
-                           std::to_string(randombytes_random());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error("net", origin + ": cannot create it: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t put = ::write(fd, text.data() + done, text.size() - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) break;
-    done += static_cast<size_t>(put);
+  bool created = false;
+  try {
+    created = create_secret_file(path, text, origin);
+  } catch (...) {
+    sodium_memzero(text.data(), text.size());
+    throw;
   }
-  const bool written = done == text.size() && ::fsync(fd) == 0;
-  ::close(fd);
   sodium_memzero(text.data(), text.size());
-  // link() fails when another process created the file meanwhile: then its identity wins.
-  const bool linked = written && ::link(temp.c_str(), path.c_str()) == 0;
-  const int link_errno = errno;
-  ::unlink(temp.c_str());
-  if (!written) throw Error("net", origin + ": cannot write it");
-  if (!linked) {
-    if (link_errno == EEXIST) return load_or_create(path);
-    throw Error("net", origin + ": cannot create it: " + std::strerror(link_errno));
-  }
+  if (!created) return load_or_create(path);
   return identity;
 }
 

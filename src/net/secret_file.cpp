@@ -1,7 +1,12 @@
 #include "net/secret_file.h"
 
+#include <fcntl.h>
 #include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "util/error.h"
@@ -30,6 +35,45 @@ std::optional<SecretText> read_secret_file(const std::filesystem::path& path,
   }
   sodium_memzero(buffer, sizeof buffer);
   return SecretText(std::move(bytes));
+}
+
+bool create_secret_file(const std::filesystem::path& path, std::string_view text,
+                        const std::string& origin) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) throw Error("net", origin + ": cannot create its directory: " + ec.message());
+  // Unique per call, not only per process (two threads may start at once too).
+  const std::string temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
+                           std::to_string(randombytes_random());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error("net", origin + ": cannot create it: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t put = ::write(fd, text.data() + done, text.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) break;
+    done += static_cast<size_t>(put);
+  }
+  const bool written = done == text.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  // link() fails when another process created the file meanwhile: then its file wins.
+  const bool linked = written && ::link(temp.c_str(), path.c_str()) == 0;
+  const int link_errno = errno;
+  ::unlink(temp.c_str());
+  if (!written) throw Error("net", origin + ": cannot write it");
+  if (!linked) {
+    if (link_errno == EEXIST) return false;
+    throw Error("net", origin + ": cannot create it: " + std::strerror(link_errno));
+  }
+  return true;
+}
+
+void refuse_world_readable(const std::filesystem::path& path, const std::string& origin) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0) {
+    throw Error("net", origin + ": readable by every user; make it private (chmod 600 '" +
+                           path.string() + "')");
+  }
 }
 
 }  // namespace herd::net

@@ -1,5 +1,6 @@
-// Reading a small file that holds a secret (a cluster key, a node identity): read whole,
-// refused when larger than a bound, and every copy of its bytes wiped once it is parsed.
+// Reading a small file that holds a secret (a cluster key, a node identity, API keys, the
+// hub's secret): read whole, refused when larger than a bound, and every copy of its bytes
+// wiped once it is parsed; and creating one, mode 0600, without a moment of half a file.
 #pragma once
 
 #include <cstddef>
@@ -30,5 +31,16 @@ class SecretText {
 std::optional<SecretText> read_secret_file(const std::filesystem::path& path,
                                            const std::string& origin, size_t max_bytes,
                                            std::string_view too_large);
+
+// Creates `path` (and its directory) holding `text`, mode 0600: written to a temporary file
+// beside it and linked into place, so a crash never leaves half a file and of processes
+// creating it at once exactly one wins. False when a file was there already (it is left as
+// it was: the caller reads it). Throws herd::Error "[net] <origin>: ..." when it cannot.
+bool create_secret_file(const std::filesystem::path& path, std::string_view text,
+                        const std::string& origin);
+
+// Throws herd::Error "[net] <origin>: readable by every user ..." when the file at `path`
+// is: a file of keys others can read is a leak to refuse, not to warn about.
+void refuse_world_readable(const std::filesystem::path& path, const std::string& origin);
 
 }  // namespace herd::net

@@ -142,6 +142,7 @@ ApiError generation_error(const Finish& f) {
 
 HttpServer::HttpServer(ServerOptions options, Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+  for (const std::string& key : options_.api_keys) api_keys_.add(key, "an API key");
   const int n_threads = std::max(4, options_.http_threads);
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
@@ -216,9 +217,10 @@ bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
 }
 
 bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_key.empty()) return true;
-  const std::string expected = "Bearer " + options_.api_key;
-  if (req.get_header_value("Authorization") == expected) return true;
+  if (api_keys_.empty()) return true;
+  const std::optional<std::string_view> key =
+      net::bearer_key(req.get_header_value("Authorization"));
+  if (key && api_keys_.contains(*key)) return true;
   const bool given = req.has_header("Authorization");
   send_error(res, ApiError(401,
                            given ? "the API key is not valid"

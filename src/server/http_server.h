@@ -24,10 +24,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "net/api_keys.h"
 #include "server/metrics.h"
 #include "server/output_parser.h"
 #include "server/scheduler.h"
@@ -43,8 +45,8 @@ namespace herd::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;      // 0: any free port (see HttpServer::port())
-  std::string api_key;  // empty: no authentication
+  int port = 8080;                    // 0: any free port (see HttpServer::port())
+  std::vector<std::string> api_keys;  // empty: no authentication (net/api_keys.h)
   size_t max_body_bytes = size_t{8} << 20;
   int http_threads = 64;  // concurrent connections (a stream holds one)
 };
@@ -118,6 +120,7 @@ class HttpServer {
   std::string degraded_reason(Scheduler* scheduler);
 
   ServerOptions options_;
+  net::ApiKeys api_keys_;  // options_.api_keys, looked up in constant time
   Metrics& metrics_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;

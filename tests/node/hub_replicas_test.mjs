@@ -19,8 +19,8 @@ const model = 'herd-replicas';
 const kRequests = 40, kWorkers = 4, kKillAfter = 15;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-async function getJson(url) {
-  const r = await fetch(url);
+async function getJson(url, headers = {}) {
+  const r = await fetch(url, { headers });
   assert.equal(r.status, 200, url);
   return r.json();
 }
@@ -29,7 +29,7 @@ async function getJson(url) {
 async function consistentBooks(url) {
   let books;
   for (let i = 0; i < 50; i++) {
-    books = await getJson(url + '/api/ledger');
+    books = await getJson(url + '/api/ledger', { Authorization: `Bearer ${process.env.HERD_OPERATOR_KEY}` });
     assert.deepEqual(books.problems, [], `${url}: ledger problems`);
     if (books.sum === 0) return books;
     await sleep(200);
