@@ -95,8 +95,18 @@ std::vector<CheckerPod> Verifier::checkers(const Served& s) {
 }
 
 // Asks one checker; nullopt when it could not answer (not a verdict on the pod).
-std::optional<Verdict> Verifier::ask(const std::string& url, const Served& s, bool& unverifiable) {
-  const auto client = clients_.make(url, 300);
+std::optional<Verdict> Verifier::ask(const PodAddress& checker, const Served& s,
+                                     bool& unverifiable) {
+  try {
+    return ask_once(checker, s, unverifiable);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a request that cannot be sent (a body json cannot dump)
+  }
+}
+
+std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Served& s,
+                                          bool& unverifiable) {
+  const auto client = clients_.make(checker, 300);
   if (!client) return std::nullopt;
   const json request = {
       {"endpoint", s.endpoint}, {"request", s.body}, {"completion_token_ids", s.token_ids}};
@@ -136,11 +146,11 @@ Outcome Verifier::check(const Served& s) {
   bool unverifiable = false;
   size_t next = 0;
   while (!first && next < candidates.size() && !unverifiable) {
-    first = ask(candidates[next++].url, s, unverifiable);
+    first = ask(candidates[next++].address, s, unverifiable);
   }
   if (first && !first->passed) {
     while (!second && next < candidates.size() && !unverifiable) {
-      second = ask(candidates[next++].url, s, unverifiable);
+      second = ask(candidates[next++].address, s, unverifiable);
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -202,7 +212,15 @@ void Verifier::run() {
     queue_.pop_front();
     ++running_;
     lock.unlock();
-    check(s);
+    try {
+      check(s);
+    } catch (const std::exception&) {
+      // Out of memory at worst (ask() catches what a checker's answer can throw): the
+      // check is not made, and the worker goes on.
+      lock.lock();
+      done_pending(s.pod_id);
+      lock.unlock();
+    }
     lock.lock();
     --running_;
     changed_.notify_all();

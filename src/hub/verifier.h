@@ -90,7 +90,8 @@ class Verifier {
 
  private:
   Outcome check(const Served& s);
-  std::optional<Verdict> ask(const std::string& url, const Served& s, bool& unverifiable);
+  std::optional<Verdict> ask(const PodAddress& checker, const Served& s, bool& unverifiable);
+  std::optional<Verdict> ask_once(const PodAddress& checker, const Served& s, bool& unverifiable);
   std::vector<CheckerPod> checkers(const Served& s);
   void done_pending(const std::string& pod);              // under the lock
   size_t queued_checks_of(const std::string& pod) const;  // under the lock
