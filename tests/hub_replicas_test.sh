@@ -29,8 +29,8 @@ synth_model "$dir/model.gguf"
 echo operator-key >"$dir/operators"
 chmod 600 "$dir/operators"
 hub() {
-  "$herd" hub --port "$2" --db "$db" --secret-file "$dir/hub.secret" --api-key replica-key \
-    --operator-key-file "$dir/operators" --credits 1000000 \
+  "$herd" hub --port "$2" --allow-private-pods --db "$db" --secret-file "$dir/hub.secret" \
+    --api-key replica-key --operator-key-file "$dir/operators" --credits 1000000 \
     --heartbeat 1 --pod-timeout 10 --settle 1 2>>"$dir/$1.log" &
   hub_pid=$!
   pids+=("$hub_pid")
