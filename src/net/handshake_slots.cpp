@@ -38,28 +38,39 @@ HandshakeSlots::HandshakeSlots(HandshakeSlotLimits limits) : limits_(limits) {
   HERD_CHECK(limits_.per_address >= 1 && limits_.per_address <= limits_.total);
 }
 
+HandshakeSlots::Id HandshakeSlots::victim(const std::string* address) const {
+  std::optional<Id> oldest;
+  for (const auto& [id, slot] : slots_) {
+    if (address && slot.address != *address) continue;
+    if (!slot.heard_hello) return id;
+    if (!oldest) oldest = id;
+  }
+  HERD_CHECK(oldest);
+  return *oldest;
+}
+
 HandshakeSlots::Admission HandshakeSlots::admit(const std::string& address) {
   Admission admission{next_++, std::nullopt};
   if (count(address) >= limits_.per_address) {
-    for (const auto& [id, owner] : slots_) {
-      if (owner == address) {
-        admission.evicted = id;
-        break;
-      }
-    }
+    admission.evicted = victim(&address);
   } else if (slots_.size() >= limits_.total) {
-    admission.evicted = slots_.begin()->first;
+    admission.evicted = victim(nullptr);
   }
   if (admission.evicted) release(*admission.evicted);
-  slots_.emplace(admission.id, address);
+  slots_.emplace(admission.id, Slot{address});
   ++per_address_[address];
   return admission;
+}
+
+void HandshakeSlots::heard_hello(Id id) {
+  const auto slot = slots_.find(id);
+  if (slot != slots_.end()) slot->second.heard_hello = true;
 }
 
 void HandshakeSlots::release(Id id) {
   const auto slot = slots_.find(id);
   if (slot == slots_.end()) return;
-  const auto held = per_address_.find(slot->second);
+  const auto held = per_address_.find(slot->second.address);
   if (--held->second == 0) per_address_.erase(held);
   slots_.erase(slot);
 }

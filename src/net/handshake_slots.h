@@ -7,8 +7,10 @@
 //     (an IPv4 address, or an IPv6 /64: what one attacker usually holds);
 //   - a newcomer is never refused for want of a slot: when its address is at its cap, the
 //     oldest handshake of that address is evicted; otherwise, when every slot is taken, the
-//     oldest handshake of all is. A completed handshake leaves its slot at once, so only
-//     connections still in their handshake (half-open) can be evicted.
+//     oldest handshake of all is. Among those, one whose peer has not yet sent a whole
+//     first HELLO goes before one that has (heard_hello), so a flood of partial HELLOs
+//     never evicts a peer that is answering. A completed handshake leaves its slot at
+//     once, so only connections still in their handshake (half-open) can be evicted.
 // So an attacker at one address holds at most `per_address` slots and evicts only its own
 // connections; peers at other addresses share the other `total - per_address` slots. An
 // attacker at many addresses can evict others' handshakes, but only by opening `total`
@@ -54,6 +56,9 @@ class HandshakeSlots {
   // Always admits `address` (as slot_address gives it), evicting as described above; the
   // evicted slot is free from this call on.
   Admission admit(const std::string& address);
+  // The peer's first HELLO arrived whole: it is evicted only after every slot (of its
+  // address, or of all) whose peer has sent less. An id no longer held is ignored.
+  void heard_hello(Id id);
   // The handshake ended (completed, failed or evicted); an id no longer held is ignored.
   void release(Id id);
 
@@ -64,7 +69,14 @@ class HandshakeSlots {
  private:
   HandshakeSlotLimits limits_;
   Id next_ = 1;
-  std::map<Id, std::string> slots_;  // by age: the first is the oldest
+  struct Slot {
+    std::string address;
+    bool heard_hello = false;
+  };
+  // The oldest slot among those of `address` (all when null), preferring one not heard.
+  Id victim(const std::string* address) const;
+
+  std::map<Id, Slot> slots_;  // by age: the first is the oldest
   std::map<std::string, size_t> per_address_;
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <asio.hpp>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -64,6 +65,40 @@ TEST(HandshakeSlotsTest, FullSlotsEvictTheOldestOfAll) {
   EXPECT_TRUE(slots.holds(b1.id));
 }
 
+// A peer whose whole HELLO arrived goes after every one that has sent less, however old.
+TEST(HandshakeSlotsTest, APeerThatSentItsHelloIsEvictedLast) {
+  HandshakeSlots slots({4, 3});
+  const auto answering = slots.admit("a");
+  slots.heard_hello(answering.id);
+  const auto stalled = slots.admit("a");
+  slots.admit("a");
+  const auto next = slots.admit("a");  // "a" at its cap: the stalled one, not the older peer
+  ASSERT_TRUE(next.evicted);
+  EXPECT_EQ(*next.evicted, stalled.id);
+  EXPECT_TRUE(slots.holds(answering.id));
+  const auto third = HandshakeSlots::Id{stalled.id + 1};
+  EXPECT_FALSE(slots.admit("b").evicted);  // the 4th slot
+  const auto b = slots.admit("b");         // all 4 taken: the oldest of those not heard
+  ASSERT_TRUE(b.evicted);
+  EXPECT_EQ(*b.evicted, third);
+  slots.heard_hello(next.id);
+  slots.heard_hello(b.id);
+  // A flood from c turns over the one slot not heard, never the three answering peers.
+  for (int i = 0; i < 10; ++i) slots.admit("c");
+  EXPECT_TRUE(slots.holds(answering.id) && slots.holds(next.id) && slots.holds(b.id));
+  EXPECT_EQ(slots.count("c"), 1u);
+  slots.heard_hello(9999);  // an id no longer held: ignored
+  // Only heard ones left at a's cap: the oldest of them goes.
+  HandshakeSlots heard({4, 2});
+  const auto h1 = heard.admit("a");
+  const auto h2 = heard.admit("a");
+  heard.heard_hello(h1.id);
+  heard.heard_hello(h2.id);
+  const auto h3 = heard.admit("a");
+  ASSERT_TRUE(h3.evicted);
+  EXPECT_EQ(*h3.evicted, h1.id);
+}
+
 // Whatever one address does, a peer elsewhere is never evicted and always admitted.
 TEST(HandshakeSlotsTest, AFloodFromOneAddressLeavesOthersAlone) {
   HandshakeSlots slots({16, 8});
@@ -87,6 +122,12 @@ struct Log {
       std::lock_guard lock(mutex);
       lines.emplace_back(line);
     };
+  }
+  std::string all() {
+    std::lock_guard lock(mutex);
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
   }
   size_t count(const std::string& what) {
     std::lock_guard lock(mutex);
@@ -173,6 +214,52 @@ TEST(HandshakeSlotsTest, FullSlotsEvictTheOldestHalfOpenConnection) {
   EXPECT_TRUE(flood[0].closed_within(Millis(2000)));
   for (size_t i = 1; i < flood.size(); ++i) EXPECT_FALSE(flood[i].closed_within(Millis(20))) << i;
   EXPECT_EQ(log.count("slots were full"), 1u);
+}
+
+// Peers handshaking from several threads while a flood evicts around them: every peer gets
+// in, and the evictions race the handshake threads' own endings (run under TSan too).
+TEST(HandshakeSlotsTest, PeersGetInWhileAFloodEvictsAroundThem) {
+  Log log;
+  TcpTransport server(keyed("server", Millis(20000), log.fn()));
+  server.listen(ListenOptions{});
+  std::atomic<bool> flooding{true};
+  std::atomic<int> opened{0};
+  std::thread flood([&] {
+    asio::io_context io;
+    std::vector<HalfOpen> held;
+    while (flooding) {
+      held.emplace_back(io, server.port());
+      // However fast, the flood's partial HELLOs go before any peer whose HELLO arrived.
+      if (++opened > 8) std::this_thread::sleep_for(Millis(10));
+    }
+  });
+  while (opened < 8) std::this_thread::sleep_for(Millis(5));  // loopback's 8 slots held
+  std::atomic<int> accepted{0};
+  std::thread acceptor([&] {
+    while (accepted < 12 && server.accept(Millis(5000))) ++accepted;
+  });
+  std::atomic<int> connected{0};
+  std::vector<std::thread> peers;
+  for (int t = 0; t < 3; ++t) {
+    peers.emplace_back([&] {
+      for (int i = 0; i < 4; ++i) {
+        TcpTransport client(keyed("peer", Millis(5000)));
+        try {
+          client.connect("127.0.0.1:" + std::to_string(server.port()), Millis(5000));
+          ++connected;
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+    });
+  }
+  for (std::thread& t : peers) t.join();
+  flooding = false;
+  flood.join();
+  acceptor.join();
+  EXPECT_EQ(connected, 12);
+  EXPECT_EQ(accepted, 12) << log.all();
+  EXPECT_GT(log.count("slots were full"), 0u);
 }
 
 // The deadline bounds the whole exchange: a peer trickling its HELLO a byte at a time is cut

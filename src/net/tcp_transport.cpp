@@ -136,7 +136,10 @@ void TcpTransport::handshake(std::shared_ptr<TcpConnection> connection,
 
 void TcpTransport::run_handshake(std::shared_ptr<TcpConnection> connection,
                                  HandshakeSlots::Id slot) {
-  PeerIdentity peer = handshake_accept(*connection, options_.auth, options_.handshake_timeout);
+  PeerIdentity peer = handshake_accept(*connection, options_.auth, options_.handshake_timeout, [&] {
+    std::lock_guard lock(mutex_);
+    slots_.heard_hello(slot);
+  });
   connection->finish_handshake(peer.name, options_.tcp.limits);
   std::lock_guard lock(mutex_);
   if (!slots_.holds(slot)) {
