@@ -66,7 +66,8 @@ t0=$SECONDS
 run_greedy "$dir/flooded.txt" --peers "${addr[n1]},${addr[n2]}" --no-local --parallel pipeline:2 \
   --key "$dir/key"
 cmp -s "$dir/reference.txt" "$dir/flooded.txt" ||
-  fail "the flooded pod's answer differs: '$(cat "$dir/flooded.txt")' vs '$(cat "$dir/reference.txt")'"
+  fail "the flooded pod's answer differs: '$(cat "$dir/flooded.txt")'," \
+    "one process's: '$(cat "$dir/reference.txt")'"
 echo "hostile_node: the pod formed and answered under the flood in $((SECONDS - t0)) s"
 
 declare -A rss_run
