@@ -14,18 +14,19 @@
 #   sixteen: 16 nodes; `herd nodes` and `--peers auto` (herd plan) find all 16; then
 #            cluster_sixteen_test.py --peers-auto: 16 more form pods by discovery, and each
 #            loses two nodes mid-answer.
-# Needs root (namespaces), unshare, ip, dbus-daemon and avahi-daemon (scripts/install-deps);
-# skips (exit 77) where those are missing, as on macOS. About 10 s each.
+# Needs root (namespaces), unshare, ip, dbus-daemon, avahi-daemon and python3
+# (scripts/install-deps): where one is missing it skips (exit 77), or under CI=true fails
+# (tests/requires.sh). On macOS it does not apply and skips. About 10 s each.
 set -euo pipefail
 herd=${1:?usage: discovery_e2e_test.sh path/to/herd [three|sixteen]}
 mode=${2:-three}
 herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
 
 if [ -z "${HERD_DISCOVERY_NS:-}" ]; then
-  for tool in unshare ip dbus-daemon avahi-daemon; do
-    command -v "$tool" >/dev/null || { echo "SKIP: $tool not found (scripts/install-deps)"; exit 77; }
-  done
-  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for its network namespace"; exit 77; }
+  source "$(dirname "$0")/requires.sh"
+  require_linux "its network namespace"
+  require_tools unshare ip dbus-daemon avahi-daemon python3
+  require_root "its network namespace"
   HERD_DISCOVERY_NS=1 exec unshare --net --mount "$BASH" "$0" "$herd" "$mode"
 fi
 

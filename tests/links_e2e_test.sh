@@ -13,17 +13,18 @@
 #     (figures for docs/performance.md, not asserted: the machine is shared).
 # The script re-runs itself in new network and mount namespaces (unshare -n -m): nothing
 # it makes is seen outside, and nothing leaves the machine. Needs root, unshare, ip and tc
-# (scripts/install-deps); skips (exit 77) otherwise, as on macOS. About 60 s.
+# (scripts/install-deps): where one is missing it skips (exit 77), or under CI=true fails
+# (tests/requires.sh). On macOS it does not apply and skips. About 60 s.
 # Usage: links_e2e_test.sh path/to/herd
 set -euo pipefail
 herd=${1:?usage: links_e2e_test.sh path/to/herd}
 herd=$(cd "$(dirname "$herd")" && pwd)/$(basename "$herd")
 
 if [ -z "${HERD_LINKS_NS:-}" ]; then
-  for tool in unshare ip tc; do
-    command -v "$tool" >/dev/null || { echo "SKIP: $tool not found (scripts/install-deps)"; exit 77; }
-  done
-  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for its network namespaces"; exit 77; }
+  source "$(dirname "$0")/requires.sh"
+  require_linux "its network namespaces"
+  require_tools unshare ip tc
+  require_root "its network namespaces"
   HERD_LINKS_NS=1 exec unshare --net --mount "$BASH" "$0" "$herd"
 fi
 

@@ -392,10 +392,12 @@ PeerIdentity handshake_connect(Connection& connection, const AuthConfig& config,
   return peer_of(config, reply, connection);
 }
 
-PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, Millis timeout) {
+PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, Millis timeout,
+                              const std::function<void()>& heard_hello) {
   Clock::time_point deadline = Clock::now() + timeout;
   Hello first = recv_hello(connection, nullptr, deadline, timeout);
   check_modes(connection, config, first);
+  if (heard_hello) heard_hello();
   std::optional<NodeIdentity> fresh;
   const NodeIdentity& identity = identity_of(config, fresh);
   Ephemeral kx;

@@ -38,6 +38,7 @@
 // Both ends must agree on the encryption; a mismatch is refused naming the flag.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,7 +120,11 @@ struct PeerIdentity {
 // herd::Error "[net] handshake with '<peer>': <reason>" when the peer does not complete it
 // within `timeout`, speaks another version, refuses us, or fails to prove the key; the
 // peer is sent an ERROR saying why (without secrets) before the throw.
+// `heard_hello`, when given, is called once the connector's first HELLO has arrived whole
+// and names this protocol version and modes (the handshake slots favour such a peer over
+// one that has sent less: handshake_slots.h).
 PeerIdentity handshake_connect(Connection& connection, const AuthConfig& config, Millis timeout);
-PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, Millis timeout);
+PeerIdentity handshake_accept(Connection& connection, const AuthConfig& config, Millis timeout,
+                              const std::function<void()>& heard_hello = {});
 
 }  // namespace herd::net

@@ -7,7 +7,8 @@
 
 namespace herd::net {
 
-TcpTransport::TcpTransport(TcpTransportOptions options) : options_(std::move(options)) {}
+TcpTransport::TcpTransport(TcpTransportOptions options)
+    : options_(std::move(options)), slots_(options_.slots) {}
 
 TcpTransport::~TcpTransport() {
   std::list<Handshake> handshakes;
@@ -29,8 +30,12 @@ TcpTransport::~TcpTransport() {
   // Connections still in ready_ close when the deque is destroyed.
 }
 
-void TcpTransport::log(const std::string& line) const {
-  if (options_.log) options_.log(line);
+void TcpTransport::log(const std::string& line) const noexcept {
+  try {
+    if (options_.log) options_.log(line);
+  } catch (...) {
+    // A log that cannot write must not end a handshake thread.
+  }
 }
 
 void TcpTransport::listen(ListenOptions listen) {
@@ -70,48 +75,88 @@ void TcpTransport::accept_loop() {
     std::shared_ptr<TcpConnection> connection;
     try {
       connection = listener_->accept(kPoll);
-    } catch (const Error& e) {
-      // E.g. out of file descriptors: log, back off, keep serving the peers we have.
+      if (!connection) continue;
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      admit_locked(std::move(connection));
+    } catch (const std::exception& e) {
+      // E.g. out of file descriptors or threads: log, back off, keep serving the peers we
+      // have.
       log(std::string("accept failed: ") + e.what());
       std::this_thread::sleep_for(kPoll);
-      continue;
     }
-    if (!connection) continue;
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    if (handshakes_.size() >= options_.max_pending_handshakes) {
-      log("dropped " + connection->address() + ": " + std::to_string(handshakes_.size()) +
-          " handshakes already in progress");
-      continue;  // the connection closes as it goes out of scope
-    }
-    Handshake& h = handshakes_.emplace_back();
-    h.connection = connection;
-    h.thread = std::thread(&TcpTransport::handshake, this, std::move(connection));
   }
 }
 
-void TcpTransport::handshake(std::shared_ptr<TcpConnection> connection) {
-  try {
-    PeerIdentity peer = handshake_accept(*connection, options_.auth, options_.handshake_timeout);
-    connection->finish_handshake(peer.name, options_.tcp.limits);
-    // The verified id, so that an operator can find what to put in an allow-list.
-    log("accepted '" + connection->peer_name() + "': node id " + peer.id.to_text() +
-        (peer.encrypted ? "" : ", plaintext frames (--insecure)"));
-    std::lock_guard lock(mutex_);
-    if (ready_.size() >= options_.max_waiting_peers) {
-      log("dropped peer '" + connection->peer_name() + "': " + std::to_string(ready_.size()) +
-          " accepted peers are waiting already");
-    } else if (!stopping_) {
-      ready_.push_back(connection);
-      changed_.notify_all();
-    }
-  } catch (const std::exception& e) {
-    log(std::string("dropped ") + connection->address() + ": " + e.what());
+void TcpTransport::admit_locked(std::shared_ptr<TcpConnection> connection) {
+  if (handshakes_.size() >= 2 * options_.slots.total) {
+    log("dropped " + connection->address() + ": " + std::to_string(handshakes_.size()) +
+        " handshake threads still running");
+    return;  // the connection closes as it goes out of scope
   }
-  connection.reset();  // closes it unless it went to ready_
+  const HandshakeSlots::Admission admission = slots_.admit(slot_address(connection->address()));
+  if (admission.evicted) {
+    for (Handshake& h : handshakes_) {
+      if (h.slot != *admission.evicted) continue;
+      if (auto victim = h.connection.lock()) {
+        log("evicted " + victim->address() + ": still in its handshake when " +
+            connection->address() + " arrived and the handshake slots were full");
+        victim->fail("evicted from its handshake slot by a newer connection");
+      }
+    }
+  }
+  Handshake& h = handshakes_.emplace_back();
+  h.connection = connection;
+  h.slot = admission.id;
+  try {
+    h.thread = std::thread(&TcpTransport::handshake, this, std::move(connection), admission.id);
+  } catch (...) {
+    slots_.release(admission.id);
+    handshakes_.pop_back();
+    throw;
+  }
+}
+
+void TcpTransport::handshake(std::shared_ptr<TcpConnection> connection,
+                             HandshakeSlots::Id slot) noexcept {
+  const std::string address = connection->address();
+  try {
+    run_handshake(std::move(connection), slot);
+  } catch (const std::exception& e) {
+    log("dropped " + address + ": " + e.what());
+  } catch (...) {
+    log("dropped " + address + ": unknown error");
+  }
   std::lock_guard lock(mutex_);
+  slots_.release(slot);
   for (Handshake& h : handshakes_) {
-    if (h.thread.get_id() == std::this_thread::get_id()) h.done = true;
+    if (h.slot == slot) h.done = true;
+  }
+}
+
+void TcpTransport::run_handshake(std::shared_ptr<TcpConnection> connection,
+                                 HandshakeSlots::Id slot) {
+  PeerIdentity peer = handshake_accept(*connection, options_.auth, options_.handshake_timeout, [&] {
+    std::lock_guard lock(mutex_);
+    slots_.heard_hello(slot);
+  });
+  connection->finish_handshake(peer.name, options_.tcp.limits);
+  std::lock_guard lock(mutex_);
+  if (!slots_.holds(slot)) {
+    // Evicted as it finished: its connection has been failed, so it is no peer to hand out.
+    log("dropped '" + connection->peer_name() + "': evicted from its handshake slot");
+    return;
+  }
+  slots_.release(slot);  // no longer half-open: the slot is free for the next newcomer
+  // The verified id, so that an operator can find what to put in an allow-list.
+  log("accepted '" + connection->peer_name() + "': node id " + peer.id.to_text() +
+      (peer.encrypted ? "" : ", plaintext frames (--insecure)"));
+  if (ready_.size() >= options_.max_waiting_peers) {
+    log("dropped peer '" + connection->peer_name() + "': " + std::to_string(ready_.size()) +
+        " accepted peers are waiting already");
+  } else if (!stopping_) {
+    ready_.push_back(connection);
+    changed_.notify_all();
   }
 }
 

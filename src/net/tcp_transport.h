@@ -3,10 +3,12 @@
 // (or, in insecure mode, at least speaks the protocol).
 //
 // Accepting runs in the background: one thread accepts, and each new connection gets its
-// own handshake thread (at most max_pending_handshakes at once; beyond that new
-// connections are dropped at once), so a peer that connects and says nothing costs one
-// handshake timeout on one thread and never delays other peers. A peer that fails the
-// handshake is dropped with a logged reason; the listener keeps accepting.
+// own handshake thread and a handshake slot (handshake_slots.h: at most `slots.total` at
+// once, `slots.per_address` from one address; a newcomer evicts the oldest half-open
+// handshake rather than be refused), so a peer that connects and says nothing, or says half
+// a HELLO, costs one thread until the handshake deadline or its eviction, and never delays
+// other peers. A peer that fails the handshake is dropped with a logged reason; the
+// listener keeps accepting. Nothing a peer sends can throw out of these threads.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "net/auth.h"
+#include "net/handshake_slots.h"
 #include "net/tcp.h"
 
 namespace herd::net {
@@ -26,8 +29,10 @@ struct TcpTransportOptions {
   // (so a node on port 0 is named by the port it got).
   AuthConfig auth;
   TcpOptions tcp;
+  // The whole HELLO exchange must end within this (a deadline, not an idle timeout: a
+  // peer that trickles bytes is cut off as one that sends none).
   Millis handshake_timeout{5000};
-  size_t max_pending_handshakes = 16;
+  HandshakeSlotLimits slots;
   size_t max_waiting_peers = 64;  // authenticated peers not yet taken by accept()
   LogFn log;                      // accepted peers' ids, dropped peers and why; may be empty
   // Test only (--test-link-delay-us): every frame this end sends is late by this much
@@ -56,8 +61,11 @@ class TcpTransport final : public Transport {
 
  private:
   void accept_loop();
-  void handshake(std::shared_ptr<TcpConnection> connection);
-  void log(const std::string& line) const;
+  // REQUIRES: mutex_ held. Gives the connection a slot and a handshake thread.
+  void admit_locked(std::shared_ptr<TcpConnection> connection);
+  void handshake(std::shared_ptr<TcpConnection> connection, HandshakeSlots::Id slot) noexcept;
+  void run_handshake(std::shared_ptr<TcpConnection> connection, HandshakeSlots::Id slot);
+  void log(const std::string& line) const noexcept;
 
   TcpTransportOptions options_;
   std::unique_ptr<TcpListener> listener_;
@@ -67,11 +75,15 @@ class TcpTransport final : public Transport {
   std::condition_variable changed_;
   bool stopping_ = false;
   std::deque<std::shared_ptr<Connection>> ready_;
+  HandshakeSlots slots_;
   struct Handshake {
     std::thread thread;
     std::weak_ptr<TcpConnection> connection;
-    bool done = false;
+    HandshakeSlots::Id slot = 0;
+    bool done = false;  // its thread has finished: join it
   };
+  // Running handshake threads, evicted ones included until they end (moments: their
+  // sockets are shut down); at most 2 x slots.total, so a flood cannot pile up threads.
   std::list<Handshake> handshakes_;
 };
 
