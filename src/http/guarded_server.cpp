@@ -84,9 +84,13 @@ class ConnectionThreads final : public httplib::TaskQueue {
 // served by one thread from start to end, so a thread's stream is its connection's.
 thread_local GuardedStream* t_stream = nullptr;
 
+// OpenAI's shape of an error, as serve's own (server/response.h).
 std::string error_json(const std::string& message, const char* code) {
-  const nlohmann::json e = {
-      {"error", {{"message", message}, {"type", "invalid_request_error"}, {"code", code}}}};
+  const nlohmann::json e = {{"error",
+                             {{"message", message},
+                              {"type", "invalid_request_error"},
+                              {"param", nullptr},
+                              {"code", code}}}};
   return e.dump();
 }
 

@@ -15,7 +15,8 @@
 //    compresses requests, and an inflater's output is what a bomb is made of); a body for a
 //    method or path with no POST handler is 404; a POST with neither Content-Length nor
 //    chunking is 411; both at once, or two lengths, 400. Each refusal closes the connection
-//    (its body is left unread). Errors are JSON: {"error": {"message", "type", "code"}}.
+//    (its body is left unread). Errors are JSON, as OpenAI's:
+//    {"error": {"message", "type", "param", "code"}}.
 //  - A thread per connection (up to max_connections and a few for refusals), not a queue:
 //    a connection never waits behind held threads, so the caps act when it arrives. At a
 //    cap (per address or in total), the oldest connection that has not finished its

@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/limits.h"
 #include "hub/checks.h"
 #include "hub/credits.h"
 #include "hub/demand.h"
@@ -56,7 +57,8 @@ struct HubOptions {
   std::chrono::seconds heartbeat{10};    // how often pods are asked to register again
   std::chrono::seconds pod_timeout{30};  // silence after which a pod is dropped
   int64_t max_clock_skew_ms = 5 * 60 * 1000;
-  int http_threads = 16;
+  // Bodies, headers, deadlines and connections (http/limits.h: 8 MiB, 256 and 32 an address).
+  http::HttpLimits http_limits;
   Prices prices;
   int64_t grant_credits = 1'000'000;  // granted to each API key's account, once
   double check_rate = 0.1;            // of requests checked, after a pod's first ones
