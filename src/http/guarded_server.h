@@ -59,6 +59,10 @@ class GuardedServer : public httplib::Server {
   // As httplib's Post(), and recorded: bodies are read for these paths only.
   GuardedServer& Post(const std::string& pattern, Handler handler);
 
+  // Serves one accepted connection on `fd` and closes it, as the listening loop does (tests
+  // and fuzz targets hand it one end of a socketpair). false: a request failed.
+  bool serve_socket(int fd) { return process_and_close_socket(fd); }
+
   const HttpLimits& limits() const { return limits_; }
   ConnectionTable::Counts connections() const { return table_.counts(); }
 

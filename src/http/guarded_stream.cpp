@@ -56,8 +56,8 @@ bool GuardedStream::wait_request(std::chrono::milliseconds idle,
   constexpr std::chrono::milliseconds kSlice{100};
   while (buffer_begin_ == buffer_end_ && transport_.pending() == 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
-    if (left.count() <= 0 || !keep_waiting()) return false;
-    if (wait_ready(POLLIN, std::min(left, kSlice))) break;
+    if (wait_ready(POLLIN, std::clamp(left, std::chrono::milliseconds(0), kSlice))) break;
+    if (left <= kSlice || !keep_waiting()) return false;
   }
   phase_ = Phase::kHeaders;
   phase_bytes_ = 0;
