@@ -35,9 +35,11 @@ void ConnectionTable::remove(Entry& e) {
   e.admitted = false;
 }
 
-void ConnectionTable::shutdown_all() {
+void ConnectionTable::shutdown_evictable() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [serial, e] : open_) ::shutdown(e->fd, SHUT_RDWR);
+  for (const auto& [serial, e] : open_) {
+    if (e->evictable) ::shutdown(e->fd, SHUT_RDWR);
+  }
 }
 
 ConnectionTable::Counts ConnectionTable::counts() const {

@@ -56,8 +56,9 @@ class ConnectionTable {
   void set_evictable(Entry& e, bool evictable);
   // Counts `e` out (a no-op for one evicted or refused). Call before closing its fd.
   void remove(Entry& e);
-  // Shuts every admitted connection down (the server is stopping).
-  void shutdown_all();
+  // Shuts every evictable connection down (the server is stopping: those that have not sent
+  // a whole request get none answered).
+  void shutdown_evictable();
 
   Counts counts() const;
   int open_from(const std::string& address) const;

@@ -244,6 +244,11 @@ void GuardedServer::use_tls(const std::string& cert_file, const std::string& key
 #endif
 }
 
+void GuardedServer::stop() {
+  httplib::Server::stop();
+  table_.shutdown_evictable();
+}
+
 GuardedServer& GuardedServer::Post(const std::string& pattern, Handler handler) {
   post_routes_.emplace_back(pattern);
   httplib::Server::Post(pattern, std::move(handler));

@@ -63,6 +63,11 @@ class GuardedServer : public httplib::Server {
   // and fuzz targets hand it one end of a socketpair). false: a request failed.
   bool serve_socket(int fd) { return process_and_close_socket(fd); }
 
+  // As httplib's stop(), and connections that have not sent a whole request are dropped, so
+  // listen() returns once the requests being answered are (not after the header deadline).
+  // Hides httplib::Server::stop(): call it through this class.
+  void stop();
+
   const HttpLimits& limits() const { return limits_; }
   ConnectionTable::Counts connections() const { return table_.counts(); }
 

@@ -294,5 +294,30 @@ TEST_F(GuardedServerTest, AnswersAHandlersException500) {
   close(fd);
 }
 
+// stop() does not wait for a half-open connection's header deadline (10 s by default).
+TEST(GuardedServerStop, DropsHalfOpenConnections) {
+  GuardedServer server{HttpLimits{}};
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listening([&] { server.listen_after_bind(); });
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(send(fd, "GET /health HTTP/1.1\r\nX-Slow: ", 30, MSG_NOSIGNAL), 30);
+  for (int i = 0; i < 100 && server.connections().open == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(server.connections().open, 1);
+  const auto start = Clock::now();
+  server.stop();
+  listening.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+  close(fd);
+}
+
 }  // namespace
 }  // namespace herd::http
