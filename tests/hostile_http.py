@@ -158,7 +158,8 @@ def big_bodies():
         if status != 404:
             fail(f"{name}: a chunked body to a path without a handler answered {status}")
         s = connect(url)
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 200000000\r\n\r\n")
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: 200000000\r\n\r\n")
         status = status_of(read_until_close(s))
         s.close()
         if status != 413:
