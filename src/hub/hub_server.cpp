@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -86,6 +87,14 @@ constexpr double kReputationGain = 0.1;
 // A new identity's: trusted half as much as a proven pod (the router's cost doubles) until
 // its checks pass.
 constexpr double kNewReputation = 0.5;
+
+// A background thread's round of work: what it throws is logged and the thread goes on.
+template <class Work>
+void logged(const char* what, Work&& work) try {
+  work();
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "hub: %s: %s\n", what, e.what());
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -1047,7 +1056,7 @@ struct HubServer::State {
       checks.pop_front();
       ++checks_running;
       lock.unlock();
-      check(s);
+      logged("a check", [&] { check(s); });
       lock.lock();
       --checks_running;
       checks_changed.notify_all();
@@ -1171,10 +1180,10 @@ void HubServer::listen() {
     while (!s.stopping) {
       s.stop_changed.wait_for(lock, std::chrono::seconds(1));
       lock.unlock();
-      s.expire();
+      logged("expiry", [&] { s.expire(); });
       if (Clock::now() - settled >= s.options.settle_period) {
         settled = Clock::now();
-        s.settle();
+        logged("settling", [&] { s.settle(); });
       }
       lock.lock();
     }
@@ -1183,7 +1192,7 @@ void HubServer::listen() {
     std::unique_lock<std::mutex> lock(s.mutex);
     while (!s.stopping) {
       lock.unlock();
-      s.probe_round_trips();
+      logged("round trips", [&] { s.probe_round_trips(); });
       lock.lock();
       s.stop_changed.wait_for(lock, s.options.heartbeat);
     }
