@@ -127,14 +127,18 @@ auth = (f"Authorization: Bearer {api_key}", "Content-Type: application/json")
 
 
 def deep_json():
-    print("deep JSON (400 KB of '[' and a message nested 100000 deep)", flush=True)
+    print("deep JSON (400 KB of '[', bodies nested 100000 deep)", flush=True)
     deep = b"[" * 400000
     nested = ('{"model": "%s", "messages": [{"role": "user", "content": %s%s}]}' %
+              (model, "[" * 100000, "]" * 100000)).encode()
+    # A checker's request whose served request is the deep part (what serve re-renders).
+    verify = ('{"endpoint": "/v1/chat/completions", "completion_token_ids": [1], "request": '
+              '{"model": "%s", "messages": [{"role": "user", "content": "x"}], "x": %s%s}}' %
               (model, "[" * 100000, "]" * 100000)).encode()
     for name, path in (("serve", "/api/verify"), ("serve", "/v1/chat/completions"),
                        ("serve", "/v1/completions"), ("hub", "/v1/chat/completions"),
                        ("hub", "/v1/completions"), ("hub", "/api/register")):
-        for body in (deep, nested):
+        for body in (deep, nested, verify):
             status, answer = request(servers[name][0], "POST", path, body, auth)
             if status != 400:
                 fail(f"{name} {path}: deep JSON answered {status}: {answer[:200]!r}")
