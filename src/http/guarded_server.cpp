@@ -265,6 +265,10 @@ bool GuardedServer::has_post_route(const std::string& path) const {
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   bool ok = false;
   ConnectionTable::Entry entry{.fd = sock, .address = peer_address(sock)};
+#ifdef SO_NOSIGPIPE
+  const int one = 1;
+  setsockopt(sock, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
   try {
     if (!table_.admit(entry)) {
       const std::string refusal = canned_response(
@@ -273,7 +277,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
               " from one address, " + std::to_string(limits_.max_connections) + " in all)",
           "too_many_connections");
       [[maybe_unused]] const ssize_t n =
-          ::send(sock, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          ::send(sock, refusal.data(), refusal.size(), kSendFlags | MSG_DONTWAIT);
     } else {
       std::unique_ptr<Transport> transport;
 #ifdef HERD_HTTP_TLS

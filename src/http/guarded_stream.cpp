@@ -34,7 +34,7 @@ ssize_t SocketTransport::recv(char* data, size_t size) {
 ssize_t SocketTransport::send(const char* data, size_t size) {
   ssize_t n;
   do {
-    n = ::send(fd_, data, size, MSG_NOSIGNAL);
+    n = ::send(fd_, data, size, kSendFlags);
   } while (n < 0 && errno == EINTR);
   return n;
 }

@@ -18,9 +18,19 @@
 #include <memory>
 #include <string>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include "http/limits.h"
+
+// Linux's flag against SIGPIPE on a send; macOS has none (SO_NOSIGPIPE on the socket, which
+// GuardedServer sets, does the same there).
+#ifdef MSG_NOSIGNAL
+inline constexpr int kSendFlags = MSG_NOSIGNAL;
+#else
+inline constexpr int kSendFlags = 0;
+#endif
 
 namespace herd::http {
 
