@@ -13,12 +13,12 @@
 // socket down (ConnectionTable's eviction), which ends its reads.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <sys/socket.h>
 
 #include <httplib.h>
 
