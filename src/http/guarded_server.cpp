@@ -85,10 +85,10 @@ class ConnectionThreads final : public httplib::TaskQueue {
 thread_local GuardedStream* t_stream = nullptr;
 
 // OpenAI's shape of an error, as serve's own (server/response.h).
-std::string error_json(const std::string& message, const char* code) {
+std::string error_json(int status, const std::string& message, const char* code) {
   const nlohmann::json e = {{"error",
                              {{"message", message},
-                              {"type", "invalid_request_error"},
+                              {"type", status >= 500 ? "server_error" : "invalid_request_error"},
                               {"param", nullptr},
                               {"code", code}}}};
   return e.dump();
@@ -96,7 +96,7 @@ std::string error_json(const std::string& message, const char* code) {
 
 void refuse(httplib::Response& res, int status, const std::string& message, const char* code) {
   res.status = status;
-  res.set_content(error_json(message, code), "application/json");
+  res.set_content(error_json(status, message, code), "application/json");
   res.set_header("Connection", "close");
   if (t_stream) t_stream->close_after_request();
 }
@@ -167,7 +167,7 @@ std::optional<Refusal> overrun_refusal(GuardedStream::Overrun overrun, const Htt
 // A whole response written without httplib (the request could not be parsed, or the
 // connection is refused before it has a stream).
 std::string canned_response(int status, const std::string& message, const char* code) {
-  const std::string body = error_json(message, code);
+  const std::string body = error_json(status, message, code);
   return "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n" + (status == 503 ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
@@ -222,19 +222,11 @@ GuardedServer::GuardedServer(HttpLimits limits)
     } catch (...) {
     }
     res.status = 500;
-    res.set_content(error_json(message, "internal_error"), "application/json");
+    res.set_content(error_json(500, message, "internal_error"), "application/json");
   });
 }
 
 GuardedServer::~GuardedServer() = default;
-
-bool GuardedServer::tls_available() {
-#ifdef HERD_HTTP_TLS
-  return true;
-#else
-  return false;
-#endif
-}
 
 void GuardedServer::use_tls(const std::string& cert_file, const std::string& key_file) {
 #ifdef HERD_HTTP_TLS

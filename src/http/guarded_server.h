@@ -54,7 +54,6 @@ class GuardedServer : public httplib::Server {
   // Serves HTTPS with this certificate chain and private key (PEM files). Throws
   // herd::Error("[http] ...") when they cannot be used, or without OpenSSL.
   void use_tls(const std::string& cert_file, const std::string& key_file);
-  static bool tls_available();
 
   // As httplib's Post(), and recorded: bodies are read for these paths only.
   GuardedServer& Post(const std::string& pattern, Handler handler);
