@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/http_limit_options.h"
 #include "hub/database.h"
 #include "hub/hub_keys.h"
 #include "hub/hub_server.h"
@@ -227,6 +228,7 @@ void add_hub(CLI::App& app) {
                   "Seconds after which a load a pod did not finish is given up")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
+  add_http_limit_options(*cmd, a->hub.http_limits);
   cmd->callback([a] { run_hub(*a); });
 }
 

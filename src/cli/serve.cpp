@@ -15,6 +15,7 @@
 
 #include "chat/template.h"
 #include "cli/commands.h"
+#include "cli/http_limit_options.h"
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
 #include "hub/hub_client.h"
@@ -464,8 +465,7 @@ void add_serve(CLI::App& app) {
                   "Keys as --api-key, one a line (# comments); a private file (not "
                   "world-readable)");
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
-  cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes")
-      ->capture_default_str();
+  add_http_limit_options(*cmd, o->http.limits);
   cmd->add_option("--hub", o->hubs,
                   "Register with a herd hub at http[s]://HOST:PORT (signed with the node "
                   "identity); repeat for each replica of a hub")

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/bounded_json.h"
+
 namespace herd::hub {
 namespace {
 
@@ -45,7 +47,8 @@ bool read_object(json& answer, AnswerFacts& facts) {
 }  // namespace
 
 std::string read_answer(const std::string& body, AnswerFacts& facts) {
-  json answer = json::parse(body, nullptr, false);
+  // A pod is untrusted: a deep answer is passed on as it came, never parsed into a value.
+  json answer = http::parse_bounded_json(body);
   if (answer.is_discarded() || !answer.is_object()) return body;
   return read_object(answer, facts) ? answer.dump() : body;
 }
@@ -73,7 +76,7 @@ std::string StreamReader::event(std::string_view text) {
   const std::string_view prefix = "data: ";
   if (text.substr(0, prefix.size()) != prefix) return std::string(text);  // comments
   const std::string_view data = text.substr(prefix.size(), text.size() - prefix.size() - 2);
-  json chunk = json::parse(data, nullptr, false);
+  json chunk = http::parse_bounded_json(data);
   if (chunk.is_discarded() || !chunk.is_object()) return std::string(text);  // [DONE]
   const bool changed = read_object(chunk, facts_);
   const bool usage_only = chunk.contains("usage") && !chunk["usage"].is_null() &&

@@ -13,6 +13,8 @@
 #include <set>
 #include <thread>
 
+#include "http/bounded_json.h"
+#include "http/guarded_server.h"
 #include "hub/answer_reader.h"
 #include "hub/hub_keys.h"
 #include "hub/hub_page.h"
@@ -50,22 +52,15 @@ void send_error(httplib::Response& res, int status, const std::string& type,
   send_json(res, status, {{"error", {{"message", message}, {"type", type}}}});
 }
 
-// The hub's own server: plain HTTP, or HTTPS with the certificate and key given.
-std::unique_ptr<httplib::Server> make_server(const HubOptions& o) {
-  if (o.tls_cert.empty() && o.tls_key.empty()) return std::make_unique<httplib::Server>();
-  if (o.tls_cert.empty() || o.tls_key.empty()) {
+// The hub's own server (every request within o.http_limits: http/guarded_server.h): plain
+// HTTP, or HTTPS with the certificate and key given.
+std::unique_ptr<http::GuardedServer> make_server(const HubOptions& o) {
+  auto server = std::make_unique<http::GuardedServer>(o.http_limits);
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
     throw Error("hub", "TLS needs both a certificate and its private key");
   }
-#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-  auto server = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
-  if (!server->is_valid()) {
-    throw Error("hub", "TLS: cannot serve with certificate '" + o.tls_cert + "' and key '" +
-                           o.tls_key + "' (unreadable, not PEM, or not a pair)");
-  }
+  if (!o.tls_cert.empty()) server->use_tls(o.tls_cert, o.tls_key);
   return server;
-#else
-  throw Error("hub", "TLS: this herd was built without it (cpp-httplib without OpenSSL)");
-#endif
 }
 
 // How many pods a request is tried on before the client gets an error.
@@ -109,8 +104,8 @@ struct HubServer::State {
   HubOptions options;
   HubKeys keys;
   Credits credits;
-  std::unique_ptr<httplib::Server> server;  // HTTP or HTTPS
-  httplib::Server& http;
+  std::unique_ptr<http::GuardedServer> server;  // HTTP or HTTPS
+  http::GuardedServer& http;
   RateLimit rate_limit;
   int port = 0;
   const std::string replica;  // names this hub's request ids
@@ -262,7 +257,7 @@ struct HubServer::State {
                             std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s");
     }
     Call call;
-    call.body = json::parse(req.body, nullptr, false);
+    call.body = http::parse_bounded_json(req.body);
     if (call.body.is_discarded() || !call.body.is_object()) {
       return send_error(res, 400, "invalid_request_error", "the body is not a JSON object");
     }
@@ -495,7 +490,7 @@ struct HubServer::State {
       const httplib::Result r = client->Get("/health");
       if (!r) continue;
       const double rtt = seconds_since(start);
-      const json health = json::parse(r->body, nullptr, false);
+      const json health = http::parse_bounded_json(r->body);
       if (!health.is_object() || !health.contains("status") || !health["status"].is_string()) {
         continue;
       }
@@ -558,10 +553,6 @@ HubServer::HubServer(HubOptions options, Ledger& ledger) {
     s.clients.insert(account);
   }
   if (s.keys.open()) s.clients.insert("client:open");
-  s.http.new_task_queue = [n = s.options.http_threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(n));
-  };
-  s.http.set_payload_max_length(size_t{8} << 20);  // a request's body (registrations: 64 KiB)
   s.routes();
 }
 

@@ -51,6 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/limits.h"
 #include "hub/checks.h"
 #include "hub/credits.h"
 #include "hub/demand.h"
@@ -72,7 +73,8 @@ struct HubOptions {
   // unless true (a pod network on a LAN; tests on loopback).
   bool allow_private_pods = false;
   double new_pods_per_minute = 30;  // registrations adding a pod, per client address (0: any)
-  int http_threads = 16;
+  // Bodies, headers, deadlines and connections (http/limits.h: 8 MiB, 256 and 32 an address).
+  http::HttpLimits http_limits;
   Prices prices;
   int64_t grant_credits = 1'000'000;  // granted to each API key's account, once
   double check_rate = 0.1;            // of requests checked, after a pod's first ones

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "http/bounded_json.h"
 #include "hub/pod_address.h"
 #include "util/error.h"
 
@@ -122,8 +123,9 @@ Registration parse_registration(std::string_view body) {
     throw Error("hub", "registration: " + std::to_string(body.size()) + " bytes is more than " +
                            std::to_string(kMaxRegistrationBytes));
   }
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw Error("hub", "registration: not JSON");
+  std::string problem;
+  nlohmann::json j = http::parse_bounded_json(body, &problem);
+  if (j.is_discarded()) throw Error("hub", "registration: not JSON (" + problem + ")");
   if (!j.is_object()) throw Error("hub", "registration: not a JSON object");
   Registration r;
   r.id = net::NodeId::from_text(text_field(j, "id", net::kNodeIdChars, false), "registration");

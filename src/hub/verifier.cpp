@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "http/bounded_json.h"
 #include "util/error.h"
 
 namespace herd::hub {
@@ -118,7 +119,7 @@ std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Serve
   }
   if (r->status == 400) {
     // The checker's vocabulary has no such token: invented, or another model's.
-    const json answer = json::parse(r->body, nullptr, false);
+    const json answer = http::parse_bounded_json(r->body);
     const std::string message =
         answer.is_object() ? answer["error"].value("message", std::string()) : std::string();
     if (message.find("completion_token_ids") != std::string::npos) {
@@ -131,8 +132,10 @@ std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Serve
     return std::nullopt;
   }
   if (r->status != 200) return std::nullopt;
+  const json answer = http::parse_bounded_json(r->body);
+  if (answer.is_discarded()) return std::nullopt;  // not JSON: the checker's fault
   try {
-    return judge(json::parse(r->body), s.token_ids.size(), options_.thresholds);
+    return judge(answer, s.token_ids.size(), options_.thresholds);
   } catch (const std::exception&) {
     return std::nullopt;  // not an answer: the checker's fault, not the pod's
   }

@@ -11,6 +11,8 @@
 #include <functional>
 #include <thread>
 
+#include "http/bounded_json.h"
+#include "http/guarded_server.h"
 #include "server/cluster_view.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -141,11 +143,10 @@ ApiError generation_error(const Finish& f) {
 }  // namespace
 
 HttpServer::HttpServer(ServerOptions options, Metrics& metrics)
-    : options_(std::move(options)), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+    : options_(std::move(options)),
+      metrics_(metrics),
+      http_(std::make_unique<http::GuardedServer>(options_.limits)) {
   for (const std::string& key : options_.api_keys) api_keys_.add(key, "an API key");
-  const int n_threads = std::max(4, options_.http_threads);
-  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  http_->set_payload_max_length(options_.max_body_bytes);
   routes();
 }
 
@@ -753,8 +754,10 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
 
 void HttpServer::verify(const httplib::Request& req, httplib::Response& res, const Current& cur) {
   const ServedModel& m = *cur.model;
-  const json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
+  std::string problem;
+  const json body = http::parse_bounded_json(req.body, &problem);
+  if (body.is_discarded()) throw ApiError(400, "the body: " + problem, "invalid_request_error");
+  if (!body.is_object()) {
     throw ApiError(400, "the body is not a JSON object", "invalid_request_error");
   }
   const std::string endpoint = body.value("endpoint", "");
@@ -840,7 +843,7 @@ void HttpServer::load(const httplib::Request& req, httplib::Response& res) {
                                     "--models-dir and --hub)",
                                     "invalid_request_error"));
   }
-  const json body = json::parse(req.body, nullptr, false);
+  const json body = http::parse_bounded_json(req.body);
   if (body.is_discarded() || !body.is_object() || !body.contains("model") ||
       !body["model"].is_string() || body["model"].get<std::string>().empty()) {
     return send_error(

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "http/limits.h"
 #include "net/api_keys.h"
 #include "server/metrics.h"
 #include "server/output_parser.h"
@@ -36,10 +37,12 @@
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
+namespace herd::http {
+class GuardedServer;
+}
 
 namespace herd::server {
 
@@ -47,8 +50,16 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                    // 0: any free port (see HttpServer::port())
   std::vector<std::string> api_keys;  // empty: no authentication (net/api_keys.h)
-  size_t max_body_bytes = size_t{8} << 20;
-  int http_threads = 64;  // concurrent connections (a stream holds one)
+  // Bodies, headers, deadlines and connections (a stream holds one): http/limits.h.
+  http::HttpLimits limits = default_limits();
+
+  // serve's: 64 connections, and as many from one address (a pod's hub reaches it from one).
+  static http::HttpLimits default_limits() {
+    http::HttpLimits l;
+    l.max_connections = 64;
+    l.max_connections_per_address = 64;
+    return l;
+  }
 };
 
 // The model as the server sees it (generation itself goes through the Scheduler and so
@@ -122,7 +133,7 @@ class HttpServer {
   ServerOptions options_;
   net::ApiKeys api_keys_;  // options_.api_keys, looked up in constant time
   Metrics& metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<http::GuardedServer> http_;
   int port_ = 0;
   std::atomic<const ServedModel*> model_{nullptr};
   std::atomic<Scheduler*> scheduler_{nullptr};

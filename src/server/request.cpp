@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "http/bounded_json.h"
+
 namespace herd::server {
 namespace {
 
@@ -13,19 +15,12 @@ using json = nlohmann::ordered_json;
   throw ApiError(400, message, "invalid_request_error", param);
 }
 
-// Deeper bodies are refused: the template engine and the serializer recurse over values.
-constexpr int kMaxDepth = 64;
-
+// Deeper bodies are refused (http::kMaxJsonDepth) before a value is built: the template
+// engine and the serializer recurse over values.
 json parse_object(std::string_view body) {
-  bool too_deep = false;
-  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxDepth) too_deep = true;
-    return !too_deep;
-  };
-  json value = json::parse(body, depth_limit, false);
-  if (too_deep)
-    bad("", "the request body nests deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (value.is_discarded()) bad("", "the request body is not valid JSON");
+  std::string problem;
+  json value = http::parse_bounded_json<json>(body, &problem);
+  if (value.is_discarded()) bad("", "the request body: " + problem);
   if (!value.is_object()) bad("", "the request body must be a JSON object");
   return value;
 }
@@ -212,7 +207,7 @@ json arguments_as_objects(const json& messages) {
       }
       json& f = call["function"];
       if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
-      json object = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+      json object = http::parse_bounded_json<json>(f["arguments"].get<std::string>());
       if (object.is_object()) f["arguments"] = std::move(object);
     }
   }
