@@ -84,13 +84,6 @@ std::unique_ptr<httplib::Server> make_server(const HubOptions& o) {
 constexpr int kAttempts = 3;
 // Checks waiting for the worker; more are dropped (counted as skipped).
 constexpr size_t kMaxQueuedChecks = 256;
-// A failed check multiplies the pod's reputation by this (1 -> 0.02: below kMinReputation,
-// the router sends it nothing); a passed one adds kReputationGain, up to 1.
-constexpr double kReputationLoss = 0.02;
-constexpr double kReputationGain = 0.1;
-// A new identity's: trusted half as much as a proven pod (the router's cost doubles) until
-// its checks pass.
-constexpr double kNewReputation = 0.5;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
