@@ -18,8 +18,8 @@
 //   GET  /api/network    every pod: models, speeds, slots, uptime, round trip, reputation,
 //                        requests, tokens, checks, credits; the hub's totals and its replica
 //                        id (the prefix of its request ids); the requests flowing (the last
-//                        kRecent); each pod's "loadable" models and the one it is "loading";
-//                        "loads": the loads in flight and the demand
+//                        kRecent: network_view.h); each pod's "loadable" models and the one it is
+//                        "loading"; "loads": the loads in flight and the demand
 //   GET  /api/ledger     the ledger's consistency and the balances of the accounts this hub
 //                        knows (credits.h)
 //   GET  /health         {"status": "ok", "pods": n}
@@ -31,6 +31,13 @@
 // each pod (GET /health) every heartbeat. A pod not heard from within pod_timeout is dropped;
 // its reputation and counts stay (a pod cannot wash its record by registering again).
 // Not yet: https pods.
+//
+// Inside, the hub's state lives in rooms, each with its own lock and a header stating its
+// contract: the pod table (pod_table.h: live pods, records, model ids, the router), the
+// verifier (verifier.h: the check queue, its worker, verdicts), the loads (loads.h: models no
+// pod serves), the public view (network_view.h) and the one maker of pod clients
+// (pod_clients.h). This server routes requests between them. The pod table's lock is the
+// innermost: the others may call it while holding theirs, never the reverse.
 #pragma once
 
 #include <chrono>
@@ -68,8 +75,6 @@ struct HubOptions {
   std::string pod_ca_file;                   // to check https pods (empty: the system's)
   DemandOptions demand;  // when pods are asked to load a model no pod serves (demand.h)
 };
-
-inline constexpr size_t kRecent = 50;
 
 class HubServer {
  public:

@@ -1,0 +1,183 @@
+#include "hub/pod_table.h"
+
+#include <algorithm>
+
+namespace herd::hub {
+
+void PodTable::registered(const Registration& r, Clock::time_point now) {
+  PodReport report;
+  report.slots = r.slots;
+  report.decode_tokens_per_s = r.decode_tokens_per_s;
+  report.prefill_tokens_per_s = r.prefill_tokens_per_s;
+  const std::string id = r.id.to_text();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const ServedModel& m : r.models) {
+    const auto [it, added] = models_.emplace(m.name, static_cast<ModelId>(models_.size()));
+    report.models.push_back(it->second);
+  }
+  auto it = pods_.find(id);
+  if (it == pods_.end()) {
+    const PodRecord& record = records_[id];
+    Pod pod;
+    pod.id = router_.add(report, record.rtt_seconds, record.reputation);
+    node_of_[pod.id] = id;
+    pod.first_seen = now;
+    it = pods_.emplace(id, std::move(pod)).first;
+  } else {
+    router_.update(it->second.id, report);
+  }
+  it->second.registration = r;
+  it->second.last_seen = now;
+}
+
+std::vector<std::string> PodTable::expire(Clock::duration timeout, Clock::time_point now) {
+  std::vector<std::string> dropped;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    if (now - it->second.last_seen > timeout) {
+      router_.remove(it->second.id);
+      node_of_.erase(it->second.id);
+      dropped.push_back(it->first);
+      it = pods_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+size_t PodTable::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pods_.size();
+}
+
+LivePod PodTable::snapshot(const std::string& id, const Pod& pod) const {
+  LivePod out;
+  out.id = id;
+  out.router_id = pod.id;
+  out.registration = pod.registration;
+  out.first_seen = pod.first_seen;
+  out.last_seen = pod.last_seen;
+  out.active = router_.active(pod.id);
+  const auto record = records_.find(id);
+  if (record != records_.end()) out.record = record->second;
+  return out;
+}
+
+std::vector<LivePod> PodTable::live() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<LivePod> out;
+  out.reserve(pods_.size());
+  for (const auto& [id, pod] : pods_) out.push_back(snapshot(id, pod));
+  return out;
+}
+
+std::optional<LivePod> PodTable::find(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = pods_.find(id);
+  if (it == pods_.end()) return std::nullopt;
+  return snapshot(id, it->second);
+}
+
+int64_t PodTable::others_serving(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pod = pods_.find(id);
+  if (pod == pods_.end()) return 0;
+  int64_t fewest = INT64_MAX;
+  for (const ServedModel& m : pod->second.registration.models) {
+    const auto it = models_.find(m.name);
+    const int64_t n = it == models_.end() ? 0 : static_cast<int64_t>(router_.serving(it->second));
+    fewest = std::min(fewest, std::max<int64_t>(0, n - (router_.live(pod->second.id) ? 1 : 0)));
+  }
+  return fewest == INT64_MAX ? 0 : fewest;
+}
+
+std::optional<ModelId> PodTable::model(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = models_.find(name);
+  if (it == models_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t PodTable::serving(ModelId model) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return router_.serving(model);
+}
+
+std::optional<ChosenPod> PodTable::choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
+                                          std::span<const PodId> exclude,
+                                          std::span<const std::string> wary) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<PodId> avoid(exclude.begin(), exclude.end());
+  for (const std::string& node : wary) {
+    const auto live = pods_.find(node);
+    if (live != pods_.end()) avoid.push_back(live->second.id);
+  }
+  std::optional<PodId> pod = router_.route(RouteRequest{model, prompt_tokens, max_tokens, avoid});
+  if (!pod) pod = router_.route(RouteRequest{model, prompt_tokens, max_tokens, exclude});
+  if (!pod) return std::nullopt;
+  const auto it = node_of_.find(*pod);
+  if (it == node_of_.end()) return std::nullopt;
+  router_.started(*pod);
+  return ChosenPod{*pod, it->second, pods_.at(it->second).registration.url};
+}
+
+void PodTable::finished(const ChosenPod& chosen) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = node_of_.find(chosen.pod);
+  if (it != node_of_.end() && it->second == chosen.node) router_.finished(chosen.pod);
+}
+
+PodRecord PodTable::record(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = records_.find(id);
+  return it == records_.end() ? PodRecord{} : it->second;
+}
+
+void PodTable::update_record(const std::string& id, const std::function<void(PodRecord&)>& change) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PodRecord& record = records_[id];
+  change(record);
+  const auto live = pods_.find(id);
+  if (live != pods_.end()) router_.set_reputation(live->second.id, record.reputation);
+}
+
+void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_[id].rtt_seconds = rtt_seconds;
+  const auto live = pods_.find(id);
+  if (live != pods_.end()) router_.set_rtt(live->second.id, rtt_seconds);
+}
+
+void PodTable::count_served(const std::string& id, int64_t completion_tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PodRecord& record = records_[id];
+  ++record.requests;
+  record.tokens += completion_tokens;
+}
+
+std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::string& pod) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<CheckerPod> out;
+  for (const auto& [id, live] : pods_) {
+    if (id == pod) continue;
+    const auto record = records_.find(id);
+    const double reputation = record == records_.end() ? kNewReputation : record->second.reputation;
+    if (reputation < kMinReputation) continue;
+    bool serves = false;
+    for (const ServedModel& m : live.registration.models) serves = serves || m.name == model;
+    if (serves) out.push_back({id, live.registration.url, reputation});
+  }
+  return out;
+}
+
+std::vector<std::string> PodTable::good_pods() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [id, r] : records_) {
+    if (r.failed == 0) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace herd::hub

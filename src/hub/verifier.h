@@ -1,0 +1,117 @@
+// The hub's verifier (issue 19's checks, issue 28's "the hub's state"): which served
+// requests are checked, the queue of checks and the worker thread that runs them, asking
+// other pods (checks.h judges their answers), and what a verdict does to the served pod: its
+// record's reputation and counts (in the pod table) and its credits (credits.h). A pod that
+// never passed a check is on probation while one of its checks is to come: the router
+// gives it nothing more meanwhile unless no other pod can take the request.
+//
+//   served(request) -> consider(): sampled (should_check) -> queue -> run() -> check()
+//   an untrusted pod's answer, before the client gets it -> check_now() -> check()
+//   check(): checkers (live, trusted, serving the model; most trusted first, random among
+//   equals) -> ask one; a failed verdict is asked of a second -> the record and the books
+//
+// Thread-safe: its own lock guards the queue, probation and its counts; it calls the pod
+// table (the innermost lock) while holding it, and nothing else. Checks themselves (HTTP to
+// the checkers) and the books run outside its lock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hub/checks.h"
+#include "hub/credits.h"
+#include "hub/pod_clients.h"
+#include "hub/pod_table.h"
+
+namespace herd::hub {
+
+// Checks waiting for the worker; more are dropped (counted as skipped).
+inline constexpr size_t kMaxQueuedChecks = 256;
+
+enum class Outcome { NONE, PASSED, FAILED };  // of a check (NONE: none could be made)
+
+// A served request, as the checks and the books need it.
+struct Served {
+  std::string request_id, client, pod_id, pod_name, model, endpoint;
+  nlohmann::json body;  // the client's request as a checker replays it
+  std::vector<int32_t> token_ids;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  double seconds = 0;
+  Charge charge;
+};
+
+struct VerifierOptions {
+  double check_rate = 0.1;  // of requests checked, after a pod's first kAlwaysChecked
+  CheckThresholds thresholds;
+};
+
+class Verifier {
+ public:
+  // REQUIRES: `pods`, `clients` and `credits` outlive the verifier. `rng` draws the sample
+  // and orders equal checkers.
+  Verifier(VerifierOptions options, std::mt19937_64 rng, PodTable& pods, const PodClients& clients,
+           Credits& credits);
+
+  // Whether a pod never passed a check: its answers are checked before a client gets them.
+  bool untrusted(const std::string& pod) const;
+  // The pods on probation (node ids).
+  std::vector<std::string> probation() const;
+
+  // Checks an untrusted pod's answer now (on the caller's thread). NONE when it has no ids
+  // for every token it was paid for, or no checker could answer.
+  Outcome check_now(const Served& s);
+  // A served request whose books are done (`checked`: it was checked before it went, with
+  // this outcome): queued for a check when sampled.
+  void consider(Served s, Outcome checked);
+
+  // The worker: runs queued checks until stop(). Call from its own thread.
+  void run();
+  void stop();
+  // Waits until every check queued so far was done, up to `timeout`.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  // GET /api/network's "verification": counts, what is queued, the thresholds.
+  nlohmann::json stats() const;
+
+ private:
+  Outcome check(const Served& s);
+  std::optional<Verdict> ask(const std::string& url, const Served& s, bool& unverifiable);
+  std::vector<CheckerPod> checkers(const Served& s);
+  void done_pending(const std::string& pod);              // under the lock
+  size_t queued_checks_of(const std::string& pod) const;  // under the lock
+
+  const VerifierOptions options_;
+  PodTable& pods_;
+  const PodClients& clients_;
+  Credits& credits_;
+
+  mutable std::mutex mutex_;  // guards what follows
+  std::mt19937_64 rng_;
+  std::deque<Served> queue_;
+  int64_t running_ = 0;
+  std::map<std::string, int64_t> pending_;  // by pod: checks queued or running (never 0)
+  std::set<std::string> probation_;         // pods never checked good, with a check to come
+  bool stopping_ = false;
+  std::condition_variable changed_;
+  struct Totals {
+    int64_t checks = 0, checks_failed = 0, checks_skipped = 0, check_errors = 0;
+    int64_t disagreements = 0;
+    // The least plausible tokens of passed checks, and the share of implausible tokens in
+    // failed ones (docs/network.md sets the thresholds from these).
+    double passed_min_probability = 1, passed_max_gap = 0, passed_min_z = 0;
+    int64_t failed_tokens = 0, failed_implausible = 0;
+  } totals_;
+};
+
+}  // namespace herd::hub
