@@ -18,6 +18,7 @@
 #include "hub/database.h"
 #include "hub/hub_server.h"
 #include "hub/ledger.h"
+#include "hub/pod_records.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -81,7 +82,10 @@ void run_hub(HubArgs& a) {
   if (a.db.empty()) a.db = default_db();
   const std::unique_ptr<hub::Database> db = hub::open_database(a.db);
   hub::Ledger ledger(*db);
-  hub::HubServer server(a.hub, ledger);
+  // The pods' records on a connection of their own (a connection serves one thread at once).
+  const std::unique_ptr<hub::Database> records_db = hub::open_database(a.db);
+  hub::PodRecords records(*records_db);
+  hub::HubServer server(a.hub, ledger, &records);
   server.bind();
   std::thread http([&] { server.listen(); });
   const bool postgres = a.db.rfind("postgres", 0) == 0;  // its URI may hold a password
@@ -89,6 +93,9 @@ void run_hub(HubArgs& a) {
   std::fprintf(stderr, "hub: listening on %s://%s:%d (%zu API key%s)\n",
                a.hub.tls_cert.empty() ? "http" : "https", a.hub.host.c_str(), server.port(),
                a.hub.api_keys.size(), a.hub.api_keys.size() == 1 ? "" : "s");
+  if (a.hub.trusted_pods.empty()) {
+    std::fprintf(stderr, "hub: no --trust-pod: no pod may check another, and none is paid\n");
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "hub: stopping\n");
@@ -119,6 +126,9 @@ void add_hub(CLI::App& app) {
   cmd->add_option("--db", a->db,
                   "The books (credits ledger): a SQLite file (default: "
                   "$XDG_DATA_HOME/herd/hub.db) or postgresql://... (several hubs, one state)");
+  cmd->add_option("--trust-pod", a->hub.trusted_pods,
+                  "A pod's node id (herd node --show-id) trusted as a checker from the start; "
+                  "repeat for each. Without one no pod checks others, and none is paid");
   cmd->add_option("--credits", a->hub.grant_credits,
                   "Credits granted to each API key's account, once")
       ->capture_default_str()

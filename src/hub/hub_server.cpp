@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "hub/answer_reader.h"
+#include "hub/billing.h"
 #include "hub/hub_page.h"
 #include "hub/ledger.h"
 #include "hub/loads.h"
@@ -86,7 +87,7 @@ json replayable(json body) {
 // The hub's rooms (pod_table.h, verifier.h, loads.h, network_view.h, pod_clients.h), each
 // with its own lock, and the routing of requests between them, which is this file's.
 struct HubServer::State {
-  State(HubOptions o, Ledger& ledger, std::mt19937_64 rng)
+  State(HubOptions o, Ledger& ledger, PodRecords* records, std::mt19937_64 rng)
       : options(std::move(o)),
         credits(ledger, options.prices),
         server(make_server(options)),
@@ -94,6 +95,7 @@ struct HubServer::State {
         rate_limit(options.requests_per_minute),
         replica(std::to_string(unix_ms()) + "-" + std::to_string(rng() % 1000000)),
         pod_clients(options.pod_ca_file),
+        pods(options.trusted_pods, records),
         verifier({options.check_rate, options.thresholds}, rng, pods, pod_clients, credits),
         loads(options.demand, pods, pod_clients),
         view(options.prices, replica, pods, verifier, loads, credits) {}
@@ -209,6 +211,7 @@ struct HubServer::State {
     std::string forward;  // what the pods get: the body and herd_token_ids (and usage)
     ModelId model = 0;
     int64_t prompt_tokens = 0, max_tokens = 0;
+    int64_t max_tokens_given = -1;  // the client's max_tokens (-1: none; bounds the bill)
     bool stream = false, client_wants_usage = false;
     Clock::time_point started;
   };
@@ -222,17 +225,25 @@ struct HubServer::State {
     s.endpoint = call.endpoint;
     s.body = replayable(call.body);
     s.token_ids = facts.token_ids;
-    // What the pod says it used, within what it can have used: no more prompt tokens than
-    // the request has bytes (and a template's few), no more completion tokens than the ids it
-    // gave for them (which a check replays). A pod cannot bill a client for tokens it made up.
-    s.prompt_tokens = std::clamp<int64_t>(facts.prompt_tokens.value_or(0), 0,
-                                          static_cast<int64_t>(call.forward.size()) + 256);
-    s.completion_tokens = std::clamp<int64_t>(facts.completion_tokens.value_or(0), 0,
-                                              static_cast<int64_t>(facts.token_ids.size()));
+    s.text = facts.text;
+    s.pod_id = chosen.node;
+    int64_t n_ctx = 0;  // the model's context as the pod registered it
+    if (const auto live = pods.find(chosen.node)) {
+      s.pod_name = live->registration.name;
+      for (const ServedModel& m : live->registration.models) {
+        if (m.name == call.model_name) n_ctx = m.n_ctx;
+      }
+    }
+    // What the pod says it used, within what it can have used (billing.h): a pod cannot
+    // bill a client for tokens it made up, and what no honest pod answers is a fault.
+    const Billed billed =
+        bill(facts, static_cast<int64_t>(call.forward.size()),
+             call.max_tokens_given >= 0 ? call.max_tokens_given : INT64_MAX, n_ctx);
+    s.prompt_tokens = billed.prompt_tokens;
+    s.completion_tokens = billed.completion_tokens;
+    s.fault = billed.fault;
     s.seconds = seconds_since(call.started);
     s.charge = price_of(options.prices, s.prompt_tokens, s.completion_tokens);
-    s.pod_id = chosen.node;
-    if (const auto live = pods.find(chosen.node)) s.pod_name = live->registration.name;
     return s;
   }
 
@@ -257,7 +268,7 @@ struct HubServer::State {
     }
     view.request_served(s, status);
     if (s.pod_id.empty()) return;
-    pods.count_served(s.pod_id, s.completion_tokens);
+    pods.count_served(s.pod_id, s.completion_tokens, s.seconds);
     verifier.consider(std::move(s), checked);
   }
 
@@ -292,6 +303,7 @@ struct HubServer::State {
     for (const char* field : {"max_tokens", "max_completion_tokens"}) {
       if (body.contains(field) && body[field].is_number_integer()) {
         call.max_tokens = std::clamp<int64_t>(body[field].get<int64_t>(), 1, int64_t{1} << 20);
+        call.max_tokens_given = std::max<int64_t>(1, body[field].get<int64_t>());
       }
     }
     // Four bytes a token, roughly: the hub does not tokenize.
@@ -548,9 +560,9 @@ struct HubServer::State {
   }
 };
 
-HubServer::HubServer(HubOptions options, Ledger& ledger) {
+HubServer::HubServer(HubOptions options, Ledger& ledger, PodRecords* records) {
   const uint64_t seed = options.seed != 0 ? options.seed : std::random_device{}();
-  state_ = std::make_unique<State>(std::move(options), ledger, std::mt19937_64(seed));
+  state_ = std::make_unique<State>(std::move(options), ledger, records, std::mt19937_64(seed));
   State& s = *state_;
   if (s.options.check_rate < 0 || s.options.check_rate > 1) {
     throw Error("hub", "the check rate must be within [0, 1]");

@@ -55,6 +55,7 @@
 namespace herd::hub {
 
 class Ledger;
+class PodRecords;
 
 struct HubOptions {
   std::string host = "127.0.0.1";
@@ -74,12 +75,17 @@ struct HubOptions {
   std::string tls_cert, tls_key;             // PEM files: the hub serves HTTPS
   std::string pod_ca_file;                   // to check https pods (empty: the system's)
   DemandOptions demand;  // when pods are asked to load a model no pod serves (demand.h)
+  // Node ids of the pods trusted as checkers from the start (--trust-pod): the root of the
+  // network's trust (checks.h: may_check). None: no pod checks, and none is paid.
+  std::vector<std::string> trusted_pods;
 };
 
 class HubServer {
  public:
-  // REQUIRES: `ledger` outlives the server. Grants each API key its credits.
-  HubServer(HubOptions options, Ledger& ledger);
+  // REQUIRES: `ledger` and `records` outlive the server. Grants each API key its credits.
+  // `records`: where the pods' records are kept (nullptr: in memory only; pod_records.h
+  // wants a database connection of its own).
+  HubServer(HubOptions options, Ledger& ledger, PodRecords* records = nullptr);
   ~HubServer();
   HubServer(const HubServer&) = delete;
   HubServer& operator=(const HubServer&) = delete;

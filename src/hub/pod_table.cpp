@@ -2,22 +2,99 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace herd::hub {
 
-void PodTable::registered(const Registration& r, Clock::time_point now) {
+PodCounts PodRecord::counts() const {
+  PodCounts c;
+  c.requests = requests;
+  c.tokens = tokens;
+  c.checked = checked;
+  c.passed = passed;
+  c.failed = failed;
+  c.qualified_passes = qualified_passes;
+  c.overruled = overruled;
+  c.last_failure = last_failure;
+  return c;
+}
+
+namespace {
+
+PodCounts minus(const PodCounts& after, const PodCounts& before) {
+  PodCounts d;
+  d.requests = after.requests - before.requests;
+  d.tokens = after.tokens - before.tokens;
+  d.checked = after.checked - before.checked;
+  d.passed = after.passed - before.passed;
+  d.failed = after.failed - before.failed;
+  d.qualified_passes = after.qualified_passes - before.qualified_passes;
+  d.overruled = after.overruled - before.overruled;
+  if (after.last_failure != before.last_failure) d.last_failure = after.last_failure;
+  return d;
+}
+
+}  // namespace
+
+PodTable::PodTable(std::vector<std::string> seeds, PodRecords* store)
+    : seeds_(seeds.begin(), seeds.end()), store_(store) {}
+
+void PodTable::derive(PodRecord& record) const {
+  const PodCounts c = record.counts();
+  record.reputation = reputation_of(c, record.seed);
+  record.may_check = may_check(c, record.seed);
+}
+
+PodReport PodTable::report_of(const Registration& r, PodRecord& record) {
   PodReport report;
   report.slots = r.slots;
-  report.decode_tokens_per_s = r.decode_tokens_per_s;
-  report.prefill_tokens_per_s = r.prefill_tokens_per_s;
-  const std::string id = r.id.to_text();
-  std::lock_guard<std::mutex> lock(mutex_);
+  const RoutedSpeed speed =
+      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s);
+  report.decode_tokens_per_s = speed.decode_tokens_per_s;
+  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
+  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
   for (const ServedModel& m : r.models) {
     const auto [it, added] = models_.emplace(m.name, static_cast<ModelId>(models_.size()));
     report.models.push_back(it->second);
   }
+  return report;
+}
+
+void PodTable::store(const std::string& id, const PodCounts& delta) {
+  if (store_ == nullptr || delta == PodCounts{}) return;
+  try {
+    store_->add(id, delta);
+  } catch (const Error&) {
+  }
+}
+
+void PodTable::registered(const Registration& r, Clock::time_point now) {
+  const std::string id = r.id.to_text();
+  // The stored record is the truth shared with other replicas and kept across restarts.
+  std::optional<PodCounts> stored;
+  if (store_ != nullptr) {
+    try {
+      stored = store_->load(id);
+    } catch (const Error&) {
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  PodRecord& record = records_[id];
+  record.seed = seeds_.contains(id);
+  if (stored) {
+    record.requests = stored->requests;
+    record.tokens = stored->tokens;
+    record.checked = stored->checked;
+    record.passed = stored->passed;
+    record.failed = stored->failed;
+    record.qualified_passes = stored->qualified_passes;
+    record.overruled = stored->overruled;
+    record.last_failure = stored->last_failure;
+  }
+  derive(record);
+  const PodReport report = report_of(r, record);
   auto it = pods_.find(id);
   if (it == pods_.end()) {
-    const PodRecord& record = records_[id];
     Pod pod;
     pod.id = router_.add(report, record.rtt_seconds, record.reputation);
     node_of_[pod.id] = id;
@@ -25,6 +102,7 @@ void PodTable::registered(const Registration& r, Clock::time_point now) {
     it = pods_.emplace(id, std::move(pod)).first;
   } else {
     router_.update(it->second.id, report);
+    router_.set_reputation(it->second.id, record.reputation);
   }
   it->second.registration = r;
   it->second.last_seen = now;
@@ -135,11 +213,19 @@ PodRecord PodTable::record(const std::string& id) const {
 }
 
 void PodTable::update_record(const std::string& id, const std::function<void(PodRecord&)>& change) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PodRecord& record = records_[id];
-  change(record);
-  const auto live = pods_.find(id);
-  if (live != pods_.end()) router_.set_reputation(live->second.id, record.reputation);
+  PodCounts delta;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PodRecord& record = records_[id];
+    record.seed = seeds_.contains(id);
+    const PodCounts before = record.counts();
+    change(record);
+    delta = minus(record.counts(), before);
+    if (delta != PodCounts{}) derive(record);
+    const auto live = pods_.find(id);
+    if (live != pods_.end()) router_.set_reputation(live->second.id, record.reputation);
+  }
+  store(id, delta);
 }
 
 void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
@@ -149,11 +235,22 @@ void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
   if (live != pods_.end()) router_.set_rtt(live->second.id, rtt_seconds);
 }
 
-void PodTable::count_served(const std::string& id, int64_t completion_tokens) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PodRecord& record = records_[id];
-  ++record.requests;
-  record.tokens += completion_tokens;
+void PodTable::count_served(const std::string& id, int64_t completion_tokens, double seconds) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PodRecord& record = records_[id];
+    ++record.requests;
+    record.tokens += completion_tokens;
+    record.speed.observe(completion_tokens, seconds);
+    const auto live = pods_.find(id);
+    if (live != pods_.end()) {
+      router_.update(live->second.id, report_of(live->second.registration, record));
+    }
+  }
+  PodCounts delta;
+  delta.requests = 1;
+  delta.tokens = completion_tokens;
+  store(id, delta);
 }
 
 std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::string& pod) const {
@@ -162,11 +259,10 @@ std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::
   for (const auto& [id, live] : pods_) {
     if (id == pod) continue;
     const auto record = records_.find(id);
-    const double reputation = record == records_.end() ? kNewReputation : record->second.reputation;
-    if (reputation < kMinReputation) continue;
+    if (record == records_.end() || !record->second.may_check) continue;
     bool serves = false;
     for (const ServedModel& m : live.registration.models) serves = serves || m.name == model;
-    if (serves) out.push_back({id, live.registration.url, reputation});
+    if (serves) out.push_back({id, live.registration.url, record->second.reputation});
   }
   return out;
 }
@@ -175,7 +271,7 @@ std::vector<std::string> PodTable::good_pods() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> out;
   for (const auto& [id, r] : records_) {
-    if (r.failed == 0) out.push_back(id);
+    if (r.trusted()) out.push_back(id);
   }
   return out;
 }

@@ -7,6 +7,12 @@
 // the other rooms (verifier.h, loads.h, network_view.h) may call it while holding theirs;
 // it calls nothing outside itself while holding its own (update_record's function runs
 // under it and must not call out either).
+//
+// Issue 28's rules live here where they touch a pod's standing: the seeds the operator
+// trusts, whether a pod may check (checks.h: may_check), its reputation as a function of its
+// counts, the speed the router is told (speed.h: measured, the claim capped), and the
+// counts' copy in the database (pod_records.h: read at each registration, every change
+// added; database calls are made outside the table's lock).
 #pragma once
 
 #include <chrono>
@@ -15,24 +21,38 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "hub/checks.h"
+#include "hub/pod_records.h"
 #include "hub/registration.h"
 #include "hub/router.h"
+#include "hub/speed.h"
 
 namespace herd::hub {
 
 // What the hub knows of a pod beyond its registration, by node id; kept after it leaves.
 struct PodRecord {
+  // reputation_of(counts) and may_check(counts): kept so by the table after every change.
   double reputation = kNewReputation;
+  bool may_check = false;
+  bool seed = false;  // named by the operator (--trust-pod)
   double rtt_seconds = 0;
   int64_t requests = 0, tokens = 0;
   int64_t checked = 0, passed = 0, failed = 0;
+  int64_t qualified_passes = 0, overruled = 0;
   std::string last_failure;
+  MeasuredSpeed speed;  // this replica's measure of its answers
+  double routed_decode_tokens_per_s = 0;
+
+  // Whether its answers go to clients unchecked (a sample is checked after): a seed, or a
+  // pod that passed a check and never failed one.
+  bool trusted() const { return failed == 0 && (seed || passed > 0); }
+  PodCounts counts() const;
 };
 
 // A live pod as the table saw it at one moment (a copy: it does not change afterwards).
@@ -61,6 +81,10 @@ struct CheckerPod {
 class PodTable {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // `seeds`: node ids the operator trusts as checkers from the start. `store`: where the
+  // records are kept (nullptr: in memory only); REQUIRES: it outlives the table.
+  explicit PodTable(std::vector<std::string> seeds = {}, PodRecords* store = nullptr);
 
   // ---- the live pods ----
 
@@ -98,11 +122,12 @@ class PodTable {
   // Runs `change` on the pod's record under the lock, then gives the router its reputation.
   void update_record(const std::string& id, const std::function<void(PodRecord&)>& change);
   void set_rtt(const std::string& id, double rtt_seconds);
-  // A request the pod served: its counts.
-  void count_served(const std::string& id, int64_t completion_tokens);
-  // Live pods serving `model`, other than `pod`, whose reputation the router trusts.
+  // A request the pod served to a client: its counts, and its speed measured (`seconds`
+  // from sending the request to the answer's end).
+  void count_served(const std::string& id, int64_t completion_tokens, double seconds);
+  // Live pods serving `model`, other than `pod`, that may check (checks.h: may_check).
   std::vector<CheckerPod> checkers(const std::string& model, const std::string& pod) const;
-  // The pods, live or not, that never failed a check (their pending credits are paid).
+  // The pods, live or not, whose pending credits are paid: trusted (PodRecord::trusted).
   std::vector<std::string> good_pods() const;
 
  private:
@@ -112,6 +137,16 @@ class PodTable {
     Clock::time_point first_seen, last_seen;
   };
   LivePod snapshot(const std::string& id, const Pod& pod) const;  // under the lock
+  // The router's view of a pod: its claims, the speed capped (speed.h). Under the lock.
+  PodReport report_of(const Registration& r, PodRecord& record);
+  // A record's derived fields from its counts. Under the lock.
+  void derive(PodRecord& record) const;
+  // Adds `delta` to the pod's stored record (outside the lock); database errors are
+  // dropped (the record in memory stands, and the next registration reads the store again).
+  void store(const std::string& id, const PodCounts& delta);
+
+  const std::set<std::string> seeds_;
+  PodRecords* const store_;
 
   mutable std::mutex mutex_;  // guards what follows
   Router router_;
