@@ -193,14 +193,21 @@ struct HubServer::State {
   }
 
   // A pod for the request that none of `tried` is, marked started; nullopt when none.
+  // `trusted_first`: after an answer failed its check, untrusted pods only when no trusted
+  // one can take the request (a request meets one cheater at most, as a rule).
   std::optional<Chosen> choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
-                               const std::vector<PodId>& tried) {
+                               const std::vector<PodId>& tried, bool trusted_first) {
     std::vector<PodId> exclude = loads.loading_pods();  // they answer 503 while loading
     exclude.insert(exclude.end(), tried.begin(), tried.end());
     // On probation: a pod that never passed a check gets nothing more while one of its
     // answers is being checked (unless no other pod can take the request), so a cheater
     // serves little more than the requests it was sent at once before its first verdict.
-    const std::vector<std::string> wary = verifier.probation();
+    std::vector<std::string> wary = verifier.probation();
+    if (trusted_first) {
+      for (const LivePod& pod : pods.live()) {
+        if (!pod.record.trusted()) wary.push_back(pod.id);
+      }
+    }
     return pods.choose(model, prompt_tokens, max_tokens, exclude, wary);
   }
 
@@ -359,7 +366,9 @@ struct HubServer::State {
     send_error(res, 503, "server_error", no_answer(call, failure));
   }
 
-  enum class Attempt { ANSWERED, FAILED };  // what a request came to on one pod
+  // What a request came to on one pod (CAUGHT: its answer failed a check, or could not be
+  // checked; not sent).
+  enum class Attempt { ANSWERED, FAILED, CAUGHT };
 
   // Sends the request to the pods the router chooses, one after another (up to kAttempts),
   // until one answers. `attempt` talks to the chosen pod, tells the router when it is done
@@ -370,8 +379,10 @@ struct HubServer::State {
       const std::function<Attempt(const Chosen&, httplib::Client&, std::string&)>& attempt) {
     failure = "no pod serves it now";
     std::vector<PodId> tried;
+    bool trusted_first = false;
     for (int n = 0; n < kAttempts; ++n) {
-      const auto chosen = choose(call.model, call.prompt_tokens, call.max_tokens, tried);
+      const auto chosen =
+          choose(call.model, call.prompt_tokens, call.max_tokens, tried, trusted_first);
       if (!chosen) break;
       tried.push_back(chosen->pod);
       const auto pod = pod_clients.make(chosen->url, 600);
@@ -380,7 +391,9 @@ struct HubServer::State {
         failure = "its URL " + chosen->url + " cannot be reached from this hub";
         continue;
       }
-      if (attempt(*chosen, *pod, failure) == Attempt::ANSWERED) return true;
+      const Attempt came = attempt(*chosen, *pod, failure);
+      if (came == Attempt::ANSWERED) return true;
+      trusted_first = trusted_first || came == Attempt::CAUGHT;
     }
     return false;
   }
@@ -389,12 +402,13 @@ struct HubServer::State {
     return "no pod could answer for model '" + call.model_name + "': " + failure;
   }
 
-  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED: it
-  // is not the client's, and `why` says so.
+  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED
+  // or UNANSWERED: it is not the client's, and `why` says so.
   Outcome check_before_sending(const Call& call, const Chosen& chosen, const AnswerFacts& facts,
                                std::string& why) {
     const Outcome checked = verifier.check_now(answer_of(call, chosen, facts));
     if (checked == Outcome::FAILED) why = "its answer failed a check";
+    if (checked == Outcome::UNANSWERED) why = "no checker answered for its answer";
     return checked;
   }
 
@@ -415,7 +429,7 @@ struct HubServer::State {
     if (whole && verifier.untrusted(chosen.node)) {
       checked = check_before_sending(call, chosen, facts, why);
       // Not for the client: another pod answers, and only that is charged.
-      if (checked == Outcome::FAILED) return Attempt::FAILED;
+      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) return Attempt::CAUGHT;
     }
     const std::string type = answer->get_header_value("Content-Type");
     res.status = answer->status;
@@ -493,7 +507,9 @@ struct HubServer::State {
     Outcome checked = Outcome::NONE;
     if (hold && !failed) {
       if (whole) checked = check_before_sending(call, chosen, facts, why);
-      if (checked == Outcome::FAILED) return Attempt::FAILED;  // never sent
+      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) {
+        return Attempt::CAUGHT;  // never sent
+      }
       wrote = !held.empty();
       if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
     }

@@ -48,15 +48,22 @@ void PodTable::derive(PodRecord& record) const {
 PodReport PodTable::report_of(const Registration& r, PodRecord& record) {
   PodReport report;
   report.slots = r.slots;
-  const RoutedSpeed speed =
-      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s);
-  report.decode_tokens_per_s = speed.decode_tokens_per_s;
-  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
-  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
+  double fastest = 0;  // of the pod's models' pods
   for (const ServedModel& m : r.models) {
     const auto [it, added] = models_.emplace(m.name, static_cast<ModelId>(models_.size()));
     report.models.push_back(it->second);
+    if (record.speed.samples > 0) {
+      double& best = fastest_[it->second];
+      best = std::max(best, record.speed.tokens_per_s);
+    }
+    const auto best = fastest_.find(it->second);
+    if (best != fastest_.end()) fastest = std::max(fastest, best->second);
   }
+  const RoutedSpeed speed =
+      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s, fastest);
+  report.decode_tokens_per_s = speed.decode_tokens_per_s;
+  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
+  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
   return report;
 }
 

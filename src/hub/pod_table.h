@@ -154,6 +154,7 @@ class PodTable {
   std::map<std::string, PodRecord> records_;        // by node id text: every pod ever seen
   std::unordered_map<PodId, std::string> node_of_;  // the live pods' node ids
   std::map<std::string, ModelId> models_;           // model name -> the router's id
+  std::map<ModelId, double> fastest_;  // the fastest measure of a pod of each model, so far
 };
 
 }  // namespace herd::hub

@@ -12,9 +12,9 @@ void MeasuredSpeed::observe(int64_t tokens, double seconds) {
 }
 
 RoutedSpeed routed_speed(const MeasuredSpeed& measured, double claimed_decode,
-                         double claimed_prefill) {
-  const double cap =
-      measured.samples >= kMinSamples ? measured.tokens_per_s : kMaxUnmeasuredTokensPerS;
+                         double claimed_prefill, double fastest) {
+  const double trial = fastest > 0 ? kTrialFactor * fastest : kMaxUnmeasuredTokensPerS;
+  const double cap = measured.samples >= kMinSamples ? measured.tokens_per_s : trial;
   RoutedSpeed r;
   r.decode_tokens_per_s = std::min(claimed_decode, cap);
   const double factor = claimed_decode > 0 ? r.decode_tokens_per_s / claimed_decode : 1;

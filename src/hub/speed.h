@@ -4,20 +4,24 @@
 // seconds from sending the request to the answer's end: the pod's prefill, queue and the
 // link included, as a client sees it) and routes by
 //
-//   unmeasured (fewer than kMinSamples answers)   min(claimed, kMaxUnmeasuredTokensPerS)
+//   unmeasured (fewer than kMinSamples answers)   min(claimed, trial cap)
 //   measured                                      min(claimed, measured)
 //
 // where measured is a moving average (kSmoothing) of the answers of at least kMinTokens
-// tokens. A pod's claim only ever lowers what it is believed: claiming more than it does
-// gains it nothing after its first answers, and before them no more than the cap. The
-// prefill claim is scaled down by the same factor as the decode claim.
+// tokens, and the trial cap is kTrialFactor times the fastest pod of the model the hub has
+// measured (kMaxUnmeasuredTokensPerS while it has measured none): a new pod is believed fast
+// enough to be tried once (its answer is checked before it is sent while it is untrusted,
+// and it is on probation meanwhile: verifier.h), never more. A pod's claim only ever lowers
+// what it is believed: claiming more than it does gains it its first request and nothing
+// after. The prefill claim is scaled down by the same factor as the decode claim.
 #pragma once
 
 #include <cstdint>
 
 namespace herd::hub {
 
-inline constexpr double kMaxUnmeasuredTokensPerS = 500;
+inline constexpr double kMaxUnmeasuredTokensPerS = 5000;
+inline constexpr double kTrialFactor = 4;
 inline constexpr int64_t kMinSamples = 1;
 inline constexpr int64_t kMinTokens = 4;
 inline constexpr double kSmoothing = 0.3;  // the newest answer's weight
@@ -36,8 +40,9 @@ struct RoutedSpeed {
   double prefill_tokens_per_s = 0;
 };
 
-// What the router is told of a pod that claims these speeds.
+// What the router is told of a pod that claims these speeds; `fastest`: the fastest measure
+// of a pod serving its model (0: none yet).
 RoutedSpeed routed_speed(const MeasuredSpeed& measured, double claimed_decode,
-                         double claimed_prefill);
+                         double claimed_prefill, double fastest);
 
 }  // namespace herd::hub

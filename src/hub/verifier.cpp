@@ -170,8 +170,12 @@ Outcome Verifier::check(const Served& s) {
   std::unique_lock<std::mutex> lock(mutex_);
   done_pending(s.pod_id);
   if (!d.decided) {
-    ++(unverifiable || no_checker ? totals_.checks_skipped : totals_.check_errors);
-    return Outcome::NONE;
+    if (unverifiable || no_checker) {
+      ++totals_.checks_skipped;
+      return Outcome::NONE;
+    }
+    ++totals_.check_errors;
+    return Outcome::UNANSWERED;
   }
   ++totals_.checks;
   if (passing && failing) ++totals_.disagreements;

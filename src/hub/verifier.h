@@ -45,7 +45,10 @@ inline constexpr size_t kMaxQueuedChecks = 256;
 // Of passes after a pod's first, those confirmed by a second checker.
 inline constexpr double kConfirmRate = 0.1;
 
-enum class Outcome { NONE, PASSED, FAILED };  // of a check (NONE: none could be made)
+// Of a check. NONE: none could be made (no pod may check it, or it cannot be checked: a
+// grammar); UNANSWERED: pods may check it, and none answered (an untrusted pod's answer is
+// then not sent).
+enum class Outcome { NONE, PASSED, FAILED, UNANSWERED };
 
 // A served request, as the checks and the books need it.
 struct Served {
