@@ -32,6 +32,11 @@
 // its reputation and counts stay (a pod cannot wash its record by registering again).
 // Not yet: https pods.
 //
+// Who is paid for what (issue 28, docs/network.md "Paying only for checked work"): the bill
+// is bounded by the ids (billing.h), checkers are seeds (--trust-pod) and pods they proved
+// (checks.h), only trusted pods are paid, speeds are measured (speed.h), and the pods'
+// records are kept in the database (pod_records.h).
+//
 // Inside, the hub's state lives in rooms, each with its own lock and a header stating its
 // contract: the pod table (pod_table.h: live pods, records, model ids, the router), the
 // verifier (verifier.h: the check queue, its worker, verdicts), the loads (loads.h: models no
