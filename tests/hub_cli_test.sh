@@ -19,7 +19,8 @@ export XDG_DATA_HOME=$dir/data  # the hub's books likewise, not in ~/.local/shar
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$dir/hub.log" ] && cat "$dir/hub.log" >&2; exit 1; }
 
-"$herd" hub --port 0 --api-key k1 --api-key k2 --heartbeat 1 --pod-timeout 3 2>"$dir/hub.log" &
+"$herd" hub --port 0 --allow-private-pods --api-key k1 --api-key k2 --heartbeat 1 \
+  --pod-timeout 3 2>"$dir/hub.log" &
 pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$dir/hub.log" && break; sleep 0.05; done
 url=$(grep -o "http://[0-9.]*:[0-9]*" "$dir/hub.log" | head -1)

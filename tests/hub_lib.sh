@@ -3,7 +3,8 @@
 #   herd=/path/to/herd; source tests/hub_lib.sh
 #   hub_lib_init                  $dir, $pids, the exit trap (kills the jobs left, runs $on_exit)
 #   synth_model OUT [ARGS...]     a small synthetic model (qwen3, 128 wide, 2 layers, q4_0)
-#   hub_start LOG [ARGS...]       `herd hub --port 0 ARGS` logging to $dir/LOG.log: $hub_pid,
+#   hub_start LOG [ARGS...]       `herd hub --port 0 --allow-private-pods ARGS` (its pods are on
+#                                 loopback) logging to $dir/LOG.log: $hub_pid,
 #                                 and $hub_url once it listens (http:// or https://)
 #   pod_start NAME MODEL [ARGS...]  `herd serve --model MODEL --port 0 ARGS` with its own
 #                                 identity, logging to $dir/NAME.log
@@ -48,7 +49,7 @@ synth_model() {
 hub_start() {
   local log=$dir/$1.log
   shift
-  "$herd" hub --port 0 "$@" 2>>"$log" &
+  "$herd" hub --port 0 --allow-private-pods "$@" 2>>"$log" &
   hub_pid=$!
   pids+=("$hub_pid")
   hub_url=

@@ -26,7 +26,7 @@ synth_model "$dir/model.gguf"
 # hub NAME PORT: a replica on the shared database; settling every second, so both replicas
 # settle the same pods at once during the run.
 hub() {
-  "$herd" hub --port "$2" --db "$db" --api-key replica-key --credits 1000000 \
+  "$herd" hub --port "$2" --allow-private-pods --db "$db" --api-key replica-key --credits 1000000 \
     --heartbeat 1 --pod-timeout 10 --settle 1 2>>"$dir/$1.log" &
   hub_pid=$!
   pids+=("$hub_pid")

@@ -123,6 +123,12 @@ void add_hub(CLI::App& app) {
                   "Requests a minute per API key (per address without keys); 0: no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--allow-private-pods", a->hub.allow_private_pods,
+                "Accept pods at private, loopback and link-local addresses (a LAN; tests)");
+  cmd->add_option("--new-pods-per-minute", a->hub.new_pods_per_minute,
+                  "Registrations of new pods a minute per client address; 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--db", a->db,
                   "The books (credits ledger): a SQLite file (default: "
                   "$XDG_DATA_HOME/herd/hub.db) or postgresql://... (several hubs, one state)");

@@ -50,6 +50,9 @@ struct CheckThresholds {
 inline constexpr double kNoise = 0.01;
 
 inline constexpr int64_t kAlwaysChecked = 3;
+// Passes (and no failure) before a pod's answers go to clients unchecked and it is paid by
+// settling: one pass of a short sampled answer may be luck (docs/network.md), three are not.
+inline constexpr int64_t kTrustedPasses = 3;
 
 struct Verdict {
   bool passed = false;

@@ -64,10 +64,12 @@ int HubClient::register_once() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     r = pod_;
+    // Each registration newer than the last: the hub refuses one that is not (a replay).
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    r.time_ms = last_time_ms_ = std::max(now, last_time_ms_ + 1);
   }
-  r.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
-                  .count();
   const std::string body = registration_body(r);
   httplib::Client client(url_);
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT

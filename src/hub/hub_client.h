@@ -51,6 +51,7 @@ class HubClient {
   std::function<void(const std::string&)> log_;
   mutable std::mutex mutex_;  // guards what follows
   Registration pod_;
+  int64_t last_time_ms_ = 0;  // of the last registration sent
   std::string control_token_;
   std::condition_variable stop_changed_;
   bool stopping_ = false;

@@ -47,6 +47,7 @@ struct Hub {
               o.host = "127.0.0.1";
               o.port = 0;
               o.api_keys = {"client-key"};
+              o.allow_private_pods = true;  // the pods are on loopback
               return o;
             }(),
             ledger, &records) {

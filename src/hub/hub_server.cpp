@@ -22,6 +22,7 @@
 #include "hub/pod_clients.h"
 #include "hub/pod_table.h"
 #include "hub/rate_limit.h"
+#include "hub/registrar.h"
 #include "hub/registration.h"
 #include "hub/router.h"
 #include "hub/verifier.h"
@@ -98,6 +99,9 @@ struct HubServer::State {
         pods(options.trusted_pods, records),
         verifier({options.check_rate, options.thresholds}, rng, pods, pod_clients, credits),
         loads(options.demand, pods, pod_clients),
+        registrar({options.allow_private_pods, options.new_pods_per_minute,
+                   options.max_clock_skew_ms, options.heartbeat.count()},
+                  pods, loads, credits),
         view(options.prices, replica, pods, verifier, loads, credits) {}
 
   using Chosen = ChosenPod;
@@ -116,6 +120,7 @@ struct HubServer::State {
   PodTable pods;
   Verifier verifier;
   Loads loads;
+  Registrar registrar;
   NetworkView view;
 
   std::mutex stop_mutex;  // guards stopping
@@ -138,29 +143,13 @@ struct HubServer::State {
   bool authorized(const httplib::Request& req) const { return client_key(req).has_value(); }
 
   void register_pod(const httplib::Request& req, httplib::Response& res) {
-    Registration r;
-    try {
-      r = parse_registration(req.body);
-    } catch (const Error& e) {
-      return send_error(res, 400, "invalid_request_error", e.what());
+    const Registrar::Answer a = registrar.register_pod(
+        req.body, req.get_header_value("X-Herd-Signature"), req.remote_addr, unix_ms());
+    if (a.status == 200) return send_json(res, 200, a.body);
+    if (a.retry_after_seconds > 0) {
+      res.set_header("Retry-After", std::to_string(a.retry_after_seconds));
     }
-    try {
-      r = verify_registration(req.body, req.get_header_value("X-Herd-Signature"), unix_ms(),
-                              options.max_clock_skew_ms);
-    } catch (const Error& e) {
-      return send_error(res, 403, "permission_error", e.what());
-    }
-    const std::string id = r.id.to_text();
-    try {
-      credits.open_pod(id);
-    } catch (const Error& e) {
-      return send_error(res, 503, "server_error", e.what());
-    }
-    pods.registered(r, Clock::now());
-    const std::string token = loads.pod_registered(r);
-    send_json(
-        res, 200,
-        {{"pod", id}, {"heartbeat_seconds", options.heartbeat.count()}, {"control_token", token}});
+    send_error(res, a.status, a.type, a.message);
   }
 
   // GET /api/ledger: the ledger's problems and every account's balance, read at once (so
@@ -190,12 +179,13 @@ struct HubServer::State {
     for (const std::string& id : pods.expire(options.pod_timeout, Clock::now())) {
       loads.pod_dropped(id);
     }
+    registrar.expire(unix_ms());
   }
 
   // A pod for the request that none of `tried` is, marked started; nullopt when none.
   // `trusted_first`: after an answer failed its check, untrusted pods only when no trusted
   // one can take the request (a request meets one cheater at most, as a rule).
-  std::optional<Chosen> choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
+  std::optional<Chosen> choose(const std::string& model, int64_t prompt_tokens, int64_t max_tokens,
                                const std::vector<PodId>& tried, bool trusted_first) {
     std::vector<PodId> exclude = loads.loading_pods();  // they answer 503 while loading
     exclude.insert(exclude.end(), tried.begin(), tried.end());
@@ -216,7 +206,6 @@ struct HubServer::State {
     std::string request_id, client, model_name, endpoint, path;
     json body;            // the client's
     std::string forward;  // what the pods get: the body and herd_token_ids (and usage)
-    ModelId model = 0;
     int64_t prompt_tokens = 0, max_tokens = 0;
     int64_t max_tokens_given = -1;  // the client's max_tokens (-1: none; bounds the bill)
     bool stream = false, client_wants_usage = false;
@@ -327,11 +316,9 @@ struct HubServer::State {
     forward["herd_token_ids"] = true;
     if (call.stream) forward["stream_options"] = {{"include_usage", true}};
     call.forward = forward.dump();
-    const std::optional<ModelId> model = pods.model(call.model_name);
-    const bool known = model.has_value();
-    if (known) call.model = *model;
+    const bool known = pods.model(call.model_name).has_value();
     // No live pod serves it: counted as demand, maybe loaded (else answered as before).
-    if (!known || pods.serving(call.model) == 0) {
+    if (!known || pods.serving(call.model_name) == 0) {
       if (const auto message = loads.answer_unserved(call.model_name)) {
         res.set_header("Retry-After", std::to_string(kLoadRetryAfterSeconds));
         return send_error(res, 503, "server_error", *message);
@@ -382,10 +369,10 @@ struct HubServer::State {
     bool trusted_first = false;
     for (int n = 0; n < kAttempts; ++n) {
       const auto chosen =
-          choose(call.model, call.prompt_tokens, call.max_tokens, tried, trusted_first);
+          choose(call.model_name, call.prompt_tokens, call.max_tokens, tried, trusted_first);
       if (!chosen) break;
       tried.push_back(chosen->pod);
-      const auto pod = pod_clients.make(chosen->url, 600);
+      const auto pod = pod_clients.make(chosen->address, 600);
       if (!pod) {
         pods.finished(*chosen);
         failure = "its URL " + chosen->url + " cannot be reached from this hub";
@@ -446,20 +433,26 @@ struct HubServer::State {
   void complete_streamed(Call call, httplib::Response& res) {
     res.set_chunked_content_provider(
         "text/event-stream", [this, call = std::move(call)](size_t, httplib::DataSink& sink) {
-          std::string failure;
-          const bool answered = try_pods(
-              call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
-                return answer_streamed(call, chosen, pod, sink, why);
-              });
-          if (!answered) {
-            view.request_failed(call.model_name);
-            const json error = {
-                {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
-            const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
-            sink.write(event.data(), event.size());
+          // Runs after the route returned, where httplib catches nothing: what it throws
+          // ends this connection, not the hub.
+          try {
+            std::string failure;
+            const bool answered = try_pods(
+                call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
+                  return answer_streamed(call, chosen, pod, sink, why);
+                });
+            if (!answered) {
+              view.request_failed(call.model_name);
+              const json error = {
+                  {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
+              const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
+              sink.write(event.data(), event.size());
+            }
+            sink.done();
+            return true;
+          } catch (const std::exception&) {
+            return false;
           }
-          sink.done();
-          return true;
         });
   }
 
@@ -525,15 +518,22 @@ struct HubServer::State {
 
   // ---- the hub's round trips to its pods, and settling ----
 
+  // A round trip counts only when the pod answers as herd does (a JSON object with a
+  // "status"): the public view must not tell whether some other service listens there.
   void probe_round_trips() {
     for (const LivePod& pod : pods.live()) {
-      const auto client = pod_clients.make(pod.registration.url, 2);
+      const auto client = pod_clients.make(pod.address, 2);
       if (!client) continue;
       client->set_connection_timeout(2);
       const auto start = Clock::now();
       const httplib::Result r = client->Get("/health");
       if (!r) continue;
-      pods.set_rtt(pod.id, seconds_since(start));
+      const double rtt = seconds_since(start);
+      const json health = json::parse(r->body, nullptr, false);
+      if (!health.is_object() || !health.contains("status") || !health["status"].is_string()) {
+        continue;
+      }
+      pods.set_rtt(pod.id, rtt);
     }
   }
 
@@ -628,10 +628,14 @@ void HubServer::listen() {
     while (!s.stopping) {
       s.stop_changed.wait_for(lock, std::chrono::seconds(1));
       lock.unlock();
-      s.expire();
-      if (Clock::now() - settled >= s.options.settle_period) {
-        settled = Clock::now();
-        s.settle();
+      try {
+        s.expire();
+        if (Clock::now() - settled >= s.options.settle_period) {
+          settled = Clock::now();
+          s.settle();
+        }
+      } catch (const std::exception&) {
+        // Out of memory at worst: the next second tries again; the hub stays up.
       }
       lock.lock();
     }
@@ -640,7 +644,11 @@ void HubServer::listen() {
     std::unique_lock<std::mutex> lock(s.stop_mutex);
     while (!s.stopping) {
       lock.unlock();
-      s.probe_round_trips();
+      try {
+        s.probe_round_trips();
+      } catch (const std::exception&) {
+        // A round trip not measured this heartbeat: the next one tries again.
+      }
       lock.lock();
       s.stop_changed.wait_for(lock, s.options.heartbeat);
     }

@@ -4,9 +4,12 @@
 //
 //   POST /api/register   a pod's signed registration (X-Herd-Signature); 200 with
 //                        {"pod": id, "heartbeat_seconds": n, "control_token": t}, 400
-//                        naming a bad field, 403 for a signature that is not the pod's or a
-//                        replay. The token (random, kept while the pod is live) is what the
-//                        hub shows the pod's POST /api/load: only this hub may make it load.
+//                        naming a bad field, 403 for a signature that is not the pod's, a
+//                        replay or a URL at a private address, 409 for an identity live at
+//                        another URL, 429 for too many new pods from one address
+//                        (registrar.h). The token (random, kept while the pod is live) is
+//                        what the hub shows the pod's POST /api/load: only this hub may make
+//                        it load.
 //   POST /v1/chat/completions, /v1/completions
 //                        the whole request to the pod the router chooses for its model,
 //                        tried on another when one fails before answering (an API key).
@@ -28,9 +31,9 @@
 // checked on another pod (checks.h) by a worker thread; a pod that fails a check (confirmed
 // by a second checker when there is one) loses its reputation, so the router avoids it, and
 // what it earned and was not yet settled is withheld. The hub measures its round trip to
-// each pod (GET /health) every heartbeat. A pod not heard from within pod_timeout is dropped;
-// its reputation and counts stay (a pod cannot wash its record by registering again).
-// Not yet: https pods.
+// each pod (GET /health, a herd answer) every heartbeat. A pod not heard from within pod_timeout is
+// dropped; its reputation and counts stay (a pod cannot wash its record by registering again). Not
+// yet: https pods.
 //
 // Who is paid for what (issue 28, docs/network.md "Paying only for checked work"): the bill
 // is bounded by the ids (billing.h), checkers are seeds (--trust-pod) and pods they proved
@@ -69,6 +72,10 @@ struct HubOptions {
   std::chrono::seconds heartbeat{10};    // how often pods are asked to register again
   std::chrono::seconds pod_timeout{30};  // silence after which a pod is dropped
   int64_t max_clock_skew_ms = 5 * 60 * 1000;
+  // Pods at private, loopback, link-local or reserved addresses (pod_address.h): refused
+  // unless true (a pod network on a LAN; tests on loopback).
+  bool allow_private_pods = false;
+  double new_pods_per_minute = 30;  // registrations adding a pod, per client address (0: any)
   int http_threads = 16;
   Prices prices;
   int64_t grant_credits = 1'000'000;  // granted to each API key's account, once

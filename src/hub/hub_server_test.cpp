@@ -28,6 +28,15 @@ int64_t unix_ms() {
       .count();
 }
 
+// The clock for registrations: each newer than the last, as the hub requires of an id's.
+int64_t registration_ms() {
+  static std::atomic<int64_t> last{0};
+  int64_t now = unix_ms(), seen = last.load();
+  while (!last.compare_exchange_weak(seen, std::max(now, seen + 1))) {
+  }
+  return std::max(now, seen + 1);
+}
+
 // A ledger in a new SQLite file.
 struct Books {
   Books()
@@ -52,6 +61,7 @@ struct RunningHub {
             [&] {
               o.host = "127.0.0.1";
               o.port = 0;
+              o.allow_private_pods = true;  // the pods of these tests are on loopback
               return o;
             }(),
             books.ledger) {
@@ -79,7 +89,7 @@ Registration sample(const net::NodeIdentity& identity, int32_t slots = 4) {
   r.decode_tokens_per_s = 31.5;
   r.prefill_tokens_per_s = 640;
   r.memory_bytes = uint64_t{64} << 30;
-  r.time_ms = unix_ms();
+  r.time_ms = registration_ms();
   return r;
 }
 

@@ -62,7 +62,7 @@ std::optional<std::string> Loads::answer_unserved(const std::string& model) {
         const LoadCandidate& chosen = candidates[*choose_loader(candidates)];
         const LivePod& pod = live.at(chosen.pod);
         demand_.start(model, chosen.pod, pod.router_id, now);
-        order = LoadOrder{chosen.pod, pod.registration.url, demand_.token(chosen.pod)};
+        order = LoadOrder{chosen.pod, pod.address, demand_.token(chosen.pod)};
         message = "model '" + model + "' is being loaded on a pod (" + pod.registration.name +
                   "): try again shortly";
       }
@@ -81,7 +81,7 @@ std::optional<std::string> Loads::answer_unserved(const std::string& model) {
 // load (202), else what went wrong (and the load ends: demand.failed).
 std::string Loads::send_load(const std::string& model, const LoadOrder& order) {
   std::string problem;
-  const auto client = clients_.make(order.url, 5);
+  const auto client = clients_.make(order.address, 5);
   if (!client) {
     problem = "has a URL this hub cannot reach";
   } else {

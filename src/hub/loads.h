@@ -54,7 +54,9 @@ class Loads {
 
  private:
   struct LoadOrder {
-    std::string pod, url, token;
+    std::string pod;
+    PodAddress address;
+    std::string token;
   };
   std::string send_load(const std::string& model, const LoadOrder& order);
 

@@ -74,30 +74,32 @@ json NetworkView::network() const {
     const PodRecord& rec = pod.record;
     json models = json::array();
     for (const ServedModel& m : r.models) models.push_back({{"name", m.name}, {"n_ctx", m.n_ctx}});
-    json view = {{"id", pod.id},
-                 {"name", r.name},
-                 {"url", r.url},
-                 {"models", models},
-                 {"slots", r.slots},
-                 {"active", pod.active},
-                 {"decode_tokens_per_s", r.decode_tokens_per_s},
-                 {"prefill_tokens_per_s", r.prefill_tokens_per_s},
-                 {"measured_tokens_per_s", rec.speed.tokens_per_s},
-                 {"routed_decode_tokens_per_s", rec.routed_decode_tokens_per_s},
-                 {"memory_bytes", r.memory_bytes},
-                 {"uptime_seconds", std::chrono::duration<double>(now - pod.first_seen).count()},
-                 {"last_seen_seconds", std::chrono::duration<double>(now - pod.last_seen).count()},
-                 {"rtt_ms", rec.rtt_seconds * 1e3},
-                 {"reputation", rec.reputation},
-                 {"flagged", rec.reputation < kMinReputation},
-                 {"seed", rec.seed},
-                 {"may_check", rec.may_check},
-                 {"requests", rec.requests},
-                 {"tokens_served", rec.tokens},
-                 {"checked", rec.checked},
-                 {"verified", rec.passed},
-                 {"failed_verifications", rec.failed},
-                 {"last_failure", rec.last_failure}};
+    json view = {
+        {"id", pod.id},
+        {"name", r.name},
+        {"url", r.url},
+        {"models", models},
+        {"slots", r.slots},
+        {"active", pod.active},
+        {"decode_tokens_per_s", r.decode_tokens_per_s},
+        {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+        {"measured_tokens_per_s", rec.speed.tokens_per_s},
+        {"routed_decode_tokens_per_s", rec.routed_decode_tokens_per_s},
+        {"memory_bytes", r.memory_bytes},
+        {"uptime_seconds", std::chrono::duration<double>(now - pod.first_seen).count()},
+        {"last_seen_seconds", std::chrono::duration<double>(now - pod.last_seen).count()},
+        // Only a herd /health answer's: the view says nothing of a port that is not a pod's.
+        {"rtt_ms", rec.rtt_measured ? json(rec.rtt_seconds * 1e3) : json(nullptr)},
+        {"reputation", rec.reputation},
+        {"flagged", rec.reputation < kMinReputation},
+        {"seed", rec.seed},
+        {"may_check", rec.may_check},
+        {"requests", rec.requests},
+        {"tokens_served", rec.tokens},
+        {"checked", rec.checked},
+        {"verified", rec.passed},
+        {"failed_verifications", rec.failed},
+        {"last_failure", rec.last_failure}};
     loads_.add_pod_loads(view, pod.id);
     // Balances: the ledger has its own lock.
     try {

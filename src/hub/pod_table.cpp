@@ -34,6 +34,23 @@ PodCounts minus(const PodCounts& after, const PodCounts& before) {
   return d;
 }
 
+// The speeds the router is told of a pod whose report names its models (speed.h), the
+// fastest measure of each model's pods kept up to date with this pod's.
+void routed_into(PodReport& report, const Registration& r, PodRecord& record,
+                 std::map<ModelId, double>& fastest_of) {
+  double fastest = 0;
+  for (const ModelId m : report.models) {
+    double& best = fastest_of[m];
+    if (record.speed.samples > 0) best = std::max(best, record.speed.tokens_per_s);
+    fastest = std::max(fastest, best);
+  }
+  const RoutedSpeed speed =
+      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s, fastest);
+  report.decode_tokens_per_s = speed.decode_tokens_per_s;
+  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
+  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
+}
+
 }  // namespace
 
 PodTable::PodTable(std::vector<std::string> seeds, PodRecords* store)
@@ -45,25 +62,13 @@ void PodTable::derive(PodRecord& record) const {
   record.may_check = may_check(c, record.seed);
 }
 
-PodReport PodTable::report_of(const Registration& r, PodRecord& record) {
+PodReport PodTable::report_of(const Pod& pod, PodRecord& record) {
   PodReport report;
-  report.slots = r.slots;
-  double fastest = 0;  // of the pod's models' pods
-  for (const ServedModel& m : r.models) {
-    const auto [it, added] = models_.emplace(m.name, static_cast<ModelId>(models_.size()));
-    report.models.push_back(it->second);
-    if (record.speed.samples > 0) {
-      double& best = fastest_[it->second];
-      best = std::max(best, record.speed.tokens_per_s);
-    }
-    const auto best = fastest_.find(it->second);
-    if (best != fastest_.end()) fastest = std::max(fastest, best->second);
+  report.slots = pod.registration.slots;
+  for (const ServedModel& m : pod.registration.models) {
+    report.models.push_back(models_.at(m.name).id);  // held while the pod is live
   }
-  const RoutedSpeed speed =
-      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s, fastest);
-  report.decode_tokens_per_s = speed.decode_tokens_per_s;
-  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
-  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
+  routed_into(report, pod.registration, record, fastest_);
   return report;
 }
 
@@ -75,7 +80,38 @@ void PodTable::store(const std::string& id, const PodCounts& delta) {
   }
 }
 
-void PodTable::registered(const Registration& r, Clock::time_point now) {
+ModelId PodTable::hold_model(const std::string& name) {
+  auto [it, added] = models_.try_emplace(name);
+  if (added) {
+    if (!free_model_ids_.empty()) {
+      it->second.id = free_model_ids_.back();
+      free_model_ids_.pop_back();
+    } else {
+      it->second.id = static_cast<ModelId>(models_.size() - 1 + free_model_ids_.size());
+    }
+  }
+  ++it->second.pods;
+  return it->second.id;
+}
+
+void PodTable::release_model(const std::string& name) {
+  const auto it = models_.find(name);
+  if (it == models_.end() || --it->second.pods > 0) return;
+  // No live pod names it: the router indexes no pod under its id, which another name may
+  // have from now on.
+  free_model_ids_.push_back(it->second.id);
+  fastest_.erase(it->second.id);
+  models_.erase(it);
+}
+
+void PodTable::release_models(const Registration& r) {
+  for (const ServedModel& m : r.models) release_model(m.name);
+}
+
+std::string PodTable::registered(const Registration& r, const PodAddress& address,
+                                 Clock::time_point now) {
+  PodReport report;
+  report.slots = r.slots;
   const std::string id = r.id.to_text();
   // The stored record is the truth shared with other replicas and kept across restarts.
   std::optional<PodCounts> stored;
@@ -86,33 +122,50 @@ void PodTable::registered(const Registration& r, Clock::time_point now) {
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pods_.find(id);
+  if (it != pods_.end() && it->second.registration.url != r.url) {
+    return "pod " + id + " is live at " + it->second.registration.url +
+           "; one identity serves one URL at a time, so it cannot also register " + r.url +
+           " (it may once the first is silent for the hub's pod timeout)";
+  }
   PodRecord& record = records_[id];
   record.seed = seeds_.contains(id);
   if (stored) {
-    record.requests = stored->requests;
-    record.tokens = stored->tokens;
-    record.checked = stored->checked;
-    record.passed = stored->passed;
-    record.failed = stored->failed;
-    record.qualified_passes = stored->qualified_passes;
-    record.overruled = stored->overruled;
-    record.last_failure = stored->last_failure;
+    // Counts only grow, and every change here was added to the store: the larger of each is
+    // the newer (the store's: another replica's changes; this one's: a change made while
+    // the store was read).
+    if (stored->failed > record.failed) record.last_failure = stored->last_failure;
+    record.requests = std::max(record.requests, stored->requests);
+    record.tokens = std::max(record.tokens, stored->tokens);
+    record.checked = std::max(record.checked, stored->checked);
+    record.passed = std::max(record.passed, stored->passed);
+    record.failed = std::max(record.failed, stored->failed);
+    record.qualified_passes = std::max(record.qualified_passes, stored->qualified_passes);
+    record.overruled = std::max(record.overruled, stored->overruled);
   }
   derive(record);
-  const PodReport report = report_of(r, record);
-  auto it = pods_.find(id);
-  if (it == pods_.end()) {
-    Pod pod;
-    pod.id = router_.add(report, record.rtt_seconds, record.reputation);
-    node_of_[pod.id] = id;
-    pod.first_seen = now;
-    it = pods_.emplace(id, std::move(pod)).first;
-  } else {
-    router_.update(it->second.id, report);
-    router_.set_reputation(it->second.id, record.reputation);
+  for (const ServedModel& m : r.models) report.models.push_back(hold_model(m.name));
+  routed_into(report, r, record, fastest_);
+  try {
+    if (it == pods_.end()) {
+      Pod pod;
+      pod.id = router_.add(report, record.rtt_seconds, record.reputation);
+      node_of_[pod.id] = id;
+      pod.first_seen = now;
+      it = pods_.emplace(id, std::move(pod)).first;
+    } else {
+      router_.update(it->second.id, report);
+      router_.set_reputation(it->second.id, record.reputation);
+      release_models(it->second.registration);  // its last registration's
+    }
+  } catch (...) {
+    release_models(r);
+    throw;
   }
   it->second.registration = r;
+  it->second.address = address;
   it->second.last_seen = now;
+  return "";
 }
 
 std::vector<std::string> PodTable::expire(Clock::duration timeout, Clock::time_point now) {
@@ -122,13 +175,35 @@ std::vector<std::string> PodTable::expire(Clock::duration timeout, Clock::time_p
     if (now - it->second.last_seen > timeout) {
       router_.remove(it->second.id);
       node_of_.erase(it->second.id);
+      release_models(it->second.registration);
+      // Nothing to remember of a pod that served nothing and was never checked.
+      const auto record = records_.find(it->first);
+      if (record != records_.end() && record->second.requests == 0 && record->second.checked == 0 &&
+          record->second.failed == 0) {
+        records_.erase(record);
+      }
       dropped.push_back(it->first);
       it = pods_.erase(it);
     } else {
       ++it;
     }
   }
+  if (records_.size() > kMaxRecords) prune_records();
   return dropped;
+}
+
+void PodTable::prune_records() {
+  // The records of pods not live, those that never failed first: forgetting a good record
+  // costs its pod its standing; forgetting a bad one would wash it.
+  for (const bool failed : {false, true}) {
+    for (auto it = records_.begin(); it != records_.end() && records_.size() > kMaxRecords;) {
+      if (!pods_.contains(it->first) && (it->second.failed > 0) == failed) {
+        it = records_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 }
 
 size_t PodTable::size() const {
@@ -141,6 +216,7 @@ LivePod PodTable::snapshot(const std::string& id, const Pod& pod) const {
   out.id = id;
   out.router_id = pod.id;
   out.registration = pod.registration;
+  out.address = pod.address;
   out.first_seen = pod.first_seen;
   out.last_seen = pod.last_seen;
   out.active = router_.active(pod.id);
@@ -171,7 +247,8 @@ int64_t PodTable::others_serving(const std::string& id) const {
   int64_t fewest = INT64_MAX;
   for (const ServedModel& m : pod->second.registration.models) {
     const auto it = models_.find(m.name);
-    const int64_t n = it == models_.end() ? 0 : static_cast<int64_t>(router_.serving(it->second));
+    const int64_t n =
+        it == models_.end() ? 0 : static_cast<int64_t>(router_.serving(it->second.id));
     fewest = std::min(fewest, std::max<int64_t>(0, n - (router_.live(pod->second.id) ? 1 : 0)));
   }
   return fewest == INT64_MAX ? 0 : fewest;
@@ -181,18 +258,22 @@ std::optional<ModelId> PodTable::model(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = models_.find(name);
   if (it == models_.end()) return std::nullopt;
-  return it->second;
+  return it->second.id;
 }
 
-size_t PodTable::serving(ModelId model) const {
+size_t PodTable::serving(const std::string& model) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return router_.serving(model);
+  const auto it = models_.find(model);
+  return it == models_.end() ? 0 : router_.serving(it->second.id);
 }
 
-std::optional<ChosenPod> PodTable::choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
-                                          std::span<const PodId> exclude,
+std::optional<ChosenPod> PodTable::choose(const std::string& model_name, int64_t prompt_tokens,
+                                          int64_t max_tokens, std::span<const PodId> exclude,
                                           std::span<const std::string> wary) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const auto named = models_.find(model_name);
+  if (named == models_.end()) return std::nullopt;
+  const ModelId model = named->second.id;
   std::vector<PodId> avoid(exclude.begin(), exclude.end());
   for (const std::string& node : wary) {
     const auto live = pods_.find(node);
@@ -204,7 +285,8 @@ std::optional<ChosenPod> PodTable::choose(ModelId model, int64_t prompt_tokens, 
   const auto it = node_of_.find(*pod);
   if (it == node_of_.end()) return std::nullopt;
   router_.started(*pod);
-  return ChosenPod{*pod, it->second, pods_.at(it->second).registration.url};
+  const Pod& chosen = pods_.at(it->second);
+  return ChosenPod{*pod, it->second, chosen.registration.url, chosen.address};
 }
 
 void PodTable::finished(const ChosenPod& chosen) {
@@ -237,9 +319,12 @@ void PodTable::update_record(const std::string& id, const std::function<void(Pod
 
 void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  records_[id].rtt_seconds = rtt_seconds;
   const auto live = pods_.find(id);
-  if (live != pods_.end()) router_.set_rtt(live->second.id, rtt_seconds);
+  if (live == pods_.end()) return;  // it left while the hub measured
+  PodRecord& record = records_[id];
+  record.rtt_seconds = rtt_seconds;
+  record.rtt_measured = true;
+  router_.set_rtt(live->second.id, rtt_seconds);
 }
 
 void PodTable::count_served(const std::string& id, int64_t completion_tokens, double seconds) {
@@ -250,9 +335,7 @@ void PodTable::count_served(const std::string& id, int64_t completion_tokens, do
     record.tokens += completion_tokens;
     record.speed.observe(completion_tokens, seconds);
     const auto live = pods_.find(id);
-    if (live != pods_.end()) {
-      router_.update(live->second.id, report_of(live->second.registration, record));
-    }
+    if (live != pods_.end()) router_.update(live->second.id, report_of(live->second, record));
   }
   PodCounts delta;
   delta.requests = 1;
@@ -269,7 +352,7 @@ std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::
     if (record == records_.end() || !record->second.may_check) continue;
     bool serves = false;
     for (const ServedModel& m : live.registration.models) serves = serves || m.name == model;
-    if (serves) out.push_back({id, live.registration.url, record->second.reputation});
+    if (serves) out.push_back({id, live.address, record->second.reputation});
   }
   return out;
 }
@@ -281,6 +364,16 @@ std::vector<std::string> PodTable::good_pods() const {
     if (r.trusted()) out.push_back(id);
   }
   return out;
+}
+
+size_t PodTable::records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return records_.size();
+}
+
+size_t PodTable::model_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return models_.size();
 }
 
 }  // namespace herd::hub

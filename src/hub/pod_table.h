@@ -3,6 +3,12 @@
 // record (reputation, counts), which stays after the pod leaves so that a pod cannot wash
 // its record by registering again.
 //
+// Bounded (issue 28: anyone may make identities and name models): a model name is known
+// while a live pod serves it (its id is given to another name once none does); a record
+// with nothing in it (no request served, no check) goes with its pod; of the others, at most
+// kMaxRecords are kept, those of pods that failed a check last of all. A live pod's identity
+// serves one URL at a time.
+//
 // Thread-safe: one lock of its own guards all of it. It is the innermost lock of the hub:
 // the other rooms (verifier.h, loads.h, network_view.h) may call it while holding theirs;
 // it calls nothing outside itself while holding its own (update_record's function runs
@@ -28,12 +34,16 @@
 #include <vector>
 
 #include "hub/checks.h"
+#include "hub/pod_address.h"
 #include "hub/pod_records.h"
 #include "hub/registration.h"
 #include "hub/router.h"
 #include "hub/speed.h"
 
 namespace herd::hub {
+
+// Records of pods not live kept at most (each some hundred bytes).
+inline constexpr size_t kMaxRecords = 100'000;
 
 // What the hub knows of a pod beyond its registration, by node id; kept after it leaves.
 struct PodRecord {
@@ -42,6 +52,7 @@ struct PodRecord {
   bool may_check = false;
   bool seed = false;  // named by the operator (--trust-pod)
   double rtt_seconds = 0;
+  bool rtt_measured = false;  // the pod answered a herd GET /health (set_rtt)
   int64_t requests = 0, tokens = 0;
   int64_t checked = 0, passed = 0, failed = 0;
   int64_t qualified_passes = 0, overruled = 0;
@@ -50,8 +61,8 @@ struct PodRecord {
   double routed_decode_tokens_per_s = 0;
 
   // Whether its answers go to clients unchecked (a sample is checked after): a seed, or a
-  // pod that passed a check and never failed one.
-  bool trusted() const { return failed == 0 && (seed || passed > 0); }
+  // pod that passed kTrustedPasses checks and never failed one.
+  bool trusted() const { return failed == 0 && (seed || passed >= kTrustedPasses); }
   PodCounts counts() const;
 };
 
@@ -61,6 +72,7 @@ struct LivePod {
   std::string id;  // node id text
   PodId router_id = 0;
   Registration registration;
+  PodAddress address;  // where the hub connects (pod_address.h)
   Clock::time_point first_seen, last_seen;
   int32_t active = 0;  // requests sent it and not finished
   PodRecord record;
@@ -70,11 +82,13 @@ struct LivePod {
 struct ChosenPod {
   PodId pod = 0;
   std::string node, url;
+  PodAddress address;
 };
 
 // A pod that may check another's work (PodTable::checkers).
 struct CheckerPod {
-  std::string id, url;
+  std::string id;
+  PodAddress address;
   double reputation = 0;
 };
 
@@ -88,11 +102,13 @@ class PodTable {
 
   // ---- the live pods ----
 
-  // A pod's registration (its first, or a heartbeat): added to the router with its record's
-  // round trip and reputation, or its figures updated. Throws herd::Error("hub", ...) for
-  // figures the router refuses.
-  void registered(const Registration& r, Clock::time_point now);
-  // Drops the pods not heard from within `timeout`; returns their node ids.
+  // A pod's registration (its first, or a heartbeat) at `address` (its URL's, resolved):
+  // added to the router with its record's round trip and reputation, or its figures updated.
+  // Returns "" when registered, else why not: the identity is live at another URL (the
+  // message names both). Throws herd::Error("hub", ...) for figures the router refuses.
+  std::string registered(const Registration& r, const PodAddress& address, Clock::time_point now);
+  // Drops the pods not heard from within `timeout` (and their records with nothing in
+  // them); returns their node ids.
   std::vector<std::string> expire(Clock::duration timeout, Clock::time_point now);
   size_t size() const;
   std::vector<LivePod> live() const;  // ordered by node id
@@ -102,14 +118,15 @@ class PodTable {
 
   // ---- routing ----
 
-  // The id of a model name, numbered on first sight (a pod's registration names it);
-  // nullopt for a name no pod ever served.
+  // The id of a model name a live pod serves (registered or updated under the lock; it may
+  // go to another name once none does); nullopt for a name no live pod serves.
   std::optional<ModelId> model(const std::string& name) const;
-  size_t serving(ModelId model) const;
+  // The live, trusted pods that serve the model (Router::serving).
+  size_t serving(const std::string& model) const;
   // A pod for the request that none of `exclude` is, marked started (Router::started);
   // the pods of `wary` (node ids) only when no other can take it. nullopt when none.
-  std::optional<ChosenPod> choose(ModelId model, int64_t prompt_tokens, int64_t max_tokens,
-                                  std::span<const PodId> exclude,
+  std::optional<ChosenPod> choose(const std::string& model, int64_t prompt_tokens,
+                                  int64_t max_tokens, std::span<const PodId> exclude,
                                   std::span<const std::string> wary);
   // The request on `chosen` ended: it counts no more (unless the pod left meanwhile and its
   // router id went to another).
@@ -121,6 +138,7 @@ class PodTable {
   PodRecord record(const std::string& id) const;
   // Runs `change` on the pod's record under the lock, then gives the router its reputation.
   void update_record(const std::string& id, const std::function<void(PodRecord&)>& change);
+  // The round trip the hub measured to a pod that answered a herd GET /health.
   void set_rtt(const std::string& id, double rtt_seconds);
   // A request the pod served to a client: its counts, and its speed measured (`seconds`
   // from sending the request to the answer's end).
@@ -130,17 +148,32 @@ class PodTable {
   // The pods, live or not, whose pending credits are paid: trusted (PodRecord::trusted).
   std::vector<std::string> good_pods() const;
 
+  // What the table holds (tests of its bounds): records, and model names known.
+  size_t records() const;
+  size_t model_names() const;
+
  private:
   struct Pod {
     PodId id = 0;
     Registration registration;
+    PodAddress address;
     Clock::time_point first_seen, last_seen;
   };
-  LivePod snapshot(const std::string& id, const Pod& pod) const;  // under the lock
-  // The router's view of a pod: its claims, the speed capped (speed.h). Under the lock.
-  PodReport report_of(const Registration& r, PodRecord& record);
-  // A record's derived fields from its counts. Under the lock.
+  struct ModelName {
+    ModelId id = 0;
+    int64_t pods = 0;  // live pods whose registration names it
+  };
+  // Under the lock:
+  LivePod snapshot(const std::string& id, const Pod& pod) const;
+  ModelId hold_model(const std::string& name);  // one more pod names it
+  void release_model(const std::string& name);  // one fewer; forgotten at none
+  void release_models(const Registration& r);
+  void prune_records();
+  // The router's view of a live pod: its claims, the speed capped (speed.h).
+  PodReport report_of(const Pod& pod, PodRecord& record);
+  // A record's derived fields from its counts.
   void derive(PodRecord& record) const;
+
   // Adds `delta` to the pod's stored record (outside the lock); database errors are
   // dropped (the record in memory stands, and the next registration reads the store again).
   void store(const std::string& id, const PodCounts& delta);
@@ -153,8 +186,9 @@ class PodTable {
   std::map<std::string, Pod> pods_;                 // by node id text: the live ones
   std::map<std::string, PodRecord> records_;        // by node id text: every pod ever seen
   std::unordered_map<PodId, std::string> node_of_;  // the live pods' node ids
-  std::map<std::string, ModelId> models_;           // model name -> the router's id
-  std::map<ModelId, double> fastest_;  // the fastest measure of a pod of each model, so far
+  std::map<std::string, ModelName> models_;         // the names live pods serve
+  std::vector<ModelId> free_model_ids_;             // of names no live pod serves now
+  std::map<ModelId, double> fastest_;  // the fastest measure of a live model's pods, so far
 };
 
 }  // namespace herd::hub

@@ -1,5 +1,6 @@
 #include "hub/pod_table.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "net/identity.h"
@@ -7,7 +8,9 @@
 namespace herd::hub {
 namespace {
 
+using ::testing::HasSubstr;
 using Clock = PodTable::Clock;
+using namespace std::chrono_literals;
 
 Registration pod(const net::NodeIdentity& identity, const std::string& url,
                  std::vector<std::string> models = {"m"}, double decode = 30) {
@@ -22,44 +25,55 @@ Registration pod(const net::NodeIdentity& identity, const std::string& url,
   return r;
 }
 
-TEST(PodTableTest, APodIsRoutedUntilItExpiresAndItsRecordStays) {
+// Registers `r` at its URL's address as given (no resolving here).
+std::string add(PodTable& table, const Registration& r, Clock::time_point now) {
+  PodAddress address = parse_pod_url(r.url);
+  address.ip = "192.0.2.1";
+  return table.registered(r, address, now);
+}
+
+TEST(PodTableTest, APodIsRoutedUntilItExpiresAndARecordWithHistoryStays) {
   PodTable table;
   const auto a = net::NodeIdentity::generate();
+  const std::string id = a.id().to_text();
   const auto now = Clock::now();
-  table.registered(pod(a, "http://a:1"), now);
+  EXPECT_EQ(add(table, pod(a, "http://a:1"), now), "");
   ASSERT_EQ(table.size(), 1u);
-  const auto model = table.model("m");
-  ASSERT_TRUE(model);
+  EXPECT_TRUE(table.model("m"));
   EXPECT_FALSE(table.model("other"));
-  EXPECT_EQ(table.serving(*model), 1u);
-  EXPECT_EQ(table.record(a.id().to_text()).reputation, kNewReputation);
+  EXPECT_EQ(table.serving("m"), 1u);
+  EXPECT_EQ(table.record(id).reputation, kNewReputation);
 
-  const auto chosen = table.choose(*model, 10, 10, {}, {});
+  const auto chosen = table.choose("m", 10, 10, {}, {});
   ASSERT_TRUE(chosen);
-  EXPECT_EQ(chosen->node, a.id().to_text());
+  EXPECT_EQ(chosen->node, id);
   EXPECT_EQ(chosen->url, "http://a:1");
-  EXPECT_EQ(table.find(a.id().to_text())->active, 1);
+  EXPECT_EQ(chosen->address.ip, "192.0.2.1");  // where the hub connects: the pinned address
+  EXPECT_EQ(table.find(id)->active, 1);
   table.finished(*chosen);
-  EXPECT_EQ(table.find(a.id().to_text())->active, 0);
+  EXPECT_EQ(table.find(id)->active, 0);
 
   // A verdict changes the record and what the router trusts.
-  table.update_record(a.id().to_text(), [](PodRecord& r) {
+  table.count_served(id, 5, 0.1);
+  table.update_record(id, [](PodRecord& r) {
+    ++r.checked;
     ++r.failed;
     r.reputation = kMinReputation / 2;
   });
-  EXPECT_FALSE(table.choose(*model, 10, 10, {}, {}));
+  EXPECT_FALSE(table.choose("m", 10, 10, {}, {}));
   EXPECT_TRUE(table.good_pods().empty());
 
   // Silent past the timeout: dropped, but its record stays and comes back with it.
-  EXPECT_TRUE(table.expire(std::chrono::seconds(30), now + std::chrono::seconds(10)).empty());
-  const auto dropped = table.expire(std::chrono::seconds(30), now + std::chrono::seconds(31));
+  EXPECT_TRUE(table.expire(30s, now + 10s).empty());
+  const auto dropped = table.expire(30s, now + 31s);
   ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0], a.id().to_text());
+  EXPECT_EQ(dropped[0], id);
   EXPECT_EQ(table.size(), 0u);
-  EXPECT_EQ(table.serving(*model), 0u);
-  table.registered(pod(a, "http://a:1"), now + std::chrono::seconds(40));
-  EXPECT_EQ(table.record(a.id().to_text()).failed, 1);
-  EXPECT_FALSE(table.choose(*model, 10, 10, {}, {}));
+  EXPECT_EQ(table.serving("m"), 0u);
+  EXPECT_EQ(table.records(), 1u);
+  EXPECT_EQ(add(table, pod(a, "http://a:1"), now + 40s), "");
+  EXPECT_EQ(table.record(id).failed, 1);
+  EXPECT_FALSE(table.choose("m", 10, 10, {}, {}));
 }
 
 TEST(PodTableTest, WaryPodsAreChosenOnlyWhenNoOtherCanBeAndCheckersAreOthers) {
@@ -67,23 +81,22 @@ TEST(PodTableTest, WaryPodsAreChosenOnlyWhenNoOtherCanBeAndCheckersAreOthers) {
   const auto slow = net::NodeIdentity::generate();
   PodTable table({slow.id().to_text()});  // a seed: it may check from the start
   const auto now = Clock::now();
-  table.registered(pod(fast, "http://fast:1", {"m"}, 100), now);
-  table.registered(pod(slow, "http://slow:1", {"m", "n"}, 10), now);
-  const ModelId m = *table.model("m");
+  add(table, pod(fast, "http://fast:1", {"m"}, 100), now);
+  add(table, pod(slow, "http://slow:1", {"m", "n"}, 10), now);
   const std::string wary[] = {fast.id().to_text()};
-  auto chosen = table.choose(m, 10, 10, {}, {});
+  auto chosen = table.choose("m", 10, 10, {}, {});
   EXPECT_EQ(chosen->node, fast.id().to_text());
   table.finished(*chosen);
-  chosen = table.choose(m, 10, 10, {}, wary);
+  chosen = table.choose("m", 10, 10, {}, wary);
   EXPECT_EQ(chosen->node, slow.id().to_text());
   table.finished(*chosen);
   const PodId excluded[] = {chosen->pod};
-  chosen = table.choose(m, 10, 10, excluded, wary);  // the wary one, as no other can
+  chosen = table.choose("m", 10, 10, excluded, wary);  // the wary one, as no other can
   EXPECT_EQ(chosen->node, fast.id().to_text());
 
   const auto checkers = table.checkers("m", fast.id().to_text());
   ASSERT_EQ(checkers.size(), 1u);
-  EXPECT_EQ(checkers[0].url, "http://slow:1");
+  EXPECT_EQ(checkers[0].address.host, "slow");
   // The fresh pod checks no one until it passed a check of a pod that may check.
   EXPECT_TRUE(table.checkers("m", slow.id().to_text()).empty());
   table.update_record(fast.id().to_text(), [](PodRecord& r) {
@@ -95,6 +108,52 @@ TEST(PodTableTest, WaryPodsAreChosenOnlyWhenNoOtherCanBeAndCheckersAreOthers) {
   EXPECT_TRUE(table.checkers("n", slow.id().to_text()).empty());
   EXPECT_EQ(table.others_serving(slow.id().to_text()), 0);  // "n" has no other
   EXPECT_EQ(table.others_serving(fast.id().to_text()), 1);
+}
+
+TEST(PodTableTest, OneIdentityServesOneUrlAtATime) {
+  PodTable table;
+  const auto a = net::NodeIdentity::generate();
+  const auto now = Clock::now();
+  EXPECT_EQ(add(table, pod(a, "http://one:1"), now), "");
+  const std::string conflict = add(table, pod(a, "http://two:2"), now + 1s);
+  EXPECT_THAT(conflict, HasSubstr("is live at http://one:1"));
+  EXPECT_THAT(conflict, HasSubstr("cannot also register http://two:2"));
+  EXPECT_EQ(table.find(a.id().to_text())->registration.url, "http://one:1");
+  // Once the first is silent past the timeout, the pod may register where it is now.
+  table.expire(30s, now + 31s);
+  EXPECT_EQ(add(table, pod(a, "http://two:2"), now + 32s), "");
+}
+
+TEST(PodTableTest, PodsThatComeAndGoLeaveNothingBehind) {
+  PodTable table;
+  const auto now = Clock::now();
+  std::vector<std::string> names;
+  for (int i = 0; i < 64; ++i) names.push_back("model-" + std::to_string(i));
+  for (int round = 0; round < 3; ++round) {
+    const auto t = now + std::chrono::seconds(100 * round);
+    for (int i = 0; i < 50; ++i) {
+      std::vector<std::string> mine;
+      for (const std::string& n : names) mine.push_back(n + "-" + std::to_string(round * 50 + i));
+      const auto identity = net::NodeIdentity::generate();
+      ASSERT_EQ(add(table, pod(identity, "http://p:1", mine), t), "");
+    }
+    EXPECT_EQ(table.size(), 50u);
+    EXPECT_EQ(table.model_names(), 50u * 64);
+    EXPECT_EQ(table.expire(30s, t + 31s).size(), 50u);
+    // Nothing served, nothing checked: no record kept, no name known.
+    EXPECT_EQ(table.records(), 0u);
+    EXPECT_EQ(table.model_names(), 0u);
+  }
+  // A model id freed is given to the next name, which routes only to its own pods.
+  const auto a = net::NodeIdentity::generate();
+  const auto b = net::NodeIdentity::generate();
+  add(table, pod(a, "http://a:1", {"x"}), now + 1000s);
+  add(table, pod(b, "http://b:1", {"y", "x"}), now + 1000s);
+  EXPECT_EQ(add(table, pod(b, "http://b:1", {"y"}), now + 1001s), "");  // b stops serving x
+  EXPECT_EQ(table.serving("x"), 1u);
+  EXPECT_EQ(table.choose("x", 1, 1, {}, {})->node, a.id().to_text());
+  EXPECT_EQ(table.choose("y", 1, 1, {}, {})->node, b.id().to_text());
+  EXPECT_EQ(table.model_names(), 2u);
 }
 
 }  // namespace

@@ -21,6 +21,21 @@ TEST(RateLimitTest, EachKeyHasItsBurstThenItsRate) {
   EXPECT_GT(limit.take("a", t0 + 60s), 0);
 }
 
+TEST(RateLimitTest, ManyKeysAreForgottenOnceTheirBucketsAreFull) {
+  RateLimit limit(60, 2);
+  const auto t0 = RateLimit::Clock::time_point{} + 100s;
+  for (size_t i = 0; i < RateLimit::kPruneAbove; ++i) limit.take("k" + std::to_string(i), t0);
+  EXPECT_EQ(limit.keys(), RateLimit::kPruneAbove);  // all still within their second
+  limit.take("late", t0 + 10s);                     // the others have refilled: forgotten
+  EXPECT_LE(limit.keys(), 2u);
+  // A key still waiting for its bucket is kept, and still limited.
+  limit.take("busy", t0 + 20s);
+  limit.take("busy", t0 + 20s);
+  for (size_t i = 0; i < RateLimit::kPruneAbove; ++i) limit.take("x" + std::to_string(i), t0 + 20s);
+  EXPECT_GT(limit.keys(), RateLimit::kPruneAbove);  // pruned once, none full
+  EXPECT_GT(limit.take("busy", t0 + 20s), 0);
+}
+
 TEST(RateLimitTest, ZeroMeansNoLimit) {
   RateLimit none(0);
   EXPECT_FALSE(none.limited());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "hub/pod_address.h"
 #include "util/error.h"
 
 namespace herd::hub {
@@ -128,9 +129,7 @@ Registration parse_registration(std::string_view body) {
   r.id = net::NodeId::from_text(text_field(j, "id", net::kNodeIdChars, false), "registration");
   r.name = text_field(j, "name", 128);
   r.url = text_field(j, "url", 2048, false);
-  if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
-    bad("url", "not http:// or https://");
-  }
+  parse_pod_url(r.url);  // scheme, host and port (pod_address.h)
   const nlohmann::json& models = field(j, "models");
   if (!models.is_array()) bad("models", "not an array");
   if (models.empty() || models.size() > kMaxModels) {

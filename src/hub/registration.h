@@ -39,14 +39,14 @@ struct ServedModel {
 
 struct Registration {
   net::NodeId id;
-  std::string name;  // 1-128 printable bytes
-  std::string url;   // http:// or https://, at most 2048 bytes, no spaces or controls
-  std::vector<ServedModel> models;  // 1-64
-  int32_t slots = 1;                // 1..4096
-  double decode_tokens_per_s = 0;   // (0, 1e6]
-  double prefill_tokens_per_s = 0;  // (0, 1e7]
-  uint64_t memory_bytes = 0;        // at most 2^50
-  int64_t time_ms = 0;              // the pod's clock, Unix milliseconds
+  std::string name;                   // 1-128 printable bytes
+  std::string url;                    // scheme://host[:port] (pod_address.h), at most 2048 bytes
+  std::vector<ServedModel> models;    // 1-64
+  int32_t slots = 1;                  // 1..4096
+  double decode_tokens_per_s = 0;     // (0, 1e6]
+  double prefill_tokens_per_s = 0;    // (0, 1e7]
+  uint64_t memory_bytes = 0;          // at most 2^50
+  int64_t time_ms = 0;                // the pod's clock, Unix milliseconds
   std::vector<std::string> loadable;  // 0-64 model names (1-256 printable bytes), no repeats
 };
 

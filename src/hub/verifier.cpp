@@ -25,7 +25,11 @@ std::vector<std::string> Verifier::probation() const {
 }
 
 Outcome Verifier::check_now(const Served& s) {
-  if (s.fault.empty() && s.token_ids.empty()) return Outcome::NONE;
+  if (s.fault.empty() && s.token_ids.empty()) {
+    // No tokens to score (an answer ended at once): not sent while a pod could check its
+    // others, so no untrusted answer reaches a client unchecked where checks can be made.
+    return pods_.checkers(s.model, s.pod_id).empty() ? Outcome::NONE : Outcome::UNANSWERED;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++pending_[s.pod_id];
@@ -43,8 +47,7 @@ void Verifier::consider(Served s, Outcome checked) {
   const PodRecord record = pods_.record(s.pod_id);
   const double draw = std::uniform_real_distribution<double>(0, 1)(rng_);
   if (s.fault.empty() &&
-      !should_check(record.checked + static_cast<int64_t>(queued_checks_of(s.pod_id)),
-                    options_.check_rate, draw)) {
+      !should_check(record.checked + pending_of(s.pod_id), options_.check_rate, draw)) {
     return;
   }
   if (queue_.size() >= kMaxQueuedChecks) {
@@ -55,7 +58,7 @@ void Verifier::consider(Served s, Outcome checked) {
   const bool first_of_pod =
       (record.checked == 0 && !pending_.contains(s.pod_id)) || !s.fault.empty();
   ++pending_[s.pod_id];
-  if (record.passed == 0) probation_.insert(s.pod_id);
+  if (!record.trusted()) probation_.insert(s.pod_id);
   if (first_of_pod) {
     queue_.push_front(std::move(s));
   } else {
@@ -64,9 +67,9 @@ void Verifier::consider(Served s, Outcome checked) {
   changed_.notify_all();
 }
 
-size_t Verifier::queued_checks_of(const std::string& pod) const {
-  return static_cast<size_t>(std::count_if(queue_.begin(), queue_.end(),
-                                           [&](const Served& c) { return c.pod_id == pod; }));
+int64_t Verifier::pending_of(const std::string& pod) const {
+  const auto it = pending_.find(pod);
+  return it == pending_.end() ? 0 : it->second;
 }
 
 void Verifier::done_pending(const std::string& pod) {
@@ -93,8 +96,18 @@ std::vector<CheckerPod> Verifier::checkers(const Served& s) {
 }
 
 // Asks one checker; nullopt when it could not answer (not a verdict on the pod).
-std::optional<Verdict> Verifier::ask(const std::string& url, const Served& s, bool& unverifiable) {
-  const auto client = clients_.make(url, 300);
+std::optional<Verdict> Verifier::ask(const PodAddress& checker, const Served& s,
+                                     bool& unverifiable) {
+  try {
+    return ask_once(checker, s, unverifiable);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a request that cannot be sent (a body json cannot dump)
+  }
+}
+
+std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Served& s,
+                                          bool& unverifiable) {
+  const auto client = clients_.make(checker, 300);
   if (!client) return std::nullopt;
   const json request = {
       {"endpoint", s.endpoint}, {"request", s.body}, {"completion_token_ids", s.token_ids}};
@@ -155,11 +168,11 @@ Outcome Verifier::check(const Served& s) {
       std::lock_guard<std::mutex> lock(mutex_);
       confirm = std::uniform_real_distribution<double>(0, 1)(rng_) < kConfirmRate;
     }
-    confirm = confirm || pods_.record(s.pod_id).passed == 0;
+    confirm = confirm || !pods_.record(s.pod_id).trusted();
     for (size_t next = 0; next < candidates.size() && !unverifiable &&
                           (votes.empty() || wants_another(votes, confirm));
          ++next) {
-      const std::optional<Verdict> v = ask(candidates[next].url, s, unverifiable);
+      const std::optional<Verdict> v = ask(candidates[next].address, s, unverifiable);
       if (!v) continue;
       votes.push_back({candidates[next].id, v->passed});
       std::optional<Verdict>& side = v->passed ? passing : failing;
@@ -168,8 +181,8 @@ Outcome Verifier::check(const Served& s) {
   }
   const Decision d = decide(votes);
   std::unique_lock<std::mutex> lock(mutex_);
-  done_pending(s.pod_id);
   if (!d.decided) {
+    done_pending(s.pod_id);
     if (unverifiable || no_checker) {
       ++totals_.checks_skipped;
       return Outcome::NONE;
@@ -190,7 +203,7 @@ Outcome Verifier::check(const Served& s) {
     totals_.failed_tokens += failing->tokens;
     totals_.failed_implausible += failing->implausible;
   }
-  lock.unlock();  // the records and the books, outside the verifier's lock
+  // The record changes with the pending count under this lock (consider() counts both).
   std::string failure;
   pods_.update_record(s.pod_id, [&](PodRecord& record) {
     ++record.checked;
@@ -208,6 +221,8 @@ Outcome Verifier::check(const Served& s) {
     }
     failure = record.last_failure;
   });
+  done_pending(s.pod_id);
+  lock.unlock();  // the checkers' records and the books, outside the verifier's lock
   for (const std::string& checker : d.overruled) {
     pods_.update_record(checker, [](PodRecord& record) { ++record.overruled; });
   }
@@ -231,7 +246,15 @@ void Verifier::run() {
     queue_.pop_front();
     ++running_;
     lock.unlock();
-    check(s);
+    try {
+      check(s);
+    } catch (const std::exception&) {
+      // Out of memory at worst (ask() catches what a checker's answer can throw): the
+      // check is not made, and the worker goes on.
+      lock.lock();
+      done_pending(s.pod_id);
+      lock.unlock();
+    }
     lock.lock();
     --running_;
     changed_.notify_all();

@@ -80,9 +80,9 @@ class Verifier {
   // The pods on probation (node ids).
   std::vector<std::string> probation() const;
 
-  // Checks an untrusted pod's answer now (on the caller's thread). NONE when it has no
-  // tokens to check, or no checker could answer (none may check: the pod is served, and
-  // not paid until a check passes).
+  // Checks an untrusted pod's answer now (on the caller's thread). NONE when no pod may
+  // check it (the pod is served, and not paid until checks pass); UNANSWERED when none
+  // answered, or it has no tokens to check (it is not sent).
   Outcome check_now(const Served& s);
   // A served request whose books are done (`checked`: it was checked before it went, with
   // this outcome): queued for a check when sampled.
@@ -99,10 +99,11 @@ class Verifier {
 
  private:
   Outcome check(const Served& s);
-  std::optional<Verdict> ask(const std::string& url, const Served& s, bool& unverifiable);
+  std::optional<Verdict> ask(const PodAddress& checker, const Served& s, bool& unverifiable);
+  std::optional<Verdict> ask_once(const PodAddress& checker, const Served& s, bool& unverifiable);
   std::vector<CheckerPod> checkers(const Served& s);
-  void done_pending(const std::string& pod);              // under the lock
-  size_t queued_checks_of(const std::string& pod) const;  // under the lock
+  void done_pending(const std::string& pod);         // under the lock
+  int64_t pending_of(const std::string& pod) const;  // checks queued or running; under the lock
 
   const VerifierOptions options_;
   PodTable& pods_;
