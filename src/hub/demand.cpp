@@ -120,7 +120,8 @@ std::optional<Demand::Load> Demand::load_of(const std::string& model, Clock::tim
   const auto it = loads_.find(model);
   if (it == loads_.end()) return std::nullopt;
   if (now - it->second.started > options_.load_timeout) {
-    failed(model, it->second.pod, now);
+    const std::string pod = it->second.pod;  // failed() erases the load it would refer to
+    failed(model, pod, now);
     return std::nullopt;
   }
   return it->second;

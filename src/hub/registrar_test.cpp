@@ -180,8 +180,8 @@ TEST(RegistrarTest, AddressKeys) {
 
 TEST(RegistrarTest, GarbageIsRefusedNeverThrown) {
   Hub hub(options(true));
-  for (const std::string body : {std::string(), std::string("{"), std::string("[]"),
-                                 std::string("{\"id\": 1}"), std::string(70000, 'x')}) {
+  for (const std::string& body : {std::string(), std::string("{"), std::string("[]"),
+                                  std::string("{\"id\": 1}"), std::string(70000, 'x')}) {
     const auto a = hub.registrar.register_pod(body, "sig", "203.0.113.1", unix_ms());
     EXPECT_EQ(a.status, 400) << body.substr(0, 20) << ": " << a.message;
   }
