@@ -74,14 +74,16 @@ python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["choices"][0]["
 { printf 'The herd runs'; cat "$dir/served.txt"; echo; } >"$dir/expected.txt"
 cmp -s "$dir/expected.txt" "$dir/run.txt" ||
   fail "the pod's greedy text differs from herd run: $(cat "$dir/served.txt") vs $(cat "$dir/run.txt")"
-# The pod checks served tokens for a hub: its own greedy answer's are each the best; ids
-# outside its vocabulary are refused naming the field.
+# The pod checks served tokens for a hub: its own greedy answer's are each the best, and the
+# text it renders for them is the text it served; ids outside its vocabulary or beyond
+# max_tokens cannot be scored (a failed check, saying why).
 curl -s -o "$dir/ids.json" -H 'Content-Type: application/json' \
   -d '{"prompt": "The herd runs", "max_tokens": 12, "temperature": 0, "herd_token_ids": true}' \
   "$pod_url/v1/completions"
 python3 - "$dir/ids.json" "$pod_url" <<'PY' || fail "/api/verify"
 import json, sys, urllib.request, urllib.error
-ids = json.load(open(sys.argv[1]))["herd"]["completion_token_ids"]
+served = json.load(open(sys.argv[1]))
+ids = served["herd"]["completion_token_ids"]
 assert len(ids) == 12, ids
 def verify(tokens):
     body = {"endpoint": "completions", "completion_token_ids": tokens,
@@ -97,7 +99,12 @@ status, answer = verify(ids)
 assert status == 200 and answer["temperature"] == 0, answer
 assert [s["token"] for s in answer["scores"]] == ids, answer
 assert all(s["probability"] == 1 and s["gap"] == 0 for s in answer["scores"]), answer
+assert answer["content"] == served["choices"][0]["text"], (answer["content"], served)
 status, answer = verify([10 ** 7])
+assert status == 200 and "not of this model's vocabulary" in answer["unscorable"], answer
+status, answer = verify(ids + ids[:1])
+assert status == 200 and answer["unscorable"] == "13 ids for a request of max_tokens 12", answer
+status, answer = verify(["x"])
 assert status == 400 and answer["error"]["param"] == "completion_token_ids", answer
 PY
 # Through the hub: a client's request goes whole to the pod, and comes back as the pod's.

@@ -8,6 +8,13 @@
 # cheater must be caught (flagged, its credits withheld) within its first requests at the
 # default check rate, the honest pods never; the ledger must sum to zero and the client's
 # account must have paid exactly the tokens it was told it used.
+# Then the smarter cheaters (issue 28), node.js pods of their own identities relaying to a
+# real pod (tests/node/cheat_pod.mjs): one inflating its token counts and one leaving out
+# the ids (both relaying an honest pod's answers), a sybil pair vouching for each other and
+# one claiming 1e6 tok/s (relaying the cheater's). None is paid or trusted, none of their
+# answers reaches the client, the sybils are never asked to check, the honest pods lose
+# nothing. The hub's root of trust is one honest pod named with --trust-pod (the seed): the
+# other honest pod becomes a checker by passing the seed's checks.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_proof_test.sh path/to/herd}")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,8 +29,9 @@ synth_model "$dir/honest.gguf" --embd 256 --layers 4 --heads 8 --kv-heads 2
 synth_model "$dir/small.gguf" --embd 64 --layers 1 --heads 4 --kv-heads 2
 echo proof-operator >"$dir/operators"
 chmod 600 "$dir/operators"
+seed=$(XDG_CONFIG_HOME=$dir/config-honest-avx2 "$herd" node --show-id) || fail "the seed's id"
 hub_start hub --db "$dir/hub.db" --api-key proof-key --operator-key-file "$dir/operators" \
-  --credits 1000000 --heartbeat 1 --pod-timeout 10
+  --credits 1000000 --heartbeat 1 --pod-timeout 10 --trust-pod "$seed"
 url=$hub_url
 
 # One slot each: three clients at once keep them busy, so the router sends the cheater
@@ -35,6 +43,31 @@ pod_start honest-best "$dir/honest.gguf" --alias herd-proof --hub "$url" --hub-n
 pod_start cheater "$dir/small.gguf" --alias herd-proof --hub "$url" --hub-name cheater --threads 1
 for name in honest-avx2 honest-best cheater; do wait_registered "$name" "$url"; done
 
-HERD_HUB_URL=$url HERD_API_KEY=proof-key HERD_OPERATOR_KEY=proof-operator node "$here/node/hub_proof_test.mjs" ||
+# pod_url NAME: where a registered pod answers, from the hub's view.
+pod_url() {
+  curl -sf "$url/api/network" |
+    node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{
+      const p=JSON.parse(s).pods.find(p=>p.name===process.argv[1]);console.log(p?p.url:'')})" "$1"
+}
+honest=$(pod_url honest-best)
+small=$(pod_url cheater)
+[ -n "$honest" ] && [ -n "$small" ] || fail "the pods' URLs are not in /api/network"
+# cheat MODE NAME BACKEND: a dishonest pod, registered once it says where it listens.
+cheat() {
+  node "$here/node/cheat_pod.mjs" "$1" "$2" "$url" "$3" herd-proof 4096 >"$dir/$2.log" 2>&1 &
+  pids+=($!)
+}
+cheat inflate inflater "$honest"
+cheat drop-ids dropper "$honest"
+cheat sybil sybil-a "$small"
+cheat sybil sybil-b "$small"
+cheat fast fast "$small"
+for name in inflater dropper sybil-a sybil-b fast; do
+  for _ in $(seq 200); do grep -q "listening on" "$dir/$name.log" && break; sleep 0.05; done
+  grep -q "listening on" "$dir/$name.log" || fail "the cheating pod $name did not register"
+done
+
+HERD_HUB_URL=$url HERD_API_KEY=proof-key HERD_OPERATOR_KEY=proof-operator \
+  node "$here/node/hub_proof_test.mjs" ||
   fail "the proof (tests/node/hub_proof_test.mjs)"
 echo PASS

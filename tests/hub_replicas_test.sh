@@ -83,6 +83,16 @@ extra=$((charged_a - whole_a))
 [ "$extra" -ge 0 ] && [ "$extra" -le "$cut_a" ] ||
   fail "replica A charged $charged_a requests, answered $whole_a whole and cut $cut_a"
 echo "ledger: requests charged but cut by the kill: $extra"
+# The pods' records (pod_records) are shared: both replicas added to the same rows, one per
+# pod that served (the router may send one pod everything), every request counted once; a
+# replica counts a request just after charging it, so the kill may leave uncounted what A
+# had in flight (at most one request per client worker: 4).
+counted=$(pg_sql herd "SELECT coalesce(sum(requests), 0) FROM pod_records")
+rows=$(pg_sql herd "SELECT count(*) FROM pod_records")
+echo "pod_records: $rows pods, $counted requests counted"
+[ "$rows" -ge 1 ] && [ "$rows" -le 2 ] || fail "pod_records holds $rows pods of 2"
+[ "$counted" -le "$total" ] && [ "$counted" -ge $((total - 4)) ] ||
+  fail "pod_records counted $counted requests of $total charged"
 
 # The killed replica again, on its port and the same database: the pods' next heartbeats
 # register them with it (the client waits for both), its books are consistent, and it serves.

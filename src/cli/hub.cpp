@@ -21,6 +21,7 @@
 #include "hub/hub_keys.h"
 #include "hub/hub_server.h"
 #include "hub/ledger.h"
+#include "hub/pod_records.h"
 #include "net/api_keys.h"
 #include "util/error.h"
 
@@ -114,7 +115,10 @@ void run_hub(HubArgs& a) {
   load_keys(a, postgres);
   const std::unique_ptr<hub::Database> db = hub::open_database(a.db);
   hub::Ledger ledger(*db);
-  hub::HubServer server(a.hub, ledger);
+  // The pods' records on a connection of their own (a connection serves one thread at once).
+  const std::unique_ptr<hub::Database> records_db = hub::open_database(a.db);
+  hub::PodRecords records(*records_db);
+  hub::HubServer server(a.hub, ledger, &records);
   server.bind();
   std::thread http([&] { server.listen(); });
   std::fprintf(stderr, "hub: books in %s\n", postgres ? "PostgreSQL" : a.db.c_str());
@@ -124,6 +128,9 @@ void run_hub(HubArgs& a) {
   std::fprintf(stderr, "hub: %zu operator key%s; accounts named under the secret in %s\n",
                a.hub.operator_keys.size(), a.hub.operator_keys.size() == 1 ? "" : "s",
                a.secret_file.c_str());
+  if (a.hub.trusted_pods.empty()) {
+    std::fprintf(stderr, "hub: no --trust-pod: no pod may check another, and none is paid\n");
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "hub: stopping\n");
@@ -160,6 +167,9 @@ void add_hub(CLI::App& app) {
   cmd->add_option("--db", a->db,
                   "The books (credits ledger): a SQLite file (default: "
                   "$XDG_DATA_HOME/herd/hub.db) or postgresql://... (several hubs, one state)");
+  cmd->add_option("--trust-pod", a->hub.trusted_pods,
+                  "A pod's node id (herd node --show-id) trusted as a checker from the start; "
+                  "repeat for each. Without one no pod checks others, and none is paid");
   cmd->add_option("--credits", a->hub.grant_credits,
                   "Credits granted to each API key's account, once")
       ->capture_default_str()

@@ -1,5 +1,7 @@
 #include "hub/answer_reader.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "http/bounded_json.h"
@@ -10,6 +12,26 @@ namespace {
 using json = nlohmann::json;
 
 constexpr size_t kMaxTokenIds = size_t{1} << 20;
+
+constexpr size_t kMaxText = size_t{8} << 20;
+
+// Appends a choice's text: a whole message's content, a delta's, or a completion's text.
+void read_text(const json& choice, std::string& text) {
+  if (!choice.is_object()) return;
+  const json* part = nullptr;
+  for (const char* field : {"message", "delta"}) {
+    const auto it = choice.find(field);
+    if (it != choice.end() && it->is_object()) {
+      const auto content = it->find("content");
+      if (content != it->end() && content->is_string()) part = &*content;
+    }
+  }
+  const auto plain = choice.find("text");
+  if (part == nullptr && plain != choice.end() && plain->is_string()) part = &*plain;
+  if (part == nullptr) return;
+  const std::string& s = part->get_ref<const std::string&>();
+  text.append(s, 0, std::min(s.size(), kMaxText - std::min(kMaxText, text.size())));
+}
 
 // Reads usage, finish and token ids from one answer object; takes herd's extension out.
 // Returns whether it changed the object.
@@ -30,6 +52,7 @@ bool read_object(json& answer, AnswerFacts& facts) {
         facts.finished = true;
       }
     }
+    if (!answer["choices"].empty()) read_text(answer["choices"][0], facts.text);
   }
   if (!answer.contains("herd")) return false;
   const json& herd = answer["herd"];

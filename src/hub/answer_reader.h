@@ -17,6 +17,9 @@ struct AnswerFacts {
   std::optional<int64_t> prompt_tokens, completion_tokens;  // from "usage"
   std::vector<int32_t> token_ids;                           // from "herd"
   bool finished = false;                                    // a finish_reason was seen
+  // The first choice's text as the client gets it: a chat message's content (or the deltas'
+  // contents, in order), a completion's text. What a check compares with the ids' text.
+  std::string text;
 };
 
 // A whole (non-streamed) answer: returns it without herd's extension and fills `facts`.

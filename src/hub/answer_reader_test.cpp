@@ -23,6 +23,10 @@ TEST(AnswerReaderTest, AWholeAnswerGivesUsageAndTokensAndLosesTheExtension) {
   EXPECT_EQ(f.completion_tokens, 2);
   EXPECT_EQ(f.token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_TRUE(f.finished);
+  EXPECT_EQ(f.text, "hi");
+  AnswerFacts plain;
+  read_answer(R"({"choices":[{"finish_reason":"stop","text":"once upon"}]})", plain);
+  EXPECT_EQ(plain.text, "once upon");
   AnswerFacts g;
   EXPECT_EQ(read_answer("not json", g), "not json");
   EXPECT_FALSE(g.completion_tokens);
@@ -50,6 +54,7 @@ TEST(AnswerReaderTest, AStreamSplitAnywhereGivesTheSameEventsWithoutTheHubsParts
       EXPECT_EQ(r.facts().completion_tokens, 3);
       EXPECT_EQ(r.facts().prompt_tokens, 4);
       EXPECT_TRUE(r.facts().finished);
+      EXPECT_EQ(r.facts().text, "a");
     }
   }
 }

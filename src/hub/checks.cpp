@@ -21,6 +21,15 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
   auto unreadable = [](const std::string& why) {
     return Error("hub", "check: the checker's answer " + why);
   };
+  if (answer.is_object() && answer.contains("unscorable")) {
+    Verdict v;
+    v.tokens = static_cast<int64_t>(served);
+    v.implausible = v.tokens;
+    v.detail = answer["unscorable"].is_string()
+                   ? "the ids cannot be scored: " + answer["unscorable"].get<std::string>()
+                   : "the ids cannot be scored";
+    return v;
+  }
   if (!answer.is_object() || !answer.contains("scores") || !answer["scores"].is_array()) {
     throw unreadable("has no 'scores' array");
   }
@@ -80,6 +89,67 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
 
 bool should_check(int64_t checked, double sample_rate, double draw) {
   return checked < kAlwaysChecked || draw < sample_rate;
+}
+
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::string text_mismatch(const std::string& sent, const nlohmann::json& answer) {
+  if (!answer.is_object() || !answer.contains("content") || !answer["content"].is_string()) {
+    return "";  // a checker that does not render the text: nothing to compare
+  }
+  const std::string& rendered = answer["content"].get_ref<const std::string&>();
+  if (trimmed(sent) == trimmed(rendered)) return "";
+  auto quoted = [](std::string_view s) {
+    std::string out(s.substr(0, 60));
+    return "'" + out + (s.size() > 60 ? "...'" : "'");
+  };
+  return "the text sent (" + std::to_string(sent.size()) + " bytes, " + quoted(trimmed(sent)) +
+         ") is not the ids' text (" + std::to_string(rendered.size()) + " bytes, " +
+         quoted(trimmed(rendered)) + ")";
+}
+
+double reputation_of(const PodCounts& c, bool seed) {
+  double r =
+      seed ? 1.0 : std::min(1.0, kNewReputation + kReputationGain * static_cast<double>(c.passed));
+  r *= std::pow(kReputationLoss, static_cast<double>(c.failed));
+  r *= std::pow(kOverruledLoss, static_cast<double>(c.overruled));
+  return r;
+}
+
+bool may_check(const PodCounts& c, bool seed) {
+  if (c.failed > 0 || reputation_of(c, seed) < kMinCheckerReputation) return false;
+  return seed || c.qualified_passes > 0;
+}
+
+bool wants_another(std::span<const Vote> votes, bool confirm_pass) {
+  if (votes.size() == 1) return !votes[0].passed || confirm_pass;
+  if (votes.size() == 2) return votes[0].passed != votes[1].passed;
+  return false;
+}
+
+Decision decide(std::span<const Vote> votes) {
+  Decision d;
+  if (votes.empty()) return d;
+  d.decided = true;
+  size_t passes = 0;
+  for (const Vote& v : votes) passes += v.passed ? 1 : 0;
+  const size_t fails = votes.size() - passes;
+  d.passed = passes >= fails;
+  if (passes != fails && std::min(passes, fails) > 0) {
+    for (const Vote& v : votes) {
+      if (v.passed != d.passed) d.overruled.push_back(v.checker);
+    }
+  }
+  return d;
 }
 
 }  // namespace herd::hub

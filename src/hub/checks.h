@@ -19,12 +19,24 @@
 //
 // Which requests are checked: every pod's first kAlwaysChecked requests (a new identity
 // earns trust before it is sampled), then each with probability `sample_rate`.
+//
+// Who checks (issue 28): only pods that may_check(): a seed the operator named, or a pod
+// that passed a check decided by such a checker and never failed one. A verdict is a vote
+// of one checker; a failure is always confirmed by a second checker, a pod's first pass and
+// a sample of the others too (wants_another); when two disagree a third decides, and the
+// checker the majority overrules loses reputation (decide). A pod's reputation is a
+// function of its counts (reputation_of), so every hub replica reading the same record
+// (pod_records.h) agrees on it.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "hub/pod_records.h"
 
 namespace herd::hub {
 
@@ -38,6 +50,9 @@ struct CheckThresholds {
 inline constexpr double kNoise = 0.01;
 
 inline constexpr int64_t kAlwaysChecked = 3;
+// Passes (and no failure) before a pod's answers go to clients unchecked and it is paid by
+// settling: one pass of a short sampled answer may be luck (docs/network.md), three are not.
+inline constexpr int64_t kTrustedPasses = 3;
 
 struct Verdict {
   bool passed = false;
@@ -51,12 +66,59 @@ struct Verdict {
   double z = 0;  // sampled tokens' (0 when greedy)
 };
 
-// Reads a checker's answer for `served` tokens. An answer that is not one (wrong count,
+// Reads a checker's answer for `served` tokens. An answer {"unscorable": why} (ids beyond
+// the checker's context or max_tokens, not of its vocabulary: no honest pod serves those)
+// is a failed check with that reason. An answer that is not one (wrong count,
 // missing fields) is a failed check of the checker, not of the pod: throws herd::Error.
 Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds& thresholds);
 
 // Whether to check a request: `checked` is how many of the pod's requests were checked
 // before; `draw` a uniform number in [0, 1).
 bool should_check(int64_t checked, double sample_rate, double draw);
+
+// Whether the text a pod sent its client is the text of the ids it was paid for, as the
+// checker rendered them ("content": its detokenization, cut at the request's stop strings,
+// and for chat the message content its output parser gives). Whitespace at either end is
+// not compared (templates and parsers trim it). "" when it is; else why not.
+std::string text_mismatch(const std::string& sent, const nlohmann::json& answer);
+
+// A pod's reputation from its counts: a new identity's kNewReputation, kReputationGain more
+// for each pass (up to 1; a seed starts at 1), times kReputationLoss for each failure (one
+// failure puts it below kMinReputation for good) and kOverruledLoss for each time the
+// majority overruled it as a checker.
+inline constexpr double kNewReputation = 0.5;
+inline constexpr double kReputationGain = 0.1;
+inline constexpr double kReputationLoss = 0.02;
+inline constexpr double kOverruledLoss = 0.5;
+// A checker's least reputation: a seed overruled three times, a new checker twice, checks
+// no more.
+inline constexpr double kMinCheckerReputation = 0.25;
+double reputation_of(const PodCounts& counts, bool seed);
+
+// Whether a pod may check others' work: a seed, or one that passed a check decided by a
+// checker that may check, never failed one, and keeps its reputation.
+bool may_check(const PodCounts& counts, bool seed);
+
+// One checker's verdict on one request.
+struct Vote {
+  std::string checker;
+  bool passed = false;
+};
+
+// Whether a request's check asks one more checker after `votes` (in the order asked):
+// a first failure always (one checker cannot take a pod's reputation), a first pass when
+// `confirm_pass` (the pod's first pass, or a sample), and after two that disagree.
+bool wants_another(std::span<const Vote> votes, bool confirm_pass);
+
+struct Decision {
+  bool decided = false;  // false: no vote
+  bool passed = false;
+  // Checkers on the losing side of a majority (2 of 3): each loses reputation.
+  std::vector<std::string> overruled;
+};
+
+// The majority of the votes; one against one (no third checker) passes, overruling no one:
+// a lone accuser is not believed, nor a lone pass punished.
+Decision decide(std::span<const Vote> votes);
 
 }  // namespace herd::hub

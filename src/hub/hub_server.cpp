@@ -16,6 +16,7 @@
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
 #include "hub/answer_reader.h"
+#include "hub/billing.h"
 #include "hub/hub_keys.h"
 #include "hub/hub_page.h"
 #include "hub/ledger.h"
@@ -83,7 +84,7 @@ json replayable(json body) {
 // The hub's rooms (pod_table.h, verifier.h, loads.h, network_view.h, pod_clients.h), each
 // with its own lock, and the routing of requests between them, which is this file's.
 struct HubServer::State {
-  State(HubOptions o, Ledger& ledger, std::mt19937_64 rng)
+  State(HubOptions o, Ledger& ledger, PodRecords* records, std::mt19937_64 rng)
       : options(std::move(o)),
         keys(options.secret, options.api_keys, options.operator_keys),
         credits(ledger, options.prices),
@@ -92,6 +93,7 @@ struct HubServer::State {
         rate_limit(options.requests_per_minute),
         replica(std::to_string(unix_ms()) + "-" + std::to_string(rng() % 1000000)),
         pod_clients(options.pod_ca_file),
+        pods(options.trusted_pods, records),
         verifier({options.check_rate, options.thresholds}, rng, pods, pod_clients, credits),
         loads(options.demand, pods, pod_clients),
         registrar({options.allow_private_pods, options.new_pods_per_minute,
@@ -170,14 +172,21 @@ struct HubServer::State {
   }
 
   // A pod for the request that none of `tried` is, marked started; nullopt when none.
+  // `trusted_first`: after an answer failed its check, untrusted pods only when no trusted
+  // one can take the request (a request meets one cheater at most, as a rule).
   std::optional<Chosen> choose(const std::string& model, int64_t prompt_tokens, int64_t max_tokens,
-                               const std::vector<PodId>& tried) {
+                               const std::vector<PodId>& tried, bool trusted_first) {
     std::vector<PodId> exclude = loads.loading_pods();  // they answer 503 while loading
     exclude.insert(exclude.end(), tried.begin(), tried.end());
     // On probation: a pod that never passed a check gets nothing more while one of its
     // answers is being checked (unless no other pod can take the request), so a cheater
     // serves little more than the requests it was sent at once before its first verdict.
-    const std::vector<std::string> wary = verifier.probation();
+    std::vector<std::string> wary = verifier.probation();
+    if (trusted_first) {
+      for (const LivePod& pod : pods.live()) {
+        if (!pod.record.trusted()) wary.push_back(pod.id);
+      }
+    }
     return pods.choose(model, prompt_tokens, max_tokens, exclude, wary);
   }
 
@@ -187,6 +196,7 @@ struct HubServer::State {
     json body;            // the client's
     std::string forward;  // what the pods get: the body and herd_token_ids (and usage)
     int64_t prompt_tokens = 0, max_tokens = 0;
+    int64_t max_tokens_given = -1;  // the client's max_tokens (-1: none; bounds the bill)
     bool stream = false, client_wants_usage = false;
     Clock::time_point started;
   };
@@ -200,17 +210,25 @@ struct HubServer::State {
     s.endpoint = call.endpoint;
     s.body = replayable(call.body);
     s.token_ids = facts.token_ids;
-    // What the pod says it used, within what it can have used: no more prompt tokens than
-    // the request has bytes (and a template's few), no more completion tokens than the ids it
-    // gave for them (which a check replays). A pod cannot bill a client for tokens it made up.
-    s.prompt_tokens = std::clamp<int64_t>(facts.prompt_tokens.value_or(0), 0,
-                                          static_cast<int64_t>(call.forward.size()) + 256);
-    s.completion_tokens = std::clamp<int64_t>(facts.completion_tokens.value_or(0), 0,
-                                              static_cast<int64_t>(facts.token_ids.size()));
+    s.text = facts.text;
+    s.pod_id = chosen.node;
+    int64_t n_ctx = 0;  // the model's context as the pod registered it
+    if (const auto live = pods.find(chosen.node)) {
+      s.pod_name = live->registration.name;
+      for (const ServedModel& m : live->registration.models) {
+        if (m.name == call.model_name) n_ctx = m.n_ctx;
+      }
+    }
+    // What the pod says it used, within what it can have used (billing.h): a pod cannot
+    // bill a client for tokens it made up, and what no honest pod answers is a fault.
+    const Billed billed =
+        bill(facts, static_cast<int64_t>(call.forward.size()),
+             call.max_tokens_given >= 0 ? call.max_tokens_given : INT64_MAX, n_ctx);
+    s.prompt_tokens = billed.prompt_tokens;
+    s.completion_tokens = billed.completion_tokens;
+    s.fault = billed.fault;
     s.seconds = seconds_since(call.started);
     s.charge = price_of(options.prices, s.prompt_tokens, s.completion_tokens);
-    s.pod_id = chosen.node;
-    if (const auto live = pods.find(chosen.node)) s.pod_name = live->registration.name;
     return s;
   }
 
@@ -235,7 +253,7 @@ struct HubServer::State {
     }
     view.request_served(s, status);
     if (s.pod_id.empty()) return;
-    pods.count_served(s.pod_id, s.completion_tokens);
+    pods.count_served(s.pod_id, s.completion_tokens, s.seconds);
     verifier.consider(std::move(s), checked);
   }
 
@@ -270,6 +288,7 @@ struct HubServer::State {
     for (const char* field : {"max_tokens", "max_completion_tokens"}) {
       if (body.contains(field) && body[field].is_number_integer()) {
         call.max_tokens = std::clamp<int64_t>(body[field].get<int64_t>(), 1, int64_t{1} << 20);
+        call.max_tokens_given = std::max<int64_t>(1, body[field].get<int64_t>());
       }
     }
     // Four bytes a token, roughly: the hub does not tokenize.
@@ -323,7 +342,9 @@ struct HubServer::State {
     send_error(res, 503, "server_error", no_answer(call, failure));
   }
 
-  enum class Attempt { ANSWERED, FAILED };  // what a request came to on one pod
+  // What a request came to on one pod (CAUGHT: its answer failed a check, or could not be
+  // checked; not sent).
+  enum class Attempt { ANSWERED, FAILED, CAUGHT };
 
   // Sends the request to the pods the router chooses, one after another (up to kAttempts),
   // until one answers. `attempt` talks to the chosen pod, tells the router when it is done
@@ -334,8 +355,10 @@ struct HubServer::State {
       const std::function<Attempt(const Chosen&, httplib::Client&, std::string&)>& attempt) {
     failure = "no pod serves it now";
     std::vector<PodId> tried;
+    bool trusted_first = false;
     for (int n = 0; n < kAttempts; ++n) {
-      const auto chosen = choose(call.model_name, call.prompt_tokens, call.max_tokens, tried);
+      const auto chosen =
+          choose(call.model_name, call.prompt_tokens, call.max_tokens, tried, trusted_first);
       if (!chosen) break;
       tried.push_back(chosen->pod);
       const auto pod = pod_clients.make(chosen->address, 600);
@@ -344,7 +367,9 @@ struct HubServer::State {
         failure = "its URL " + chosen->url + " cannot be reached from this hub";
         continue;
       }
-      if (attempt(*chosen, *pod, failure) == Attempt::ANSWERED) return true;
+      const Attempt came = attempt(*chosen, *pod, failure);
+      if (came == Attempt::ANSWERED) return true;
+      trusted_first = trusted_first || came == Attempt::CAUGHT;
     }
     return false;
   }
@@ -353,12 +378,13 @@ struct HubServer::State {
     return "no pod could answer for model '" + call.model_name + "': " + failure;
   }
 
-  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED: it
-  // is not the client's, and `why` says so.
+  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED
+  // or UNANSWERED: it is not the client's, and `why` says so.
   Outcome check_before_sending(const Call& call, const Chosen& chosen, const AnswerFacts& facts,
                                std::string& why) {
     const Outcome checked = verifier.check_now(answer_of(call, chosen, facts));
     if (checked == Outcome::FAILED) why = "its answer failed a check";
+    if (checked == Outcome::UNANSWERED) why = "no checker answered for its answer";
     return checked;
   }
 
@@ -379,7 +405,7 @@ struct HubServer::State {
     if (whole && verifier.untrusted(chosen.node)) {
       checked = check_before_sending(call, chosen, facts, why);
       // Not for the client: another pod answers, and only that is charged.
-      if (checked == Outcome::FAILED) return Attempt::FAILED;
+      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) return Attempt::CAUGHT;
     }
     const std::string type = answer->get_header_value("Content-Type");
     res.status = answer->status;
@@ -463,7 +489,9 @@ struct HubServer::State {
     Outcome checked = Outcome::NONE;
     if (hold && !failed) {
       if (whole) checked = check_before_sending(call, chosen, facts, why);
-      if (checked == Outcome::FAILED) return Attempt::FAILED;  // never sent
+      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) {
+        return Attempt::CAUGHT;  // never sent
+      }
       wrote = !held.empty();
       if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
     }
@@ -541,9 +569,9 @@ struct HubServer::State {
   }
 };
 
-HubServer::HubServer(HubOptions options, Ledger& ledger) {
+HubServer::HubServer(HubOptions options, Ledger& ledger, PodRecords* records) {
   const uint64_t seed = options.seed != 0 ? options.seed : std::random_device{}();
-  state_ = std::make_unique<State>(std::move(options), ledger, std::mt19937_64(seed));
+  state_ = std::make_unique<State>(std::move(options), ledger, records, std::mt19937_64(seed));
   State& s = *state_;
   if (s.options.check_rate < 0 || s.options.check_rate > 1) {
     throw Error("hub", "the check rate must be within [0, 1]");

@@ -35,6 +35,11 @@
 // dropped; its reputation and counts stay (a pod cannot wash its record by registering again). Not
 // yet: https pods.
 //
+// Who is paid for what (issue 28, docs/network.md "Paying only for checked work"): the bill
+// is bounded by the ids (billing.h), checkers are seeds (--trust-pod) and pods they proved
+// (checks.h), only trusted pods are paid, speeds are measured (speed.h), and the pods'
+// records are kept in the database (pod_records.h).
+//
 // Inside, the hub's state lives in rooms, each with its own lock and a header stating its
 // contract: the pod table (pod_table.h: live pods, records, model ids, the router), the
 // verifier (verifier.h: the check queue, its worker, verdicts), the loads (loads.h: models no
@@ -59,6 +64,7 @@
 namespace herd::hub {
 
 class Ledger;
+class PodRecords;
 
 struct HubOptions {
   std::string host = "127.0.0.1";
@@ -85,12 +91,17 @@ struct HubOptions {
   std::string tls_cert, tls_key;             // PEM files: the hub serves HTTPS
   std::string pod_ca_file;                   // to check https pods (empty: the system's)
   DemandOptions demand;  // when pods are asked to load a model no pod serves (demand.h)
+  // Node ids of the pods trusted as checkers from the start (--trust-pod): the root of the
+  // network's trust (checks.h: may_check). None: no pod checks, and none is paid.
+  std::vector<std::string> trusted_pods;
 };
 
 class HubServer {
  public:
-  // REQUIRES: `ledger` outlives the server. Grants each API key its credits.
-  HubServer(HubOptions options, Ledger& ledger);
+  // REQUIRES: `ledger` and `records` outlive the server. Grants each API key its credits.
+  // `records`: where the pods' records are kept (nullptr: in memory only; pod_records.h
+  // wants a database connection of its own).
+  HubServer(HubOptions options, Ledger& ledger, PodRecords* records = nullptr);
   ~HubServer();
   HubServer(const HubServer&) = delete;
   HubServer& operator=(const HubServer&) = delete;

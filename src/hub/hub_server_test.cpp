@@ -500,10 +500,12 @@ json pod_named(const json& network, const std::string& name) {
   return json();
 }
 
-// Two honest pods and a fast cheater: the cheater's first answer (a new pod's) is checked on
-// an honest pod, confirmed by the other, before the client gets it; it fails, the request
-// goes to an honest pod, and the cheater loses its reputation (the router sends it nothing
-// more); the client pays every answer it got once; the ledger sums to zero.
+// A seed the operator trusts (slow: the router prefers the others), two honest pods and a
+// fast cheater: the cheater's first answer (a new pod's) is checked on the seed before the
+// client gets it; it fails, the request goes to a trusted pod, and the cheater loses its
+// reputation (the router sends it nothing more); the honest pod's first answers pass the
+// seed's checks and are paid at once; the client pays every answer it got once; the ledger
+// sums to zero.
 TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   HubOptions o;
   o.api_keys = {"client-key", "other-client"};
@@ -511,10 +513,11 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   o.secret = std::string(net::kKeySecretBytes, 's');
   o.grant_credits = 100000;
   o.check_rate = 0;  // only each pod's first kAlwaysChecked requests
-  RunningHub h(o);
-  ModelPod honest_a("honest-a", 7), honest_b("honest-b", 7), cheater("cheater", 9);
+  ModelPod seed("seed", 7), honest_a("honest-a", 7), honest_b("honest-b", 7), cheater("cheater", 9);
   const net::NodeIdentity a = net::NodeIdentity::generate(), b = net::NodeIdentity::generate(),
-                          c = net::NodeIdentity::generate();
+                          c = net::NodeIdentity::generate(), s = net::NodeIdentity::generate();
+  o.trusted_pods = {s.id().to_text()};
+  RunningHub h(o);
   auto enroll = [&](const net::NodeIdentity& id, const ModelPod& pod, double decode) {
     Registration r = sample(id);
     r.name = pod.name;
@@ -526,6 +529,7 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
   };
+  enroll(s, seed, 1);
   enroll(a, honest_a, 10);
   enroll(b, honest_b, 10);
   enroll(c, cheater, 1000);  // the fastest: chosen first
@@ -549,7 +553,7 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
   EXPECT_LT(caught["reputation"].get<double>(), kMinReputation);
   EXPECT_TRUE(caught["flagged"].get<bool>());
   EXPECT_EQ(caught["failed_verifications"], 1);
-  // Its first answer was checked before the client got it, failed, and went to an honest
+  // Its first answer was checked before the client got it, failed, and went to a trusted
   // pod instead: no answer of the cheater's reached the client, and it is avoided since.
   EXPECT_EQ(caught["requests"], 0);
   EXPECT_EQ(caught["credits_pending"], 0);
@@ -565,7 +569,10 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
     // Checked requests are paid at once: 5 tokens x 4 x 90%.
     EXPECT_EQ(pod["credits_earned"].get<int64_t>(), 18 * pod["verified"].get<int64_t>()) << name;
   }
-  EXPECT_EQ(honest_requests, 12);
+  // The cheater's request went to the seed (after a failed check, trusted pods first).
+  EXPECT_EQ(honest_requests, 11);
+  EXPECT_EQ(pod_named(network, "seed")["requests"], 1);
+  EXPECT_TRUE(pod_named(network, "seed")["may_check"].get<bool>());
   EXPECT_EQ(network["hub"]["verification"]["failed"], 1);
   EXPECT_EQ(network["hub"]["requests"]["total"], 12);
   const json books = h.hub.ledger();

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "hub/pod_records.h"
 #include "hub/test_postgres.h"
 #include "util/error.h"
 
@@ -327,6 +328,54 @@ TYPED_TEST(LedgerTest, TheDatabaseRunsParametersAndTellsConstraintsApart) {
     db->run("UPDATE t SET n = 9");
   }  // rolled back
   EXPECT_EQ(db->run("SELECT n FROM t").rows[0].integer(0), 5);
+}
+
+// pod_records (pod_records.h): a pod's counts survive the hub (a new connection reads
+// them) and two replicas adding at once, each on its own connection, lose nothing.
+TYPED_TEST(LedgerTest, PodRecordsSurviveARestartAndReplicasAddingAtOnce) {
+  const std::string spec = this->fresh("pod_records");
+  {
+    const std::unique_ptr<Database> db = open_database(spec);
+    PodRecords records(*db);
+    EXPECT_EQ(records.load("pod-a"), std::nullopt);
+    PodCounts failed;
+    failed.checked = 1;
+    failed.failed = 1;
+    failed.last_failure = "request r-1: 5 of 5 tokens implausible";
+    records.add("pod-a", failed);
+    PodCounts served;
+    served.requests = 2;
+    served.tokens = 17;
+    records.add("pod-a", served);  // no failure: the stored one stays
+  }
+  const std::unique_ptr<Database> a = open_database(spec), b = open_database(spec);
+  PodRecords replica_a(*a), replica_b(*b);
+  const std::optional<PodCounts> kept = replica_a.load("pod-a");
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->requests, 2);
+  EXPECT_EQ(kept->tokens, 17);
+  EXPECT_EQ(kept->failed, 1);
+  EXPECT_EQ(kept->last_failure, "request r-1: 5 of 5 tokens implausible");
+  PodCounts pass;
+  pass.checked = 1;
+  pass.passed = 1;
+  pass.qualified_passes = 1;
+  pass.overruled = 1;
+  auto count = [&pass](PodRecords& records) {
+    for (int i = 0; i < 50; ++i) records.add("pod-b", pass);
+  };
+  std::thread first([&] { count(replica_a); });
+  count(replica_b);
+  first.join();
+  const std::optional<PodCounts> both = replica_b.load("pod-b");
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->checked, 100);
+  EXPECT_EQ(both->passed, 100);
+  EXPECT_EQ(both->qualified_passes, 100);
+  EXPECT_EQ(both->overruled, 100);
+  EXPECT_EQ(both->failed, 0);
+  EXPECT_EQ(replica_a.load("pod-b"), both);
+  EXPECT_THAT([&] { replica_a.add("", pass); }, ThrowsMessage<Error>(HasSubstr("pod id")));
 }
 
 TEST(DatabaseTest, AnUnreachablePostgresqlIsAnErrorWithoutThePassword) {

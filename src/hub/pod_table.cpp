@@ -2,7 +2,83 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace herd::hub {
+
+PodCounts PodRecord::counts() const {
+  PodCounts c;
+  c.requests = requests;
+  c.tokens = tokens;
+  c.checked = checked;
+  c.passed = passed;
+  c.failed = failed;
+  c.qualified_passes = qualified_passes;
+  c.overruled = overruled;
+  c.last_failure = last_failure;
+  return c;
+}
+
+namespace {
+
+PodCounts minus(const PodCounts& after, const PodCounts& before) {
+  PodCounts d;
+  d.requests = after.requests - before.requests;
+  d.tokens = after.tokens - before.tokens;
+  d.checked = after.checked - before.checked;
+  d.passed = after.passed - before.passed;
+  d.failed = after.failed - before.failed;
+  d.qualified_passes = after.qualified_passes - before.qualified_passes;
+  d.overruled = after.overruled - before.overruled;
+  if (after.last_failure != before.last_failure) d.last_failure = after.last_failure;
+  return d;
+}
+
+// The speeds the router is told of a pod whose report names its models (speed.h), the
+// fastest measure of each model's pods kept up to date with this pod's.
+void routed_into(PodReport& report, const Registration& r, PodRecord& record,
+                 std::map<ModelId, double>& fastest_of) {
+  double fastest = 0;
+  for (const ModelId m : report.models) {
+    double& best = fastest_of[m];
+    if (record.speed.samples > 0) best = std::max(best, record.speed.tokens_per_s);
+    fastest = std::max(fastest, best);
+  }
+  const RoutedSpeed speed =
+      routed_speed(record.speed, r.decode_tokens_per_s, r.prefill_tokens_per_s, fastest);
+  report.decode_tokens_per_s = speed.decode_tokens_per_s;
+  report.prefill_tokens_per_s = speed.prefill_tokens_per_s;
+  record.routed_decode_tokens_per_s = speed.decode_tokens_per_s;
+}
+
+}  // namespace
+
+PodTable::PodTable(std::vector<std::string> seeds, PodRecords* store)
+    : seeds_(seeds.begin(), seeds.end()), store_(store) {}
+
+void PodTable::derive(PodRecord& record) const {
+  const PodCounts c = record.counts();
+  record.reputation = reputation_of(c, record.seed);
+  record.may_check = may_check(c, record.seed);
+}
+
+PodReport PodTable::report_of(const Pod& pod, PodRecord& record) {
+  PodReport report;
+  report.slots = pod.registration.slots;
+  for (const ServedModel& m : pod.registration.models) {
+    report.models.push_back(models_.at(m.name).id);  // held while the pod is live
+  }
+  routed_into(report, pod.registration, record, fastest_);
+  return report;
+}
+
+void PodTable::store(const std::string& id, const PodCounts& delta) {
+  if (store_ == nullptr || delta == PodCounts{}) return;
+  try {
+    store_->add(id, delta);
+  } catch (const Error&) {
+  }
+}
 
 ModelId PodTable::hold_model(const std::string& name) {
   auto [it, added] = models_.try_emplace(name);
@@ -24,6 +100,7 @@ void PodTable::release_model(const std::string& name) {
   // No live pod names it: the router indexes no pod under its id, which another name may
   // have from now on.
   free_model_ids_.push_back(it->second.id);
+  fastest_.erase(it->second.id);
   models_.erase(it);
 }
 
@@ -35,9 +112,15 @@ std::string PodTable::registered(const Registration& r, const PodAddress& addres
                                  Clock::time_point now) {
   PodReport report;
   report.slots = r.slots;
-  report.decode_tokens_per_s = r.decode_tokens_per_s;
-  report.prefill_tokens_per_s = r.prefill_tokens_per_s;
   const std::string id = r.id.to_text();
+  // The stored record is the truth shared with other replicas and kept across restarts.
+  std::optional<PodCounts> stored;
+  if (store_ != nullptr) {
+    try {
+      stored = store_->load(id);
+    } catch (const Error&) {
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = pods_.find(id);
   if (it != pods_.end() && it->second.registration.url != r.url) {
@@ -45,10 +128,26 @@ std::string PodTable::registered(const Registration& r, const PodAddress& addres
            "; one identity serves one URL at a time, so it cannot also register " + r.url +
            " (it may once the first is silent for the hub's pod timeout)";
   }
+  PodRecord& record = records_[id];
+  record.seed = seeds_.contains(id);
+  if (stored) {
+    // Counts only grow, and every change here was added to the store: the larger of each is
+    // the newer (the store's: another replica's changes; this one's: a change made while
+    // the store was read).
+    if (stored->failed > record.failed) record.last_failure = stored->last_failure;
+    record.requests = std::max(record.requests, stored->requests);
+    record.tokens = std::max(record.tokens, stored->tokens);
+    record.checked = std::max(record.checked, stored->checked);
+    record.passed = std::max(record.passed, stored->passed);
+    record.failed = std::max(record.failed, stored->failed);
+    record.qualified_passes = std::max(record.qualified_passes, stored->qualified_passes);
+    record.overruled = std::max(record.overruled, stored->overruled);
+  }
+  derive(record);
   for (const ServedModel& m : r.models) report.models.push_back(hold_model(m.name));
+  routed_into(report, r, record, fastest_);
   try {
     if (it == pods_.end()) {
-      const PodRecord& record = records_[id];
       Pod pod;
       pod.id = router_.add(report, record.rtt_seconds, record.reputation);
       node_of_[pod.id] = id;
@@ -56,6 +155,7 @@ std::string PodTable::registered(const Registration& r, const PodAddress& addres
       it = pods_.emplace(id, std::move(pod)).first;
     } else {
       router_.update(it->second.id, report);
+      router_.set_reputation(it->second.id, record.reputation);
       release_models(it->second.registration);  // its last registration's
     }
   } catch (...) {
@@ -202,11 +302,19 @@ PodRecord PodTable::record(const std::string& id) const {
 }
 
 void PodTable::update_record(const std::string& id, const std::function<void(PodRecord&)>& change) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PodRecord& record = records_[id];
-  change(record);
-  const auto live = pods_.find(id);
-  if (live != pods_.end()) router_.set_reputation(live->second.id, record.reputation);
+  PodCounts delta;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PodRecord& record = records_[id];
+    record.seed = seeds_.contains(id);
+    const PodCounts before = record.counts();
+    change(record);
+    delta = minus(record.counts(), before);
+    if (delta != PodCounts{}) derive(record);
+    const auto live = pods_.find(id);
+    if (live != pods_.end()) router_.set_reputation(live->second.id, record.reputation);
+  }
+  store(id, delta);
 }
 
 void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
@@ -219,11 +327,20 @@ void PodTable::set_rtt(const std::string& id, double rtt_seconds) {
   router_.set_rtt(live->second.id, rtt_seconds);
 }
 
-void PodTable::count_served(const std::string& id, int64_t completion_tokens) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PodRecord& record = records_[id];
-  ++record.requests;
-  record.tokens += completion_tokens;
+void PodTable::count_served(const std::string& id, int64_t completion_tokens, double seconds) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PodRecord& record = records_[id];
+    ++record.requests;
+    record.tokens += completion_tokens;
+    record.speed.observe(completion_tokens, seconds);
+    const auto live = pods_.find(id);
+    if (live != pods_.end()) router_.update(live->second.id, report_of(live->second, record));
+  }
+  PodCounts delta;
+  delta.requests = 1;
+  delta.tokens = completion_tokens;
+  store(id, delta);
 }
 
 std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::string& pod) const {
@@ -232,11 +349,10 @@ std::vector<CheckerPod> PodTable::checkers(const std::string& model, const std::
   for (const auto& [id, live] : pods_) {
     if (id == pod) continue;
     const auto record = records_.find(id);
-    const double reputation = record == records_.end() ? kNewReputation : record->second.reputation;
-    if (reputation < kMinReputation) continue;
+    if (record == records_.end() || !record->second.may_check) continue;
     bool serves = false;
     for (const ServedModel& m : live.registration.models) serves = serves || m.name == model;
-    if (serves) out.push_back({id, live.address, reputation});
+    if (serves) out.push_back({id, live.address, record->second.reputation});
   }
   return out;
 }
@@ -245,7 +361,7 @@ std::vector<std::string> PodTable::good_pods() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> out;
   for (const auto& [id, r] : records_) {
-    if (r.failed == 0) out.push_back(id);
+    if (r.trusted()) out.push_back(id);
   }
   return out;
 }

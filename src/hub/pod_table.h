@@ -13,6 +13,12 @@
 // the other rooms (verifier.h, loads.h, network_view.h) may call it while holding theirs;
 // it calls nothing outside itself while holding its own (update_record's function runs
 // under it and must not call out either).
+//
+// Issue 28's rules live here where they touch a pod's standing: the seeds the operator
+// trusts, whether a pod may check (checks.h: may_check), its reputation as a function of its
+// counts, the speed the router is told (speed.h: measured, the claim capped), and the
+// counts' copy in the database (pod_records.h: read at each registration, every change
+// added; database calls are made outside the table's lock).
 #pragma once
 
 #include <chrono>
@@ -21,31 +27,43 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "hub/checks.h"
 #include "hub/pod_address.h"
+#include "hub/pod_records.h"
 #include "hub/registration.h"
 #include "hub/router.h"
+#include "hub/speed.h"
 
 namespace herd::hub {
 
-// A new identity's reputation: trusted half as much as a proven pod (the router's cost
-// doubles) until its checks pass.
-inline constexpr double kNewReputation = 0.5;
 // Records of pods not live kept at most (each some hundred bytes).
 inline constexpr size_t kMaxRecords = 100'000;
 
 // What the hub knows of a pod beyond its registration, by node id; kept after it leaves.
 struct PodRecord {
+  // reputation_of(counts) and may_check(counts): kept so by the table after every change.
   double reputation = kNewReputation;
+  bool may_check = false;
+  bool seed = false;  // named by the operator (--trust-pod)
   double rtt_seconds = 0;
   bool rtt_measured = false;  // the pod answered a herd GET /health (set_rtt)
   int64_t requests = 0, tokens = 0;
   int64_t checked = 0, passed = 0, failed = 0;
+  int64_t qualified_passes = 0, overruled = 0;
   std::string last_failure;
+  MeasuredSpeed speed;  // this replica's measure of its answers
+  double routed_decode_tokens_per_s = 0;
+
+  // Whether its answers go to clients unchecked (a sample is checked after): a seed, or a
+  // pod that passed kTrustedPasses checks and never failed one.
+  bool trusted() const { return failed == 0 && (seed || passed >= kTrustedPasses); }
+  PodCounts counts() const;
 };
 
 // A live pod as the table saw it at one moment (a copy: it does not change afterwards).
@@ -77,6 +95,10 @@ struct CheckerPod {
 class PodTable {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // `seeds`: node ids the operator trusts as checkers from the start. `store`: where the
+  // records are kept (nullptr: in memory only); REQUIRES: it outlives the table.
+  explicit PodTable(std::vector<std::string> seeds = {}, PodRecords* store = nullptr);
 
   // ---- the live pods ----
 
@@ -118,11 +140,12 @@ class PodTable {
   void update_record(const std::string& id, const std::function<void(PodRecord&)>& change);
   // The round trip the hub measured to a pod that answered a herd GET /health.
   void set_rtt(const std::string& id, double rtt_seconds);
-  // A request the pod served: its counts.
-  void count_served(const std::string& id, int64_t completion_tokens);
-  // Live pods serving `model`, other than `pod`, whose reputation the router trusts.
+  // A request the pod served to a client: its counts, and its speed measured (`seconds`
+  // from sending the request to the answer's end).
+  void count_served(const std::string& id, int64_t completion_tokens, double seconds);
+  // Live pods serving `model`, other than `pod`, that may check (checks.h: may_check).
   std::vector<CheckerPod> checkers(const std::string& model, const std::string& pod) const;
-  // The pods, live or not, that never failed a check (their pending credits are paid).
+  // The pods, live or not, whose pending credits are paid: trusted (PodRecord::trusted).
   std::vector<std::string> good_pods() const;
 
   // What the table holds (tests of its bounds): records, and model names known.
@@ -146,6 +169,17 @@ class PodTable {
   void release_model(const std::string& name);  // one fewer; forgotten at none
   void release_models(const Registration& r);
   void prune_records();
+  // The router's view of a live pod: its claims, the speed capped (speed.h).
+  PodReport report_of(const Pod& pod, PodRecord& record);
+  // A record's derived fields from its counts.
+  void derive(PodRecord& record) const;
+
+  // Adds `delta` to the pod's stored record (outside the lock); database errors are
+  // dropped (the record in memory stands, and the next registration reads the store again).
+  void store(const std::string& id, const PodCounts& delta);
+
+  const std::set<std::string> seeds_;
+  PodRecords* const store_;
 
   mutable std::mutex mutex_;  // guards what follows
   Router router_;
@@ -154,6 +188,7 @@ class PodTable {
   std::unordered_map<PodId, std::string> node_of_;  // the live pods' node ids
   std::map<std::string, ModelName> models_;         // the names live pods serve
   std::vector<ModelId> free_model_ids_;             // of names no live pod serves now
+  std::map<ModelId, double> fastest_;  // the fastest measure of a live model's pods, so far
 };
 
 }  // namespace herd::hub

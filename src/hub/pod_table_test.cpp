@@ -54,7 +54,7 @@ TEST(PodTableTest, APodIsRoutedUntilItExpiresAndARecordWithHistoryStays) {
   EXPECT_EQ(table.find(id)->active, 0);
 
   // A verdict changes the record and what the router trusts.
-  table.count_served(id, 5);
+  table.count_served(id, 5, 0.1);
   table.update_record(id, [](PodRecord& r) {
     ++r.checked;
     ++r.failed;
@@ -77,9 +77,9 @@ TEST(PodTableTest, APodIsRoutedUntilItExpiresAndARecordWithHistoryStays) {
 }
 
 TEST(PodTableTest, WaryPodsAreChosenOnlyWhenNoOtherCanBeAndCheckersAreOthers) {
-  PodTable table;
   const auto fast = net::NodeIdentity::generate();
   const auto slow = net::NodeIdentity::generate();
+  PodTable table({slow.id().to_text()});  // a seed: it may check from the start
   const auto now = Clock::now();
   add(table, pod(fast, "http://fast:1", {"m"}, 100), now);
   add(table, pod(slow, "http://slow:1", {"m", "n"}, 10), now);
@@ -97,6 +97,14 @@ TEST(PodTableTest, WaryPodsAreChosenOnlyWhenNoOtherCanBeAndCheckersAreOthers) {
   const auto checkers = table.checkers("m", fast.id().to_text());
   ASSERT_EQ(checkers.size(), 1u);
   EXPECT_EQ(checkers[0].address.host, "slow");
+  // The fresh pod checks no one until it passed a check of a pod that may check.
+  EXPECT_TRUE(table.checkers("m", slow.id().to_text()).empty());
+  table.update_record(fast.id().to_text(), [](PodRecord& r) {
+    ++r.checked;
+    ++r.passed;
+    ++r.qualified_passes;
+  });
+  EXPECT_EQ(table.checkers("m", slow.id().to_text()).size(), 1u);
   EXPECT_TRUE(table.checkers("n", slow.id().to_text()).empty());
   EXPECT_EQ(table.others_serving(slow.id().to_text()), 0);  // "n" has no other
   EXPECT_EQ(table.others_serving(fast.id().to_text()), 1);

@@ -17,7 +17,7 @@ Verifier::Verifier(VerifierOptions options, std::mt19937_64 rng, PodTable& pods,
     : options_(options), pods_(pods), clients_(clients), credits_(credits), rng_(rng) {}
 
 bool Verifier::untrusted(const std::string& pod) const {
-  return pods_.record(pod).passed == 0;
+  return !pods_.record(pod).trusted();
 }
 
 std::vector<std::string> Verifier::probation() const {
@@ -26,8 +26,10 @@ std::vector<std::string> Verifier::probation() const {
 }
 
 Outcome Verifier::check_now(const Served& s) {
-  if (s.token_ids.empty() || static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
-    return Outcome::NONE;
+  if (s.fault.empty() && s.token_ids.empty()) {
+    // No tokens to score (an answer ended at once): not sent while a pod could check its
+    // others, so no untrusted answer reaches a client unchecked where checks can be made.
+    return pods_.checkers(s.model, s.pod_id).empty() ? Outcome::NONE : Outcome::UNANSWERED;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -38,17 +40,15 @@ Outcome Verifier::check_now(const Served& s) {
 }
 
 void Verifier::consider(Served s, Outcome checked) {
-  // Checked: a sample, whole answers with tokens (ids the pod gave for every one it was
-  // paid for).
-  if (checked != Outcome::NONE || s.pod_id.empty() || s.token_ids.empty() ||
-      static_cast<int64_t>(s.token_ids.size()) != s.completion_tokens) {
+  // Checked: a sample of whole answers with tokens, and every answer with a fault.
+  if (checked != Outcome::NONE || s.pod_id.empty() || (s.fault.empty() && s.token_ids.empty())) {
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   const PodRecord record = pods_.record(s.pod_id);
   const double draw = std::uniform_real_distribution<double>(0, 1)(rng_);
-  if (!should_check(record.checked + static_cast<int64_t>(queued_checks_of(s.pod_id)),
-                    options_.check_rate, draw)) {
+  if (s.fault.empty() &&
+      !should_check(record.checked + pending_of(s.pod_id), options_.check_rate, draw)) {
     return;
   }
   if (queue_.size() >= kMaxQueuedChecks) {
@@ -56,9 +56,10 @@ void Verifier::consider(Served s, Outcome checked) {
     return;
   }
   // A pod's first check goes first: until its verdict, the pod is on probation.
-  const bool first_of_pod = record.checked == 0 && !pending_.contains(s.pod_id);
+  const bool first_of_pod =
+      (record.checked == 0 && !pending_.contains(s.pod_id)) || !s.fault.empty();
   ++pending_[s.pod_id];
-  if (record.passed == 0) probation_.insert(s.pod_id);
+  if (!record.trusted()) probation_.insert(s.pod_id);
   if (first_of_pod) {
     queue_.push_front(std::move(s));
   } else {
@@ -67,9 +68,9 @@ void Verifier::consider(Served s, Outcome checked) {
   changed_.notify_all();
 }
 
-size_t Verifier::queued_checks_of(const std::string& pod) const {
-  return static_cast<size_t>(std::count_if(queue_.begin(), queue_.end(),
-                                           [&](const Served& c) { return c.pod_id == pod; }));
+int64_t Verifier::pending_of(const std::string& pod) const {
+  const auto it = pending_.find(pod);
+  return it == pending_.end() ? 0 : it->second;
 }
 
 void Verifier::done_pending(const std::string& pod) {
@@ -79,7 +80,7 @@ void Verifier::done_pending(const std::string& pod) {
   probation_.erase(pod);
 }
 
-// Pods that may check a request: live, trusted, others; the most trusted first, in random
+// Pods that may check a request: live, may check, others; the most trusted first, in random
 // order among equals (a pod cannot know which pod will check it, nor two pods agree to
 // check each other).
 std::vector<CheckerPod> Verifier::checkers(const Served& s) {
@@ -135,75 +136,107 @@ std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Serve
   const json answer = http::parse_bounded_json(r->body);
   if (answer.is_discarded()) return std::nullopt;  // not JSON: the checker's fault
   try {
-    return judge(answer, s.token_ids.size(), options_.thresholds);
+    Verdict v = judge(answer, s.token_ids.size(), options_.thresholds);
+    const std::string mismatch = v.passed ? text_mismatch(s.text, answer) : "";
+    if (!mismatch.empty()) {
+      v.passed = false;
+      v.implausible = std::max<int64_t>(v.implausible, 1);
+      v.detail = mismatch;
+    }
+    return v;
   } catch (const std::exception&) {
     return std::nullopt;  // not an answer: the checker's fault, not the pod's
   }
 }
 
 Outcome Verifier::check(const Served& s) {
-  const std::vector<CheckerPod> candidates = checkers(s);
-  // A failed check is confirmed by a second checker when there is one: a lone checker
-  // that lies cannot take an honest pod's reputation when others can say otherwise.
-  std::optional<Verdict> first, second;
-  bool unverifiable = false;
-  size_t next = 0;
-  while (!first && next < candidates.size() && !unverifiable) {
-    first = ask(candidates[next++].address, s, unverifiable);
-  }
-  if (first && !first->passed) {
-    while (!second && next < candidates.size() && !unverifiable) {
-      second = ask(candidates[next++].address, s, unverifiable);
+  // The votes, in the order asked, and the first verdict of each side (for the counts).
+  std::vector<Vote> votes;
+  std::optional<Verdict> passing, failing;
+  bool unverifiable = false, no_checker = false;
+  if (!s.fault.empty()) {
+    // What no honest pod answers: failed without asking anyone.
+    Verdict v;
+    v.tokens = static_cast<int64_t>(s.token_ids.size());
+    v.implausible = v.tokens;
+    v.detail = s.fault;
+    failing = v;
+    votes.push_back({"", false});
+  } else {
+    const std::vector<CheckerPod> candidates = checkers(s);
+    no_checker = candidates.empty();
+    bool confirm = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      confirm = std::uniform_real_distribution<double>(0, 1)(rng_) < kConfirmRate;
+    }
+    confirm = confirm || !pods_.record(s.pod_id).trusted();
+    for (size_t next = 0; next < candidates.size() && !unverifiable &&
+                          (votes.empty() || wants_another(votes, confirm));
+         ++next) {
+      const std::optional<Verdict> v = ask(candidates[next].address, s, unverifiable);
+      if (!v) continue;
+      votes.push_back({candidates[next].id, v->passed});
+      std::optional<Verdict>& side = v->passed ? passing : failing;
+      if (!side) side = v;
     }
   }
+  const Decision d = decide(votes);
   std::unique_lock<std::mutex> lock(mutex_);
-  done_pending(s.pod_id);
-  if (!first) {
-    ++(unverifiable || candidates.empty() ? totals_.checks_skipped : totals_.check_errors);
-    return Outcome::NONE;
+  if (!d.decided) {
+    done_pending(s.pod_id);
+    if (unverifiable || no_checker) {
+      ++totals_.checks_skipped;
+      return Outcome::NONE;
+    }
+    ++totals_.check_errors;
+    return Outcome::UNANSWERED;
   }
   ++totals_.checks;
-  const bool failed = !first->passed && (!second || !second->passed);
-  if (!first->passed && second && second->passed) ++totals_.disagreements;
-  if (!failed) {
-    const Verdict& pass = first->passed ? *first : *second;
-    totals_.passed_min_probability = std::min(totals_.passed_min_probability, pass.min_probability);
-    totals_.passed_max_gap = std::max(totals_.passed_max_gap, pass.max_gap);
-    totals_.passed_min_z = std::min(totals_.passed_min_z, pass.z);
+  if (passing && failing) ++totals_.disagreements;
+  if (d.passed) {
+    totals_.passed_min_probability =
+        std::min(totals_.passed_min_probability, passing->min_probability);
+    totals_.passed_max_gap = std::max(totals_.passed_max_gap, passing->max_gap);
+    totals_.passed_min_z = std::min(totals_.passed_min_z, passing->z);
     probation_.erase(s.pod_id);
   } else {
     ++totals_.checks_failed;
-    totals_.failed_tokens += first->tokens;
-    totals_.failed_implausible += first->implausible;
+    totals_.failed_tokens += failing->tokens;
+    totals_.failed_implausible += failing->implausible;
   }
+  // The record changes with the pending count under this lock (consider() counts both).
   std::string failure;
   pods_.update_record(s.pod_id, [&](PodRecord& record) {
     ++record.checked;
-    if (!failed) {
+    if (d.passed) {
       ++record.passed;
-      // A pod caught once stays below kMinReputation: checks of its requests that were
-      // queued before the verdict do not bring it back.
-      if (record.failed == 0)
-        record.reputation = std::min(1.0, record.reputation + kReputationGain);
+      ++record.qualified_passes;  // its checkers may check (PodTable::checkers)
     } else {
       ++record.failed;
-      record.reputation *= kReputationLoss;
-      record.last_failure = "request " + s.request_id + ": " + std::to_string(first->implausible) +
-                            " of " + std::to_string(first->tokens) + " tokens implausible; " +
-                            first->detail;
+      record.last_failure =
+          "request " + s.request_id + ": " +
+          (s.fault.empty() ? std::to_string(failing->implausible) + " of " +
+                                 std::to_string(failing->tokens) + " tokens implausible; "
+                           : std::string()) +
+          failing->detail;
     }
     failure = record.last_failure;
   });
-  lock.unlock();  // the books, outside the verifier's lock
+  done_pending(s.pod_id);
+  lock.unlock();  // the checkers' records and the books, outside the verifier's lock
+  for (const std::string& checker : d.overruled) {
+    pods_.update_record(checker, [](PodRecord& record) { ++record.overruled; });
+  }
   try {
-    if (failed) {
+    if (!d.passed) {
       credits_.withhold(s.pod_id, "failed check: " + failure);
     } else {
       credits_.verified(s.request_id, s.pod_id, s.charge.pod_earns);
     }
   } catch (const Error&) {
   }
-  return failed ? Outcome::FAILED : Outcome::PASSED;
+  return d.passed ? Outcome::PASSED : Outcome::FAILED;
 }
 
 void Verifier::run() {

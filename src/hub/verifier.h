@@ -7,8 +7,12 @@
 //
 //   served(request) -> consider(): sampled (should_check) -> queue -> run() -> check()
 //   an untrusted pod's answer, before the client gets it -> check_now() -> check()
-//   check(): checkers (live, trusted, serving the model; most trusted first, random among
-//   equals) -> ask one; a failed verdict is asked of a second -> the record and the books
+//   check(): a fault in the answer (billing.h) fails it at once; else checkers (live, may
+//   check, serving the model; most trusted first, random among equals) -> votes until
+//   wants_another() is done (a failure always confirmed, a first pass and a sample of
+//   passes too, a third for two that disagree) -> decide(): the record, the overruled
+//   checkers' records, and the books. A vote fails when the scores do, or when the text the
+//   pod sent is not the text the checker renders for its ids (checks.h: text_mismatch).
 //
 // Thread-safe: its own lock guards the queue, probation and its counts; it calls the pod
 // table (the innermost lock) while holding it, and nothing else. Checks themselves (HTTP to
@@ -38,18 +42,21 @@ namespace herd::hub {
 
 // Checks waiting for the worker; more are dropped (counted as skipped).
 inline constexpr size_t kMaxQueuedChecks = 256;
-// A failed check multiplies the pod's reputation by this (1 -> 0.02: below kMinReputation,
-// the router sends it nothing); a passed one adds kReputationGain, up to 1.
-inline constexpr double kReputationLoss = 0.02;
-inline constexpr double kReputationGain = 0.1;
+// Of passes after a pod's first, those confirmed by a second checker.
+inline constexpr double kConfirmRate = 0.1;
 
-enum class Outcome { NONE, PASSED, FAILED };  // of a check (NONE: none could be made)
+// Of a check. NONE: none could be made (no pod may check it, or it cannot be checked: a
+// grammar); UNANSWERED: pods may check it, and none answered (an untrusted pod's answer is
+// then not sent).
+enum class Outcome { NONE, PASSED, FAILED, UNANSWERED };
 
 // A served request, as the checks and the books need it.
 struct Served {
   std::string request_id, client, pod_id, pod_name, model, endpoint;
   nlohmann::json body;  // the client's request as a checker replays it
   std::vector<int32_t> token_ids;
+  std::string text;   // the first choice's text as the client got it (AnswerFacts::text)
+  std::string fault;  // what no honest pod answers (billing.h: bill); fails the check
   int64_t prompt_tokens = 0, completion_tokens = 0;
   double seconds = 0;
   Charge charge;
@@ -67,13 +74,15 @@ class Verifier {
   Verifier(VerifierOptions options, std::mt19937_64 rng, PodTable& pods, const PodClients& clients,
            Credits& credits);
 
-  // Whether a pod never passed a check: its answers are checked before a client gets them.
+  // Whether a pod is not trusted (PodRecord::trusted): its answers are checked before a
+  // client gets them.
   bool untrusted(const std::string& pod) const;
   // The pods on probation (node ids).
   std::vector<std::string> probation() const;
 
-  // Checks an untrusted pod's answer now (on the caller's thread). NONE when it has no ids
-  // for every token it was paid for, or no checker could answer.
+  // Checks an untrusted pod's answer now (on the caller's thread). NONE when no pod may
+  // check it (the pod is served, and not paid until checks pass); UNANSWERED when none
+  // answered, or it has no tokens to check (it is not sent).
   Outcome check_now(const Served& s);
   // A served request whose books are done (`checked`: it was checked before it went, with
   // this outcome): queued for a check when sampled.
@@ -93,8 +102,8 @@ class Verifier {
   std::optional<Verdict> ask(const PodAddress& checker, const Served& s, bool& unverifiable);
   std::optional<Verdict> ask_once(const PodAddress& checker, const Served& s, bool& unverifiable);
   std::vector<CheckerPod> checkers(const Served& s);
-  void done_pending(const std::string& pod);              // under the lock
-  size_t queued_checks_of(const std::string& pod) const;  // under the lock
+  void done_pending(const std::string& pod);         // under the lock
+  int64_t pending_of(const std::string& pod) const;  // checks queued or running; under the lock
 
   const VerifierOptions options_;
   PodTable& pods_;

@@ -17,6 +17,7 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "server/tool_call_grammar.h"
+#include "server/verify_render.h"
 #include "server/web_assets.h"
 #include "util/open_files.h"
 
@@ -746,9 +747,11 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
 //    "completion_token_ids": [the served tokens]}
 // answers
 //   {"prompt_tokens": n, "temperature": t (0: greedy), "text": the served tokens as text,
+//    "content": the text an honest pod sends for them (verify_render.h),
 //    "scores": [{"token": id, "probability": p, "gap": g, "entropy": h, "variance": v}, ...]}
 // with each token's probability and gap as this pod's sampler would draw it with the
-// request's sampling (engine::DrawCheck), all from one prefill of prompt and served tokens.
+// request's sampling (engine::DrawCheck), all from one prefill of prompt and served tokens;
+// or {"unscorable": why, "text": ...} for ids no honest pod serves (a failed check).
 // The prompt is this pod's own rendering and tokenization of the request, not the server's.
 // Requests held to a grammar (JSON schema, forced tool calls) cannot be checked this way: 422.
 
@@ -770,24 +773,23 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res, con
     throw ApiError(400, "'completion_token_ids' must be a non-empty array of token ids",
                    "invalid_request_error", "completion_token_ids");
   }
-  const int64_t n_vocab = m.tokenizer->n_vocab();
   std::vector<int32_t> served;
   for (const json& t : body["completion_token_ids"]) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
-      throw ApiError(400,
-                     "'completion_token_ids' holds " + t.dump(0).substr(0, 40) +
-                         ", not a token id of this model's vocabulary [0, " +
-                         std::to_string(n_vocab) + ")",
+    if (!t.is_number_integer() || t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX) {
+      throw ApiError(400, "'completion_token_ids' holds " + t.dump(0).substr(0, 40) + ", not an id",
                      "invalid_request_error", "completion_token_ids");
     }
     served.push_back(t.get<int32_t>());
   }
   const std::string request = body["request"].dump();
   GenerationParams g;
+  std::optional<OutputParserOptions> parser;  // chat's: the content its parser gives
   if (endpoint == "chat") {
     ChatRequest r = parse_chat_request(request);
     check_model(r.sampling, m);
-    g = prepare_chat(m, r, 0).params;
+    ChatRun run = prepare_chat(m, r, 0);
+    g = std::move(run.params);
+    parser = run.parser;
   } else if (endpoint == "completions") {
     CompletionRequest r = parse_completion_request(request);
     check_model(r.sampling, m);
@@ -803,7 +805,11 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res, con
                    "invalid_request_error", "request", "unverifiable");
   }
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
+  const std::string why = unscorable(
+      ServedIds{&served, m.tokenizer->n_vocab(), g.max_tokens, n_prompt, cur.scheduler->n_ctx()});
+  if (!why.empty()) return send_json(res, 200, {{"unscorable", why}});
   const float temperature = g.sampler.temperature;
+  const std::string content = rendered_text(*m.tokenizer, g.render_special, g.stop, parser, served);
   g.score_from = n_prompt;
   g.prompt.insert(g.prompt.end(), served.begin(), served.end());
   g.max_tokens = 0;
@@ -817,19 +823,12 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res, con
                        std::to_string(served.size()) + " tokens",
                    "server_error");
   }
-  json scores = json::array();
-  for (const TokenScore& t : c.scores) {
-    scores.push_back({{"token", t.token},
-                      {"probability", t.check.probability},
-                      {"gap", t.check.gap},
-                      {"entropy", t.check.entropy},
-                      {"variance", t.check.variance}});
-  }
   send_json(res, 200,
             {{"prompt_tokens", n_prompt},
              {"temperature", temperature},
              {"text", m.tokenizer->decode(served)},
-             {"scores", scores}});
+             {"content", content},
+             {"scores", scores_json(c.scores)}});
 }
 
 // ---------------------------------------------------------------------------------------

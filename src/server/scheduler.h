@@ -160,6 +160,7 @@ class Scheduler {
   std::string unavailable() const { return runner_.unavailable(); }
 
   int64_t n_slots() const { return static_cast<int64_t>(slots_.size()); }
+  int64_t n_ctx() const { return runner_.n_ctx(); }  // tokens a sequence holds
   int64_t n_queued() const;
   int64_t n_running() const { return n_running_.load(); }
   // Forward passes since start, and the wall time they took (the one-node view of

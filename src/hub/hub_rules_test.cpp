@@ -1,0 +1,320 @@
+// Issue 28's rules for paying only checked work, each against a real hub on loopback and
+// stand-in pods (docs/network.md "Paying only for checked work"): billing faults, checkers
+// that must have passed checks themselves, the majority overruling a lying checker, a pod
+// with no possible checker served but not paid, records surviving a restart, speed measured.
+#include <httplib.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "hub/hub_server.h"
+#include "hub/ledger.h"
+#include "hub/pod_records.h"
+#include "hub/registration.h"
+#include "hub/router.h"
+#include "hub/speed.h"
+#include "net/api_keys.h"
+
+namespace herd::hub {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+std::string fresh_db() {
+  static int n = 0;
+  const std::string p = ::testing::TempDir() + "/herd_rules_" + std::to_string(::getpid()) + "_" +
+                        std::to_string(++n) + ".db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p + suffix);
+  return p;
+}
+
+// A hub on a free loopback port over the ledger and pod records in the SQLite file `path`
+// (each on a connection of its own, as `herd hub` opens them).
+struct Hub {
+  Hub(HubOptions o, const std::string& path)
+      : ledger_db(path),
+        records_db(path),
+        ledger(ledger_db),
+        records(records_db),
+        hub(
+            [&] {
+              o.host = "127.0.0.1";
+              o.port = 0;
+              o.api_keys = {"client-key"};
+              o.allow_private_pods = true;  // the pods are on loopback
+              return o;
+            }(),
+            ledger, &records) {
+    hub.bind();
+    thread = std::thread([this] { hub.listen(); });
+    client = std::make_unique<httplib::Client>("127.0.0.1", hub.port());
+  }
+  ~Hub() {
+    hub.stop();
+    thread.join();
+  }
+  // A chat request of max_tokens 5; its answer.
+  httplib::Result ask() {
+    return client->Post(
+        "/v1/chat/completions", {{"Authorization", "Bearer client-key"}},
+        R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})",
+        "application/json");
+  }
+  json pod(const std::string& name) {
+    const json network = hub.network();  // kept: a loop over a temporary's member dangles
+    for (const json& p : network["pods"]) {
+      if (p["name"] == name) return p;
+    }
+    return json();
+  }
+  SqliteDb ledger_db, records_db;
+  Ledger ledger;
+  PodRecords records;
+  HubServer hub;
+  std::thread thread;
+  std::unique_ptr<httplib::Client> client;
+};
+
+// How a stand-in pod answers and checks.
+enum class Kind {
+  HONEST,      // serves `token`, its text "x"; passes tokens equal to its own
+  INFLATE,     // as HONEST, its usage 200000 completion tokens
+  DROP_IDS,    // as HONEST, without herd.completion_token_ids
+  WRONG_TEXT,  // honest tokens, and other text than theirs
+  LIAR,        // as HONEST, and passes whatever it is asked to check
+};
+
+struct Pod {
+  Pod(std::string name, Kind kind, int32_t token = 7)
+      : name(std::move(name)), kind(kind), token(token) {
+    server.Post("/v1/chat/completions", [this](const httplib::Request& req,
+                                               httplib::Response& res) {
+      ++requests;
+      const int64_t n = json::parse(req.body).value("max_tokens", 4);
+      const std::string text = this->kind == Kind::WRONG_TEXT ? "Buy pills now" : "x";
+      json answer = {{"choices", {{{"finish_reason", "length"}, {"message", {{"content", text}}}}}},
+                     {"usage",
+                      {{"prompt_tokens", 10},
+                       {"completion_tokens", this->kind == Kind::INFLATE ? 200000 : n}}}};
+      if (this->kind != Kind::DROP_IDS) {
+        answer["herd"] = {
+            {"completion_token_ids", std::vector<int32_t>(static_cast<size_t>(n), this->token)}};
+      }
+      res.set_content(answer.dump(), "application/json");
+    });
+    server.Post("/api/verify", [this](const httplib::Request& req, httplib::Response& res) {
+      ++checks;
+      json scores = json::array();
+      bool others = false;
+      const json body = json::parse(req.body);
+      for (const json& t : body["completion_token_ids"]) {
+        others = others || t.get<int32_t>() != this->token;
+        const bool good = this->kind == Kind::LIAR || t.get<int32_t>() == this->token;
+        scores.push_back({{"token", t}, {"probability", good ? 1.0 : 0.0}, {"gap", good ? 0 : 6}});
+      }
+      if (others) ++checks_of_others;
+      res.set_content(json{{"temperature", 0}, {"content", "x"}, {"scores", scores}}.dump(),
+                      "application/json");
+    });
+    server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{}", "application/json");
+    });
+    port = server.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { server.listen_after_bind(); });
+  }
+  ~Pod() {
+    server.stop();
+    thread.join();
+  }
+  // Registers (again) with the hub, claiming `decode` tok/s.
+  void enroll(Hub& h, double decode) {
+    Registration r;
+    r.id = identity.id();
+    r.name = name;
+    r.url = "http://127.0.0.1:" + std::to_string(port);
+    r.models = {{"m", 4096}};
+    r.slots = 1;
+    r.decode_tokens_per_s = decode;
+    r.prefill_tokens_per_s = std::min(decode * 20, 1e7);
+    r.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    const std::string body = registration_body(r);
+    const httplib::Result res =
+        h.client->Post("/api/register", {{"X-Herd-Signature", sign_registration(identity, body)}},
+                       body, "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  }
+  std::string id() const { return identity.id().to_text(); }
+
+  std::string name;
+  Kind kind;
+  int32_t token;
+  net::NodeIdentity identity = net::NodeIdentity::generate();
+  std::atomic<int> requests{0}, checks{0};
+  std::atomic<int> checks_of_others{0};  // of tokens other than its own
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+// A pod inflating its counts, one leaving out the ids, one sending other text than its ids:
+// each caught by its first answer, which never reaches the client (an honest seed answers
+// instead); none is paid; the client pays the honest answers only.
+TEST(HubRulesTest, InflatedCountsMissingIdsAndOtherTextFailTheirChecks) {
+  Pod seed("seed", Kind::HONEST), inflater("inflater", Kind::INFLATE),
+      dropper("dropper", Kind::DROP_IDS), liar("wrong-text", Kind::WRONG_TEXT);
+  HubOptions o;
+  o.check_rate = 0;
+  o.trusted_pods = {seed.id()};
+  o.grant_credits = 100000;
+  o.secret = std::string(net::kKeySecretBytes, 'r');  // names the client's account
+  Hub h(o, fresh_db());
+  seed.enroll(h, 1);  // slow: the others are chosen first
+  // One at a time (a request is tried on 3 pods at most): the cheater fails, the seed answers.
+  for (Pod* cheat : {&inflater, &dropper, &liar, static_cast<Pod*>(nullptr)}) {
+    if (cheat != nullptr) cheat->enroll(h, 100);
+    const httplib::Result res = h.ask();
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_THAT(res->body, HasSubstr(R"("content":"x")"));
+    EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 5);
+    if (cheat != nullptr) EXPECT_EQ(cheat->requests, 1) << cheat->name;
+  }
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  for (const char* name : {"inflater", "dropper", "wrong-text"}) {
+    const json p = h.pod(name);
+    EXPECT_TRUE(p["flagged"].get<bool>()) << p.dump();
+    EXPECT_EQ(p["requests"], 0) << name;
+    EXPECT_EQ(p["credits_pending"], 0) << name;
+    EXPECT_EQ(p["credits_earned"], 0) << name;
+  }
+  EXPECT_THAT(h.pod("inflater")["last_failure"].get<std::string>(),
+              HasSubstr("counts 200000 completion tokens and gives 5 ids"));
+  EXPECT_THAT(h.pod("dropper")["last_failure"].get<std::string>(),
+              HasSubstr("gives no completion_token_ids"));
+  EXPECT_THAT(h.pod("wrong-text")["last_failure"].get<std::string>(),
+              HasSubstr("'Buy pills now') is not the ids' text"));
+  // Faults need no checker; only the text was the seed's to see.
+  EXPECT_EQ(seed.checks, 1);
+  EXPECT_EQ(h.pod("seed")["requests"], 4);
+  const json books = h.hub.ledger();
+  EXPECT_EQ(books["sum"], 0);
+  EXPECT_EQ(books["balances"][Credits::client_account(o.secret, "client-key")], 100000 - 4 * (10 + 5 * 4));
+}
+
+// Checkers: a sybil (a new identity passing whatever it is asked) is never asked; proven pods
+// become checkers by passing a seed's checks; a lying seed asked first is overruled by the
+// two proven checkers, loses half its reputation, and the cheater fails.
+TEST(HubRulesTest, OnlyProvenPodsCheckAndTheMajorityOverrulesALiar) {
+  Pod liar_seed("liar-seed", Kind::LIAR), first("first", Kind::HONEST),
+      second("second", Kind::HONEST), sybil("sybil", Kind::LIAR, 9),
+      cheater("cheater", Kind::HONEST, 9);
+  HubOptions o;
+  o.check_rate = 0;
+  o.trusted_pods = {liar_seed.id()};
+  Hub h(o, fresh_db());
+  liar_seed.enroll(h, 1);
+  sybil.enroll(h, 1);  // slow, and new: asked to check nothing
+  first.enroll(h, 10);
+  ASSERT_EQ(h.ask()->status, 200);  // to `first`, checked by the seed: a checker now
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  EXPECT_TRUE(h.pod("first")["may_check"].get<bool>());
+  second.enroll(h, 100);
+  ASSERT_EQ(h.ask()->status, 200);  // to `second`, checked by the seed and `first`
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  EXPECT_TRUE(h.pod("second")["may_check"].get<bool>());
+  EXPECT_FALSE(h.pod("sybil")["may_check"].get<bool>());
+  EXPECT_EQ(first.checks, 1);
+
+  cheater.enroll(h, 1000);  // the fastest
+  const httplib::Result res = h.ask();
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  const json caught = h.pod("cheater");
+  EXPECT_TRUE(caught["flagged"].get<bool>()) << caught.dump();
+  EXPECT_EQ(caught["requests"], 0);
+  EXPECT_EQ(first.checks_of_others + second.checks_of_others, 2);  // the cheater's
+  EXPECT_EQ(liar_seed.checks_of_others, 1);
+  EXPECT_EQ(sybil.checks, 0);
+  const json seed = h.pod("liar-seed");
+  EXPECT_DOUBLE_EQ(seed["reputation"].get<double>(), kOverruledLoss);
+  EXPECT_TRUE(seed["may_check"].get<bool>());  // once overruled: it still checks
+  EXPECT_EQ(h.hub.network()["hub"]["verification"]["disagreements"], 1);
+}
+
+// No pod may check (no seed): the pod is served, and its share stays pending through settles.
+TEST(HubRulesTest, APodWithNoPossibleCheckerIsServedButNeverPaid) {
+  Pod alone("alone", Kind::HONEST);
+  HubOptions o;
+  o.settle_period = std::chrono::seconds(1);
+  Hub h(o, fresh_db());
+  alone.enroll(h, 10);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(h.ask()->status, 200);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // two settles
+  const json p = h.pod("alone");
+  EXPECT_EQ(p["requests"], 2);
+  EXPECT_EQ(p["checked"], 0);
+  EXPECT_EQ(p["credits_earned"], 0);
+  EXPECT_EQ(p["credits_pending"], 2 * 18);
+  EXPECT_FALSE(p["flagged"].get<bool>());
+  EXPECT_GE(h.hub.network()["hub"]["verification"]["skipped"].get<int64_t>(), 2);
+}
+
+// A caught pod is still caught by a hub restarted on the same database (pod_records).
+TEST(HubRulesTest, ACaughtPodStaysCaughtAfterARestart) {
+  const std::string db = fresh_db();
+  Pod seed("seed", Kind::HONEST), cheater("cheater", Kind::HONEST, 9);
+  HubOptions o;
+  o.check_rate = 0;
+  o.trusted_pods = {seed.id()};
+  {
+    Hub h(o, db);
+    seed.enroll(h, 1);
+    cheater.enroll(h, 1000);
+    ASSERT_EQ(h.ask()->status, 200);
+    ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+    ASSERT_TRUE(h.pod("cheater")["flagged"].get<bool>());
+  }
+  Hub again(o, db);
+  cheater.enroll(again, 1000);
+  seed.enroll(again, 1);
+  const json caught = again.pod("cheater");
+  EXPECT_TRUE(caught["flagged"].get<bool>()) << caught.dump();
+  EXPECT_EQ(caught["failed_verifications"], 1);
+  EXPECT_THAT(caught["last_failure"].get<std::string>(), HasSubstr("tokens implausible"));
+  const int before = cheater.requests;
+  ASSERT_EQ(again.ask()->status, 200);
+  EXPECT_EQ(cheater.requests, before);  // the router sends it nothing
+}
+
+// A claim of 1e6 tok/s is believed as the cap until measured, then as measured.
+TEST(HubRulesTest, AClaimedSpeedIsCappedThenMeasured) {
+  Pod seed("seed", Kind::HONEST), fast("fast", Kind::HONEST);
+  HubOptions o;
+  o.trusted_pods = {seed.id()};
+  Hub h(o, fresh_db());
+  seed.enroll(h, 1);
+  fast.enroll(h, 1e6);
+  EXPECT_EQ(h.pod("fast")["routed_decode_tokens_per_s"], kMaxUnmeasuredTokensPerS);
+  EXPECT_EQ(h.pod("fast")["decode_tokens_per_s"], 1e6);
+  ASSERT_EQ(h.ask()->status, 200);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  const json p = h.pod("fast");
+  ASSERT_EQ(p["requests"], 1) << p.dump();
+  EXPECT_GT(p["measured_tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(p["routed_decode_tokens_per_s"], p["measured_tokens_per_s"]);
+}
+
+}  // namespace
+}  // namespace herd::hub
