@@ -208,7 +208,8 @@ TEST(HubRulesTest, InflatedCountsMissingIdsAndOtherTextFailTheirChecks) {
   EXPECT_EQ(h.pod("seed")["requests"], 4);
   const json books = h.hub.ledger();
   EXPECT_EQ(books["sum"], 0);
-  EXPECT_EQ(books["balances"][Credits::client_account(o.secret, "client-key")], 100000 - 4 * (10 + 5 * 4));
+  EXPECT_EQ(books["balances"][Credits::client_account(o.secret, "client-key")],
+            100000 - 4 * (10 + 5 * 4));
 }
 
 // Checkers: a sybil (a new identity passing whatever it is asked) is never asked; proven pods
