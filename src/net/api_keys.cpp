@@ -8,24 +8,6 @@
 #include "util/error.h"
 
 namespace herd::net {
-namespace {
-
-void ensure_sodium() {
-  if (sodium_init() < 0) throw Error("net", "libsodium failed to initialise");
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
-
 KeyDigest key_digest(std::string_view secret, std::string_view key) {
   if (secret.size() != kKeySecretBytes) {
     throw Error("net", "an API key secret must be " + std::to_string(kKeySecretBytes) +
@@ -51,7 +33,7 @@ std::optional<std::string_view> bearer_key(std::string_view authorization) {
       return std::nullopt;
     }
   }
-  const std::string_view key = trim(authorization.substr(kScheme.size()));
+  const std::string_view key = trim_line(authorization.substr(kScheme.size()));
   if (key.empty()) return std::nullopt;
   return key;
 }
@@ -82,7 +64,7 @@ std::vector<std::string> read_key_file(const std::filesystem::path& path) {
   std::string_view rest = text->view();
   for (size_t line = 1; !rest.empty(); ++line) {
     const size_t end = rest.find('\n');
-    const std::string_view key = trim(rest.substr(0, end));
+    const std::string_view key = trim_line(rest.substr(0, end));
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
     if (key.empty() || key.front() == '#') continue;
     check_key(key, origin + ", line " + std::to_string(line));

@@ -13,11 +13,6 @@ namespace herd::net {
 
 namespace {
 
-void ensure_sodium() {
-  // sodium_init is idempotent and thread-safe; 1 means "already initialised".
-  if (sodium_init() < 0) throw Error("net", "libsodium failed to initialise");
-}
-
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }

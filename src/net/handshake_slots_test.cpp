@@ -12,6 +12,7 @@
 
 #include "net/tcp_transport.h"
 #include "net/test_frames.h"
+#include "net/test_log.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -114,28 +115,7 @@ TEST(HandshakeSlotsTest, AFloodFromOneAddressLeavesOthersAlone) {
 
 const char* kHexKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
-struct Log {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  LogFn fn() {
-    return [this](std::string_view line) {
-      std::lock_guard lock(mutex);
-      lines.emplace_back(line);
-    };
-  }
-  std::string all() {
-    std::lock_guard lock(mutex);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
-  size_t count(const std::string& what) {
-    std::lock_guard lock(mutex);
-    size_t n = 0;
-    for (const auto& l : lines) n += l.find(what) != std::string::npos;
-    return n;
-  }
-};
+using Log = TestLog;
 
 TcpTransportOptions keyed(const std::string& name, Millis handshake_timeout, LogFn log = {}) {
   TcpTransportOptions options;

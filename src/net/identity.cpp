@@ -20,25 +20,11 @@ constexpr std::string_view kFileTag = "herd-identity-v1";
 constexpr std::string_view kAlgorithm = "ed25519";
 constexpr size_t kMaxFileBytes = 4096;
 
-void ensure_sodium() {
-  if (sodium_init() < 0) throw Error("net", "libsodium failed to initialise");
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // The next space-separated word of `line` (consumed), or empty.
 std::string_view next_word(std::string_view& line) {
-  line = trim(line);
+  line = trim_line(line);
   size_t end = 0;
-  while (end < line.size() && !is_space(line[end])) ++end;
+  while (end < line.size() && !is_line_space(line[end])) ++end;
   std::string_view word = line.substr(0, end);
   line.remove_prefix(end);
   return word;
@@ -112,7 +98,7 @@ NodeIdentity NodeIdentity::from_text(std::string_view text, std::string_view ori
     const size_t newline = text.find('\n');
     std::string_view line = text.substr(0, newline);
     text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    line = trim(line);
+    line = trim_line(line);
     if (line.empty() || line.front() == '#') continue;
     const std::string at = "line " + std::to_string(line_no);
     if (seed) throw corrupt(at + ": a second key");
@@ -122,7 +108,7 @@ NodeIdentity NodeIdentity::from_text(std::string_view text, std::string_view ori
     }
     if (next_word(line) != kAlgorithm) throw corrupt(at + ": unknown key type");
     std::string_view hex = next_word(line);
-    if (!trim(line).empty()) throw corrupt(at + ": text after the key");
+    if (!trim_line(line).empty()) throw corrupt(at + ": text after the key");
     std::array<uint8_t, 32> bytes;
     size_t n = 0;
     const char* end = nullptr;

@@ -76,4 +76,19 @@ void refuse_world_readable(const std::filesystem::path& path, const std::string&
   }
 }
 
+void ensure_sodium() {
+  // sodium_init is idempotent and thread-safe; 1 means "already initialised".
+  if (sodium_init() < 0) throw Error("net", "libsodium failed to initialise");
+}
+
+bool is_line_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r';
+}
+
+std::string_view trim_line(std::string_view s) {
+  while (!s.empty() && is_line_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_line_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 }  // namespace herd::net

@@ -39,6 +39,15 @@ std::optional<SecretText> read_secret_file(const std::filesystem::path& path,
 bool create_secret_file(const std::filesystem::path& path, std::string_view text,
                         const std::string& origin);
 
+// Initialises libsodium (once; later calls are cheap). Throws herd::Error("net", ...) when it
+// cannot.
+void ensure_sodium();
+
+// The spaces of a secret file's lines (space, tab, CR), and a line without them at its ends:
+// the identity file and key files are read alike.
+bool is_line_space(char c);
+std::string_view trim_line(std::string_view s);
+
 // Throws herd::Error "[net] <origin>: readable by every user ..." when the file at `path`
 // is: a file of keys others can read is a leak to refuse, not to warn about.
 void refuse_world_readable(const std::filesystem::path& path, const std::string& origin);

@@ -10,6 +10,7 @@
 
 #include "net/heartbeat.h"
 #include "net/tcp_transport.h"
+#include "net/test_log.h"
 #include "util/error.h"
 
 namespace herd::net {
@@ -24,23 +25,7 @@ std::shared_ptr<const ClusterKey> test_key(std::string_view text = kHexKey) {
   return std::make_shared<const ClusterKey>(ClusterKey::from_text(text, "test"));
 }
 
-// A log that tests can read while the transport writes to it from its threads.
-struct Log {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  LogFn fn() {
-    return [this](std::string_view line) {
-      std::lock_guard lock(mutex);
-      lines.emplace_back(line);
-    };
-  }
-  std::string all() {
-    std::lock_guard lock(mutex);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
-};
+using Log = TestLog;
 
 TcpTransportOptions options_for(const std::string& name, std::shared_ptr<const ClusterKey> key,
                                 LogFn log = {}) {
