@@ -15,6 +15,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Linux's flag against SIGPIPE on a send; macOS has none (httplib sets SO_NOSIGPIPE there).
+#ifdef MSG_NOSIGNAL
+constexpr int kSendFlags = MSG_NOSIGNAL;
+#else
+constexpr int kSendFlags = 0;
+#endif
+
 // What the wire may carry beyond an answer's body: its status line, headers and chunk sizes.
 constexpr size_t kWireAllowance = 64 << 10;
 
@@ -62,7 +69,7 @@ class CountedStream final : public httplib::Stream {
     if (!ready(POLLOUT)) return -1;
     ssize_t n;
     do {
-      n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+      n = ::send(fd_, ptr, size, kSendFlags);
     } while (n < 0 && errno == EINTR);
     return n;
   }

@@ -20,6 +20,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+#ifdef MSG_NOSIGNAL
+constexpr int kSendFlags = MSG_NOSIGNAL;
+#else
+constexpr int kSendFlags = 0;
+#endif
+
 // Its routes are set before it listens.
 struct FakePod {
   explicit FakePod(const std::function<void(httplib::Server&)>& routes) {
@@ -53,9 +59,13 @@ struct RawPod {
     thread = std::thread([this, head = std::move(head), byte] {
       const int c = ::accept(fd, nullptr, nullptr);
       if (c < 0) return;
-      ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+#ifdef SO_NOSIGPIPE
+      const int on = 1;
+      ::setsockopt(c, SOL_SOCKET, SO_NOSIGPIPE, &on, sizeof on);
+#endif
+      ::send(c, head.data(), head.size(), kSendFlags);
       const std::string block(16384, byte);
-      while (::send(c, block.data(), block.size(), MSG_NOSIGNAL) > 0) sent += block.size();
+      while (::send(c, block.data(), block.size(), kSendFlags) > 0) sent += block.size();
       ::close(c);
     });
   }
@@ -64,7 +74,9 @@ struct RawPod {
     ::close(fd);
     thread.join();
   }
-  PodAddress address() const { return {"http", "127.0.0.1", port, "127.0.0.1"}; }
+  PodAddress address() const {
+    return {"http", "127.0.0.1", port, "127.0.0.1"};
+  }
   int fd = -1, port = 0;
   std::atomic<size_t> sent{0};
   std::thread thread;
