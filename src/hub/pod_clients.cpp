@@ -146,7 +146,7 @@ PodAnswer PodClients::send(const PodAddress& address, httplib::Request request,
       client = std::make_unique<CountedClient>(address.host, address.port, wire);
     }
     if (!client || !client->is_valid()) {
-      answer.failure = "its URL " + address.base_url() + " cannot be reached from this hub";
+      answer.failure = "it has a URL this hub cannot reach (" + address.base_url() + ")";
       return answer;
     }
     if (!address.ip.empty() && address.ip != address.host) {

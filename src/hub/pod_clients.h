@@ -40,8 +40,9 @@ struct PodAnswer {
   int status = 0;  // 0: no answer (failure says why)
   std::string content_type;
   std::string body;  // empty when the request had a content_receiver of its own
-  // Why there is no whole answer ("" when there is): "it did not answer (...)", "it answered
-  // over N bytes", "it did not answer within N s".
+  // Why there is no whole answer ("" when there is), a sentence about the pod: "it did not
+  // answer (...)", "it answered over N bytes", "it did not answer within N s", "it answered
+  // 503" (refused by the response handler), "it has a URL this hub cannot reach (...)".
   std::string failure;
   // It answered more than the call allowed: what no honest pod does (a fault of the pod).
   bool over_limit = false;
