@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 namespace herd::hub {
 namespace {
@@ -124,6 +128,39 @@ class CountedClient final : public httplib::ClientImpl {
   WireBudget& budget_;
 };
 
+// Ends an https call at its deadline, whatever phase it is in (httplib reads TLS itself, so
+// a CountedStream cannot time its reads): httplib's stop() shuts the socket down, the one
+// thing it allows from another thread. Joined when the call is over.
+class Watchdog {
+ public:
+  Watchdog(httplib::ClientImpl& client, Clock::time_point deadline)
+      : thread_([this, &client, deadline] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!done_changed_.wait_until(lock, deadline, [this] { return done_; })) {
+            fired_ = true;
+            client.stop();
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.notify_one();
+    thread_.join();
+  }
+  bool fired() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fired_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false, fired_ = false;
+  std::thread thread_;  // last: it uses the members above
+};
+
 }  // namespace
 
 PodAnswer PodClients::send(const PodAddress& address, httplib::Request request,
@@ -173,7 +210,11 @@ PodAnswer PodClients::send(const PodAddress& address, httplib::Request request,
       answer.body.append(data, n);
       return true;
     };
+    std::optional<Watchdog> watchdog;
+    if (address.scheme == "https") watchdog.emplace(*client, wire.deadline);
     const httplib::Result r = client->send(request);
+    if (watchdog && watchdog->fired()) wire.over_time = true;
+    watchdog.reset();
     answer.over_limit = answer.over_limit || wire.over_bytes;
     if (answer.over_limit) {
       answer.failure = "it answered over " + std::to_string(limits.max_bytes) + " bytes";

@@ -11,9 +11,10 @@
 // headers and chunk framing included: `max_bytes` and 64 KiB), the call ends and the answer
 // is refused as "over N bytes"; past `deadline` (from the call's start) it ends as "no answer
 // within N s". On plain HTTP every read of the socket is counted and timed (a pod trickling
-// a header line or a chunk size is cut off at the deadline, holding at most its budget); over
-// https httplib reads the wire, so the body alone is counted and a read waits at most the
-// deadline.
+// a header line or a chunk size is cut off, holding at most its budget); over https httplib
+// reads the wire itself, so the body alone is counted, and a watchdog thread shuts the
+// socket down at the deadline (what a pod trickles into its headers there is bounded by time
+// only).
 //
 // Thread-safe: it holds only its options, fixed at construction.
 #pragma once
