@@ -10,8 +10,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#endif
+
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -193,6 +204,80 @@ TEST(PodClientsTest, ARefusedStatusIsAFailure) {
   EXPECT_EQ(a.failure, "it answered 503");
   EXPECT_EQ(a.status, 0);
 }
+
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+// A pod over https that finishes the handshake and then trickles its headers (a byte every
+// 100 ms, for ever): the library reads TLS itself, so only the watchdog ends the call.
+TEST(PodClientsTest, AnHttpsTrickleEndsAtTheDeadline) {
+  std::signal(SIGPIPE, SIG_IGN);  // as `herd hub` does: TLS writes to a closed socket
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("herd-pod-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  ASSERT_NE(key, nullptr);
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name, "IP:127.0.0.1");
+  X509_add_ext(cert, san, -1);
+  X509_EXTENSION_free(san);
+  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
+  const std::string ca = (dir / "cert.pem").string();
+  FILE* f = std::fopen(ca.c_str(), "w");
+  PEM_write_X509(f, cert);
+  std::fclose(f);
+
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  SSL_CTX_use_certificate(ctx, cert);
+  SSL_CTX_use_PrivateKey(ctx, key);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::listen(fd, 4);
+  socklen_t n = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  std::thread pod([fd, ctx] {
+    const int c = ::accept(fd, nullptr, nullptr);
+    if (c < 0) return;
+#ifdef SO_NOSIGPIPE
+    const int on = 1;
+    ::setsockopt(c, SOL_SOCKET, SO_NOSIGPIPE, &on, sizeof on);
+#endif
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, c);
+    if (SSL_accept(ssl) == 1) {
+      const std::string head = "HTTP/1.1 200 OK\r\nX-A: ";
+      bool up = SSL_write(ssl, head.data(), static_cast<int>(head.size())) > 0;
+      for (int i = 0; up && i < 100; ++i) {  // 10 s at most
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        up = SSL_write(ssl, "a", 1) > 0;
+      }
+    }
+    SSL_free(ssl);
+    ::close(c);
+  });
+  const PodAddress address{"https", "127.0.0.1", ntohs(a.sin_port), "127.0.0.1"};
+  const auto start = Clock::now();
+  const PodAnswer answer = PodClients(ca).get(address, "/health", {4096, std::chrono::seconds(2)});
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(answer.failure, "it did not answer within 2 s");
+  EXPECT_LT(took, 4.0);
+  pod.join();
+  ::close(fd);
+  SSL_CTX_free(ctx);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  std::filesystem::remove_all(dir);
+}
+#endif
 
 }  // namespace
 }  // namespace herd::hub
