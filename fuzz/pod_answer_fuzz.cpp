@@ -15,9 +15,9 @@
 
 namespace {
 
-std::string read_stream(std::string_view bytes, size_t cut, bool keep_usage,
+std::string read_stream(std::string_view bytes, size_t cut, bool keep_usage, size_t max_ids,
                         herd::hub::AnswerFacts& facts) {
-  herd::hub::StreamReader reader(keep_usage);
+  herd::hub::StreamReader reader(keep_usage, max_ids);
   std::string out = reader.feed(bytes.substr(0, cut));
   out += reader.feed(bytes.substr(cut));
   out += reader.flush();
@@ -31,17 +31,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace herd::hub;
   if (size < 1) return 0;
   const bool keep_usage = data[0] & 1;
+  const size_t max_ids = (data[0] >> 1) & 7;  // the answer's most tokens: ids past it counted
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   AnswerFacts whole;
   read_answer(std::string(text), whole);
 
   const size_t cut = text.empty() ? 0 : data[0] % (text.size() + 1);
   AnswerFacts a, b;
-  const std::string once = read_stream(text, text.size(), keep_usage, a);
-  const std::string split = read_stream(text, cut, keep_usage, b);
+  const std::string once = read_stream(text, text.size(), keep_usage, max_ids, a);
+  const std::string split = read_stream(text, cut, keep_usage, max_ids, b);
   if (once != split || a.token_ids != b.token_ids || a.prompt_tokens != b.prompt_tokens ||
-      a.completion_tokens != b.completion_tokens || a.finished != b.finished) {
+      a.completion_tokens != b.completion_tokens || a.finished != b.finished ||
+      a.ids_given != b.ids_given) {
     std::abort();  // the cut changed what the client gets or what the hub charges
+  }
+  if (a.token_ids.size() > max_ids + 1 || a.ids_given < static_cast<int64_t>(a.token_ids.size())) {
+    std::abort();  // a reader keeps one id past the answer's most, and counts them all
   }
 
   const nlohmann::json answer = nlohmann::json::parse(text, nullptr, false);

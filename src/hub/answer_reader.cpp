@@ -11,8 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxTokenIds = size_t{1} << 20;
-
 constexpr size_t kMaxText = size_t{8} << 20;
 
 // Appends a choice's text: a whole message's content, a delta's, or a completion's text.
@@ -35,7 +33,7 @@ void read_text(const json& choice, std::string& text) {
 
 // Reads usage, finish and token ids from one answer object; takes herd's extension out.
 // Returns whether it changed the object.
-bool read_object(json& answer, AnswerFacts& facts) {
+bool read_object(json& answer, AnswerFacts& facts, size_t max_ids) {
   if (!answer.is_object()) return false;
   if (answer.contains("usage") && answer["usage"].is_object()) {
     const json& u = answer["usage"];
@@ -58,9 +56,11 @@ bool read_object(json& answer, AnswerFacts& facts) {
   const json& herd = answer["herd"];
   if (herd.is_object() && herd.contains("completion_token_ids") &&
       herd["completion_token_ids"].is_array()) {
+    const size_t keep = std::min(max_ids, kMaxTokenIds) + 1;
     for (const json& t : herd["completion_token_ids"]) {
-      if (!t.is_number_integer() || facts.token_ids.size() >= kMaxTokenIds) break;
-      facts.token_ids.push_back(t.get<int32_t>());
+      if (!t.is_number_integer()) break;
+      ++facts.ids_given;
+      if (facts.token_ids.size() < keep) facts.token_ids.push_back(t.get<int32_t>());
     }
   }
   answer.erase("herd");
@@ -69,11 +69,11 @@ bool read_object(json& answer, AnswerFacts& facts) {
 
 }  // namespace
 
-std::string read_answer(const std::string& body, AnswerFacts& facts) {
+std::string read_answer(const std::string& body, AnswerFacts& facts, size_t max_ids) {
   // A pod is untrusted: a deep answer is passed on as it came, never parsed into a value.
   json answer = http::parse_bounded_json(body);
   if (answer.is_discarded() || !answer.is_object()) return body;
-  return read_object(answer, facts) ? answer.dump() : body;
+  return read_object(answer, facts, max_ids) ? answer.dump() : body;
 }
 
 std::string StreamReader::feed(std::string_view bytes) {
@@ -101,7 +101,7 @@ std::string StreamReader::event(std::string_view text) {
   const std::string_view data = text.substr(prefix.size(), text.size() - prefix.size() - 2);
   json chunk = http::parse_bounded_json(data);
   if (chunk.is_discarded() || !chunk.is_object()) return std::string(text);  // [DONE]
-  const bool changed = read_object(chunk, facts_);
+  const bool changed = read_object(chunk, facts_, max_ids_);
   const bool usage_only = chunk.contains("usage") && !chunk["usage"].is_null() &&
                           chunk.contains("choices") && chunk["choices"].is_array() &&
                           chunk["choices"].empty();

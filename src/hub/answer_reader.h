@@ -15,21 +15,30 @@ namespace herd::hub {
 
 struct AnswerFacts {
   std::optional<int64_t> prompt_tokens, completion_tokens;  // from "usage"
-  std::vector<int32_t> token_ids;                           // from "herd"
-  bool finished = false;                                    // a finish_reason was seen
+  // From "herd": at most the reader's max_ids + 1 are kept (one past the bound shows the
+  // answer went past it); `ids_given` counts them all.
+  std::vector<int32_t> token_ids;
+  int64_t ids_given = 0;
+  bool finished = false;  // a finish_reason was seen
   // The first choice's text as the client gets it: a chat message's content (or the deltas'
   // contents, in order), a completion's text. What a check compares with the ids' text.
   std::string text;
 };
 
-// A whole (non-streamed) answer: returns it without herd's extension and fills `facts`.
-// A body that is not a JSON object is returned as it is.
-std::string read_answer(const std::string& body, AnswerFacts& facts);
+// What a reader keeps of an answer's ids by default: a model's context is never larger.
+inline constexpr size_t kMaxTokenIds = size_t{1} << 20;
+
+// A whole (non-streamed) answer: returns it without herd's extension and fills `facts`,
+// keeping at most `max_ids` + 1 ids. A body that is not a JSON object is returned as it is.
+std::string read_answer(const std::string& body, AnswerFacts& facts, size_t max_ids = kMaxTokenIds);
 
 class StreamReader {
  public:
   // keep_usage: whether the client asked for the usage chunk (the hub always asks the pod).
-  explicit StreamReader(bool keep_usage) : keep_usage_(keep_usage) {}
+  // max_ids: the answer's most tokens (answer_limits.h); ids past one more are counted, not
+  // kept. What it holds otherwise is bounded by the bytes fed (PodClients caps them).
+  explicit StreamReader(bool keep_usage, size_t max_ids = kMaxTokenIds)
+      : keep_usage_(keep_usage), max_ids_(max_ids) {}
   // Takes bytes as they come; returns what to send the client now (whole events only).
   std::string feed(std::string_view bytes);
   // Whatever is left at the end (an event not ended by a blank line), as it came.
@@ -40,6 +49,7 @@ class StreamReader {
   std::string event(std::string_view text);
 
   bool keep_usage_;
+  size_t max_ids_;
   std::string pending_;
   AnswerFacts facts_;
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "hub/billing.h"
 #include "hub/checks.h"
 #include "hub/credits.h"
 #include "util/error.h"
@@ -30,6 +31,26 @@ TEST(AnswerReaderTest, AWholeAnswerGivesUsageAndTokensAndLosesTheExtension) {
   AnswerFacts g;
   EXPECT_EQ(read_answer("not json", g), "not json");
   EXPECT_FALSE(g.completion_tokens);
+}
+
+// Ids past the answer's most are counted, not kept: one past it shows the answer overran.
+TEST(AnswerReaderTest, IdsPastTheMostAreCountedNotKept) {
+  AnswerFacts whole;
+  read_answer(R"({"choices":[],"herd":{"completion_token_ids":[1,2,3,4,5,6]}})", whole, 2);
+  EXPECT_EQ(whole.token_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(whole.ids_given, 6);
+  StreamReader r(false, 2);
+  for (int i = 0; i < 1000; ++i) {
+    r.feed("data: {\"choices\":[],\"herd\":{\"completion_token_ids\":[7,8]}}\n\n");
+  }
+  EXPECT_EQ(r.facts().token_ids, (std::vector<int32_t>{7, 8, 7}));
+  EXPECT_EQ(r.facts().ids_given, 2000);
+  // Billed: the ids kept, and the fault names all those given.
+  AnswerFacts f = r.facts();
+  f.completion_tokens = 2000;
+  const Billed b = bill(f, 100, 2, 0);
+  EXPECT_EQ(b.completion_tokens, 2);
+  EXPECT_EQ(b.fault, "2000 ids for a request of max_tokens 2");
 }
 
 TEST(AnswerReaderTest, AStreamSplitAnywhereGivesTheSameEventsWithoutTheHubsParts) {

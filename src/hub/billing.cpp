@@ -6,9 +6,11 @@ namespace herd::hub {
 
 Billed bill(const AnswerFacts& facts, int64_t request_bytes, int64_t max_tokens, int64_t n_ctx) {
   Billed b;
-  const auto ids = static_cast<int64_t>(facts.token_ids.size());
+  // The ids kept (a reader keeps one past the request's most) and all those given.
+  const auto kept = static_cast<int64_t>(facts.token_ids.size());
+  const int64_t ids = std::max(kept, facts.ids_given);
   const int64_t said = facts.completion_tokens.value_or(0);
-  int64_t most = std::min(ids, max_tokens);
+  int64_t most = std::min(kept, max_tokens);
   if (n_ctx > 0) most = std::min(most, n_ctx);
   b.completion_tokens = std::clamp<int64_t>(said, 0, std::max<int64_t>(most, 0));
   int64_t prompt_most = std::max<int64_t>(request_bytes, 0) + kTemplateTokens;

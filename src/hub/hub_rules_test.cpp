@@ -1,5 +1,6 @@
 // Issue 28's rules for paying only checked work, each against a real hub on loopback and
-// stand-in pods (docs/network.md "Paying only for checked work"): billing faults, checkers
+// stand-in pods (docs/network.md "Paying only for checked work", "Pods' answers"): answers
+// past their caps, billing faults, checkers
 // that must have passed checks themselves, the majority overruling a lying checker, a pod
 // with no possible checker served but not paid, records surviving a restart, speed measured.
 #include <httplib.h>
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "hub/hub_server.h"
@@ -84,12 +86,73 @@ struct Hub {
 
 // How a stand-in pod answers and checks.
 enum class Kind {
-  HONEST,      // serves `token`, its text "x"; passes tokens equal to its own
-  INFLATE,     // as HONEST, its usage 200000 completion tokens
-  DROP_IDS,    // as HONEST, without herd.completion_token_ids
-  WRONG_TEXT,  // honest tokens, and other text than theirs
-  LIAR,        // as HONEST, and passes whatever it is asked to check
+  HONEST,       // serves `token`, its text "x"; passes tokens equal to its own
+  INFLATE,      // as HONEST, its usage 200000 completion tokens
+  DROP_IDS,     // as HONEST, without herd.completion_token_ids
+  WRONG_TEXT,   // honest tokens, and other text than theirs
+  LIAR,         // as HONEST, and passes whatever it is asked to check
+  HUGE,         // answers a completion with a body of 10 GB (Content-Length), sent until cut
+  ENDLESS,      // answers a completion with a stream of events with ids that never ends
+  HUGE_HEALTH,  // as HONEST, its /health a herd answer that never ends
 };
+
+// 64 KiB of `c`, written until the reader goes (a pod's own memory stays flat), counted in
+// `sent`.
+bool write_forever(httplib::DataSink& sink, char c, std::atomic<size_t>& sent) {
+  static const std::string a(65536, 'a'), x(65536, 'x');
+  const std::string& block = c == 'a' ? a : x;
+  while (sink.is_writable()) {
+    if (!sink.write(block.data(), block.size())) return false;
+    sent += block.size();
+  }
+  return false;
+}
+
+// How much more than the hub's reads ASan's quarantine keeps resident (tests under
+// scripts/test-libcxx): freed blocks stay mapped until 256 MiB of them.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HERD_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(HERD_TEST_ASAN)
+constexpr int64_t kPeakSlackKib = 96 << 10;
+#else
+constexpr int64_t kPeakSlackKib = 16 << 10;
+#endif
+
+// A streamed answer of `n` tokens `token` (text "x"), as herd serve sends one: a chunk a
+// token, the ids with the last, then the usage.
+std::string stream_of(int64_t n, int32_t token) {
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    json chunk = {{"choices", {{{"index", 0}, {"delta", {{"content", i == 0 ? "x" : ""}}}}}}};
+    if (i + 1 == n) {
+      chunk["choices"][0]["finish_reason"] = "length";
+      chunk["herd"] = {{"completion_token_ids", std::vector<int32_t>(n, token)}};
+    }
+    out += "data: " + chunk.dump() + "\n\n";
+  }
+  out +=
+      "data: " +
+      json{{"choices", json::array()}, {"usage", {{"prompt_tokens", 10}, {"completion_tokens", n}}}}
+          .dump() +
+      "\n\n";
+  return out + "data: [DONE]\n\n";
+}
+
+// Logprobs as OpenAI's chat gives them: `n` tokens, each with 20 alternatives.
+json logprobs_of(int64_t n) {
+  json content = json::array();
+  for (int64_t i = 0; i < n; ++i) {
+    json top = json::array();
+    for (int k = 0; k < 20; ++k) {
+      top.push_back({{"token", "alternative"}, {"logprob", -1.25}, {"bytes", {97, 108, 116}}});
+    }
+    content.push_back({{"token", "x"}, {"logprob", -0.5}, {"bytes", {120}}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
 
 struct Pod {
   Pod(std::string name, Kind kind, int32_t token = 7)
@@ -97,12 +160,36 @@ struct Pod {
     server.Post("/v1/chat/completions", [this](const httplib::Request& req,
                                                httplib::Response& res) {
       ++requests;
-      const int64_t n = json::parse(req.body).value("max_tokens", 4);
+      const json request = json::parse(req.body);
+      const int64_t n = request.value("max_tokens", 4);
+      if (this->kind == Kind::HUGE) {
+        res.set_content_provider(size_t{10} << 30, "application/json",
+                                 [this](size_t, size_t, httplib::DataSink& sink) {
+                                   return write_forever(sink, 'x', sent);
+                                 });
+        return;
+      }
+      if (this->kind == Kind::ENDLESS) {
+        res.set_chunked_content_provider("text/event-stream", [this](size_t,
+                                                                     httplib::DataSink& sink) {
+          const json chunk = {{"choices", {{{"index", 0}, {"delta", {{"content", "x"}}}}}},
+                              {"herd", {{"completion_token_ids", std::vector<int32_t>(64, 7)}}}};
+          const std::string event = "data: " + chunk.dump() + "\n\n";
+          while (sink.write(event.data(), event.size())) sent += event.size();
+          return false;
+        });
+        return;
+      }
+      if (request.value("stream", false)) {
+        res.set_content(stream_of(n, this->token), "text/event-stream");
+        return;
+      }
       const std::string text = this->kind == Kind::WRONG_TEXT ? "Buy pills now" : "x";
       json answer = {{"choices", {{{"finish_reason", "length"}, {"message", {{"content", text}}}}}},
                      {"usage",
                       {{"prompt_tokens", 10},
                        {"completion_tokens", this->kind == Kind::INFLATE ? 200000 : n}}}};
+      if (request.value("logprobs", false)) answer["choices"][0]["logprobs"] = logprobs_of(n);
       if (this->kind != Kind::DROP_IDS) {
         answer["herd"] = {
             {"completion_token_ids", std::vector<int32_t>(static_cast<size_t>(n), this->token)}};
@@ -123,8 +210,13 @@ struct Pod {
       res.set_content(json{{"temperature", 0}, {"content", "x"}, {"scores", scores}}.dump(),
                       "application/json");
     });
-    server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("{}", "application/json");
+    server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      ++health_asked;
+      if (this->kind != Kind::HUGE_HEALTH) return res.set_content("{}", "application/json");
+      res.set_chunked_content_provider("application/json", [this](size_t, httplib::DataSink& sink) {
+        sink.write(R"({"status": ")", 12);
+        return write_forever(sink, 'a', sent);
+      });
     });
     port = server.bind_to_any_port("127.0.0.1");
     thread = std::thread([this] { server.listen_after_bind(); });
@@ -159,12 +251,88 @@ struct Pod {
   Kind kind;
   int32_t token;
   net::NodeIdentity identity = net::NodeIdentity::generate();
-  std::atomic<int> requests{0}, checks{0};
+  std::atomic<int> requests{0}, checks{0}, health_asked{0};
+  std::atomic<size_t> sent{0};           // by a pod answering without end
   std::atomic<int> checks_of_others{0};  // of tokens other than its own
   httplib::Server server;
   int port = 0;
   std::thread thread;
 };
+
+// This process's peak memory (VmHWM, KiB): what the hub (and the tests' pods) ever held.
+int64_t peak_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// A pod answering 10 GB, one streaming without end, one whose /health never ends: the hub
+// reads each within its cap (answer_limits.h) and stays bounded; the pods answering past
+// their caps are flagged (a fault); the client gets an honest pod's answer, logprobs and
+// streams included.
+TEST(HubRulesTest, AnswersPastTheirCapsAreCutAndFaulted) {
+  Pod seed("seed", Kind::HONEST), huge("huge", Kind::HUGE), endless("endless", Kind::ENDLESS),
+      health("huge-health", Kind::HUGE_HEALTH);
+  HubOptions o;
+  o.check_rate = 0;
+  o.heartbeat = std::chrono::seconds(1);
+  o.trusted_pods = {seed.id()};
+  Hub h(o, fresh_db());
+  seed.enroll(h, 1);  // slow: the others are chosen first
+  health.enroll(h, 1);
+  const int64_t before = peak_kib();
+  ASSERT_GT(before, 0);
+  huge.enroll(h, 100);
+  httplib::Result res = h.client->Post(
+      "/v1/chat/completions", {{"Authorization", "Bearer client-key"}},
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+          "logprobs": true, "top_logprobs": 20})",
+      "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body.substr(0, 300);
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["logprobs"], logprobs_of(5));
+  EXPECT_EQ(huge.requests, 1);
+
+  endless.enroll(h, 1000);
+  res = h.client->Post("/v1/chat/completions", {{"Authorization", "Bearer client-key"}},
+                       R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                           "max_tokens": 5, "stream": true})",
+                       "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(endless.requests, 1);
+  EXPECT_THAT(res->body, HasSubstr(R"("finish_reason":"length")"));
+  EXPECT_THAT(res->body, ::testing::EndsWith("data: [DONE]\n\n"));
+  EXPECT_THAT(res->body, ::testing::Not(HasSubstr("herd")));  // the ids are the hub's
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a probe a second
+  EXPECT_GE(health.health_asked, 1);
+  EXPECT_EQ(h.pod("huge-health")["rtt_ms"], nullptr);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  // Each pod sent without end; the hub read about a MiB of each (64 KiB of the /health).
+  EXPECT_LT(peak_kib() - before, kPeakSlackKib) << "KiB";
+  // What they could send: the caps, and what the sockets' buffers took (a few MiB).
+  for (const Pod* p : {&huge, &endless, &health}) {
+    const auto calls = static_cast<size_t>(p == &health ? health.health_asked.load() : 1);
+    EXPECT_GT(p->sent, size_t{0}) << p->name;
+    EXPECT_LT(p->sent, calls * (size_t{24} << 20)) << p->name;
+  }
+  for (const char* name : {"huge", "endless"}) {
+    const json p = h.pod(name);
+    EXPECT_TRUE(p["flagged"].get<bool>()) << p.dump();
+    EXPECT_THAT(p["last_failure"].get<std::string>(), HasSubstr("it answered over ")) << name;
+    EXPECT_EQ(p["credits_pending"], 0) << name;
+  }
+  EXPECT_FALSE(h.pod("huge-health")["flagged"].get<bool>());  // a probe is no request
+  EXPECT_EQ(h.pod("seed")["requests"], 2);
+  EXPECT_EQ(h.hub.ledger()["sum"], 0);
+  const httplib::Result up = h.client->Get("/health");
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->status, 200);
+}
 
 // A pod inflating its counts, one leaving out the ids, one sending other text than its ids:
 // each caught by its first answer, which never reaches the client (an honest seed answers

@@ -15,6 +15,7 @@
 
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
+#include "hub/answer_limits.h"
 #include "hub/answer_reader.h"
 #include "hub/billing.h"
 #include "hub/hub_keys.h"
@@ -66,6 +67,8 @@ std::unique_ptr<http::GuardedServer> make_server(const HubOptions& o) {
 
 // How many pods a request is tried on before the client gets an error.
 constexpr int kAttempts = 3;
+// A round trip's answer: as long as the connection may take.
+constexpr std::chrono::seconds kProbeDeadline{2};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -201,6 +204,29 @@ struct HubServer::State {
     Clock::time_point started;
   };
 
+  static int64_t context_of(const LivePod& pod, const std::string& model) {
+    for (const ServedModel& m : pod.registration.models) {
+      if (m.name == model) return m.n_ctx;
+    }
+    return 0;
+  }
+
+  // What the hub reads of the chosen pod's answer (answer_limits.h), and the most ids.
+  AnswerLimits limits_of(const Call& call, const Chosen& chosen, size_t& max_ids) {
+    const auto live = pods.find(chosen.node);
+    const int64_t n_ctx = live ? context_of(*live, call.model_name) : 0;
+    max_ids = static_cast<size_t>(answer_token_bound(call.max_tokens_given, n_ctx));
+    return completion_answer_limits(call.body, call.max_tokens_given, call.prompt_tokens, n_ctx);
+  }
+
+  // A pod answered past its answer's byte cap: a fault, as billing's are (billing.h), so it
+  // fails the pod's check without asking a checker (reputation and pending credits go).
+  void answered_over_limit(const Call& call, const Chosen& chosen, const std::string& failure) {
+    Served s = answer_of(call, chosen, AnswerFacts());
+    s.fault = failure + " (request " + call.request_id + ")";
+    verifier.check_now(s);
+  }
+
   // A pod's whole answer as the books and the checks see it.
   Served answer_of(const Call& call, const Chosen& chosen, const AnswerFacts& facts) {
     Served s;
@@ -215,9 +241,7 @@ struct HubServer::State {
     int64_t n_ctx = 0;  // the model's context as the pod registered it
     if (const auto live = pods.find(chosen.node)) {
       s.pod_name = live->registration.name;
-      for (const ServedModel& m : live->registration.models) {
-        if (m.name == call.model_name) n_ctx = m.n_ctx;
-      }
+      n_ctx = context_of(*live, call.model_name);
     }
     // What the pod says it used, within what it can have used (billing.h): a pod cannot
     // bill a client for tokens it made up, and what no honest pod answers is a fault.
@@ -333,10 +357,9 @@ struct HubServer::State {
     call.started = Clock::now();
     if (call.stream) return complete_streamed(std::move(call), res);
     std::string failure;
-    const bool answered =
-        try_pods(call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
-          return answer_whole(call, chosen, pod, res, why);
-        });
+    const bool answered = try_pods(call, failure, [&](const Chosen& chosen, std::string& why) {
+      return answer_whole(call, chosen, res, why);
+    });
     if (answered) return;
     view.request_failed(call.model_name);
     send_error(res, 503, "server_error", no_answer(call, failure));
@@ -350,9 +373,8 @@ struct HubServer::State {
   // until one answers. `attempt` talks to the chosen pod, tells the router when it is done
   // with it (finished()) and, on FAILED, says why in its last argument. False when no pod
   // answered, with the last reason in `failure`.
-  bool try_pods(
-      const Call& call, std::string& failure,
-      const std::function<Attempt(const Chosen&, httplib::Client&, std::string&)>& attempt) {
+  bool try_pods(const Call& call, std::string& failure,
+                const std::function<Attempt(const Chosen&, std::string&)>& attempt) {
     failure = "no pod serves it now";
     std::vector<PodId> tried;
     bool trusted_first = false;
@@ -361,13 +383,7 @@ struct HubServer::State {
           choose(call.model_name, call.prompt_tokens, call.max_tokens, tried, trusted_first);
       if (!chosen) break;
       tried.push_back(chosen->pod);
-      const auto pod = pod_clients.make(chosen->address, 600);
-      if (!pod) {
-        pods.finished(*chosen);
-        failure = "its URL " + chosen->url + " cannot be reached from this hub";
-        continue;
-      }
-      const Attempt came = attempt(*chosen, *pod, failure);
+      const Attempt came = attempt(*chosen, failure);
       if (came == Attempt::ANSWERED) return true;
       trusted_first = trusted_first || came == Attempt::CAUGHT;
     }
@@ -389,27 +405,30 @@ struct HubServer::State {
   }
 
   // One pod's whole (not streamed) answer, passed on as it came but for herd's extension.
-  Attempt answer_whole(const Call& call, const Chosen& chosen, httplib::Client& pod,
-                       httplib::Response& res, std::string& why) {
-    const httplib::Result answer = pod.Post(call.path, call.forward, "application/json");
+  Attempt answer_whole(const Call& call, const Chosen& chosen, httplib::Response& res,
+                       std::string& why) {
+    size_t max_ids = 0;
+    const AnswerLimits limits = limits_of(call, chosen, max_ids);
+    PodAnswer answer = pod_clients.post(chosen.address, call.path, call.forward, limits);
     pods.finished(chosen);
-    if (!answer || answer->status >= 500) {
-      why = answer ? "it answered " + std::to_string(answer->status)
-                   : "it did not answer (" + httplib::to_string(answer.error()) + ")";
+    if (answer.over_limit) answered_over_limit(call, chosen, answer.failure);
+    if (!answer.answered() || answer.status >= 500) {
+      why = answer.answered() ? "it answered " + std::to_string(answer.status) : answer.failure;
       return Attempt::FAILED;
     }
     AnswerFacts facts;
-    std::string body = read_answer(answer->body, facts);
-    const bool whole = answer->status == 200 && facts.completion_tokens.has_value();
+    std::string body = read_answer(answer.body, facts, max_ids);
+    answer.body.clear();
+    const bool whole = answer.status == 200 && facts.completion_tokens.has_value();
     Outcome checked = Outcome::NONE;
     if (whole && verifier.untrusted(chosen.node)) {
       checked = check_before_sending(call, chosen, facts, why);
       // Not for the client: another pod answers, and only that is charged.
       if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) return Attempt::CAUGHT;
     }
-    const std::string type = answer->get_header_value("Content-Type");
-    res.status = answer->status;
-    res.set_content(std::move(body), type.empty() ? "application/json" : type);
+    res.status = answer.status;
+    res.set_content(std::move(body),
+                    answer.content_type.empty() ? "application/json" : answer.content_type);
     res.set_header("X-Herd-Pod", chosen.url);
     if (whole) {
       served(answer_of(call, chosen, facts), checked);
@@ -420,38 +439,39 @@ struct HubServer::State {
   }
 
   void complete_streamed(Call call, httplib::Response& res) {
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, call = std::move(call)](size_t, httplib::DataSink& sink) {
-          // Runs after the route returned, where httplib catches nothing: what it throws
-          // ends this connection, not the hub.
-          try {
-            std::string failure;
-            const bool answered = try_pods(
-                call, failure, [&](const Chosen& chosen, httplib::Client& pod, std::string& why) {
-                  return answer_streamed(call, chosen, pod, sink, why);
-                });
-            if (!answered) {
-              view.request_failed(call.model_name);
-              const json error = {
-                  {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
-              const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
-              sink.write(event.data(), event.size());
-            }
-            sink.done();
-            return true;
-          } catch (const std::exception&) {
-            return false;
-          }
+    res.set_chunked_content_provider("text/event-stream", [this, call = std::move(call)](
+                                                              size_t, httplib::DataSink& sink) {
+      // Runs after the route returned, where httplib catches nothing: what it throws
+      // ends this connection, not the hub.
+      try {
+        std::string failure;
+        const bool answered = try_pods(call, failure, [&](const Chosen& chosen, std::string& why) {
+          return answer_streamed(call, chosen, sink, why);
         });
+        if (!answered) {
+          view.request_failed(call.model_name);
+          const json error = {
+              {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
+          const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
+          sink.write(event.data(), event.size());
+        }
+        sink.done();
+        return true;
+      } catch (const std::exception&) {
+        return false;
+      }
+    });
   }
 
   // One pod's streamed answer, passed on to the client as it comes (an untrusted pod's held
   // until its check). FAILED only before anything was sent: once the client has part of an
   // answer it is too late to try another pod.
-  Attempt answer_streamed(const Call& call, const Chosen& chosen, httplib::Client& pod,
-                          httplib::DataSink& sink, std::string& why) {
+  Attempt answer_streamed(const Call& call, const Chosen& chosen, httplib::DataSink& sink,
+                          std::string& why) {
     bool wrote = false, failed = false, client_gone = false;
-    StreamReader reader(call.client_wants_usage);
+    size_t max_ids = 0;
+    const AnswerLimits limits = limits_of(call, chosen, max_ids);
+    StreamReader reader(call.client_wants_usage, max_ids);
     const bool hold = verifier.untrusted(chosen.node);
     std::string held;
     auto send = [&](const std::string& out) {
@@ -468,19 +488,17 @@ struct HubServer::State {
     forward.path = call.path;
     forward.body = call.forward;
     forward.set_header("Content-Type", "application/json");
-    forward.response_handler = [&](const httplib::Response& r) {
-      failed = r.status >= 500;
-      if (failed) why = "it answered " + std::to_string(r.status);
-      return !failed;
-    };
+    forward.response_handler = [&](const httplib::Response& r) { return r.status < 500; };
     forward.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
       send(reader.feed({data, n}));
       return !client_gone;
     };
-    const httplib::Result r = pod.send(forward);
-    if (!r && !failed && !client_gone) {
+    // What the pod sent past its cap is not the client's: the reader keeps what came before.
+    const PodAnswer answer = pod_clients.send(chosen.address, std::move(forward), limits);
+    if (!answer.answered() && !client_gone) {
       failed = true;
-      why = "it did not answer (" + httplib::to_string(r.error()) + ")";
+      why = answer.failure;
+      if (answer.over_limit) answered_over_limit(call, chosen, answer.failure);
     }
     send(reader.flush());
     pods.finished(chosen);
@@ -511,14 +529,12 @@ struct HubServer::State {
   // "status"): the public view must not tell whether some other service listens there.
   void probe_round_trips() {
     for (const LivePod& pod : pods.live()) {
-      const auto client = pod_clients.make(pod.address, 2);
-      if (!client) continue;
-      client->set_connection_timeout(2);
       const auto start = Clock::now();
-      const httplib::Result r = client->Get("/health");
-      if (!r) continue;
+      const PodAnswer r =
+          pod_clients.get(pod.address, "/health", {kSmallAnswer.max_bytes, kProbeDeadline}, 2);
+      if (!r.answered()) continue;
       const double rtt = seconds_since(start);
-      const json health = http::parse_bounded_json(r->body);
+      const json health = http::parse_bounded_json(r.body);
       if (!health.is_object() || !health.contains("status") || !health["status"].is_string()) {
         continue;
       }

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "hub/answer_limits.h"
+
 namespace herd::hub {
 
 using json = nlohmann::json;
@@ -81,19 +83,12 @@ std::optional<std::string> Loads::answer_unserved(const std::string& model) {
 // load (202), else what went wrong (and the load ends: demand.failed).
 std::string Loads::send_load(const std::string& model, const LoadOrder& order) {
   std::string problem;
-  const auto client = clients_.make(order.address, 5);
-  if (!client) {
-    problem = "has a URL this hub cannot reach";
-  } else {
-    client->set_connection_timeout(2);
-    const httplib::Result r =
-        client->Post("/api/load", httplib::Headers{{"Authorization", "Bearer " + order.token}},
-                     json{{"model", model}}.dump(), "application/json");
-    if (!r) {
-      problem = "did not answer (" + httplib::to_string(r.error()) + ")";
-    } else if (r->status != 202) {
-      problem = "answered " + std::to_string(r->status);
-    }
+  const PodAnswer r = clients_.post(order.address, "/api/load", json{{"model", model}}.dump(),
+                                    kSmallAnswer, "Bearer " + order.token, 2);
+  if (!r.answered()) {
+    problem = r.failure.substr(r.failure.starts_with("it ") ? 3 : 0);
+  } else if (r.status != 202) {
+    problem = "answered " + std::to_string(r.status);
   }
   if (!problem.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "http/bounded_json.h"
+#include "hub/answer_limits.h"
 #include "util/error.h"
 
 namespace herd::hub {
@@ -108,19 +109,19 @@ std::optional<Verdict> Verifier::ask(const PodAddress& checker, const Served& s,
 
 std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Served& s,
                                           bool& unverifiable) {
-  const auto client = clients_.make(checker, 300);
-  if (!client) return std::nullopt;
   const json request = {
       {"endpoint", s.endpoint}, {"request", s.body}, {"completion_token_ids", s.token_ids}};
-  const httplib::Result r = client->Post("/api/verify", request.dump(), "application/json");
-  if (!r) return std::nullopt;
-  if (r->status == 422) {
+  // A checker answering past its cap is no answer (answer_limits.h): another is asked.
+  const PodAnswer r = clients_.post(checker, "/api/verify", request.dump(),
+                                    verify_answer_limits(s.token_ids.size()));
+  if (!r.answered()) return std::nullopt;
+  if (r.status == 422) {
     unverifiable = true;
     return std::nullopt;
   }
-  if (r->status == 400) {
+  if (r.status == 400) {
     // The checker's vocabulary has no such token: invented, or another model's.
-    const json answer = http::parse_bounded_json(r->body);
+    const json answer = http::parse_bounded_json(r.body);
     const std::string message =
         answer.is_object() ? answer["error"].value("message", std::string()) : std::string();
     if (message.find("completion_token_ids") != std::string::npos) {
@@ -132,8 +133,8 @@ std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Serve
     }
     return std::nullopt;
   }
-  if (r->status != 200) return std::nullopt;
-  const json answer = http::parse_bounded_json(r->body);
+  if (r.status != 200) return std::nullopt;
+  const json answer = http::parse_bounded_json(r.body);
   if (answer.is_discarded()) return std::nullopt;  // not JSON: the checker's fault
   try {
     Verdict v = judge(answer, s.token_ids.size(), options_.thresholds);
