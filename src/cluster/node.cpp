@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "cluster/assignment.h"
 #include "cluster/link_probe.h"
@@ -207,8 +210,20 @@ void NodeServer::run() {
   Impl& s = *impl_;
   std::shared_ptr<net::Connection> active;
   std::thread session;
-  std::vector<std::thread> greeters;
+  // Connections that come during a session (ring links, a second coordinator) are greeted
+  // each on a thread of its own, joined once done: a long session keeps only live ones (a
+  // peer connecting again and again no longer grows the node by a finished thread each time).
+  struct Greeter {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Greeter> greeters;
   while (!s.stopping) {
+    std::erase_if(greeters, [](Greeter& g) {
+      if (!g.done->load()) return false;
+      g.thread.join();
+      return true;
+    });
     std::shared_ptr<net::Connection> c = s.transport->accept(net::Millis(50));
     if (session.joinable() && !s.serving) {
       session.join();
@@ -217,7 +232,12 @@ void NodeServer::run() {
     }
     if (c && active) {
       // Another rank's ring link, or a second coordinator: the first frame says.
-      greeters.emplace_back(&Impl::greet, &s, c, active->peer_name());
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      greeters.push_back({std::thread([&s, c, busy_with = active->peer_name(), done] {
+                            s.greet(c, busy_with);
+                            *done = true;
+                          }),
+                          done});
       continue;
     }
     if (!c && !active) {
@@ -238,7 +258,7 @@ void NodeServer::run() {
   }
   if (active) active->fail("node '" + s.options.name + "' is stopping");
   if (session.joinable()) session.join();
-  for (std::thread& t : greeters) t.join();
+  for (Greeter& g : greeters) g.thread.join();
 }
 
 void NodeServer::Impl::greet(std::shared_ptr<net::Connection> c, const std::string& busy_with) {
