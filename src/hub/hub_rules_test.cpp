@@ -109,14 +109,16 @@ bool write_forever(httplib::DataSink& sink, char c, std::atomic<size_t>& sent) {
 }
 
 // How much more than the hub's reads ASan's quarantine keeps resident (tests under
-// scripts/test-libcxx): freed blocks stay mapped until 256 MiB of them.
+// scripts/test-libcxx): freed blocks stay mapped until 256 MiB of them (112 MiB was seen on
+// the 2-core CI machine), so 256 MiB of quarantine and 32 of the hub's. What bounds the
+// hub either way is that each pod got out less than 24 MiB a call, asserted below.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define HERD_TEST_ASAN 1
 #endif
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(HERD_TEST_ASAN)
-constexpr int64_t kPeakSlackKib = 96 << 10;
+constexpr int64_t kPeakSlackKib = 288 << 10;
 #else
 constexpr int64_t kPeakSlackKib = 16 << 10;
 #endif
