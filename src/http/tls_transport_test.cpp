@@ -6,10 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "http/guarded_server.h"
+#include "http/test_certificate.h"
 #include "util/error.h"
 
 namespace herd::http {
@@ -27,26 +24,9 @@ using namespace std::chrono_literals;
 
 // A self-signed certificate for 127.0.0.1 and its key, as PEM files in `dir`.
 void write_self_signed(const std::filesystem::path& dir) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  ASSERT_NE(key, nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("herd test"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
-  FILE* f = std::fopen((dir / "cert.pem").c_str(), "w");
-  PEM_write_X509(f, cert);
-  std::fclose(f);
-  f = std::fopen((dir / "key.pem").c_str(), "w");
-  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
-  std::fclose(f);
-  X509_free(cert);
-  EVP_PKEY_free(key);
+  TestCertificate certificate;
+  ASSERT_TRUE(certificate.sign());
+  certificate.write(dir);
 }
 
 TEST(GuardedServerTls, ServesOverTlsAndDropsAnUnfinishedHandshake) {

@@ -11,11 +11,9 @@
 #include <unistd.h>
 
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
+
+#include "http/test_certificate.h"
 #endif
 
 #include <atomic>
@@ -213,29 +211,14 @@ TEST(PodClientsTest, AnHttpsTrickleEndsAtTheDeadline) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("herd-pod-tls-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  ASSERT_NE(key, nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name, "IP:127.0.0.1");
-  X509_add_ext(cert, san, -1);
-  X509_EXTENSION_free(san);
-  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
+  http::TestCertificate certificate;
+  ASSERT_TRUE(certificate.sign());
+  certificate.write(dir);
   const std::string ca = (dir / "cert.pem").string();
-  FILE* f = std::fopen(ca.c_str(), "w");
-  PEM_write_X509(f, cert);
-  std::fclose(f);
 
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  SSL_CTX_use_certificate(ctx, cert);
-  SSL_CTX_use_PrivateKey(ctx, key);
+  SSL_CTX_use_certificate(ctx, certificate.cert);
+  SSL_CTX_use_PrivateKey(ctx, certificate.key);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -273,8 +256,6 @@ TEST(PodClientsTest, AnHttpsTrickleEndsAtTheDeadline) {
   pod.join();
   ::close(fd);
   SSL_CTX_free(ctx);
-  X509_free(cert);
-  EVP_PKEY_free(key);
   std::filesystem::remove_all(dir);
 }
 #endif
