@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "http/bounded_json.h"
@@ -115,7 +114,6 @@ struct HubServer::State {
   int port = 0;
   const std::string replica;  // names this hub's request ids
   std::atomic<uint64_t> next_request{0};
-  std::set<std::string> clients;  // accounts of the keys
 
   PodClients pod_clients;
   PodTable pods;
@@ -594,9 +592,7 @@ HubServer::HubServer(HubOptions options, Ledger& ledger, PodRecords* records) {
   }
   for (const std::string& account : s.keys.accounts()) {
     s.credits.grant(account, s.options.grant_credits);
-    s.clients.insert(account);
   }
-  if (s.keys.open()) s.clients.insert("client:open");
   s.routes();
 }
 
