@@ -120,7 +120,6 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   const TensorSlice& slice = spec.slice;
   const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
   const Range heads{slice.head_begin, slice.head_end};
-  const Range kv_heads{slice.kv_head_begin, slice.kv_head_end};
   const Range ff{slice.ff_begin, slice.ff_end};
   const Range vocab{slice.vocab_begin, slice.vocab_end};
 
@@ -215,159 +214,116 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   if (const gguf::TensorInfo* f = file.find_tensor("rope_freqs.weight"))
     s->rope_freqs = load_vector(*f);
 
+  // Per held head h of an MLA layer: attn_k_b's rows [h kv_lora, (h + 1) kv_lora) and
+  // attn_v_b's [h hdv, (h + 1) hdv) (the same bytes in the 2-D and the per-head 3-D form).
+  auto pack_mla_heads = [&](const TensorSpec& t, Layer& l) {
+    if (heads.size() == 0) return;  // no heads: no attention (a cut file holds none of it)
+    const bool is_k = t.weight == LayerWeight::kAttnKB;
+    const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
+    const int64_t rows = is_k ? kv_lora : hdv, cols = is_k ? nope : kv_lora;
+    const gguf::TensorInfo& b = file.tensor(t.name);
+    const Range held = in_file(t.name, 1, scaled(heads, rows));
+    const size_t row = row_bytes(b.type, cols);
+    for (int64_t h = 0; h < heads.size(); ++h) {
+      const MatrixView view{b.type, rows, cols,
+                            b.data + row * static_cast<size_t>(held.begin + h * rows)};
+      (is_k ? l.k_b : l.v_b).push_back(kernels::pack_matrix(view, isa));
+    }
+  };
+  // Only attn_kv_b (older files): head h's rows are [k_nope (nope) | v (hdv)] over the
+  // latent. v_b is a view of its v rows; k_b is its k rows transposed ([kv_lora x nope]),
+  // made here in f32.
+  auto unpack_kv_b = [&](const TensorSpec& t, Layer& l) {
+    if (heads.size() == 0) return;
+    const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
+    const gguf::TensorInfo& kvb = file.tensor(t.name);
+    const Range rows = in_file(t.name, 1, scaled(heads, nope + hdv));
+    const size_t row = row_bytes(kvb.type, kv_lora);
+    std::vector<float> k_rows(static_cast<size_t>(nope * kv_lora));
+    for (int64_t h = 0; h < heads.size(); ++h) {
+      const uint8_t* head = kvb.data + row * static_cast<size_t>(rows.begin + h * (nope + hdv));
+      type_traits(kvb.type).dequantize(head, k_rows.data(), nope * kv_lora);
+      std::vector<uint8_t> bytes(static_cast<size_t>(kv_lora * nope) * sizeof(float));
+      float* kt = reinterpret_cast<float*>(bytes.data());  // [kv_lora][nope]
+      for (int64_t r = 0; r < nope; ++r) {
+        for (int64_t c = 0; c < kv_lora; ++c)
+          kt[c * nope + r] = k_rows[static_cast<size_t>(r * kv_lora + c)];
+      }
+      PackedMatrix kp = kernels::pack_matrix({TensorType::F32, kv_lora, nope, bytes.data()}, isa);
+      if (kp.owned_bytes() == 0) s->owned_copies.push_back(std::move(bytes));
+      l.k_b.push_back(std::move(kp));
+      l.v_b.push_back(kernels::pack_matrix(
+          {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
+    }
+  };
+  // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).
+  auto bind = [&](const TensorSpec& t, Layer& l) {
+    const LayerMember member = layer_member(t.weight);
+    const WeightCut cut = weight_cut(t, slice, hp);
+    const Range whole_cols{0, t.shape[0]};
+    const Range cols = cut.dim == 0 ? Range{cut.begin, cut.end} : whole_cols;
+    if (member.matrix != nullptr) {
+      const Range whole_rows{0, t.shape.size() > 1 ? t.shape[1] : 1};
+      const Range rows = cut.dim == 1 ? Range{cut.begin, cut.end} : whole_rows;
+      l.*member.matrix = pack(t.name, rows, cols);
+    } else if (member.values != nullptr && !t.per_expert) {
+      l.*member.values = cols.size() > 0 ? vector_slice(t.name, cols) : std::vector<float>();
+    } else if (member.values != nullptr) {
+      // [rows, n_expert] in the file: one row per expert, of the expert's FFN rows. A down
+      // bias is added once per expert: by the rank holding its first FFN rows.
+      if (cols.size() == 0 || ff.size() == 0 || s->experts.empty()) return;
+      if (t.weight == LayerWeight::kDownExpsBias && slice.ff_begin != 0) return;
+      const gguf::TensorInfo& info_t = file.tensor(t.name);
+      const std::vector<float> all = load_vector(info_t);
+      const Range c = in_file(t.name, 0, cols);
+      for (int64_t e : s->experts) {
+        const float* row = all.data() + expert_in_file(t.name, e) * info_t.shape[0];
+        (l.*member.values).insert((l.*member.values).end(), row + c.begin, row + c.end);
+      }
+    } else if (t.per_expert) {
+      // An expert tensor [cols, rows, n_expert]: each held expert's cut.
+      const Range rows = cut.dim == 1 ? Range{cut.begin, cut.end} : Range{0, t.shape[1]};
+      if (rows.size() == 0 || cols.size() == 0 || s->experts.empty()) return;
+      const gguf::TensorInfo& all = file.tensor(t.name);
+      bool copied = false;
+      for (int64_t e : s->experts) {
+        (l.*member.matrices)
+            .push_back(pack_slice(expert_view(all, expert_in_file(t.name, e)), t.name, rows, cols,
+                                  copied));
+      }
+      release_if_copied(all, copied);
+    } else if (t.weight == LayerWeight::kAttnKvB) {
+      // Read only when the file lacks attn_k_b / attn_v_b.
+      if (!hp.mla_split_b) unpack_kv_b(t, l);
+    } else if (member.matrices != nullptr) {
+      pack_mla_heads(t, l);
+    }
+  };
+  std::vector<std::vector<const TensorSpec*>> layer_tensors(static_cast<size_t>(hp.n_layer));
+  for (const TensorSpec& t : all_tensors) {
+    if (t.layer >= 0) layer_tensors[static_cast<size_t>(t.layer)].push_back(&t);
+  }
+  // Parts every rank would otherwise compute whole (dense layers and shared experts of an
+  // expert-parallel stage, whose FFN range is whole): the rank holding expert 0 does.
+  const bool whole_ffn_once = s->experts.empty() ||
+                              static_cast<int64_t>(s->experts.size()) == hp.n_expert ||
+                              s->experts.front() == 0;
   for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
     Layer l;
     l.options = layer_options(arch, hp, il);
     l.rope = make_rope(arch, hp, l.options, s->rope_freqs.empty() ? nullptr : s->rope_freqs.data());
-    l.attn_norm = load_vector(file.tensor(p + "attn_norm.weight"));
-    l.ffn_norm = load_vector(file.tensor(p + arch.ffn_norm + ".weight"));
-    if (arch.norm == NormPlacement::kSandwich) {
-      l.post_attn_norm = load_vector(file.tensor(p + "post_attention_norm.weight"));
-      l.post_ffn_norm = load_vector(file.tensor(p + "post_ffw_norm.weight"));
+    for (const TensorSpec* t : layer_tensors[static_cast<size_t>(il)]) {
+      bind(*t, l);
+      // The dense FFN's (or shared experts') rows held: gate's cut (model/arch.cpp says by
+      // how much a slice's FFN range cuts them).
+      if (t->weight == LayerWeight::kFfnGate) {
+        const WeightCut cut = weight_cut(*t, slice, hp);
+        l.n_ff = cut.dim == 1 ? cut.end - cut.begin : t->shape[1];
+      }
     }
-    const bool has_heads = heads.size() > 0;  // no heads: no attention, no biases
-    if (arch.attention == AttentionKind::kMla) {
-      const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
-      if (hp.q_lora_rank > 0) {
-        l.wq_a = pack(p + "attn_q_a.weight", {0, hp.q_lora_rank}, all_embd);
-        l.q_a_norm = load_vector(file.tensor(p + "attn_q_a_norm.weight"));
-        l.wq_b = pack(p + "attn_q_b.weight", scaled(heads, hd), {0, hp.q_lora_rank});
-      } else {
-        l.wq_b = pack(p + "attn_q.weight", scaled(heads, hd), all_embd);
-      }
-      l.wkv_a = pack(p + "attn_kv_a_mqa.weight", {0, kv_lora + hp.n_rot}, all_embd);
-      l.kv_a_norm = load_vector(file.tensor(p + "attn_kv_a_norm.weight"));
-      if (!has_heads) {
-        // No heads: no attention (a cut file holds none of k_b, v_b, kv_b).
-      } else if (hp.mla_split_b) {
-        // Per held head h: k_b's rows [h kv_lora, (h + 1) kv_lora) and v_b's [h hdv, ...).
-        const std::string k_name = p + "attn_k_b.weight", v_name = p + "attn_v_b.weight";
-        const gguf::TensorInfo& kb = file.tensor(k_name);
-        const gguf::TensorInfo& vb = file.tensor(v_name);
-        const Range kb_rows = in_file(k_name, 1, scaled(heads, kv_lora));
-        const Range vb_rows = in_file(v_name, 1, scaled(heads, hdv));
-        for (int64_t h = 0; h < heads.size(); ++h) {
-          const size_t k_row = row_bytes(kb.type, nope), v_row = row_bytes(vb.type, kv_lora);
-          const MatrixView k_view{
-              kb.type, kv_lora, nope,
-              kb.data + k_row * static_cast<size_t>(kb_rows.begin + h * kv_lora)};
-          const MatrixView v_view{vb.type, hdv, kv_lora,
-                                  vb.data + v_row * static_cast<size_t>(vb_rows.begin + h * hdv)};
-          l.k_b.push_back(kernels::pack_matrix(k_view, isa));
-          l.v_b.push_back(kernels::pack_matrix(v_view, isa));
-        }
-      } else {
-        // Only attn_kv_b (older files): head h's rows are [k_nope (nope) | v (hdv)] over the
-        // latent. v_b is a view of its v rows; k_b is its k rows transposed ([kv_lora x
-        // nope]), made here in f32.
-        const std::string name = p + "attn_kv_b.weight";
-        const gguf::TensorInfo& kvb = file.tensor(name);
-        const Range rows = in_file(name, 1, scaled(heads, nope + hdv));
-        const size_t row = row_bytes(kvb.type, kv_lora);
-        std::vector<float> k_rows(static_cast<size_t>(nope * kv_lora));
-        for (int64_t h = 0; h < heads.size(); ++h) {
-          const uint8_t* head = kvb.data + row * static_cast<size_t>(rows.begin + h * (nope + hdv));
-          type_traits(kvb.type).dequantize(head, k_rows.data(), nope * kv_lora);
-          std::vector<uint8_t> t(static_cast<size_t>(kv_lora * nope) * sizeof(float));
-          float* kt = reinterpret_cast<float*>(t.data());  // [kv_lora][nope]
-          for (int64_t r = 0; r < nope; ++r) {
-            for (int64_t c = 0; c < kv_lora; ++c)
-              kt[c * nope + r] = k_rows[static_cast<size_t>(r * kv_lora + c)];
-          }
-          PackedMatrix kp = kernels::pack_matrix({TensorType::F32, kv_lora, nope, t.data()}, isa);
-          if (kp.owned_bytes() == 0) s->owned_copies.push_back(std::move(t));
-          l.k_b.push_back(std::move(kp));
-          l.v_b.push_back(kernels::pack_matrix(
-              {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
-        }
-      }
-      l.wo = pack(p + "attn_output.weight", all_embd, scaled(heads, hdv));
-    } else {
-      l.wq = pack(p + "attn_q.weight", scaled(heads, hd), all_embd);
-      l.wk = pack(p + "attn_k.weight", scaled(kv_heads, hd), all_embd);
-      l.wv = pack(p + "attn_v.weight", scaled(kv_heads, hdv), all_embd);
-      l.wo = pack(p + "attn_output.weight", all_embd, scaled(heads, hdv));
-      if (arch.qkv_bias && has_heads) {
-        l.bq = vector_slice(p + "attn_q.bias", scaled(heads, hd));
-        l.bk = vector_slice(p + "attn_k.bias", scaled(kv_heads, hd));
-        l.bv = vector_slice(p + "attn_v.bias", scaled(kv_heads, hdv));
-      }
-      if (arch.qk_norm) {  // per head, the same for every head: whole on every rank
-        l.q_norm = load_vector(file.tensor(p + "attn_q_norm.weight"));
-        l.k_norm = load_vector(file.tensor(p + "attn_k_norm.weight"));
-      }
-      if (arch.attn_sinks && has_heads) l.sinks = vector_slice(p + "attn_sinks.weight", heads);
-    }
-    if (arch.output_bias) l.bo = load_vector(file.tensor(p + "attn_output.bias"));
-
-    // The dense FFN of a dense layer, or the shared experts of an MoE layer: rows cut in
-    // proportion to the slice's FFN range (model/arch.cpp says by how much).
-    auto pack_dense = [&](const std::string& gate, const std::string& up, const std::string& down) {
-      // (From the model's list: a cut file lacks the tensors its slice holds none of.)
-      const auto ts = std::find_if(all_tensors.begin(), all_tensors.end(),
-                                   [&](const TensorSpec& t) { return t.name == gate; });
-      HERD_CHECK(ts != all_tensors.end());
-      const WeightCut cut = weight_cut(*ts, slice, hp);  // rows of gate / up
-      const Range rows{cut.begin, cut.end};
-      l.n_ff = rows.size();
-      l.ffn_gate = pack(gate, rows, all_embd);
-      l.ffn_up = pack(up, rows, all_embd);
-      l.ffn_down = pack(down, all_embd, rows);
-    };
-    // Parts every rank would otherwise compute whole (dense layers and shared experts of an
-    // expert-parallel stage, whose FFN range is whole): the rank holding expert 0 does.
-    const bool whole_ffn_once = s->experts.empty() ||
-                                static_cast<int64_t>(s->experts.size()) == hp.n_expert ||
-                                s->experts.front() == 0;
     if (l.options.moe) {
-      l.router = pack(p + "ffn_gate_inp.weight", {0, hp.n_expert}, all_embd);
-      if (arch.expert_bias) l.router_bias = load_vector(file.tensor(p + "ffn_gate_inp.bias"));
-      if (hp.expert_selection_bias)
-        l.selection_bias = load_vector(file.tensor(p + "exp_probs_b.bias"));
-      const std::string gate_name = p + "ffn_gate_exps.weight";
-      const std::string up_name = p + "ffn_up_exps.weight";
-      const std::string down_name = p + "ffn_down_exps.weight";
-      if (ff.size() > 0 && !s->experts.empty()) {  // else the rank holds nothing of any expert
-        const gguf::TensorInfo& gate = file.tensor(gate_name);
-        const gguf::TensorInfo& up = file.tensor(up_name);
-        const gguf::TensorInfo& down = file.tensor(down_name);
-        bool gate_copied = false, up_copied = false, down_copied = false;
-        for (int64_t e : s->experts) {
-          l.gate_exps.push_back(pack_slice(expert_view(gate, expert_in_file(gate_name, e)),
-                                           gate_name, ff, all_embd, gate_copied));
-          l.up_exps.push_back(pack_slice(expert_view(up, expert_in_file(up_name, e)), up_name, ff,
-                                         all_embd, up_copied));
-          l.down_exps.push_back(pack_slice(expert_view(down, expert_in_file(down_name, e)),
-                                           down_name, all_embd, ff, down_copied));
-        }
-        release_if_copied(gate, gate_copied);
-        release_if_copied(up, up_copied);
-        release_if_copied(down, down_copied);
-        if (arch.expert_bias) {
-          // [rows, n_expert] in the file: one row per expert, of the expert's FFN rows.
-          auto rows_of = [&](const std::string& name, Range cols, std::vector<float>& out) {
-            const gguf::TensorInfo& t = file.tensor(name);
-            const std::vector<float> all = load_vector(t);
-            const Range c = in_file(name, 0, cols);
-            for (int64_t e : s->experts) {
-              const float* row = all.data() + expert_in_file(name, e) * t.shape[0];
-              out.insert(out.end(), row + c.begin, row + c.end);
-            }
-          };
-          rows_of(p + "ffn_gate_exps.bias", ff, l.gate_exps_b);
-          rows_of(p + "ffn_up_exps.bias", ff, l.up_exps_b);
-          // Added once per expert: by the rank holding its first FFN rows.
-          if (slice.ff_begin == 0) rows_of(p + "ffn_down_exps.bias", all_embd, l.down_exps_b);
-        }
-      }
-      if (hp.n_expert_shared > 0) {
-        pack_dense(p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
-                   p + "ffn_down_shexp.weight");
-        l.ffn_runs = l.n_ff > 0 && whole_ffn_once;
-      }
+      l.ffn_runs = hp.n_expert_shared > 0 && l.n_ff > 0 && whole_ffn_once;
     } else {
-      pack_dense(p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight");
       l.ffn_runs = l.n_ff > 0 && (!arch.moe || whole_ffn_once);
     }
     s->layers.push_back(std::move(l));

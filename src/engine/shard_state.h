@@ -18,37 +18,126 @@ namespace herd::engine {
 using kernels::PackedMatrix;
 
 // Weights of one block, as the slice holds them (q heads, KV heads, FFN rows, experts).
-// Vectors that a layer's options leave out are empty.
+// Vectors that a layer's options leave out are empty. Each member loads the tensor of the
+// model's list (model/arch.h's model_tensors) that names its LayerWeight, in the comment
+// beside it; layer_member() below is the same pairing for the loader.
 struct Layer {
   LayerOptions options;
   Rope rope;
-  std::vector<float> attn_norm, ffn_norm;            // [n_embd]
-  std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] (sandwich norms)
+  std::vector<float> attn_norm, ffn_norm;            // kAttnNorm, kFfnNorm [n_embd]
+  std::vector<float> post_attn_norm, post_ffn_norm;  // kPostAttnNorm, kPostFfnNorm [n_embd]
   // Grouped-query attention.
-  PackedMatrix wq, wk, wv;            // [q_dim x n_embd], [kv_dim x n_embd], [kv_dim_v x ..]
-  std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim_v]
-  std::vector<float> q_norm, k_norm;  // [head_dim]
-  std::vector<float> sinks;           // [n_head]
+  PackedMatrix wq, wk, wv;  // kAttnQ/K/V: [q_dim x n_embd], [kv_dim x n_embd], [kv_dim_v x ..]
+  std::vector<float> bq, bk, bv;      // kAttnQBias/KBias/VBias: [q_dim], [kv_dim], [kv_dim_v]
+  std::vector<float> q_norm, k_norm;  // kAttnQNorm, kAttnKNorm: [head_dim]
+  std::vector<float> sinks;           // kAttnSinks: [n_head]
   // Multi-head latent attention.
-  PackedMatrix wq_a, wq_b;             // [q_lora x n_embd], [n_head * head_dim x q_lora]
-  std::vector<float> q_a_norm;         // [q_lora]
-  PackedMatrix wkv_a;                  // [kv_lora + n_rot x n_embd]
-  std::vector<float> kv_a_norm;        // [kv_lora]
-  std::vector<PackedMatrix> k_b, v_b;  // per held head: [kv_lora x nope], [hdv x kv_lora]
+  PackedMatrix wq_a, wq_b;       // kAttnQA, kAttnQB: [q_lora x n_embd], [n_head * hd x q_lora]
+  std::vector<float> q_a_norm;   // kAttnQANorm: [q_lora]
+  PackedMatrix wkv_a;            // kAttnKvA: [kv_lora + n_rot x n_embd]
+  std::vector<float> kv_a_norm;  // kAttnKvANorm: [kv_lora]
+  // kAttnKB, kAttnVB (or both cut from kAttnKvB): per held head [kv_lora x nope], [hdv x
+  // kv_lora].
+  std::vector<PackedMatrix> k_b, v_b;
   // Both.
-  PackedMatrix wo;        // [n_embd x n_head * hdv] (columns of the slice)
-  std::vector<float> bo;  // [n_embd], added once after the all-reduce
+  PackedMatrix wo;        // kAttnOutput: [n_embd x n_head * hdv] (columns of the slice)
+  std::vector<float> bo;  // kAttnOutputBias: [n_embd], added once after the all-reduce
   // FFN: dense (a dense layer), or the shared experts of an MoE layer.
-  int64_t n_ff = 0;       // rows of ffn_gate / ffn_up held
-  bool ffn_runs = false;  // this rank computes the dense / shared FFN
-  PackedMatrix ffn_gate, ffn_up, ffn_down;
+  int64_t n_ff = 0;                         // rows of ffn_gate / ffn_up held
+  bool ffn_runs = false;                    // this rank computes the dense / shared FFN
+  PackedMatrix ffn_gate, ffn_up, ffn_down;  // kFfnGate, kFfnUp, kFfnDown
   // Mixture of experts.
-  PackedMatrix router;                                      // [n_expert x n_embd], whole
-  std::vector<float> router_bias, selection_bias;           // [n_expert]
-  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // per held expert
-  std::vector<float> gate_exps_b, up_exps_b;                // [held][n_ff_expert slice]
-  std::vector<float> down_exps_b;                           // [held][n_embd] (ff_begin == 0)
+  PackedMatrix router;                             // kRouter: [n_expert x n_embd], whole
+  std::vector<float> router_bias, selection_bias;  // kRouterBias, kSelectionBias: [n_expert]
+  std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // kGate/Up/DownExps: per held expert
+  std::vector<float> gate_exps_b, up_exps_b;  // kGate/UpExpsBias: [held][n_ff_expert slice]
+  std::vector<float> down_exps_b;             // kDownExpsBias: [held][n_embd] (ff_begin == 0)
 };
+
+// Where the loader puts a block tensor: exactly one of the three is set.
+struct LayerMember {
+  PackedMatrix Layer::*matrix = nullptr;
+  std::vector<PackedMatrix> Layer::*matrices = nullptr;  // per held expert or head
+  std::vector<float> Layer::*values = nullptr;           // 1-D, or per held expert
+};
+inline LayerMember layer_member(LayerWeight w) {
+  using W = LayerWeight;
+  switch (w) {
+    case W::kNone:
+      break;
+    case W::kAttnNorm:
+      return {.values = &Layer::attn_norm};
+    case W::kFfnNorm:
+      return {.values = &Layer::ffn_norm};
+    case W::kPostAttnNorm:
+      return {.values = &Layer::post_attn_norm};
+    case W::kPostFfnNorm:
+      return {.values = &Layer::post_ffn_norm};
+    case W::kAttnQ:
+      return {.matrix = &Layer::wq};
+    case W::kAttnK:
+      return {.matrix = &Layer::wk};
+    case W::kAttnV:
+      return {.matrix = &Layer::wv};
+    case W::kAttnQBias:
+      return {.values = &Layer::bq};
+    case W::kAttnKBias:
+      return {.values = &Layer::bk};
+    case W::kAttnVBias:
+      return {.values = &Layer::bv};
+    case W::kAttnQNorm:
+      return {.values = &Layer::q_norm};
+    case W::kAttnKNorm:
+      return {.values = &Layer::k_norm};
+    case W::kAttnSinks:
+      return {.values = &Layer::sinks};
+    case W::kAttnQA:
+      return {.matrix = &Layer::wq_a};
+    case W::kAttnQANorm:
+      return {.values = &Layer::q_a_norm};
+    case W::kAttnQB:
+      return {.matrix = &Layer::wq_b};
+    case W::kAttnKvA:
+      return {.matrix = &Layer::wkv_a};
+    case W::kAttnKvANorm:
+      return {.values = &Layer::kv_a_norm};
+    case W::kAttnKvB:
+      return {.matrices = &Layer::k_b};  // and v_b
+    case W::kAttnKB:
+      return {.matrices = &Layer::k_b};
+    case W::kAttnVB:
+      return {.matrices = &Layer::v_b};
+    case W::kAttnOutput:
+      return {.matrix = &Layer::wo};
+    case W::kAttnOutputBias:
+      return {.values = &Layer::bo};
+    case W::kFfnGate:
+      return {.matrix = &Layer::ffn_gate};
+    case W::kFfnUp:
+      return {.matrix = &Layer::ffn_up};
+    case W::kFfnDown:
+      return {.matrix = &Layer::ffn_down};
+    case W::kRouter:
+      return {.matrix = &Layer::router};
+    case W::kRouterBias:
+      return {.values = &Layer::router_bias};
+    case W::kSelectionBias:
+      return {.values = &Layer::selection_bias};
+    case W::kGateExps:
+      return {.matrices = &Layer::gate_exps};
+    case W::kUpExps:
+      return {.matrices = &Layer::up_exps};
+    case W::kDownExps:
+      return {.matrices = &Layer::down_exps};
+    case W::kGateExpsBias:
+      return {.values = &Layer::gate_exps_b};
+    case W::kUpExpsBias:
+      return {.values = &Layer::up_exps_b};
+    case W::kDownExpsBias:
+      return {.values = &Layer::down_exps_b};
+  }
+  return {};
+}
 
 // Floats of each scratch buffer for a batch of n tokens (Shard::State::scratch_sizes).
 struct ScratchSizes {

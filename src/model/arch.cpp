@@ -3,25 +3,88 @@
 namespace herd {
 namespace {
 
-constexpr auto kAdj = RopeStyle::kAdjacentPairs, kNeox = RopeStyle::kNeoxHalves;
-constexpr auto kGqa = AttentionKind::kGqa, kMla = AttentionKind::kMla;
-constexpr auto kPre = NormPlacement::kPre, kSandwich = NormPlacement::kSandwich;
-constexpr auto kSilu = Activation::kSilu, kGelu = Activation::kGeluTanh;
-constexpr auto kOai = Activation::kSwigluOai;
-constexpr auto kSoftmax = Gating::kSoftmax;
+constexpr auto kNeox = RopeStyle::kNeoxHalves;
+constexpr auto kMla = AttentionKind::kMla;
+constexpr auto kSandwich = NormPlacement::kSandwich;
+constexpr auto kGelu = Activation::kGeluTanh, kOai = Activation::kSwigluOai;
+constexpr auto kSigmoid = Gating::kSigmoid;
+constexpr auto kLinear = RopeScaling::kLinear, kYarn = RopeScaling::kYarn;
 
-// clang-format off
+// One row per architecture: what differs from llama (the defaults of ArchSpec). (GCC 12
+// warns about the members a designated initializer leaves to their defaults, which is the
+// point here.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 constexpr ArchSpec kArchs[] = {
-  // name      rope   attn  norm       act    qkv_b  o_b    qk_n   sinks  moe    exp_b  head_d embd_s swa rope   yarn_l gating  w_norm ffn norm               eps    rope base
-  {"llama",    kAdj,  kGqa, kPre,      kSilu, false, false, false, false, false, false, false, false, 0, 0.0f,    false, kSoftmax, true,  "ffn_norm",            1e-5f, 10000.0f},
-  {"qwen2",    kNeox, kGqa, kPre,      kSilu, true,  false, false, false, false, false, false, false, 0, 0.0f,    false, kSoftmax, true,  "ffn_norm",            1e-6f, 1000000.0f},
-  {"qwen3",    kNeox, kGqa, kPre,      kSilu, false, false, true,  false, false, false, true,  false, 0, 0.0f,    false, kSoftmax, true,  "ffn_norm",            1e-6f, 1000000.0f},
-  {"qwen3moe", kNeox, kGqa, kPre,      kSilu, false, false, true,  false, true,  false, true,  false, 0, 0.0f,    false, kSoftmax, true,  "ffn_norm",            1e-6f, 1000000.0f},
-  {"gemma3",   kNeox, kGqa, kSandwich, kGelu, false, false, true,  false, false, false, true,  true,  6, 10000.0f, false, kSoftmax, true,  "ffn_norm",            1e-6f, 1000000.0f},
-  {"gpt-oss",  kNeox, kGqa, kPre,      kOai,  true,  true,  false, true,  true,  true,  true,  false, 2, 0.0f,    false, kSoftmax, true,  "post_attention_norm", 1e-5f, 150000.0f},
-  {"deepseek2", kAdj, kMla, kPre,      kSilu, false, false, false, false, true,  false, true,  false, 0, 0.0f,    true,  kSoftmax, false, "ffn_norm",            1e-6f, 10000.0f},
+    {.name = "llama"},
+    {.name = "qwen2",
+     .rope_style = kNeox,
+     .qkv_bias = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e6f},
+    {.name = "qwen3",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .explicit_head_dim = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e6f},
+    {.name = "qwen3moe",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e6f},
+    {.name = "gemma3",
+     .rope_style = kNeox,
+     .norm = kSandwich,
+     .activation = kGelu,
+     .qk_norm = true,
+     .explicit_head_dim = true,
+     .embed_scale = true,
+     .swa_period = 6,
+     .swa_rope_base = 10000.0f,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e6f,
+     .synth = {.tied_output = true,
+               .rope_scaling = kLinear,
+               .rope_factor = 8.0f,  // its global layers only
+               .sliding_window = 512,
+               .window_ctx_div = 8}},
+    {.name = "gpt-oss",
+     .rope_style = kNeox,
+     .activation = kOai,
+     .qkv_bias = true,
+     .output_bias = true,
+     .attn_sinks = true,
+     .moe = true,
+     .expert_bias = true,
+     .explicit_head_dim = true,
+     .swa_period = 2,
+     .ffn_norm = "post_attention_norm",
+     .default_rope_base = 150000.0f,
+     .synth = {.n_expert_used = 4,
+               .rope_scaling = kYarn,
+               .rope_factor = 32.0f,
+               .rope_original_ctx = 4096,
+               .sliding_window = 128}},
+    {.name = "deepseek2",
+     .attention = kMla,
+     .moe = true,
+     .explicit_head_dim = true,
+     .yarn_scale_on_logits = true,
+     .default_expert_weights_norm = false,
+     .default_rms_eps = 1e-6f,
+     .synth = {.gating = kSigmoid,  // V3's router; V2's is softmax
+               .n_expert_shared = 1,
+               .n_leading_dense = 1,
+               .expert_weights_scale = 2.5f,
+               .rope_scaling = kYarn,
+               .rope_factor = 40.0f,
+               .rope_original_ctx = 4096,
+               .yarn_log_multiplier = 0.1f}},
 };
-// clang-format on
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -58,90 +121,99 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
   constexpr SplitBy kHeads = SplitBy::kHeads, kKv = SplitBy::kKvHeads;
   constexpr SplitBy kFf = SplitBy::kFf, kVocab = SplitBy::kVocab;
   constexpr TensorRole kNorm = TensorRole::kNorm, kBias = TensorRole::kBias;
-  constexpr TensorRole kAttn = TensorRole::kAttention;
+  constexpr TensorRole kAttn = TensorRole::kAttention, kAttnV = TensorRole::kAttentionValue;
+  using W = LayerWeight;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {hp.n_embd, hp.n_vocab}, TensorRole::kEmbedding});
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerOptions lo = layer_options(arch, hp, il);
-    auto blk = [il](const std::string& name) { return "blk." + std::to_string(il) + "." + name; };
-    auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorRole role,
+    // Block tensor `name` of `shape` loading into `weight`; a rank keeps units
+    // [begin, end) of `split` along dimension `dim`, `unit` elements each.
+    auto add = [&](W weight, const std::string& name, std::vector<int64_t> shape, TensorRole role,
                    SplitBy split = SplitBy::kNone, int dim = 0, int64_t unit = 1) {
-      t.push_back({blk(name), std::move(shape), role, il, split, dim, unit});
+      t.push_back({"blk." + std::to_string(il) + "." + name, std::move(shape), role, il, split, dim,
+                   unit, false, weight});
     };
-    add("attn_norm.weight", {hp.n_embd}, kNorm);
+    // An expert tensor: its last dimension counts experts, of which a rank keeps its own.
+    auto add_experts = [&](W weight, const std::string& name, std::vector<int64_t> shape,
+                           TensorRole role, SplitBy split = SplitBy::kNone, int dim = 0) {
+      add(weight, name, std::move(shape), role, split, dim);
+      t.back().per_expert = true;
+    };
+    add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
     if (arch.attention == AttentionKind::kMla) {
       const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
       if (hp.q_lora_rank > 0) {
-        add("attn_q_a.weight", {hp.n_embd, hp.q_lora_rank}, kAttn);
-        add("attn_q_a_norm.weight", {hp.q_lora_rank}, kNorm);
-        add("attn_q_b.weight", {hp.q_lora_rank, q_dim}, kAttn, kHeads, 1, hd);
+        add(W::kAttnQA, "attn_q_a.weight", {hp.n_embd, hp.q_lora_rank}, kAttn);
+        add(W::kAttnQANorm, "attn_q_a_norm.weight", {hp.q_lora_rank}, kNorm);
+        add(W::kAttnQB, "attn_q_b.weight", {hp.q_lora_rank, q_dim}, kAttn, kHeads, 1, hd);
       } else {
-        add("attn_q.weight", {hp.n_embd, q_dim}, kAttn, kHeads, 1, hd);
+        add(W::kAttnQB, "attn_q.weight", {hp.n_embd, q_dim}, kAttn, kHeads, 1, hd);
       }
-      add("attn_kv_a_mqa.weight", {hp.n_embd, kv_lora + hp.n_rot}, kAttn);
-      add("attn_kv_a_norm.weight", {kv_lora}, kNorm);
+      add(W::kAttnKvA, "attn_kv_a_mqa.weight", {hp.n_embd, kv_lora + hp.n_rot}, kAttn);
+      add(W::kAttnKvANorm, "attn_kv_a_norm.weight", {kv_lora}, kNorm);
       // (The shard reads attn_kv_b only when a file lacks attn_k_b / attn_v_b; it is still
       // listed, so that files keep it whole: a rank is shipped it too.)
       if (hp.mla_kv_b) {
-        add("attn_kv_b.weight", {kv_lora, hp.n_head * (nope + hdv)}, kAttn, kHeads, 1, nope + hdv);
+        add(W::kAttnKvB, "attn_kv_b.weight", {kv_lora, hp.n_head * (nope + hdv)}, kAttn, kHeads, 1,
+            nope + hdv);
       }
       if (hp.mla_split_b && hp.mla_3d_b) {
         // Per head, as mainline's converter writes them: [nope, kv_lora, n_head] and
         // [kv_lora, hdv, n_head]. Not cut by tensor parallelism (the heads are dimension 2).
-        add("attn_k_b.weight", {nope, kv_lora, hp.n_head}, kAttn);
-        add("attn_v_b.weight", {kv_lora, hdv, hp.n_head}, TensorRole::kAttentionValue);
+        add(W::kAttnKB, "attn_k_b.weight", {nope, kv_lora, hp.n_head}, kAttn);
+        add(W::kAttnVB, "attn_v_b.weight", {kv_lora, hdv, hp.n_head}, kAttnV);
       } else if (hp.mla_split_b) {
-        add("attn_k_b.weight", {nope, kv_lora * hp.n_head}, kAttn, kHeads, 1, kv_lora);
-        add("attn_v_b.weight", {kv_lora, o_dim}, TensorRole::kAttentionValue, kHeads, 1, hdv);
+        add(W::kAttnKB, "attn_k_b.weight", {nope, kv_lora * hp.n_head}, kAttn, kHeads, 1, kv_lora);
+        add(W::kAttnVB, "attn_v_b.weight", {kv_lora, o_dim}, kAttnV, kHeads, 1, hdv);
       }
     } else {
       const int64_t kv_dim = hp.n_head_kv * hd, kv_dim_v = hp.n_head_kv * hdv;
-      add("attn_q.weight", {hp.n_embd, q_dim}, kAttn, kHeads, 1, hd);
-      add("attn_k.weight", {hp.n_embd, kv_dim}, kAttn, kKv, 1, hd);
-      add("attn_v.weight", {hp.n_embd, kv_dim_v}, TensorRole::kAttentionValue, kKv, 1, hdv);
+      add(W::kAttnQ, "attn_q.weight", {hp.n_embd, q_dim}, kAttn, kHeads, 1, hd);
+      add(W::kAttnK, "attn_k.weight", {hp.n_embd, kv_dim}, kAttn, kKv, 1, hd);
+      add(W::kAttnV, "attn_v.weight", {hp.n_embd, kv_dim_v}, kAttnV, kKv, 1, hdv);
       if (arch.qkv_bias) {
-        add("attn_q.bias", {q_dim}, kBias, kHeads, 0, hd);
-        add("attn_k.bias", {kv_dim}, kBias, kKv, 0, hd);
-        add("attn_v.bias", {kv_dim_v}, kBias, kKv, 0, hdv);
+        add(W::kAttnQBias, "attn_q.bias", {q_dim}, kBias, kHeads, 0, hd);
+        add(W::kAttnKBias, "attn_k.bias", {kv_dim}, kBias, kKv, 0, hd);
+        add(W::kAttnVBias, "attn_v.bias", {kv_dim_v}, kBias, kKv, 0, hdv);
       }
-      if (arch.qk_norm) {
-        add("attn_q_norm.weight", {hd}, kNorm);
-        add("attn_k_norm.weight", {hd}, kNorm);
+      if (arch.qk_norm) {  // per head, the same for every head: whole on every rank
+        add(W::kAttnQNorm, "attn_q_norm.weight", {hd}, kNorm);
+        add(W::kAttnKNorm, "attn_k_norm.weight", {hd}, kNorm);
       }
-      if (arch.attn_sinks) add("attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0, 1);
+      if (arch.attn_sinks) add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0);
     }
-    add("attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
+    add(W::kAttnOutput, "attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
     // Added once, after the ranks' partial sums are added up.
-    if (arch.output_bias) add("attn_output.bias", {hp.n_embd}, kBias);
-    if (arch.norm == NormPlacement::kSandwich)
-      add("post_attention_norm.weight", {hp.n_embd}, kNorm);
-    add(std::string(arch.ffn_norm) + ".weight", {hp.n_embd}, kNorm);
+    if (arch.output_bias) add(W::kAttnOutputBias, "attn_output.bias", {hp.n_embd}, kBias);
+    if (arch.norm == NormPlacement::kSandwich) {
+      add(W::kPostAttnNorm, "post_attention_norm.weight", {hp.n_embd}, kNorm);
+    }
+    add(W::kFfnNorm, std::string(arch.ffn_norm) + ".weight", {hp.n_embd}, kNorm);
     if (lo.moe) {
       const int64_t ff = hp.n_ff_expert, ne = hp.n_expert;
-      add("ffn_gate_inp.weight", {hp.n_embd, ne}, TensorRole::kRouter);
-      if (arch.expert_bias) add("ffn_gate_inp.bias", {ne}, kBias);
-      if (hp.expert_selection_bias) add("exp_probs_b.bias", {ne}, kBias);
-      add("ffn_gate_exps.weight", {hp.n_embd, ff, ne}, TensorRole::kExperts, kFf, 1);
-      t.back().per_expert = true;
-      add("ffn_down_exps.weight", {ff, hp.n_embd, ne}, TensorRole::kExpertsDown, kFf, 0);
-      t.back().per_expert = true;
-      add("ffn_up_exps.weight", {hp.n_embd, ff, ne}, TensorRole::kExperts, kFf, 1);
-      t.back().per_expert = true;
+      add(W::kRouter, "ffn_gate_inp.weight", {hp.n_embd, ne}, TensorRole::kRouter);
+      if (arch.expert_bias) add(W::kRouterBias, "ffn_gate_inp.bias", {ne}, kBias);
+      if (hp.expert_selection_bias) add(W::kSelectionBias, "exp_probs_b.bias", {ne}, kBias);
+      add_experts(W::kGateExps, "ffn_gate_exps.weight", {hp.n_embd, ff, ne}, TensorRole::kExperts,
+                  kFf, 1);
+      add_experts(W::kDownExps, "ffn_down_exps.weight", {ff, hp.n_embd, ne},
+                  TensorRole::kExpertsDown, kFf, 0);
+      add_experts(W::kUpExps, "ffn_up_exps.weight", {hp.n_embd, ff, ne}, TensorRole::kExperts, kFf,
+                  1);
       if (arch.expert_bias) {
         // [rows, n_expert]: one row of bias per expert, cut like the experts' rows.
-        add("ffn_gate_exps.bias", {ff, ne}, kBias, kFf, 0);
-        t.back().per_expert = true;
-        add("ffn_down_exps.bias", {hp.n_embd, ne}, kBias);
-        t.back().per_expert = true;
-        add("ffn_up_exps.bias", {ff, ne}, kBias, kFf, 0);
-        t.back().per_expert = true;
+        add_experts(W::kGateExpsBias, "ffn_gate_exps.bias", {ff, ne}, kBias, kFf, 0);
+        add_experts(W::kDownExpsBias, "ffn_down_exps.bias", {hp.n_embd, ne}, kBias);
+        add_experts(W::kUpExpsBias, "ffn_up_exps.bias", {ff, ne}, kBias, kFf, 0);
       }
       if (hp.n_expert_shared > 0) {
         // Rows of the shared experts: cut in proportion to each expert's.
         const int64_t sh = ff * hp.n_expert_shared, unit = hp.n_expert_shared;
-        add("ffn_gate_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
-        add("ffn_down_shexp.weight", {sh, hp.n_embd}, TensorRole::kFfnDown, kFf, 0, unit);
-        add("ffn_up_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
+        add(W::kFfnGate, "ffn_gate_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
+        add(W::kFfnDown, "ffn_down_shexp.weight", {sh, hp.n_embd}, TensorRole::kFfnDown, kFf, 0,
+            unit);
+        add(W::kFfnUp, "ffn_up_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
       }
     } else {
       // A dense layer of a model whose other layers are MoE is cut in proportion to the
@@ -149,11 +221,13 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       const int64_t unit = !arch.moe                       ? 1
                            : hp.n_ff % hp.n_ff_expert == 0 ? hp.n_ff / hp.n_ff_expert
                                                            : 0;
-      add("ffn_gate.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
-      add("ffn_down.weight", {hp.n_ff, hp.n_embd}, TensorRole::kFfnDown, kFf, 0, unit);
-      add("ffn_up.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
+      add(W::kFfnGate, "ffn_gate.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
+      add(W::kFfnDown, "ffn_down.weight", {hp.n_ff, hp.n_embd}, TensorRole::kFfnDown, kFf, 0, unit);
+      add(W::kFfnUp, "ffn_up.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
     }
-    if (arch.norm == NormPlacement::kSandwich) add("post_ffw_norm.weight", {hp.n_embd}, kNorm);
+    if (arch.norm == NormPlacement::kSandwich) {
+      add(W::kPostFfnNorm, "post_ffw_norm.weight", {hp.n_embd}, kNorm);
+    }
   }
   t.push_back({"output_norm.weight", {hp.n_embd}, TensorRole::kNorm});
   if (!hp.tied_output) {

@@ -43,36 +43,60 @@ enum class Gating { kSoftmax, kSigmoid };
 // How rope angles are stretched beyond the training context.
 enum class RopeScaling { kNone, kLinear, kYarn };
 
+// What `herd synth` writes for an architecture when its options do not say: the settings
+// of the real models of the family, at any size.
+struct SynthDefaults {
+  Gating gating = Gating::kSoftmax;
+  int64_t n_expert_used = 2;
+  int64_t n_expert_shared = 0;
+  int64_t n_leading_dense = 0;  // at most n_layer - 1
+  float expert_weights_scale = 1.0f;
+  bool tied_output = false;
+  // Rope scaling of the real models, written unless --rope-scaling says otherwise.
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_factor = 1.0f;
+  int64_t rope_original_ctx = 0;
+  float yarn_log_multiplier = 0.0f;
+  // Attention window of the local layers: at most this, and at most n_ctx / window_ctx_div
+  // (rows with sliding-window layers only).
+  int64_t sliding_window = 0;
+  int64_t window_ctx_div = 1;
+};
+
+// One architecture: every switch the loader, the forward pass, the slicer and the synthesizer
+// read, named, with the default (llama's behaviour) for what a row does not say.
 struct ArchSpec {
   std::string_view name;  // general.architecture
-  RopeStyle rope_style;
-  AttentionKind attention;
-  NormPlacement norm;
-  Activation activation;
-  bool qkv_bias;           // attn_q/k/v carry biases (qwen2, gpt-oss)
-  bool output_bias;        // attn_output carries a bias (gpt-oss)
-  bool qk_norm;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
-  bool attn_sinks;         // attn_sinks: a per-head logit with no value in the softmax (gpt-oss)
-  bool moe;                // FFN is a mixture of experts (after leading_dense_block_count)
-  bool expert_bias;        // router and experts carry biases (gpt-oss)
-  bool explicit_head_dim;  // head size from attention.key_length, not n_embd / n_head
-  bool embed_scale;        // token embeddings are multiplied by sqrt(n_embd) (Gemma)
+  RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+  AttentionKind attention = AttentionKind::kGqa;
+  NormPlacement norm = NormPlacement::kPre;
+  Activation activation = Activation::kSilu;
+  bool qkv_bias = false;           // attn_q/k/v carry biases (qwen2, gpt-oss)
+  bool output_bias = false;        // attn_output carries a bias (gpt-oss)
+  bool qk_norm = false;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
+  bool attn_sinks = false;         // attn_sinks: a per-head logit with no value in the softmax
+  bool moe = false;                // FFN is a mixture of experts (after leading_dense_block_count)
+  bool expert_bias = false;        // router and experts carry biases (gpt-oss)
+  bool explicit_head_dim = false;  // head size from attention.key_length, not n_embd / n_head
+  bool embed_scale = false;        // token embeddings are multiplied by sqrt(n_embd) (Gemma)
   // Sliding-window layers: with a window, layer il is global iff (il + 1) % swa_period == 0
   // (Gemma 3: 6, five local then one global; gpt-oss: 2, local and global alternating).
   // 0: every layer global even when the file names a window.
-  int swa_period;
+  int swa_period = 0;
   // Rope base of the sliding-window layers, which also skip rope scaling (Gemma 3: 10000);
   // 0: the same rope as the global layers.
-  float swa_rope_base;
+  float swa_rope_base = 0.0f;
   // DeepSeek's YaRN: the magnitude correction goes on the attention logits
   // (mscale^2 / sqrt(head_dim), mscale = 1 + yarn_log_multiplier ln(factor)), not on
   // rope's cos and sin (which ggml's rope applies as 1 + 0.1 ln(factor) otherwise).
-  bool yarn_scale_on_logits;
-  Gating default_gating;
-  bool default_expert_weights_norm;  // without expert_weights_norm in the file
-  const char* ffn_norm;  // the pre-FFN norm's tensor ("ffn_norm", gpt-oss: "post_attention_norm")
-  float default_rms_eps;
-  float default_rope_base;
+  bool yarn_scale_on_logits = false;
+  Gating default_gating = Gating::kSoftmax;  // without expert_gating_func in the file
+  bool default_expert_weights_norm = true;   // without expert_weights_norm in the file
+  // The pre-FFN norm's tensor ("ffn_norm"; gpt-oss: "post_attention_norm").
+  const char* ffn_norm = "ffn_norm";
+  float default_rms_eps = 1e-5f;
+  float default_rope_base = 10000.0f;
+  SynthDefaults synth;
 };
 
 // The row of general.architecture, or nullptr when herd does not know it.
@@ -141,6 +165,54 @@ enum class TensorRole {
   kExpertsDown
 };
 
+// Which weight of a block a tensor is: the member of the engine's layer it is loaded into
+// (engine/shard_state.h, where each member is declared beside its weight). A model's tensor
+// list names the member of every block tensor, so the loader visits the list rather than
+// spelling it again.
+enum class LayerWeight : uint8_t {
+  kNone,  // outside the blocks (embedding, output head, rope factors)
+  kAttnNorm,
+  kFfnNorm,
+  kPostAttnNorm,
+  kPostFfnNorm,
+  // Grouped-query attention.
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnQBias,
+  kAttnKBias,
+  kAttnVBias,
+  kAttnQNorm,
+  kAttnKNorm,
+  kAttnSinks,
+  // Multi-head latent attention (attn_q of a file without q_lora is kAttnQB).
+  kAttnQA,
+  kAttnQANorm,
+  kAttnQB,
+  kAttnKvA,
+  kAttnKvANorm,
+  kAttnKvB,  // older files: decompresses the latent to keys and values (per head)
+  kAttnKB,   // per head
+  kAttnVB,   // per head
+  // Both.
+  kAttnOutput,
+  kAttnOutputBias,
+  // The dense FFN of a dense layer, or the shared experts of an MoE layer.
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
+  // Mixture of experts.
+  kRouter,
+  kRouterBias,
+  kSelectionBias,
+  kGateExps,  // per expert
+  kUpExps,
+  kDownExps,
+  kGateExpsBias,  // per expert: [rows, n_expert]
+  kUpExpsBias,
+  kDownExpsBias,
+};
+
 // Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.
 enum class SplitBy { kNone, kHeads, kKvHeads, kFf, kVocab };
 
@@ -158,6 +230,7 @@ struct TensorSpec {
   int64_t split_unit = 1;
   // The last dimension counts experts (ffn_*_exps and their biases): a rank keeps its own.
   bool per_expert = false;
+  LayerWeight weight = LayerWeight::kNone;  // the layer member it loads into
 };
 
 // The options of one block, from the row and the hyper-parameters.

@@ -273,36 +273,30 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of --kv-heads " +
                std::to_string(hp.n_head_kv));
   }
-  // Gemma, the architecture that scales its embeddings, ships them tied to the output.
-  hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : arch->embed_scale;
+  const SynthDefaults& d = arch->synth;
+  hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : d.tied_output;
 
   // Sliding window: the row says which layers are local; a window for an architecture
   // without local layers would be written and never used.
   if (o.sliding_window > 0 && arch->swa_period == 0) {
     bad_option("--window: " + o.arch + " has no sliding-window layers");
   }
-  hp.sliding_window = o.sliding_window >= 0   ? o.sliding_window
-                      : arch->swa_period == 0 ? 0
-                      : arch->swa_rope_base > 0
-                          ? std::clamp<int64_t>(hp.n_ctx / 8, 1, 512)  // Gemma 3
-                          : std::min<int64_t>(128, hp.n_ctx);          // gpt-oss
+  hp.sliding_window = o.sliding_window >= 0 ? o.sliding_window
+                      : arch->swa_period == 0
+                          ? 0
+                          : std::clamp<int64_t>(hp.n_ctx / d.window_ctx_div, 1, d.sliding_window);
 
   // Rope scaling, with the defaults of the real models.
   std::string scaling = o.rope_scaling;
   float factor = 1.0f, log_mul = 0.0f;
   int64_t orig = 0;
   if (scaling.empty()) {
-    if (mla) {
-      scaling = "yarn", factor = 40.0f, orig = 4096, log_mul = 0.1f;  // DeepSeek V3
-    } else if (arch->attn_sinks) {
-      scaling = "yarn", factor = 32.0f, orig = 4096;  // gpt-oss
-    } else if (arch->swa_rope_base > 0) {
-      scaling = "linear", factor = 8.0f;  // Gemma 3 (global layers only)
-    } else {
-      scaling = "none";
-    }
+    scaling = d.rope_scaling == RopeScaling::kYarn     ? "yarn"
+              : d.rope_scaling == RopeScaling::kLinear ? "linear"
+                                                       : "none";
+    factor = d.rope_factor, orig = d.rope_original_ctx, log_mul = d.yarn_log_multiplier;
   } else if (scaling == "yarn") {
-    factor = 4.0f, orig = std::max<int64_t>(1, hp.n_ctx / 4), log_mul = mla ? 0.1f : 0.0f;
+    factor = 4.0f, orig = std::max<int64_t>(1, hp.n_ctx / 4), log_mul = d.yarn_log_multiplier;
   } else if (scaling == "linear") {
     factor = 2.0f;
   }
@@ -334,10 +328,9 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   hp.n_ff = o.n_ff > 0 ? o.n_ff : (3 * hp.n_embd + 63) / 64 * 64;
   if (arch->moe) {
     hp.n_expert = o.n_expert;
-    hp.n_expert_used = o.n_expert_used > 0 ? o.n_expert_used : arch->attn_sinks ? 4 : 2;
-    hp.n_leading_dense = o.n_leading_dense >= 0 ? o.n_leading_dense
-                         : mla                  ? std::min<int64_t>(1, hp.n_layer - 1)
-                                                : 0;
+    hp.n_expert_used = o.n_expert_used > 0 ? o.n_expert_used : d.n_expert_used;
+    hp.n_leading_dense =
+        o.n_leading_dense >= 0 ? o.n_leading_dense : std::min(d.n_leading_dense, hp.n_layer - 1);
     if (hp.n_leading_dense > hp.n_layer) bad_option("--dense-layers exceeds --layers");
     // With leading dense layers --ff is their width and the experts are narrower.
     hp.n_ff_expert = o.n_ff_expert > 0                       ? o.n_ff_expert
@@ -347,9 +340,11 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
       bad_option("need 1 <= --experts-used <= --experts");
     }
     if (hp.n_leading_dense == 0) hp.n_ff = 0;
-    hp.n_expert_shared = o.n_expert_shared >= 0 ? o.n_expert_shared : mla ? 1 : 0;
+    hp.n_expert_shared = o.n_expert_shared >= 0 ? o.n_expert_shared : d.n_expert_shared;
     if (hp.n_expert_shared > 64) bad_option("--shared-experts is out of range (at most 64)");
-    const std::string gating = !o.gating.empty() ? o.gating : mla ? "sigmoid" : "softmax";
+    const std::string gating = !o.gating.empty()              ? o.gating
+                               : d.gating == Gating::kSigmoid ? "sigmoid"
+                                                              : "softmax";
     if (gating == "softmax") {
       hp.gating = Gating::kSoftmax;
     } else if (gating == "sigmoid") {
@@ -360,9 +355,10 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     // V3's sigmoid router carries a selection bias (exp_probs_b); V2's softmax one does not.
     hp.expert_selection_bias = hp.gating == Gating::kSigmoid;
     hp.expert_weights_norm = hp.gating == Gating::kSigmoid || arch->default_expert_weights_norm;
-    hp.expert_weights_scale = o.expert_weights_scale > 0             ? o.expert_weights_scale
-                              : mla && hp.gating == Gating::kSigmoid ? 2.5f
-                                                                     : 1.0f;
+    // The row's scale goes with the row's router (V3's 2.5 with its sigmoid, not V2's softmax).
+    hp.expert_weights_scale = o.expert_weights_scale > 0 ? o.expert_weights_scale
+                              : hp.gating == d.gating    ? d.expert_weights_scale
+                                                         : 1.0f;
     hp.n_expert_group = o.n_expert_group > 0 ? o.n_expert_group : 1;
     hp.n_expert_group_used = o.n_expert_group_used > 0 ? o.n_expert_group_used
                              : o.n_expert_group > 0    ? std::max<int64_t>(1, hp.n_expert_group / 2)
