@@ -74,6 +74,7 @@ std::string layer_text(const HParams& hp, const LayerOptions& o) {
   } else {
     text = "dense FFN " + std::to_string(hp.n_ff);
   }
+  if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
   char rope[96];
@@ -113,9 +114,10 @@ void print_model_plan(const gguf::File& file) {
   }
   int64_t begin = 0;
   std::string run = layer_text(hp, layer_options(arch, hp, 0));
-  for (int64_t il = 1; il <= hp.n_layer; ++il) {
+  const int64_t n_blocks = hp.n_layer + hp.n_nextn;
+  for (int64_t il = 1; il <= n_blocks; ++il) {
     const std::string text =
-        il < hp.n_layer ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
+        il < n_blocks ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)

@@ -104,6 +104,7 @@ std::vector<std::string_view> arch_names() {
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) {
   LayerOptions o;
   o.moe = arch.moe && il >= hp.n_leading_dense;
+  o.nextn = il >= hp.n_layer;
   o.sliding = hp.sliding_window > 0 && arch.swa_period > 0 && (il + 1) % arch.swa_period != 0;
   o.rope_base = hp.rope_base;
   o.rope_scaling = hp.rope_scaling;
@@ -125,20 +126,22 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
   using W = LayerWeight;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {hp.n_embd, hp.n_vocab}, TensorRole::kEmbedding});
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
     const LayerOptions lo = layer_options(arch, hp, il);
     // Block tensor `name` of `shape` loading into `weight`; a rank keeps units
-    // [begin, end) of `split` along dimension `dim`, `unit` elements each.
+    // [begin, end) of `split` along dimension `dim`, `unit` elements each. A NextN block
+    // belongs to no stage's layers and is never cut (layer -1, whole).
     auto add = [&](W weight, const std::string& name, std::vector<int64_t> shape, TensorRole role,
                    SplitBy split = SplitBy::kNone, int dim = 0, int64_t unit = 1) {
-      t.push_back({"blk." + std::to_string(il) + "." + name, std::move(shape), role, il, split, dim,
-                   unit, false, weight});
+      if (lo.nextn) weight = W::kNone, split = SplitBy::kNone, dim = 0, unit = 1;
+      t.push_back({"blk." + std::to_string(il) + "." + name, std::move(shape), role,
+                   lo.nextn ? -1 : il, split, dim, unit, false, weight});
     };
     // An expert tensor: its last dimension counts experts, of which a rank keeps its own.
     auto add_experts = [&](W weight, const std::string& name, std::vector<int64_t> shape,
                            TensorRole role, SplitBy split = SplitBy::kNone, int dim = 0) {
       add(weight, name, std::move(shape), role, split, dim);
-      t.back().per_expert = true;
+      t.back().per_expert = !lo.nextn;
     };
     add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
     if (arch.attention == AttentionKind::kMla) {
@@ -227,6 +230,14 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
     }
     if (arch.norm == NormPlacement::kSandwich) {
       add(W::kPostFfnNorm, "post_ffw_norm.weight", {hp.n_embd}, kNorm);
+    }
+    if (lo.nextn) {
+      // The MTP head's own parts: the projection of [embedding | hidden] and its norms
+      // (the optional nextn.embed_tokens / shared_head_head default to the model's).
+      add(W::kNone, "nextn.eh_proj.weight", {2 * hp.n_embd, hp.n_embd}, TensorRole::kFfn);
+      add(W::kNone, "nextn.enorm.weight", {hp.n_embd}, kNorm);
+      add(W::kNone, "nextn.hnorm.weight", {hp.n_embd}, kNorm);
+      add(W::kNone, "nextn.shared_head_norm.weight", {hp.n_embd}, kNorm);
     }
   }
   t.push_back({"output_norm.weight", {hp.n_embd}, TensorRole::kNorm});

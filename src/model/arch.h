@@ -57,6 +57,7 @@ struct SynthDefaults {
   float rope_factor = 1.0f;
   int64_t rope_original_ctx = 0;
   float yarn_log_multiplier = 0.0f;
+  int64_t n_nextn = 0;  // NextN (MTP) blocks, as the family's converter appends them
   // Attention window of the local layers: at most this, and at most n_ctx / window_ctx_div
   // (rows with sliding-window layers only).
   int64_t sliding_window = 0;
@@ -108,8 +109,12 @@ std::vector<std::string_view> arch_names();
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;  // dense FFN width (0 for a model whose every layer is MoE)
-  int64_t n_layer = 0;
+  int64_t n_ff = 0;     // dense FFN width (0 for a model whose every layer is MoE)
+  int64_t n_layer = 0;  // blocks the forward pass runs
+  // NextN (multi-token prediction) blocks the converter appends after those (block_count =
+  // n_layer + n_nextn): listed and checked, kept for speculative decoding, never run by the
+  // plain forward pass.
+  int64_t n_nextn = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;   // MLA: 1 (the latent is one KV head shared by every query head)
   int64_t head_dim = 0;    // key size per head (MLA: nope + rope)
@@ -240,6 +245,7 @@ struct LayerOptions {
   // Rope of this layer: base, and the scaling it uses (kNone on Gemma 3's local layers).
   float rope_base = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::kNone;
+  bool nextn = false;  // a NextN block (il >= hp.n_layer): listed, not run
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
 

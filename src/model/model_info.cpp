@@ -37,6 +37,13 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   };
   hp.n_embd = positive(a + "embedding_length");
   hp.n_layer = positive(a + "block_count");
+  // The NextN (MTP) blocks come last; the forward pass runs the ones before them.
+  hp.n_nextn = static_cast<int64_t>(f.get_u64_opt(a + "nextn_predict_layers").value_or(0));
+  if (hp.n_nextn >= hp.n_layer) {
+    fail(f, "nextn_predict_layers " + std::to_string(hp.n_nextn) + " leaves no block of the " +
+                std::to_string(hp.n_layer) + " to run");
+  }
+  hp.n_layer -= hp.n_nextn;
   hp.n_head = positive(a + "attention.head_count");
   hp.n_head_kv =
       f.has(a + "attention.head_count_kv") ? positive(a + "attention.head_count_kv") : hp.n_head;

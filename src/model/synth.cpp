@@ -136,7 +136,8 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
   u32("vocab_size", hp.n_vocab);
   u32("context_length", hp.n_ctx);
   u32("embedding_length", hp.n_embd);
-  u32("block_count", hp.n_layer);
+  u32("block_count", hp.n_layer + hp.n_nextn);
+  if (hp.n_nextn > 0) u32("nextn_predict_layers", hp.n_nextn);
   // An MoE model without dense layers states its experts' width here, as gpt-oss's converter.
   u32("feed_forward_length", hp.n_ff > 0 ? hp.n_ff : hp.n_ff_expert);
   u32("attention.head_count", hp.n_head);
@@ -274,6 +275,8 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
                std::to_string(hp.n_head_kv));
   }
   const SynthDefaults& d = arch->synth;
+  hp.n_nextn = o.n_nextn >= 0 ? o.n_nextn : d.n_nextn;
+  if (hp.n_nextn > 16) bad_option("--nextn is out of range (at most 16)");
   hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : d.tied_output;
 
   // Sliding window: the row says which layers are local; a window for an architecture

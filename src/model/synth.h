@@ -32,6 +32,9 @@ struct SynthOptions {
   int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
   int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
   int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied
+  // NextN (MTP) blocks appended after the --layers the forward pass runs; -1: as the
+  // family's converter writes them (qwen35, glm4moe: 1; others 0).
+  int64_t n_nextn = -1;
 
   // Per-architecture options; a negative or empty value takes the architecture's default
   // (see synth_hparams), chosen to resemble the real models at any size.

@@ -278,6 +278,39 @@ TEST(Synth, NewArchitecturesReadBackInEveryType) {
   }
 }
 
+TEST(Synth, NextNBlocksAreListedAndCheckedNotRun) {
+  SynthOptions o = small_new("deepseek2", "q8_0", "synth_nextn.gguf");
+  o.n_layer = 2;
+  o.n_nextn = 1;
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  EXPECT_EQ(f.get_u32("deepseek2.block_count"), 3u);
+  EXPECT_EQ(f.get_u32("deepseek2.nextn_predict_layers"), 1u);
+  const ModelInfo info = read_model_info(f);
+  EXPECT_EQ(info.hp.n_layer, 2);  // the blocks the forward pass runs
+  EXPECT_EQ(info.hp.n_nextn, 1);
+  EXPECT_TRUE(layer_options(*info.arch, info.hp, 2).nextn);
+  EXPECT_FALSE(layer_options(*info.arch, info.hp, 1).nextn);
+  // The NextN block is listed (its own parts and a whole block), in no stage's layers and
+  // never cut.
+  int nextn_tensors = 0;
+  for (const TensorSpec& t : info.tensors) {
+    if (!t.name.starts_with("blk.2.")) continue;
+    ++nextn_tensors;
+    EXPECT_EQ(t.layer, -1) << t.name;
+    EXPECT_EQ(t.split, SplitBy::kNone) << t.name;
+    EXPECT_FALSE(t.per_expert) << t.name;
+  }
+  EXPECT_NE(find_tensor_spec(info, "blk.2.nextn.eh_proj.weight"), nullptr);
+  EXPECT_NE(find_tensor_spec(info, "blk.2.ffn_gate_exps.weight"), nullptr);
+  EXPECT_GT(nextn_tensors, 10);
+  // A default deepseek2 has none; a NextN count that leaves nothing to run is refused.
+  EXPECT_EQ(synth_hparams(small_new("deepseek2", "f32", "x"), 256).n_nextn, 0);
+  SynthOptions bad = small_new("deepseek2", "f32", "synth_nextn_bad.gguf");
+  bad.n_nextn = 17;
+  EXPECT_THROW(synthesize(bad), Error);
+}
+
 TEST(Synth, DeepSeek2HasV3Layout) {
   SynthOptions o = small_new("deepseek2", "f32", "synth_ds2_layout.gguf");
   synthesize(o);
