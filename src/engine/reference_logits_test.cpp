@@ -1,6 +1,6 @@
-// The engine against the reference logits of ../shared/models and ../shared/models/frontier
-// (READMEs there): every model, every token file, held to the per-type tolerances the READMEs
-// recommend and the top-1 rule.
+// The engine against the reference logits of ../shared/models, ../shared/models/frontier and
+// ../shared/models/frontier2 (READMEs there): every model, every token file, held to the
+// per-type tolerances the READMEs recommend and the top-1 rule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "engine/generate.h"
 #include "engine/runner.h"
+#include "util/error.h"
 #include "util/mapped_file.h"
 
 namespace herd::engine {
@@ -24,6 +25,9 @@ struct Tolerance {
 
 // model: a path without extension under ../shared ("models/llama-f16").
 Tolerance tolerance_for(const std::string& model) {
+  // frontier2's README: these two q8_0 files get the wider pair (the reference moves by up to
+  // 0.05 with flash attention off, resp. is 6e-2 from exact arithmetic).
+  if (model.ends_with("/deepseek4-q8_0") || model.ends_with("/gemma4e-q8_0")) return {0.2, 0.1};
   const std::string type = model.substr(model.rfind('-') + 1);
   if (type == "f32" || type == "f16") return {1e-2, 3e-3};
   if (type == "bf16") return {3e-2, 1.5e-2};
@@ -47,13 +51,27 @@ std::vector<float> read_logits(const std::string& path) {
   return out;
 }
 
-// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of both folders.
-std::vector<std::string> model_names() {
+// Architectures of ../shared/models/frontier2 that herd does not run yet (issue 29 adds them
+// one by one). NotYetRun below fails once one of them loads, so that the list cannot hide a
+// model that works; every other model of the folders is checked.
+const std::vector<std::string> kNotYetRun = {"qwen35moe", "qwen35",     "qwen3next",
+                                             "glm4moe",   "minimax-m2", "deepseek4",
+                                             "gemma4",    "gemma4e",    "glm-dsa"};
+
+bool not_yet_run(const std::string& model) {
+  const std::string stem = model.substr(model.rfind('/') + 1);
+  const std::string family = stem.substr(0, stem.rfind('-'));
+  return std::find(kNotYetRun.begin(), kNotYetRun.end(), family) != kNotYetRun.end();
+}
+
+// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders.
+std::vector<std::string> model_names(bool runnable = true) {
   std::vector<std::string> names;
-  for (const char* dir : {"models", "models/frontier"}) {
+  for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {
     for (const auto& entry : std::filesystem::directory_iterator(std::string("../shared/") + dir)) {
-      if (entry.path().extension() == ".gguf")
-        names.push_back(std::string(dir) + "/" + entry.path().stem().string());
+      const std::string name = std::string(dir) + "/" + entry.path().stem().string();
+      if (entry.path().extension() == ".gguf" && not_yet_run(name) != runnable)
+        names.push_back(name);
     }
   }
   std::sort(names.begin(), names.end());
@@ -77,7 +95,10 @@ void check_model(const std::string& model, const Case& c) {
   const Tolerance tol = tolerance_for(model);
   double max_err = 0, sum_err = 0;
   int rows = 0;
-  for (int k = 0; k < 3; ++k) {
+  // Three token files, four for deepseek4 (whose fourth reaches a layer that compresses
+  // blocks of 128 tokens).
+  for (int k = 0;
+       std::filesystem::exists("../shared/" + model + "." + std::to_string(k) + ".tokens"); ++k) {
     const std::string base = "../shared/" + model + "." + std::to_string(k);
     std::vector<int32_t> tokens = read_tokens(base + ".tokens");
     std::vector<float> ref = read_logits(base + ".logits");
@@ -106,6 +127,7 @@ void check_model(const std::string& model, const Case& c) {
       EXPECT_GE(r[ours], best - 2 * tol.max_err * scale) << "sequence " << k << " row " << p;
     }
   }
+  EXPECT_GE(rows, 3 * 9);  // every model has at least three sequences, the shortest of 9
   EXPECT_LE(max_err, tol.max_err);
   EXPECT_LE(sum_err / rows, tol.mean_err);
   std::printf("  %-30s isa=%-7s threads=%d chunk=%3lld  max err %.2e  mean err %.2e\n",
@@ -127,6 +149,15 @@ TEST_P(ReferenceLogits, ChunkedPrefillAndThreads) {
   const kernels::Isa best = kernels::best_isa(kernels::detect_cpu());
   check_model(GetParam(), {2, 8, best});
   check_model(GetParam(), {2, 1, best});  // token by token, as decoding does
+}
+
+TEST(ReferenceLogitsList, NotYetRunModelsDoNotLoad) {
+  const std::vector<std::string> pending = model_names(false);
+  for (const std::string& model : pending) {
+    EXPECT_THROW(LocalRunner::open("../shared/" + model + ".gguf", LocalOptions{}), Error)
+        << model << " loads now: take its family off kNotYetRun, so that its logits are checked";
+  }
+  std::printf("  frontier2 models not run yet: %zu\n", pending.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits, ::testing::ValuesIn(model_names()),
