@@ -13,6 +13,8 @@
 
 #include "engine/generate.h"
 #include "engine/runner.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -82,6 +84,7 @@ struct Case {
   int threads;
   int64_t chunk;  // tokens per forward pass
   kernels::Isa isa;
+  int64_t mla_decompress_min_tokens = -1;  // LocalOptions'
 };
 
 // Runs every token file of `model` and checks the rows; returns a one-line summary.
@@ -92,6 +95,7 @@ void check_model(const std::string& model, const Case& c) {
   options.threads = c.threads;
   options.n_ctx = 256;
   options.isa_limit = c.isa;
+  options.mla_decompress_min_tokens = c.mla_decompress_min_tokens;
   const Tolerance tol = tolerance_for(model);
   double max_err = 0, sum_err = 0;
   int rows = 0;
@@ -151,6 +155,26 @@ TEST_P(ReferenceLogits, ChunkedPrefillAndThreads) {
   check_model(GetParam(), {2, 1, best});  // token by token, as decoding does
 }
 
+// The models with multi-head latent attention.
+std::vector<std::string> mla_model_names() {
+  std::vector<std::string> names;
+  for (const std::string& model : model_names()) {
+    const gguf::File file = gguf::File::open("../shared/" + model + ".gguf");
+    if (read_model_info(file).arch->attention == AttentionKind::kMla) names.push_back(model);
+  }
+  return names;
+}
+
+class DecompressedLatent : public ::testing::TestWithParam<std::string> {};
+
+// Multi-head latent attention with the latent decompressed for every batch of two or more
+// tokens (shard_mla_prefill.cpp): whole sequences, and chunks of 8 on the scalar kernels.
+TEST_P(DecompressedLatent, MatchesTheReference) {
+  const kernels::Isa best = kernels::best_isa(kernels::detect_cpu());
+  check_model(GetParam(), {2, 256, best, 2});
+  check_model(GetParam(), {1, 8, kernels::Isa::kScalar, 2});
+}
+
 TEST(ReferenceLogitsList, NotYetRunModelsDoNotLoad) {
   const std::vector<std::string> pending = model_names(false);
   for (const std::string& model : pending) {
@@ -160,14 +184,18 @@ TEST(ReferenceLogitsList, NotYetRunModelsDoNotLoad) {
   std::printf("  frontier2 models not run yet: %zu\n", pending.size());
 }
 
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(info.param.rfind('/') + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits, ::testing::ValuesIn(model_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param.substr(info.param.rfind('/') + 1);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         test_name);
+INSTANTIATE_TEST_SUITE_P(SharedModels, DecompressedLatent, ::testing::ValuesIn(mla_model_names()),
+                         test_name);
 
 }  // namespace
 }  // namespace herd::engine

@@ -228,7 +228,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       const MatrixView view{b.type, rows, cols,
                             b.data + row * static_cast<size_t>(held.begin + h * rows)};
       (is_k ? l.k_b : l.v_b).push_back(kernels::pack_matrix(view, isa));
+      (is_k ? l.w_k : l.w_v).push_back(view);
     }
+    if (is_k) l.w_k_transposed = true;
   };
   // Only attn_kv_b (older files): head h's rows are [k_nope (nope) | v (hdv)] over the
   // latent. v_b is a view of its v rows; k_b is its k rows transposed ([kv_lora x nope]),
@@ -252,8 +254,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       PackedMatrix kp = kernels::pack_matrix({TensorType::F32, kv_lora, nope, bytes.data()}, isa);
       if (kp.owned_bytes() == 0) s->owned_copies.push_back(std::move(bytes));
       l.k_b.push_back(std::move(kp));
-      l.v_b.push_back(kernels::pack_matrix(
-          {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
+      const MatrixView v_rows{kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)};
+      l.v_b.push_back(kernels::pack_matrix(v_rows, isa));
+      l.w_k.push_back({kvb.type, nope, kv_lora, head});
+      l.w_v.push_back(v_rows);
     }
   };
   // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).

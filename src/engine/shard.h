@@ -45,6 +45,11 @@ struct ShardOptions {
   // it once) and attention split for n_threads threads.
   int64_t n_batch = 256;
   int n_threads = 1;
+  // Multi-head latent attention: a batch of one sequence's consecutive tokens attends with
+  // each head's keys and values decompressed from the latent (shard_mla_prefill.cpp) when
+  // that takes fewer operations than the absorbed form. -1: by that count; 0: never; n > 0:
+  // whenever the batch has at least n tokens (tests).
+  int64_t mla_decompress_min_tokens = -1;
 };
 
 // What a shard allocates besides its weights, known before loading it (the planner's

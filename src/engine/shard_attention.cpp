@@ -172,6 +172,7 @@ void Shard::State::mla_attention(const Layer& l, int64_t layer, const Batch& bat
       std::copy_n(q_rope, n_rot, mq + (t * n_head + hh) * latent + kv_lora);
     }
   });
+  if (mla_decompressed(l, layer, batch, pool)) return;
   // q_nope of each head into latent space: [n][nope] -> [n][kv_lora], all heads' products
   // in one pass over the pool (kMaxBatch at a time).
   float* in = mla_in.data();    // [n_head][n][nope], then [n_head][n][kv_lora]

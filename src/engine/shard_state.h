@@ -39,6 +39,11 @@ struct Layer {
   // kAttnKB, kAttnVB (or both cut from kAttnKvB): per held head [kv_lora x nope], [hdv x
   // kv_lora].
   std::vector<PackedMatrix> k_b, v_b;
+  // The same per-head matrices as stored, for decompressing the latent in prefill: W_k,h
+  // as [nope x kv_lora] rows (attn_kv_b's), or transposed as [kv_lora x nope] (attn_k_b,
+  // w_k_transposed); W_v,h as [hdv x kv_lora].
+  std::vector<kernels::MatrixView> w_k, w_v;
+  bool w_k_transposed = false;
   // Both.
   PackedMatrix wo;        // kAttnOutput: [n_embd x n_head * hdv] (columns of the slice)
   std::vector<float> bo;  // kAttnOutputBias: [n_embd], added once after the all-reduce
@@ -195,6 +200,13 @@ struct Shard::State {
   // MLA: queries in latent space [n][n_head][kv_lora + n_rot], attention outputs
   // [n][n_head][kv_lora], and the heads' inputs and outputs of k_b / v_b ([n_head][n][...]).
   std::vector<float> mla_q, mla_o, mla_in, mla_out;
+  // Decompressed MLA (mla_decompressed): the latent and rope keys of the visible positions
+  // [L][kv_lora], [L][n_rot]; one head's keys [L][nope] and [L][head_dim], values
+  // transposed [hdv][L], queries [n][head_dim], scores [n][L], output [n][hdv], W_k,h
+  // [nope][kv_lora] (and its stored transpose), W_v,h [hdv][kv_lora]. Grown by the first
+  // long prefill.
+  std::vector<float> dmla_c, dmla_rope, dmla_knope, dmla_k, dmla_vt, dmla_q, dmla_s, dmla_o,
+      dmla_wk, dmla_wv;
   std::vector<float> moe_in, moe_a, moe_b, moe_out, moe_acc;
   std::vector<int32_t> moe_experts;  // [n][n_expert_used]
   std::vector<float> moe_weights;    // [n][n_expert_used]
@@ -212,6 +224,11 @@ struct Shard::State {
   void attention(int64_t il, const Batch& batch, ThreadPool& pool);
   void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
   void mla_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  // MLA for a batch of one sequence's consecutive tokens with each head's keys and values
+  // decompressed from the cached latent (shard_mla_prefill.cpp), into attn. Returns false,
+  // doing nothing, when the batch is not such a run or the absorbed form is cheaper.
+  bool mla_decompressed(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  bool mla_decompress_pays(const Batch& batch) const;
   // Attention of every token over its cached positions (in the slice's head runs).
   void attend_cached(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
                      const float* queries, int64_t q_stride, int64_t k_dim, int64_t v_dim,
