@@ -13,6 +13,7 @@
 
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
+#include "server/argument_types.h"
 #include "server/cluster_view.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -522,6 +523,7 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
   po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   po.id_prefix = "call_" + std::to_string(n) + "_";
+  if (parse_tools) po.parameter_types = parameter_types(r.tools);
   std::shared_ptr<const JsonGrammar> grammar = r.response_format.grammar;
   if (grammar && !r.tool_choice.forces_call()) {
     // A reply held to JSON is content only: it skips the reasoning the template opened (as a
@@ -538,18 +540,17 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
     // function's name and parameters.
     if (!can_force_calls(po.tools)) {
       throw ApiError(400,
-                     po.tools == ToolFormat::kNone
-                         ? "tool_choice cannot be enforced for this model's chat template: it "
-                           "shows no tool-call format herd reads"
-                         : "tool_choice cannot be enforced for this model's chat template: its "
-                           "calls' arguments are not JSON",
+                     "tool_choice cannot be enforced for this model's chat template: it shows no "
+                     "tool-call format herd reads",
                      "invalid_request_error", "tool_choice");
     }
     po.forced_call = true;
     po.forced_name = r.tool_choice.function;
     po.tool_names = tool_names(r.tools);
     prompt += forced_reply_opening(po);
-    grammar = forced_call_grammar(po, r.tools);
+    // Where arguments are not JSON (DSML, XML, GLM's, Gemma 4's) the opening alone forces the
+    // call: its arguments are the model's.
+    grammar = grammar_holds_arguments(po.tools) ? forced_call_grammar(po, r.tools) : nullptr;
   }
 
   GenerationParams g = generation_params(r.sampling);

@@ -1,0 +1,147 @@
+#include "server/gemma_call_reader.h"
+
+#include <nlohmann/json.hpp>
+
+namespace herd::server {
+namespace {
+
+constexpr std::string_view kQuote = "<|\"|>";
+constexpr std::string_view kCallPrefix = "call:";
+
+std::string_view call_name(std::string_view head) {
+  head = trim(head);
+  if (head.starts_with(kCallPrefix)) head.remove_prefix(kCallPrefix.size());
+  return trim(head);
+}
+
+// Whether a bare token is a JSON number or literal as it stands.
+bool bare_json(const std::string& token) {
+  if (token == "true" || token == "false" || token == "null") return true;
+  if (token.empty() || token.size() > 64) return false;
+  const char c = token.front();
+  if (c != '-' && (c < '0' || c > '9')) return false;
+  const nlohmann::json v = nlohmann::json::parse(token, nullptr, false);
+  return v.is_number();
+}
+
+}  // namespace
+
+std::string GemmaCallReader::partial_name() const {
+  if (state_ != State::kName) return "";
+  return std::string(call_name(std::string_view(buffer_).substr(0, buffer_.find('{'))));
+}
+
+void GemmaCallReader::flush_bare() {
+  if (bare_.empty()) return;
+  const std::string_view token = trim(bare_);
+  if (!expect_key_ && bare_json(std::string(token))) {
+    out() += token;
+  } else {
+    out() += '"';
+    out() += json_escaped(token);
+    out() += '"';
+  }
+  bare_.clear();
+}
+
+void GemmaCallReader::add(char c) {
+  switch (c) {
+    case '{':
+    case '[':
+      flush_bare();
+      out() += c;
+      stack_ += c;
+      expect_key_ = c == '{';
+      return;
+    case '}':
+    case ']':
+      flush_bare();
+      if (stack_.empty()) return;
+      out() += stack_.back() == '{' ? '}' : ']';
+      stack_.pop_back();
+      expect_key_ = false;
+      if (stack_.empty()) {
+        calls_.back().done = true;
+        state_ = State::kDone;
+      }
+      return;
+    case ',':
+      flush_bare();
+      out() += c;
+      expect_key_ = !stack_.empty() && stack_.back() == '{';
+      return;
+    case ':':
+      flush_bare();
+      out() += c;
+      expect_key_ = false;
+      return;
+    default:
+      // A key may hold spaces (the template writes them as they are); a value ends at one.
+      if (is_space(c)) {
+        if (expect_key_ && !bare_.empty()) bare_ += c;
+        if (!expect_key_) flush_bare();
+        return;
+      }
+      bare_ += c;
+  }
+}
+
+void GemmaCallReader::feed(std::string_view text, bool at_end) {
+  if (state_ == State::kDone) return;  // one call per block: what follows it is dropped
+  buffer_ += text;
+  if (state_ == State::kName) {
+    const size_t brace = buffer_.find('{');
+    if (brace == std::string::npos) {
+      if (!at_end || trim(buffer_).empty()) return;
+      ReadCall call;  // a call without arguments
+      call.name = std::string(call_name(buffer_));
+      call.named = !call.name.empty();
+      calls_.push_back(std::move(call));
+      state_ = State::kDone;
+      return;
+    }
+    ReadCall call;
+    call.name = std::string(call_name(std::string_view(buffer_).substr(0, brace)));
+    call.named = !call.name.empty();
+    call.has_arguments = true;
+    calls_.push_back(std::move(call));
+    buffer_.erase(0, brace);
+    state_ = State::kArguments;
+  }
+  size_t i = 0;
+  while (i < buffer_.size() && state_ == State::kArguments) {
+    const std::string_view rest = std::string_view(buffer_).substr(i);
+    if (in_string_) {
+      const size_t end = rest.find(kQuote);
+      const size_t keep = at_end ? 0 : partial_marker(rest, kQuote);
+      const size_t take = end != std::string_view::npos ? end : rest.size() - keep;
+      out() += json_escaped(rest.substr(0, take));
+      i += take;
+      if (end == std::string_view::npos) break;
+      out() += '"';
+      in_string_ = false;
+      i += kQuote.size();
+      continue;
+    }
+    if (rest.starts_with(kQuote)) {
+      flush_bare();
+      out() += '"';
+      in_string_ = true;
+      i += kQuote.size();
+      continue;
+    }
+    if (!at_end && rest.size() < kQuote.size() && kQuote.starts_with(rest)) break;
+    add(rest.front());
+    ++i;
+  }
+  buffer_.erase(0, i);
+  if (at_end && state_ == State::kArguments) {
+    // Cut short: what was written, closed.
+    if (in_string_) out() += '"';
+    in_string_ = false;
+    flush_bare();
+    while (!stack_.empty()) add(stack_.back() == '{' ? '}' : ']');
+  }
+}
+
+}  // namespace herd::server
