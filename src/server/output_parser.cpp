@@ -19,8 +19,8 @@
 namespace herd::server {
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
+// Gemma 4 thinks in a channel of its own.
+constexpr ReasoningMarkers kGemmaThought{"<|channel>thought", "<channel|>"};
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
@@ -261,15 +261,35 @@ bool grammar_holds_arguments(ToolFormat format) {
   }
 }
 
+std::string_view call_block_end(ToolFormat format) {
+  switch (format) {
+    case ToolFormat::kDeepSeekDsml:
+      return kDsmlCallsEnd;
+    case ToolFormat::kDeepSeekV4:
+      return kDsmlToolCallsEnd;
+    case ToolFormat::kGemma:
+      return kGemmaCallEnd;
+    default:
+      return kHermesClose;
+  }
+}
+
 bool uses_harmony(std::string_view source) {
   return source.find("<|channel|>") != std::string_view::npos &&
          source.find("<|message|>") != std::string_view::npos;
 }
 
-bool prompt_opens_reasoning(std::string_view prompt) {
-  const size_t open = prompt.rfind(kThinkOpen);
+std::optional<ReasoningMarkers> reasoning_markers(std::string_view source) {
+  if (source.find(kGemmaThought.open) != std::string_view::npos) return kGemmaThought;
+  const ReasoningMarkers think;
+  if (source.find(think.open) != std::string_view::npos) return think;
+  return std::nullopt;
+}
+
+bool prompt_opens_reasoning(std::string_view prompt, const ReasoningMarkers& markers) {
+  const size_t open = prompt.rfind(markers.open);
   if (open == std::string_view::npos) return false;
-  const size_t close = prompt.rfind(kThinkClose);
+  const size_t close = prompt.rfind(markers.close);
   return close == std::string_view::npos || close < open;
 }
 
@@ -333,7 +353,7 @@ std::string forced_reply_opening(const OutputParserOptions& o) {
   if (!o.forced_call || !can_force_calls(o.tools)) return {};
   // A forced call skips the reasoning a template opened.
   const std::string think_close =
-      o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
+      o.reasoning && o.starts_in_reasoning ? std::string(o.reasoning_markers.close) + "\n\n" : "";
   return think_close + forced_call_prefix(o.tools, o.forced_name, tool_call_id(o, 0));
 }
 
@@ -550,15 +570,16 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
   for (;;) {
     switch (state_) {
       case State::kReasoning: {
-        const size_t close = held_.find(kThinkClose);
+        const std::string_view think_close = options_.reasoning_markers.close;
+        const size_t close = held_.find(think_close);
         if (close != std::string::npos) {
           out.reasoning += held_.substr(0, close);
-          held_.erase(0, close + kThinkClose.size());
+          held_.erase(0, close + think_close.size());
           state_ = State::kContent;
           trim_next_ = true;
           continue;
         }
-        const size_t keep = at_end ? 0 : partial_marker(held_, kThinkClose);
+        const size_t keep = at_end ? 0 : partial_marker(held_, think_close);
         out.reasoning += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return;
@@ -584,7 +605,8 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         }
         std::array<std::string_view, 2> markers{};
         size_t n_markers = 0;
-        if (options_.reasoning) markers[n_markers++] = kThinkOpen;
+        const std::string_view think_open = options_.reasoning_markers.open;
+        if (options_.reasoning) markers[n_markers++] = think_open;
         if (options_.tools == ToolFormat::kHermes || options_.tools == ToolFormat::kQwenXml ||
             options_.tools == ToolFormat::kGlm) {
           markers[n_markers++] = kHermesOpen;
@@ -610,7 +632,7 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         if (at != std::string::npos) {
           emit_content(std::string_view(held_).substr(0, at));
           held_.erase(0, at + found.size());
-          if (found == kThinkOpen) {
+          if (options_.reasoning && found == think_open) {
             state_ = State::kReasoning;
           } else {
             open_block(found);

@@ -1,5 +1,6 @@
 // OutputParser: splits a chat model's streamed text into what OpenAI's API returns
-// separately: `content`, `reasoning_content` (the text inside <think>...</think>) and
+// separately: `content`, `reasoning_content` (the text inside <think>...</think>, or Gemma 4's
+// <|channel>thought...<channel|>) and
 // `tool_calls` in the model family's own format:
 //   Hermes / Qwen   <tool_call>{"name": ..., "arguments": {...}}</tool_call>   (repeatable)
 //   Llama 3         {"name": ..., "parameters": {...}}   (the whole reply, <|python_tag|> optional)
@@ -37,6 +38,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,8 +79,16 @@ enum class ToolFormat {
 // The tool-call format a chat template's source implies (kNone when it shows none, or shows
 // one this parser does not read).
 ToolFormat detect_tool_format(std::string_view template_source);
-// Whether a rendered prompt ends inside an open <think> block (the template opened it).
-bool prompt_opens_reasoning(std::string_view prompt);
+// What opens and closes a reply's reasoning.
+struct ReasoningMarkers {
+  std::string_view open = "<think>";
+  std::string_view close = "</think>";
+};
+// The reasoning markers a chat template writes (Gemma 4's channel, else <think>), or nothing
+// when it shows none.
+std::optional<ReasoningMarkers> reasoning_markers(std::string_view template_source);
+// Whether a rendered prompt ends inside an open reasoning block (the template opened it).
+bool prompt_opens_reasoning(std::string_view prompt, const ReasoningMarkers& markers = {});
 // Whether a chat template writes OpenAI's harmony format (gpt-oss): every reply is a series of
 // messages on channels, tools or not.
 bool uses_harmony(std::string_view template_source);
@@ -92,6 +102,11 @@ bool can_force_calls(ToolFormat format);
 // (tool_call_grammar.h): the formats whose arguments are JSON. The others' (DSML, Qwen's XML,
 // GLM's, Gemma 4's) are the model's own, made a JSON object as they are read.
 bool grammar_holds_arguments(ToolFormat format);
+// What closes a call block in a format whose arguments no grammar holds (kQwenXml's and
+// kGlm's </tool_call>, DSML's block end, Gemma 4's <tool_call|>): a forced call's generation
+// stops there, so that the call is the whole reply, as where a grammar ends it.
+// REQUIRES: can_force_calls(format) && !grammar_holds_arguments(format).
+std::string_view call_block_end(ToolFormat format);
 
 // The opening of a tool call in `format`, appended to a rendered prompt so that generation
 // continues inside a call (tool_choice "required" or a named function): up to the opening
@@ -120,7 +135,8 @@ struct ParsedDelta {
 };
 
 struct OutputParserOptions {
-  bool reasoning = false;            // split out <think>...</think>
+  bool reasoning = false;  // split out <think>...</think> (reasoning_markers)
+  ReasoningMarkers reasoning_markers;
   bool harmony = false;              // the reply is harmony messages (uses_harmony)
   bool starts_in_reasoning = false;  // the prompt opened <think>
   ToolFormat tools = ToolFormat::kNone;

@@ -284,6 +284,18 @@ TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {
     EXPECT_FALSE(prompt_opens_reasoning(
         render(source, hello, true, json::parse(R"({"enable_thinking": false})"))));
   }
+  // Gemma 4 thinks in its own channel, which the model opens; the prompt writes it closed
+  // (empty) when thinking is off.
+  const std::string gemma = read_template("google-gemma-4-31B-it.jinja");
+  const auto markers = reasoning_markers(gemma);
+  ASSERT_TRUE(markers.has_value());
+  EXPECT_EQ(markers->open, "<|channel>thought");
+  EXPECT_EQ(markers->close, "<channel|>");
+  EXPECT_FALSE(prompt_opens_reasoning(render(gemma, hello, true), *markers));
+  EXPECT_FALSE(prompt_opens_reasoning(
+      render(gemma, hello, true, json::parse(R"({"enable_thinking": true})")), *markers));
+  EXPECT_EQ(reasoning_markers(read_template("Qwen3.5-4B.jinja"))->open, "<think>");
+  EXPECT_FALSE(reasoning_markers(read_template("google-gemma-2-2b-it.jinja")).has_value());
   // DeepSeek V4 thinks only when asked (thinking, or enable_thinking).
   const std::string v4 = read_template("deepseek-ai-DeepSeek-V4.jinja");
   EXPECT_FALSE(prompt_opens_reasoning(render(v4, hello, true)));

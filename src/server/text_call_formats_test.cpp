@@ -258,6 +258,21 @@ TEST(TextCallFormats, GemmaCalls) {
   EXPECT_EQ(d.tool_calls[1].arguments, "{}");
 }
 
+// Gemma 4 thinks in <|channel>thought ... <channel|>, which it opens itself.
+TEST(TextCallFormats, GemmaThinking) {
+  OutputParserOptions o = options(ToolFormat::kGemma);
+  o.reasoning_markers = *reasoning_markers("{{ '<|channel>thought\\n<channel|>' }}");
+  const ParsedDelta d = both(o,
+                             "<|channel>thought\nThe weather.<channel|>Let me look."
+                             "<|tool_call>call:now{}<tool_call|>");
+  EXPECT_EQ(d.reasoning, "\nThe weather.");
+  EXPECT_EQ(d.content, "Let me look.");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "now");
+  // <think> is text to Gemma.
+  EXPECT_EQ(both(o, "<think>x</think>", false).content, "<think>x</think>");
+}
+
 TEST(TextCallFormats, GemmaMalformed) {
   const OutputParserOptions o = options(ToolFormat::kGemma);
   ParsedDelta d = both(o, "<|tool_call><tool_call|>x", false);
@@ -293,7 +308,7 @@ TEST(TextCallFormats, ForcedOpenings) {
        "get_weath<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call>"},
       {ToolFormat::kDeepSeekV4,
        "<｜DSML｜parameter name=\"city\" "
-       "string=\"true\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>",
+       "string=\"true\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
        "get_weath\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>"},
       {ToolFormat::kGemma, "city:<|\"|>Oslo<|\"|>}<tool_call|>",
        "get_weath{city:<|\"|>Oslo<|\"|>}<tool_call|>"},
@@ -302,19 +317,25 @@ TEST(TextCallFormats, ForcedOpenings) {
     SCOPED_TRACE(static_cast<int>(c.format));
     EXPECT_TRUE(can_force_calls(c.format));
     EXPECT_FALSE(grammar_holds_arguments(c.format));
+    // Generation stops at the block's end (so the parser is never handed it): the same call.
+    const std::string_view end = call_block_end(c.format);
+    ASSERT_NE(c.named_rest.find(end), std::string::npos);
     OutputParserOptions o = options(c.format);
     o.reasoning = false;
     o.forced_call = true;
     o.tool_names = {"get_weather", "now"};
     for (const std::string forced : {"get_weather", ""}) {
       o.forced_name = forced;
-      ParsedDelta d = both(o, forced.empty() ? c.required_rest : c.named_rest);
-      ASSERT_EQ(d.tool_calls.size(), 1u);
-      EXPECT_EQ(d.tool_calls[0].name, "get_weather");
-      EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"Oslo"})");
-      EXPECT_EQ(d.content, "");
+      const std::string rest = forced.empty() ? c.required_rest : c.named_rest;
+      for (const std::string& text : {rest, rest.substr(0, rest.find(end))}) {
+        ParsedDelta d = both(o, text);
+        ASSERT_EQ(d.tool_calls.size(), 1u);
+        EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+        EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"Oslo"})");
+        EXPECT_EQ(d.content, "");
+      }
       // Nothing written at all: still the call.
-      d = both(o, "");
+      const ParsedDelta d = both(o, "");
       ASSERT_EQ(d.tool_calls.size(), 1u);
       EXPECT_EQ(d.tool_calls[0].name, forced.empty() ? "get_weather" : forced);
     }
