@@ -198,7 +198,8 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
         "deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
         "moonshotai-Kimi-K2.jinja", kGptOss, "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja",
         "zai-org-GLM-4.7-Flash.jinja", "zai-org-GLM-5.2.jinja", "deepseek-ai-DeepSeek-V4.jinja",
-        "google-gemma-4-31B-it.jinja"}) {
+        "google-gemma-4-31B-it.jinja", "deepseek-ai-DeepSeek-V3.2.jinja",
+        "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja"}) {
     SCOPED_TRACE(name);
     const std::string history = history_with_call(name);
     OutputParserOptions o;
@@ -214,7 +215,7 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
       std::string rest = history.substr(at + opening.size());
       for (const char* end :
            {"</tool_call>", "<|eot_id|>", "</s>", "<｜tool▁call▁end｜>", "<|tool_call_end|>",
-            "<|call|>", "</｜DSML｜tool_calls>", "<tool_call|>"}) {
+            "<|call|>", "</｜DSML｜tool_calls>", "</｜DSML｜function_calls>", "<tool_call|>"}) {
         rest = rest.substr(0, rest.find(end));
       }
       OutputParser parser(o);
