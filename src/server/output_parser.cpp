@@ -231,8 +231,9 @@ ToolFormat detect_tool_format(std::string_view source) {
     return ToolFormat::kLlama3Json;
   }
   // DeepSeek V3.2 names DSML's block function_calls, V4 tool_calls.
-  if (has("｜DSML｜"))
+  if (has("｜DSML｜")) {
     return has("function_calls") ? ToolFormat::kDeepSeekDsml : ToolFormat::kDeepSeekV4;
+  }
   // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments.
   if (source.find(kDeepSeekCalls) != std::string_view::npos) {
     return source.find(kFenceOpen) == std::string_view::npos ? ToolFormat::kDeepSeek
