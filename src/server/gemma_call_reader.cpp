@@ -93,16 +93,22 @@ void GemmaCallReader::feed(std::string_view text, bool at_end) {
     const size_t brace = buffer_.find('{');
     if (brace == std::string::npos) {
       if (!at_end || trim(buffer_).empty()) return;
-      ReadCall call;  // a call without arguments
+      state_ = State::kDone;
+      if (!plausible_name(call_name(buffer_))) return;  // prose: the block is text
+      ReadCall call;                                    // a call without arguments
       call.name = std::string(call_name(buffer_));
-      call.named = !call.name.empty();
+      call.named = true;
       calls_.push_back(std::move(call));
+      return;
+    }
+    const std::string_view name = call_name(std::string_view(buffer_).substr(0, brace));
+    if (!plausible_name(name)) {  // prose that mentions the marker: the block is text
       state_ = State::kDone;
       return;
     }
     ReadCall call;
-    call.name = std::string(call_name(std::string_view(buffer_).substr(0, brace)));
-    call.named = !call.name.empty();
+    call.name = std::string(name);
+    call.named = true;
     call.has_arguments = true;
     calls_.push_back(std::move(call));
     buffer_.erase(0, brace);

@@ -14,12 +14,20 @@ std::string GlmCallReader::partial_name() const {
   return std::string(trim(std::string_view(buffer_).substr(0, buffer_.find('<'))));
 }
 
-void GlmCallReader::start_call(std::string_view name) {
+bool GlmCallReader::start_call(std::string_view name) {
+  name = trim(name);
+  if (!plausible_name(name)) {
+    // Not a call (prose that mentions the marker): the block is text.
+    buffer_.clear();
+    state_ = State::kDone;
+    return false;
+  }
   ReadCall call;
-  call.name = std::string(trim(name));
-  call.named = !call.name.empty();
+  call.name = std::string(name);
+  call.named = true;
   arguments_.open(call);
   calls_.push_back(std::move(call));
+  return true;
 }
 
 void GlmCallReader::close() {
@@ -42,11 +50,10 @@ void GlmCallReader::feed(std::string_view text, bool at_end) {
         if (end == std::string::npos) {
           if (!at_end) return;
           if (name_from == std::string::npos) return;  // an empty block: no call
-          start_call(buffer_);
-          close();
+          if (start_call(buffer_)) close();
           return;
         }
-        start_call(std::string_view(buffer_).substr(0, end));
+        if (!start_call(std::string_view(buffer_).substr(0, end))) return;
         buffer_.erase(0, end == key ? key + kGlmArgKey.size() : end);
         state_ = end == key ? State::kKey : State::kParameters;
         continue;

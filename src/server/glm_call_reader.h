@@ -9,7 +9,8 @@
 // (argument_types.h). GLM-4.7 and GLM-5 write the pairs back to back; GLM-4.5 and 4.6 put a
 // newline after the name and after each tag, which is read alike. The reader is fed what lies
 // between the block's markers (OutputParser finds those); the name is complete at the first
-// <arg_key>, a newline after it, or the block's end.
+// <arg_key>, a newline after it, or the block's end, and must be plausible_name(): a block
+// that mentions the marker in prose is text.
 #pragma once
 
 #include <memory>
@@ -37,7 +38,7 @@ class GlmCallReader {
 
  private:
   enum class State { kName, kParameters, kKey, kBeforeValue, kValue, kDone };
-  void start_call(std::string_view name);
+  bool start_call(std::string_view name);  // false: not a name, the block is text
   void close();
 
   std::shared_ptr<const ParameterTypes> types_;

@@ -47,6 +47,11 @@ std::string json_escaped(std::string_view text) {
   return out;
 }
 
+bool plausible_name(std::string_view name) {
+  return !name.empty() && name.size() <= 256 &&
+         name.find_first_of(" \t\r\n\"'<>{}") == std::string_view::npos;
+}
+
 std::string closest_name(const std::string& written, const std::vector<std::string>& names) {
   if (names.empty() || std::find(names.begin(), names.end(), written) != names.end()) {
     return written;

@@ -224,6 +224,35 @@ TEST(TextCallFormats, GlmMalformed) {
   EXPECT_EQ(d.tool_calls[0].arguments, "{}");
 }
 
+// A marker mentioned in prose opens no call: its name would hold spaces.
+TEST(TextCallFormats, ProseMentioningAMarkerIsContent) {
+  struct Case {
+    ToolFormat format;
+    std::string text;
+  };
+  const Case cases[] = {
+      {ToolFormat::kGlm, "Write <tool_call> then the name."},
+      {ToolFormat::kGlm, "Write <tool_call> and the name\nthen</tool_call> ok"},
+      {ToolFormat::kQwenXml, "Use <tool_call> and <function=the name> tags.</tool_call>"},
+      {ToolFormat::kGemma, "Gemma writes <|tool_call>call:a name{...}<tool_call|> then"},
+      {ToolFormat::kGemma, "Gemma writes <|tool_call>as text"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const ParsedDelta d = both(options(c.format), c.text, false);
+    EXPECT_TRUE(d.tool_calls.empty());
+    EXPECT_EQ(d.content, c.text);
+  }
+  // Forced, the block holds the call whatever is written.
+  OutputParserOptions o = options(ToolFormat::kGlm);
+  o.forced_call = true;
+  o.forced_name = "now";
+  const ParsedDelta d = both(o, " is not\na name</tool_call>");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "now");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{}");
+}
+
 TEST(TextCallFormats, DeepSeekV4Dsml) {
   OutputParserOptions o = options(ToolFormat::kDeepSeekV4);
   o.starts_in_reasoning = true;  // thinking mode: the prompt ends with <think>

@@ -33,9 +33,15 @@ void XmlCallReader::feed(std::string_view text, bool at_end) {
       case State::kName: {
         const size_t at = buffer_.find('>');
         if (at == std::string::npos) return;
+        const std::string_view name = trim(std::string_view(buffer_).substr(0, at));
+        if (!plausible_name(name)) {  // prose that mentions the marker: not a call
+          buffer_.erase(0, at + 1);
+          state_ = State::kBefore;
+          continue;
+        }
         ReadCall call;
-        call.name = std::string(trim(std::string_view(buffer_).substr(0, at)));
-        call.named = !call.name.empty();
+        call.name = std::string(name);
+        call.named = true;
         arguments_ = TypedArguments(true);
         arguments_.open(call);
         calls_.push_back(std::move(call));
