@@ -14,14 +14,17 @@ std::string_view call_name(std::string_view head) {
   return trim(head);
 }
 
-// Whether a bare token is a JSON number or literal as it stands.
-bool bare_json(const std::string& token) {
-  if (token == "true" || token == "false" || token == "null") return true;
-  if (token.empty() || token.size() > 64) return false;
+// A bare value as JSON: a number or literal as it stands, Python's spellings of the literals
+// (the template prints a None with Python's str()) as JSON's; "" when it is none of these.
+std::string_view bare_json(std::string_view token) {
+  if (token == "true" || token == "True") return "true";
+  if (token == "false" || token == "False") return "false";
+  if (token == "null" || token == "None") return "null";
+  if (token.empty() || token.size() > 64) return {};
   const char c = token.front();
-  if (c != '-' && (c < '0' || c > '9')) return false;
+  if (c != '-' && (c < '0' || c > '9')) return {};
   const nlohmann::json v = nlohmann::json::parse(token, nullptr, false);
-  return v.is_number();
+  return v.is_number() ? token : std::string_view();
 }
 
 }  // namespace
@@ -34,8 +37,9 @@ std::string GemmaCallReader::partial_name() const {
 void GemmaCallReader::flush_bare() {
   if (bare_.empty()) return;
   const std::string_view token = trim(bare_);
-  if (!expect_key_ && bare_json(std::string(token))) {
-    out() += token;
+  const std::string_view json = expect_key_ ? std::string_view() : bare_json(token);
+  if (!json.empty()) {
+    out() += json;
   } else {
     out() += '"';
     out() += json_escaped(token);

@@ -4,8 +4,9 @@
 //   <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3,opts:{units:<|"|>C<|"|>}}<tool_call|>
 //
 // becomes get_weather {"city":"Paris","days":3,"opts":{"units":"C"}}: keys are bare, strings
-// are quoted by <|"|> and hold raw text; numbers, true, false and null are JSON's. A bare
-// value that is none of these is made a string. The reader is fed what lies between the
+// are quoted by <|"|> and hold raw text; numbers, true, false and null are JSON's (and
+// Python's True, False and None, which the template prints for a None). A bare value that is
+// none of these is made a string. The reader is fed what lies between the
 // block's markers (OutputParser finds those); the call ends with its outermost brace.
 #pragma once
 

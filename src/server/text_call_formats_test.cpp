@@ -272,17 +272,17 @@ TEST(TextCallFormats, DeepSeekV4Dsml) {
 }
 
 TEST(TextCallFormats, GemmaCalls) {
-  const ParsedDelta d =
-      both(options(ToolFormat::kGemma),
-           "Looking.<|tool_call>call:get_weather{city:<|\"|>São, \"Paulo\"<|\"|>,days:3,"
-           "opts:{units:<|\"|>C<|\"|>,list:[1.5,<|\"|>a:b<|\"|>,true,null]},ok:false,note:maybe}"
-           "<tool_call|><|tool_call>call:now{}<tool_call|>");
+  const ParsedDelta d = both(
+      options(ToolFormat::kGemma),
+      "Looking.<|tool_call>call:get_weather{city:<|\"|>São, \"Paulo\"<|\"|>,days:3,"
+      "opts:{units:<|\"|>C<|\"|>,list:[1.5,<|\"|>a:b<|\"|>,true,null,None]},ok:false,note:maybe}"
+      "<tool_call|><|tool_call>call:now{}<tool_call|>");
   EXPECT_EQ(d.content, "Looking.");
   ASSERT_EQ(d.tool_calls.size(), 2u);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
   EXPECT_EQ(d.tool_calls[0].arguments,
             R"({"city":"São, \"Paulo\"","days":3,"opts":{"units":"C","list":[1.5,"a:b",true,)"
-            R"(null]},"ok":false,"note":"maybe"})");
+            R"(null,null]},"ok":false,"note":"maybe"})");
   EXPECT_EQ(d.tool_calls[1].name, "now");
   EXPECT_EQ(d.tool_calls[1].arguments, "{}");
 }
