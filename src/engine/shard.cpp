@@ -463,13 +463,14 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     z.moe_a = z.moe_b = t * static_cast<size_t>(n_ff);
     z.moe_choices = t * static_cast<size_t>(p.n_expert_used);
   }
+  if (qk_row_sums()) z.qk_sums = 2 * t;
   return z;
 }
 
 size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
                         scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
-                        moe_b + moe_out + moe_acc + 2 * moe_choices;
+                        moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
   const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o});
@@ -507,6 +508,7 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&moe_b, z.moe_b},
                            {&moe_out, z.moe_out},
                            {&moe_acc, z.moe_acc},
+                           {&qk_sums, z.qk_sums},
                            {&moe_weights, z.moe_choices},
                            {&moe_row_weights, z.moe_choices}}) {
     grow(*buf, size);
@@ -621,9 +623,14 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
     if (s.n_head > 0) {
-      s.attention(il, batch, pool);
+      s.attention(il, batch, pool, all_reduce);
       kernels::matmul(l.wo, s.attn.data(), n, proj, pool, s.workspace);
     } else {
+      // No heads: zeros to the whole-row q/k norm's sums, as to the output's.
+      if (s.qk_row_sums() && all_reduce != nullptr) {
+        std::fill_n(s.qk_sums.data(), 2 * n, 0.0f);
+        all_reduce->sum(s.qk_sums.data(), static_cast<size_t>(2 * n));
+      }
       std::fill_n(proj, n * n_embd, 0.0f);
     }
     add_branch(l.post_attn_norm, l.bo);

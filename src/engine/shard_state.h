@@ -28,9 +28,10 @@ struct Layer {
   std::vector<float> post_attn_norm, post_ffn_norm;  // kPostAttnNorm, kPostFfnNorm [n_embd]
   // Grouped-query attention.
   PackedMatrix wq, wk, wv;  // kAttnQ/K/V: [q_dim x n_embd], [kv_dim x n_embd], [kv_dim_v x ..]
-  std::vector<float> bq, bk, bv;      // kAttnQBias/KBias/VBias: [q_dim], [kv_dim], [kv_dim_v]
-  std::vector<float> q_norm, k_norm;  // kAttnQNorm, kAttnKNorm: [head_dim]
-  std::vector<float> sinks;           // kAttnSinks: [n_head]
+  std::vector<float> bq, bk, bv;  // kAttnQBias/KBias/VBias: [q_dim], [kv_dim], [kv_dim_v]
+  // kAttnQNorm, kAttnKNorm: [head_dim]; over the whole row: [q_dim], [kv_dim]
+  std::vector<float> q_norm, k_norm;
+  std::vector<float> sinks;  // kAttnSinks: [n_head]
   // Multi-head latent attention.
   PackedMatrix wq_a, wq_b;       // kAttnQA, kAttnQB: [q_lora x n_embd], [n_head * hd x q_lora]
   std::vector<float> q_a_norm;   // kAttnQANorm: [q_lora]
@@ -151,6 +152,7 @@ struct ScratchSizes {
          mla_out = 0;
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
+  size_t qk_sums = 0;      // [n][2]: a whole-row q/k norm's sums of squares
   size_t bytes() const;    // all of them, and the matmul workspace
 };
 
@@ -208,6 +210,7 @@ struct Shard::State {
   std::vector<float> dmla_c, dmla_rope, dmla_knope, dmla_k, dmla_vt, dmla_q, dmla_s, dmla_o,
       dmla_wk, dmla_wv;
   std::vector<float> moe_in, moe_a, moe_b, moe_out, moe_acc;
+  std::vector<float> qk_sums;        // [n][2]: q's and k's sums of squares over the whole row
   std::vector<int32_t> moe_experts;  // [n][n_expert_used]
   std::vector<float> moe_weights;    // [n][n_expert_used]
   std::vector<int64_t> moe_rows;     // tokens routed to one expert
@@ -221,8 +224,16 @@ struct Shard::State {
   int64_t max_heads_per_call() const;
   int64_t scores_per_thread() const;  // attention kernel scratch, per thread
 
-  void attention(int64_t il, const Batch& batch, ThreadPool& pool);
-  void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  // all_reduce: the stage's, for a norm over the whole q / k row (null: a whole shard).
+  void attention(int64_t il, const Batch& batch, ThreadPool& pool, AllReduce* all_reduce);
+  void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
+                     AllReduce* all_reduce);
+  // The q / k norm is over the whole row (ArchSpec::qk_norm_whole_row): every rank adds
+  // its heads' sums of squares to the others' first.
+  bool qk_row_sums() const;
+  // sums[0], sums[1]: the squares of one token's held q heads [n_head * head_dim] and of the
+  // KV heads in k [n_head_kv * head_dim] that this rank counts for the stage.
+  void sum_qk_squares(const float* q, const float* k, float* sums) const;
   void mla_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
   // MLA for a batch of one sequence's consecutive tokens with each head's keys and values
   // decompressed from the cached latent (shard_mla_prefill.cpp), into attn. Returns false,

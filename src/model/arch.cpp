@@ -83,6 +83,59 @@ constexpr ArchSpec kArchs[] = {
                .rope_factor = 40.0f,
                .rope_original_ctx = 4096,
                .yarn_log_multiplier = 0.1f}},
+    // GLM-4.5 / 4.6 / 4.7 and GLM-4.5-Air (no q/k norm).
+    {.name = "glm4moe",
+     .rope_style = kNeox,
+     .qkv_bias = true,
+     .qk_norm = true,
+     .qk_norm_optional = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_gating = kSigmoid,
+     .default_expert_weights_norm = false,
+     .expert_weights_scale_required = true,
+     .ffn_norm = "post_attention_norm",
+     .default_rope_base = 1e6f,
+     .synth = {.gating = kSigmoid,
+               .n_expert_shared = 1,
+               .n_leading_dense = 1,  // Air's; GLM-4.5's is 3
+               .expert_weights_scale = 2.5f,
+               .n_nextn = 1,
+               .head_dim = 128,
+               .rope_div = 2}},
+    // MiniMax-M2 / M2.1 / M2.5. Without expert_gating_func the reference routes with softmax.
+    {.name = "minimax-m2",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .qk_norm_whole_row = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 5e6f,
+     .synth = {.gating = kSigmoid, .head_dim = 128, .rope_div = 2}},
+    // GLM-5: DeepSeek's MLA in mainline's layout, the DSA indexer (kept, not run), GLM's MoE.
+    {.name = "glm-dsa",
+     .attention = kMla,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_gating = kSigmoid,
+     .default_expert_weights_norm = false,
+     .expert_weights_scale_required = true,
+     .dsa_indexer = true,
+     .default_rope_base = 1e6f,
+     .synth = {.gating = kSigmoid,
+               .n_expert_shared = 1,
+               .n_leading_dense = 3,
+               .expert_weights_scale = 2.5f,
+               .n_nextn = 1,
+               .head_dim = 256,  // 192 nope + 64 rope
+               .head_dim_v = 256,
+               .rope_dim = 64,
+               .kv_lora_rank = 512,
+               .mla_mainline = true,
+               .n_indexer_head = 32,
+               .indexer_head_dim = 128,
+               .indexer_top_k = 2048}},
 };
 #pragma GCC diagnostic pop
 
@@ -180,13 +233,27 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kAttnKBias, "attn_k.bias", {kv_dim}, kBias, kKv, 0, hd);
         add(W::kAttnVBias, "attn_v.bias", {kv_dim_v}, kBias, kKv, 0, hdv);
       }
-      if (arch.qk_norm) {  // per head, the same for every head: whole on every rank
+      if (arch.qk_norm && !hp.qk_norm_absent && arch.qk_norm_whole_row) {
+        // One weight per element of the whole row: cut with the heads.
+        add(W::kAttnQNorm, "attn_q_norm.weight", {q_dim}, kNorm, kHeads, 0, hd);
+        add(W::kAttnKNorm, "attn_k_norm.weight", {kv_dim}, kNorm, kKv, 0, hd);
+      } else if (arch.qk_norm && !hp.qk_norm_absent) {
+        // Per head, the same for every head: whole on every rank.
         add(W::kAttnQNorm, "attn_q_norm.weight", {hd}, kNorm);
         add(W::kAttnKNorm, "attn_k_norm.weight", {hd}, kNorm);
       }
       if (arch.attn_sinks) add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0);
     }
     add(W::kAttnOutput, "attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
+    if (arch.dsa_indexer) {
+      // Kept, not run (ArchSpec::dsa_indexer): no layer member, whole on every rank.
+      const int64_t ih = hp.n_indexer_head, id = hp.indexer_head_dim;
+      add(W::kNone, "indexer.k_norm.weight", {id}, kNorm);
+      add(W::kNone, "indexer.k_norm.bias", {id}, kBias);
+      add(W::kNone, "indexer.proj.weight", {hp.n_embd, ih}, kAttn);
+      add(W::kNone, "indexer.attn_k.weight", {hp.n_embd, id}, kAttn);
+      add(W::kNone, "indexer.attn_q_b.weight", {hp.q_lora_rank, ih * id}, kAttn);
+    }
     // Added once, after the ranks' partial sums are added up.
     if (arch.output_bias) add(W::kAttnOutputBias, "attn_output.bias", {hp.n_embd}, kBias);
     if (arch.norm == NormPlacement::kSandwich) {
