@@ -13,6 +13,8 @@
 
 #include "engine/generate.h"
 #include "engine/runner.h"
+#include "gguf/reader.h"
+#include "model/arch.h"
 #include "util/mapped_file.h"
 
 namespace herd::engine {
@@ -47,13 +49,20 @@ std::vector<float> read_logits(const std::string& path) {
   return out;
 }
 
-// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of both folders.
+// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders. Of
+// models/frontier2 (the models of 2026, added architecture by architecture) only those whose
+// architecture herd has a row for.
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
-  for (const char* dir : {"models", "models/frontier"}) {
+  for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {
     for (const auto& entry : std::filesystem::directory_iterator(std::string("../shared/") + dir)) {
-      if (entry.path().extension() == ".gguf")
-        names.push_back(std::string(dir) + "/" + entry.path().stem().string());
+      if (entry.path().extension() != ".gguf") continue;
+      if (std::string_view(dir) == "models/frontier2" &&
+          find_arch(gguf::File::open(entry.path().string()).get_string("general.architecture")) ==
+              nullptr) {
+        continue;
+      }
+      names.push_back(std::string(dir) + "/" + entry.path().stem().string());
     }
   }
   std::sort(names.begin(), names.end());
