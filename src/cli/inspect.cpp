@@ -59,7 +59,7 @@ const char* scaling_name(RopeScaling r) {
 }
 
 // One line per run of layers with the same options: what the forward pass will do.
-std::string layer_text(const HParams& hp, const LayerOptions& o) {
+std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
   std::string text;
   if (o.moe) {
     text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
@@ -74,6 +74,14 @@ std::string layer_text(const HParams& hp, const LayerOptions& o) {
   } else {
     text = "dense FFN " + std::to_string(hp.n_ff);
   }
+  if (o.linear) {
+    return text + ", Gated DeltaNet (" + std::to_string(hp.delta_n_k_heads) + " key heads, " +
+           std::to_string(hp.delta_n_v_heads) + " value heads " +
+           (arch.delta_v_tiled ? "tiled" : "grouped") + ", head " +
+           std::to_string(hp.delta_head_k) + "/" + std::to_string(hp.delta_head_v) + ", conv " +
+           std::to_string(hp.delta_conv_kernel) + ")";
+  }
+  if (arch.attn_output_gate) text += ", gated";
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
   char rope[96];
@@ -112,10 +120,10 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.q_lora_rank));
   }
   int64_t begin = 0;
-  std::string run = layer_text(hp, layer_options(arch, hp, 0));
+  std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
   for (int64_t il = 1; il <= hp.n_layer; ++il) {
     const std::string text =
-        il < hp.n_layer ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
+        il < hp.n_layer ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)
@@ -123,6 +131,12 @@ void print_model_plan(const gguf::File& file) {
     std::printf("  layer %-9s %s\n", range.c_str(), run.c_str());
     begin = il;
     run = text;
+  }
+  if (hp.n_nextn > 0) {
+    std::printf("  layer %-9s next-token prediction (NextN), not run\n",
+                (std::to_string(hp.n_layer) +
+                 (hp.n_nextn > 1 ? "-" + std::to_string(hp.n_layer + hp.n_nextn - 1) : ""))
+                    .c_str());
   }
 }
 

@@ -61,6 +61,7 @@ struct SynthDefaults {
   // (rows with sliding-window layers only).
   int64_t sliding_window = 0;
   int64_t window_ctx_div = 1;
+  bool rope_sections = false;  // write rope.dimension_sections (Qwen3.5's M-RoPE)
 };
 
 // One architecture: every switch the loader, the forward pass, the slicer and the synthesizer
