@@ -8,6 +8,18 @@
 
 namespace herd::engine {
 
+bool Shard::has_recurrent_state() const {
+  return state_->kv.has_recurrent();
+}
+
+RecurrentSnapshot Shard::snapshot_state(int32_t seq) const {
+  return state_->kv.snapshot(seq);
+}
+
+void Shard::restore_state(int32_t seq, const RecurrentSnapshot& snapshot) {
+  state_->kv.restore(seq, snapshot);
+}
+
 void Shard::State::prepare_linear(Layer& l) const {
   const DeltaNetDims& d = delta_dims;
   const int64_t conv_dim = d.conv_dim(), kernel = d.conv_kernel;
