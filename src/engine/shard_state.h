@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/delta_net.h"
 #include "engine/kv_cache.h"
 #include "engine/ops.h"
 #include "engine/router.h"
@@ -58,6 +59,16 @@ struct Layer {
   std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // kGate/Up/DownExps: per held expert
   std::vector<float> gate_exps_b, up_exps_b;  // kGate/UpExpsBias: [held][n_ff_expert slice]
   std::vector<float> down_exps_b;             // kDownExpsBias: [held][n_embd] (ff_begin == 0)
+  std::vector<float> shexp_gate;              // kSharedExpertGate: [n_embd]
+  // Gated DeltaNet (options.linear; shard_linear.cpp).
+  PackedMatrix delta_qkv, delta_z;       // kDeltaQkv, kDeltaZ: [conv_dim x n_embd], [n_v dv x ..]
+  PackedMatrix delta_beta, delta_alpha;  // kDeltaBeta, kDeltaAlpha: [n_v x n_embd]
+  PackedMatrix delta_ba;                 // kDeltaBa: [2 n_v x n_embd], grouped per K head
+  PackedMatrix delta_out;                // kDeltaOut: [n_embd x n_v dv]
+  std::vector<float> delta_conv;         // kDeltaConv: [conv_dim][kernel], then transposed
+  std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
+  std::vector<float> delta_norm;              // kDeltaNorm: [dv]
+  std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
 };
 
 // Where the loader puts a block tensor: exactly one of the three is set.
@@ -141,6 +152,28 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::up_exps_b};
     case W::kDownExpsBias:
       return {.values = &Layer::down_exps_b};
+    case W::kSharedExpertGate:
+      return {.values = &Layer::shexp_gate};
+    case W::kDeltaQkv:
+      return {.matrix = &Layer::delta_qkv};
+    case W::kDeltaZ:
+      return {.matrix = &Layer::delta_z};
+    case W::kDeltaBeta:
+      return {.matrix = &Layer::delta_beta};
+    case W::kDeltaAlpha:
+      return {.matrix = &Layer::delta_alpha};
+    case W::kDeltaBa:
+      return {.matrix = &Layer::delta_ba};
+    case W::kDeltaConv:
+      return {.values = &Layer::delta_conv};
+    case W::kDeltaDtBias:
+      return {.values = &Layer::delta_dt_bias};
+    case W::kDeltaA:
+      return {.values = &Layer::delta_a};
+    case W::kDeltaNorm:
+      return {.values = &Layer::delta_norm};
+    case W::kDeltaOut:
+      return {.matrix = &Layer::delta_out};
   }
   return {};
 }
@@ -153,7 +186,12 @@ struct ScratchSizes {
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
   size_t qk_sums = 0;      // [n][2]: a whole-row q/k norm's sums of squares
-  size_t bytes() const;    // all of them, and the matmul workspace
+  size_t attn_gate = 0;    // gated attention: [n][n_head * head_dim]
+  // Gated DeltaNet: projections [n][conv_dim], [n][value_dim], [n][2 n_v] (beta and alpha),
+  // output [n][value_dim]; and delta_net_mix's own (DeltaNetScratch::bytes_for).
+  size_t delta_qkv = 0, delta_z = 0, delta_ba = 0, delta_out = 0;
+  size_t delta_mix_bytes = 0;
+  size_t bytes() const;  // all of them, and the matmul workspace
 };
 
 // A run of the slice's query heads that read the same KV head: one attention call.
@@ -215,6 +253,12 @@ struct Shard::State {
   std::vector<float> moe_weights;    // [n][n_expert_used]
   std::vector<int64_t> moe_rows;     // tokens routed to one expert
   std::vector<float> moe_row_weights;
+  std::vector<float> attn_gate;  // [n][n_head * head_dim]
+  // Gated DeltaNet: [n][conv_dim], [n][value_dim], [n][2 n_v] (beta, then alpha: [n][n_v]
+  // each), [n][value_dim].
+  std::vector<float> delta_qkv_buf, delta_z_buf, delta_ba_buf, delta_out_buf;
+  DeltaNetScratch delta_scratch;
+  DeltaNetDims delta_dims;  // the layers' sizes (the whole model's)
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
@@ -251,6 +295,15 @@ struct Shard::State {
                  int64_t n_ff, const float* in, int64_t n, ThreadPool& pool, float* a, float* b,
                  float* out, const float* gate_bias, const float* up_bias);
   void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
+  // A Gated DeltaNet layer from h into ffn_out's place `out` ([n][n_embd], before the
+  // all-reduce).
+  void linear_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
+                        float* out);
+  // After binding a DeltaNet layer's tensors: the conv weight transposed for the kernel, and
+  // each V head's K head.
+  void prepare_linear(Layer& l) const;
+  // The cache's shape for this shard.
+  CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
 };
 
 }  // namespace herd::engine
