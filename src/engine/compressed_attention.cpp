@@ -100,15 +100,16 @@ void run_indexer(const CompressedAttentionOptions& o, const CompressedAttentionW
 
 void CompressedAttentionScratch::reserve(const CompressedAttentionOptions& o, int64_t n_entries,
                                          int64_t n, int n_threads) {
-  if (n <= capacity && n_threads <= threads) return;
-  n = std::max(n, capacity);
-  n_threads = std::max(n_threads, static_cast<int>(threads));
+  // Every buffer grows to what this layer needs (layers differ in their compressors), so
+  // that reserving for each layer once leaves nothing to allocate later.
   const int64_t d = o.head_dim;
   const int64_t width = std::max<int64_t>(o.indexed ? 2 * d : d, 2 * o.indexer_dim);
   const int64_t group = o.n_head * d / o.n_group;
   const int64_t n_keys = o.window + max_compressed_keys(o, n_entries);
   auto size = [](auto& v, int64_t count) {
-    v.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
+    if (static_cast<int64_t>(v.size()) < std::max<int64_t>(count, 1)) {
+      v.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
+    }
   };
   size(qr, n * o.q_lora);
   size(q, n * o.n_head * d);
@@ -128,8 +129,8 @@ void CompressedAttentionScratch::reserve(const CompressedAttentionOptions& o, in
   size(n_chosen, n);
   size(previous, n);
   size(idx_scores, o.indexed ? n_threads * n_entries : 0);
-  capacity = n;
-  threads = n_threads;
+  capacity = std::max(capacity, n);
+  threads = std::max(threads, static_cast<int64_t>(n_threads));
 }
 
 size_t CompressedAttentionScratch::bytes() const {
@@ -147,7 +148,8 @@ void compressed_attention(const CompressedAttentionOptions& o, const CompressedA
                           int64_t layer, CompressedAttentionScratch& s, kernels::AttendFn attend,
                           ThreadPool& pool, kernels::Workspace& workspace, float* out) {
   const int64_t n = batch.size(), d = o.head_dim, nh = o.n_head;
-  HERD_CHECK_MSG(d <= kMaxDim && o.rope.n_rot <= d && s.capacity >= n,
+  HERD_CHECK_MSG(d <= kMaxDim && o.rope.n_rot <= d && s.capacity >= n &&
+                     s.threads >= static_cast<int64_t>(pool.size()),
                  "head " + std::to_string(d) + " batch " + std::to_string(n));
   const CompressedCacheShape& shape = cache.shape();
   const CompressedLayerSpec& spec = shape.layers[static_cast<size_t>(layer)];

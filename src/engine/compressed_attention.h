@@ -55,8 +55,8 @@ struct CompressedAttentionWeights {
   const float *idx_comp_ape = nullptr, *idx_comp_norm = nullptr;
 };
 
-// Buffers of the sublayer, sized once for a batch and a thread count (reserve), so a warm
-// forward allocates nothing.
+// Buffers of the sublayer, grown by reserve() to what a layer needs for a batch and a thread
+// count (one scratch serves every layer), so a warm forward allocates nothing.
 struct CompressedAttentionScratch {
   std::vector<float> qr, q, kv, comp_kv, comp_score, idx_q, idx_w, attn, group_in, group_out, oa,
       scores;
