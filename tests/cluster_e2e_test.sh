@@ -3,7 +3,7 @@
 # bench, plan) driving them. Pipelines of 2 and 3 nodes (with and without --no-local) give
 # logits identical to one process; f16 on the wire stays close and greedy text the same;
 # the frontier architectures (deepseek2 MLA + MoE, gemma3, gpt-oss) in pipelines, tensor and
-# expert parallel stages, and shipped to nodes without the file;
+# expert parallel stages, and shipped to nodes without the file; deepseek4 in pipelines;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
 # garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
@@ -379,6 +379,14 @@ for parallel in pipeline:2 tensor; do
 done
 stop_node fship1
 stop_node fship2
+# DeepSeek V4 (frontier2): its hyper-connections carry 4 streams of n_embd per token from
+# stage to stage, and each stage keeps its layers' compressed caches.
+frontier=$models/frontier2
+for m in deepseek4-f32 deepseek4-q8_0; do
+  eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
+  frontier_case "$m" pipeline "$peers2" --parallel pipeline:2
+done
+frontier_case deepseek4-f32 pipeline "$peers3" --parallel pipeline:3
 echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - fstart)) s)"
 
 # --- Keys. ---------------------------------------------------------------------------------

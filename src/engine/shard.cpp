@@ -205,7 +205,14 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     return m;
   };
   const Range all_embd{0, hp.n_embd};
-  const std::vector<TensorSpec> all_tensors = model_tensors(arch, hp);
+  // The model's tensors as the file names them (model_info.cpp reads either spelling).
+  const std::vector<TensorSpec>& all_tensors = info.tensors;
+  auto file_name = [&](const std::string& name) {
+    const TensorSpec* t = find_tensor_spec(info, name);
+    if (t != nullptr || file.find_tensor(name) != nullptr) return name;
+    const std::string alias = tensor_alias(name);
+    return alias.empty() ? name : alias;
+  };
   // A vector cut to the model's elements r of it (dimension 0).
   auto vector_slice = [&](const std::string& name, Range r) {
     return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
@@ -220,9 +227,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   if (const gguf::TensorInfo* f = file.find_tensor("rope_freqs.weight"))
     s->rope_freqs = load_vector(*f);
   if (spec.output && arch.hyper_connections) {
-    s->output_hc_fn = pack("output_hc_fn.weight", {0, hp.n_hc}, {0, hp.hidden_width()});
-    s->output_hc_scale = load_vector(file.tensor("output_hc_scale.weight"));
-    s->output_hc_base = load_vector(file.tensor("output_hc_base.weight"));
+    s->output_hc_fn = pack(file_name("output_hc_fn.weight"), {0, hp.n_hc}, {0, hp.hidden_width()});
+    s->output_hc_scale = load_vector(file.tensor(file_name("output_hc_scale.weight")));
+    s->output_hc_base = load_vector(file.tensor(file_name("output_hc_base.weight")));
   }
 
   // Per held head h of an MLA layer: attn_k_b's rows [h kv_lora, (h + 1) kv_lora) and

@@ -147,6 +147,22 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
   return o;
 }
 
+std::string tensor_alias(std::string_view name) {
+  static constexpr std::pair<std::string_view, std::string_view> kSpellings[] = {
+      {"output_hc_", "hc_head_"},
+      {"attn_compressor_", "attn_compress_"},
+      {"indexer_compressor_", "indexer.compress_"},
+  };
+  for (const auto& [ours, theirs] : kSpellings) {
+    const size_t at = name.find(ours);
+    if (at != std::string_view::npos) {
+      return std::string(name.substr(0, at)) + std::string(theirs) +
+             std::string(name.substr(at + ours.size()));
+    }
+  }
+  return {};
+}
+
 std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
   const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
   const int64_t q_dim = hp.n_head * hd, o_dim = hp.n_head * hdv;

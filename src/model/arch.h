@@ -303,6 +303,12 @@ struct LayerOptions {
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
 
+// The other spelling of a tensor's name that converters also write (DeepSeek V4:
+// output_hc_* / hc_head_*, attn_compressor_* / attn_compress_*, indexer_compressor_* /
+// indexer.compress_*), or "" when it has none. A file may use either; herd's list uses the
+// first.
+std::string tensor_alias(std::string_view name);
+
 // Every tensor a model of this architecture and shape has, in file order: what the loader
 // binds, the tensor-parallel slicer cuts, the shipper sends, and the planner counts.
 std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp);

@@ -277,8 +277,12 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   }
   hp.tied_output = head == nullptr;
 
-  for (const TensorSpec& spec : model_tensors(arch, hp)) {
+  for (TensorSpec spec : model_tensors(arch, hp)) {
     const gguf::TensorInfo* t = f.find_tensor(spec.name);
+    if (t == nullptr) {  // the other spelling converters use (the list then names it so)
+      const std::string alias = tensor_alias(spec.name);
+      if (!alias.empty() && (t = f.find_tensor(alias)) != nullptr) spec.name = alias;
+    }
     if (t == nullptr && partial) continue;
     if (t == nullptr) fail(f, "missing tensor '" + spec.name + "'");
     const std::vector<int64_t> expected =

@@ -16,6 +16,7 @@ namespace herd {
 
 // What one rank holds, as counts: the planner's view before ranges are placed.
 struct RankLoad {
+  int64_t layer_begin = 0;  // the stage's first layer (layers differ in their caches)
   int64_t n_layers = 0;
   PlanLayer layers;        // sums over the stage's layers
   int64_t heads = 0;       // query heads of each layer
