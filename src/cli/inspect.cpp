@@ -78,6 +78,30 @@ const char* scaling_name(RopeScaling r) {
   return r == RopeScaling::kYarn ? "YaRN" : r == RopeScaling::kLinear ? "linear" : "none";
 }
 
+// The attention's parts beyond its kind: biases, q/k norm, which dimensions rope turns and
+// how, and what a file carries that the forward pass keeps but does not run.
+std::string attention_details(const ArchSpec& arch, const HParams& hp) {
+  std::string text = arch.rope_style == RopeStyle::kNeoxHalves ? "rope NeoX" : "rope GPT-J";
+  text += hp.n_rot < hp.head_dim ? " on " + std::to_string(hp.n_rot) + " of " +
+                                       std::to_string(hp.head_dim) + " key dims"
+                                 : " on every dim";
+  if (arch.attention == AttentionKind::kCompressed && hp.n_rot < hp.head_dim) text += " (the last)";
+  if (arch.qkv_bias) text += ", q/k/v biases";
+  if (arch.qk_norm && hp.qk_norm_absent) {
+    text += ", no q/k norm (this file has none)";
+  } else if (arch.qk_norm) {
+    text += arch.qk_norm_whole_row ? ", q/k RMSNorm over the whole row (all heads)"
+                                   : ", q/k RMSNorm per head";
+  }
+  if (arch.attn_sinks) text += ", sinks";
+  if (arch.dsa_indexer) {
+    text += "; DSA indexer " + std::to_string(hp.n_indexer_head) + " heads of " +
+            std::to_string(hp.indexer_head_dim) + ", top " + std::to_string(hp.indexer_top_k) +
+            ": kept, not run (dense attention, as the reference by default)";
+  }
+  return text;
+}
+
 // One line per run of layers with the same options: what the forward pass will do.
 std::string layer_text(const HParams& hp, const LayerOptions& o) {
   std::string text;
@@ -101,6 +125,7 @@ std::string layer_text(const HParams& hp, const LayerOptions& o) {
   } else {
     text = "dense FFN " + std::to_string(hp.n_ff);
   }
+  if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
   if (o.compress_ratio > 0) {
@@ -144,15 +169,17 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.kv_lora_rank), static_cast<long long>(hp.n_rot),
                 static_cast<long long>(hp.q_lora_rank));
   }
+  std::printf("  attention: %s\n", attention_details(arch, hp).c_str());
   if (arch.hyper_connections) {
     std::printf("  residual: %lld hyper-connection streams (Sinkhorn %lld rounds)\n",
                 static_cast<long long>(hp.n_hc), static_cast<long long>(hp.hc_sinkhorn_iters));
   }
   int64_t begin = 0;
   std::string run = layer_text(hp, layer_options(arch, hp, 0));
-  for (int64_t il = 1; il <= hp.n_layer; ++il) {
+  const int64_t n_blocks = hp.n_layer + hp.n_nextn;
+  for (int64_t il = 1; il <= n_blocks; ++il) {
     const std::string text =
-        il < hp.n_layer ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
+        il < n_blocks ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)

@@ -16,7 +16,7 @@ CompressedCacheShape compressed_cache_shape(const ArchSpec& arch, const HParams&
   shape.n_ctx = n_ctx;
   shape.window = hp.sliding_window;
   shape.head_dim = hp.head_dim;
-  shape.indexer_dim = hp.indexer_dim;
+  shape.indexer_dim = hp.indexer_head_dim;
   const int64_t end = spec.layer_end < 0 ? hp.n_layer : spec.layer_end;
   for (int64_t il = spec.layer_begin; il < end; ++il) {
     const LayerOptions o = layer_options(arch, hp, il);
@@ -35,8 +35,8 @@ CompressedAttentionOptions Shard::State::compressed_options(const Layer& l) cons
   o.ratio = l.options.compress_ratio;
   o.indexed = l.options.compress_indexed;
   o.top_k = hp.indexer_top_k;
-  o.indexer_heads = hp.indexer_heads;
-  o.indexer_dim = hp.indexer_dim;
+  o.indexer_heads = hp.n_indexer_head;
+  o.indexer_dim = hp.indexer_head_dim;
   o.n_group = hp.n_out_group;
   o.o_lora = hp.o_lora_rank;
   o.eps = hp.rms_eps;
