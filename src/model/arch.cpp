@@ -201,6 +201,10 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
   return o;
 }
 
+bool state_cuts_back(const ArchSpec& arch) {
+  return arch.attention != AttentionKind::kCompressed;
+}
+
 std::string tensor_alias(std::string_view name) {
   static constexpr std::pair<std::string_view, std::string_view> kSpellings[] = {
       {"output_hc_", "hc_head_"},

@@ -138,7 +138,8 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      slots_(static_cast<size_t>(runner.n_seq())) {
+      slots_(static_cast<size_t>(runner.n_seq())),
+      cuts_back_(runner.info().arch == nullptr || state_cuts_back(*runner.info().arch)) {
   options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
 }
 
@@ -270,8 +271,10 @@ void Scheduler::admit() {
     const size_t first_logits = active->params.score_from > 0
                                     ? static_cast<size_t>(active->params.score_from) - 1
                                     : active->params.prompt.size() - 1;
-    const size_t keep = std::min(best_prefix, first_logits);
+    size_t keep = std::min(best_prefix, first_logits);
     Slot& slot = slots_[static_cast<size_t>(best)];
+    // A state that cannot be cut back (model/arch.h) continues from its end or starts again.
+    if (!cuts_back_ && keep < slot.cached.size()) keep = 0;
     slot.cached.resize(keep);
     slot.active = active.get();
     slot.last_used = ++clock_;
