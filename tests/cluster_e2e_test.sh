@@ -4,6 +4,7 @@
 # logits identical to one process; f16 on the wire stays close and greedy text the same;
 # the frontier architectures (deepseek2 MLA + MoE, gemma3, gpt-oss, glm4moe, minimax-m2) in
 # pipelines, tensor and expert parallel stages, and shipped to nodes without the file;
+# deepseek4 in pipelines;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
 # garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
@@ -395,6 +396,13 @@ done
 frontier_case glm4moe-q8_0 pipeline "$peers2" --parallel pipeline:2
 frontier_case glm4moe-f32 close "$peers2" --parallel tensor --moe split-experts
 frontier_case minimax-m2-f32 close "$peers3" --parallel tensor
+# DeepSeek V4 (frontier2): its hyper-connections carry 4 streams of n_embd per token from
+# stage to stage, and each stage keeps its layers' compressed caches.
+for m in deepseek4-f32 deepseek4-q8_0; do
+  eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
+  frontier_case "$m" pipeline "$peers2" --parallel pipeline:2
+done
+frontier_case deepseek4-f32 pipeline "$peers3" --parallel pipeline:3
 echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - fstart)) s)"
 
 # --- Keys. ---------------------------------------------------------------------------------

@@ -39,7 +39,27 @@ std::string show_value(const gguf::Value& v) {
 }
 
 const char* attention_name(AttentionKind k) {
-  return k == AttentionKind::kMla ? "multi-head latent attention" : "grouped-query attention";
+  switch (k) {
+    case AttentionKind::kGqa:
+      return "grouped-query attention";
+    case AttentionKind::kMla:
+      return "multi-head latent attention";
+    case AttentionKind::kCompressed:
+      return "compressed attention (one latent K = V head)";
+  }
+  return "?";
+}
+
+const char* gating_name(Gating g) {
+  switch (g) {
+    case Gating::kSoftmax:
+      return "softmax";
+    case Gating::kSigmoid:
+      return "sigmoid";
+    case Gating::kSqrtSoftplus:
+      return "sqrt-softplus";
+  }
+  return "?";
 }
 
 const char* activation_name(Activation a) {
@@ -65,6 +85,7 @@ std::string attention_details(const ArchSpec& arch, const HParams& hp) {
   text += hp.n_rot < hp.head_dim ? " on " + std::to_string(hp.n_rot) + " of " +
                                        std::to_string(hp.head_dim) + " key dims"
                                  : " on every dim";
+  if (arch.attention == AttentionKind::kCompressed && hp.n_rot < hp.head_dim) text += " (the last)";
   if (arch.qkv_bias) text += ", q/k/v biases";
   if (arch.qk_norm && hp.qk_norm_absent) {
     text += ", no q/k norm (this file has none)";
@@ -88,7 +109,14 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
     text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
            " (" + std::to_string(hp.n_expert_used) + " used";
     if (hp.n_expert_shared > 0) text += ", " + std::to_string(hp.n_expert_shared) + " shared";
-    text += std::string(", ") + (hp.gating == Gating::kSigmoid ? "sigmoid" : "softmax") + " router";
+    text += std::string(", ") + gating_name(hp.gating) + " router";
+    if (o.hash_routed) text += " (experts by token id)";
+    if (hp.swiglu_limit > 0) {
+      char clamp[48];
+      std::snprintf(clamp, sizeof clamp, ", SwiGLU clamped at %g",
+                    static_cast<double>(hp.swiglu_limit));
+      text += clamp;
+    }
     if (hp.n_expert_group > 1) {
       text += ", " + std::to_string(hp.n_expert_group_used) + " of " +
               std::to_string(hp.n_expert_group) + " groups";
@@ -108,6 +136,12 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
   if (arch.attn_output_gate) text += ", gated";
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
+  if (o.compress_ratio > 0) {
+    text += o.compress_indexed
+                ? " + top " + std::to_string(hp.indexer_top_k) + " indexed entries of " +
+                      std::to_string(o.compress_ratio) + " overlapping positions (CSA)"
+                : " + every entry of " + std::to_string(o.compress_ratio) + " positions (HCA)";
+  }
   char rope[96];
   std::snprintf(rope, sizeof rope, ", rope base %g %s", static_cast<double>(o.rope_base),
                 scaling_name(o.rope_scaling));
@@ -144,6 +178,10 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.q_lora_rank));
   }
   std::printf("  attention: %s\n", attention_details(arch, hp).c_str());
+  if (arch.hyper_connections) {
+    std::printf("  residual: %lld hyper-connection streams (Sinkhorn %lld rounds)\n",
+                static_cast<long long>(hp.n_hc), static_cast<long long>(hp.hc_sinkhorn_iters));
+  }
   int64_t begin = 0;
   std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
   const int64_t n_blocks = hp.n_layer + hp.n_nextn;

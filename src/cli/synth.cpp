@@ -49,7 +49,9 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--expert-groups", o->n_expert_group, "Expert groups (default 1)");
   cmd->add_option("--expert-groups-used", o->n_expert_group_used,
                   "Groups a token's experts come from (default half the groups)");
-  cmd->add_option("--gating", o->gating, "Router: softmax|sigmoid (deepseek2: sigmoid)");
+  cmd->add_option(
+      "--gating", o->gating,
+      "Router: softmax|sigmoid|sqrt-softplus (deepseek2: sigmoid, deepseek4: sqrt-softplus)");
   cmd->add_option("--expert-weights-scale", o->expert_weights_scale,
                   "Factor on the chosen experts' weights (deepseek2 sigmoid: 2.5)");
   cmd->add_option("--q-lora", o->q_lora_rank,

@@ -253,11 +253,14 @@ std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& i
     const std::string_view name = t.name;
     bool take = in_layers(name, spec.layer_begin, end);
     take = take || (needs_embd && name == "token_embd.weight");
-    take = take || (spec.output && (name == "output_norm.weight" || name == "output.weight"));
-    take = take || name == "rope_freqs.weight";
-    if (!take) continue;
     // Tensors the model's table does not list (rope_freqs) are never cut.
     const TensorSpec* spec_of_t = find_tensor_spec(info, name);
+    // The head's tensors: output_norm, output and whatever else the list puts outside the
+    // blocks besides the embedding (hyper-connections' output_hc_*).
+    take = take || (spec.output && spec_of_t != nullptr && spec_of_t->layer < 0 &&
+                    spec_of_t->role != TensorRole::kEmbedding);
+    take = take || name == "rope_freqs.weight";
+    if (!take) continue;
     const WeightCut cut =
         spec_of_t != nullptr ? weight_cut(*spec_of_t, spec.slice, info.hp) : WeightCut{};
     std::vector<int64_t> shape = cut_shape(name, t.type, t.shape, cut);

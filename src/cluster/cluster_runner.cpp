@@ -54,7 +54,7 @@ double seconds_since(Clock::time_point start) {
 struct Job {
   size_t index = 0;
   engine::Batch batch;
-  std::vector<float> data;  // [n][n_embd] input to the next stage; the last stage's logits
+  std::vector<float> data;  // [n][hidden_width] input to the next stage; the last stage's logits
   bool failed = false;
   // Between sending a batch to a stage (or chain of stages) and its result.
   Clock::time_point sent_at;
@@ -161,7 +161,7 @@ struct RankRunner {
   std::unique_ptr<engine::Shard> shard;     // when this process runs the rank
   std::unique_ptr<RingAllReduce> ring;      // this process's tensor-parallel rank
   std::shared_ptr<net::Connection> remote;  // else
-  std::vector<float> output;                // [n][n_embd] hidden or [n_logits][its vocabulary rows]
+  std::vector<float> output;                // [n][hidden_width] or [n_logits][its vocabulary rows]
   uint64_t compute_ns = 0;
 
   // The vocabulary rows this rank's logits cover.
@@ -470,8 +470,8 @@ void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
   net::Forward request;
   request.batch = std::move(job.batch);
   if (!embeds) {
-    request.activations = net::encode_activations(job.data, n, static_cast<uint32_t>(hp.n_embd),
-                                                  options.wire_dtype, s.wire);
+    request.activations = net::encode_activations(
+        job.data, n, static_cast<uint32_t>(hp.hidden_width()), options.wire_dtype, s.wire);
   }
   try {
     // Encoded once for every rank. The bytes counted are the frames' own (a connection's
@@ -599,7 +599,7 @@ void ClusterRunner::Impl::receive_result(StageRunner& s, Job& job) {
     const auto [vb, ve] = rank.vocab(hp.n_vocab);
     // Logits: this rank's vocabulary rows; hidden states: rank 0 sends them, others none.
     const auto rows = static_cast<uint32_t>(logits ? job.batch.n_logits() : i == 0 ? n : 0);
-    const auto cols = static_cast<uint32_t>(logits ? ve - vb : hp.n_embd);
+    const auto cols = static_cast<uint32_t>(logits ? ve - vb : hp.hidden_width());
     if (frame.header.id != job.frame_id ||
         result.kind != (logits ? net::ResultKind::LOGITS : net::ResultKind::HIDDEN) ||
         result.output.rows != rows || result.output.cols != cols ||
@@ -659,7 +659,7 @@ void ClusterRunner::Impl::receive_result(StageRunner& s, Job& job) {
     if (last) stage.stats.bytes_received += received;
     if (k > 0) {
       stage.stats.link_bytes_received +=
-          stage.ranks.size() * link_frame_bytes(n, hp.n_embd, options.wire_dtype, k);
+          stage.ranks.size() * link_frame_bytes(n, hp.hidden_width(), options.wire_dtype, k);
     }
   }
 }

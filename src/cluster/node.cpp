@@ -643,12 +643,14 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
   try {
     const float* in = nullptr;
     if (!loaded.assignment.shard.embedding) {
-      if (f.activations.rows != n || f.activations.cols != static_cast<uint32_t>(hp.n_embd)) {
+      if (f.activations.rows != n ||
+          f.activations.cols != static_cast<uint32_t>(hp.hidden_width())) {
         throw Error("cluster", "FORWARD: activations are [" + std::to_string(f.activations.rows) +
                                    ", " + std::to_string(f.activations.cols) + "], expected [" +
-                                   std::to_string(n) + ", " + std::to_string(hp.n_embd) + "]");
+                                   std::to_string(n) + ", " + std::to_string(hp.hidden_width()) +
+                                   "]");
       }
-      input.resize(static_cast<size_t>(n) * hp.n_embd);
+      input.resize(static_cast<size_t>(n) * hp.hidden_width());
       net::decode_activations(f.activations, input);
       in = input.data();
     }
@@ -668,8 +670,8 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
       net::Forward out;
       out.batch = std::move(f.batch);
       out.activations = net::encode_activations(
-          std::span<const float>(output.data(), size_t{n} * static_cast<size_t>(hp.n_embd)), n,
-          static_cast<uint32_t>(hp.n_embd), a.wire_dtype, wire);
+          std::span<const float>(output.data(), size_t{n} * static_cast<size_t>(hp.hidden_width())),
+          n, static_cast<uint32_t>(hp.hidden_width()), a.wire_dtype, wire);
       out.upstream_ns = std::move(f.upstream_ns);
       out.upstream_ns.push_back(r.compute_ns);
       for (const auto& link : loaded.next) {
@@ -696,8 +698,9 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
       r.kind = net::ResultKind::HIDDEN;
       const uint32_t rows = a.rank == 0 ? n : 0;
       r.output = net::encode_activations(
-          std::span<const float>(output.data(), size_t{rows} * static_cast<size_t>(hp.n_embd)),
-          rows, static_cast<uint32_t>(hp.n_embd), a.wire_dtype, wire);
+          std::span<const float>(output.data(),
+                                 size_t{rows} * static_cast<size_t>(hp.hidden_width())),
+          rows, static_cast<uint32_t>(hp.hidden_width()), a.wire_dtype, wire);
     }
     net::send_message(c, frame.header.id, r);
   } catch (const StageLinkError&) {

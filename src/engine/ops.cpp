@@ -12,6 +12,13 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+void rms_norm_plain(const float* x, int64_t n, float eps, float* out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
+}
+
 namespace {
 
 // The pair index (as a float) below which YaRN keeps a dimension's angle unscaled: the one
@@ -104,6 +111,19 @@ void swiglu_oai_mul(float* x, const float* up, int64_t n) {
     const float g = std::min(x[i], kLimit);
     const float u = std::clamp(up[i], -kLimit, kLimit);
     x[i] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
+  }
+}
+
+void silu_clamp_mul(float* x, const float* up, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(x[i] / (1.0f + std::exp(-x[i])), limit);
+    x[i] = g * std::clamp(up[i], -limit, limit);
+  }
+}
+
+void sqrt_softplus(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::sqrt(x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i])));
   }
 }
 

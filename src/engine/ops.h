@@ -12,6 +12,10 @@ namespace herd::engine {
 // out[i] = x[i] / rms(x) * weight[i]; x, weight, out: [n]. out may alias x.
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
+// out[i] = x[i] / rms(x): RMSNorm without a weight (DeepSeek V4's per-head query norm and
+// its hyper-connections' input). x, out: [n]; out may alias x.
+void rms_norm_plain(const float* x, int64_t n, float eps, float* out);
+
 // How a layer's rope turns positions into angles (ggml's rope with its YaRN extension).
 struct Rope {
   int64_t n_rot = 0;  // dimensions rotated (n_rot / 2 pairs)
@@ -46,6 +50,14 @@ void gelu_tanh_mul(float* x, const float* up, int64_t n);
 
 // gpt-oss's gated unit: g = min(x, 7), u = clamp(up, -7, 7), x[i] = g sigmoid(1.702 g) (u + 1).
 void swiglu_oai_mul(float* x, const float* up, int64_t n);
+
+// DeepSeek V4's clamped SwiGLU: x[i] = min(silu(x[i]), limit) * clamp(up[i], -limit, limit);
+// the activated gate is clamped, not its input. x, up: [n].
+void silu_clamp_mul(float* x, const float* up, int64_t n, float limit);
+
+// DeepSeek V4's router probabilities: x[i] = sqrt(softplus(x[i])), softplus(v) = v for v > 20
+// (as ggml). x: [n].
+void sqrt_softplus(float* x, int64_t n);
 
 // In-place softmax of x [n].
 void softmax(float* x, int64_t n);

@@ -18,6 +18,15 @@ TEST(Ops, RmsNormScalesToUnitRms) {
   EXPECT_NEAR(out[3], -8 / rms, 1e-6);
 }
 
+TEST(Ops, RmsNormPlainGivesUnitRms) {
+  std::vector<float> x = {3, -1, 4, -1, 5, -9, 2, 6};
+  rms_norm_plain(x.data(), 8, 0.0f, x.data());
+  double sum = 0;
+  for (float v : x) sum += double(v) * v;
+  EXPECT_NEAR(sum / 8, 1.0, 1e-6);
+  EXPECT_GT(x[0], 0.0f);
+}
+
 void rope(float* x, int64_t head_dim, int64_t pos, float base, RopeStyle style,
           const float* factors) {
   float cos[64], sin[64];
@@ -116,6 +125,23 @@ TEST(Ops, SiluMul) {
   silu_mul(x, up, 2);
   EXPECT_FLOAT_EQ(x[0], 0);
   EXPECT_NEAR(x[1], 2 / (1 + std::exp(-2.0f)) * 3, 1e-5);
+}
+
+TEST(Ops, SiluClampClampsTheActivatedGateAndTheUp) {
+  std::vector<float> g = {-3.0f, 0.5f, 4.0f, 4.0f}, u = {2.0f, -0.3f, 0.5f, -7.0f};
+  auto silu = [](float v) { return v / (1 + std::exp(-v)); };
+  std::vector<float> want = {silu(-3.0f) * 1.0f, silu(0.5f) * -0.3f, 1.0f * 0.5f, 1.0f * -1.0f};
+  silu_clamp_mul(g.data(), u.data(), 4, 1.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(g[i], want[i], 1e-6) << i;
+}
+
+TEST(Ops, SqrtSoftplus) {
+  std::vector<float> x = {-5.0f, 0.0f, 3.0f, 25.0f};
+  sqrt_softplus(x.data(), 4);
+  EXPECT_NEAR(x[0], std::sqrt(std::log1p(std::exp(-5.0))), 1e-6);
+  EXPECT_NEAR(x[1], std::sqrt(std::log(2.0)), 1e-6);
+  EXPECT_NEAR(x[2], std::sqrt(std::log1p(std::exp(3.0))), 1e-6);
+  EXPECT_NEAR(x[3], 5.0f, 1e-6);
 }
 
 }  // namespace

@@ -34,14 +34,25 @@ Router::Router(const RouterOptions& o)
 }
 
 void Router::route(const float* logits, const float* selection_bias, int32_t* experts,
-                   float* weights) {
+                   float* weights, const int32_t* fixed) {
   const int64_t n = o_.n_expert;
   float* p = probs_.data();
   std::copy_n(logits, n, p);
-  if (o_.gating == Gating::kSoftmax) {
-    softmax(p, n);
-  } else {
-    for (int64_t e = 0; e < n; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+  switch (o_.gating) {
+    case Gating::kSoftmax:
+      softmax(p, n);
+      break;
+    case Gating::kSigmoid:
+      for (int64_t e = 0; e < n; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+      break;
+    case Gating::kSqrtSoftplus:
+      sqrt_softplus(p, n);
+      break;
+  }
+  if (fixed != nullptr) {
+    std::copy_n(fixed, o_.n_used, order_.data());
+    finish(experts, weights);
+    return;
   }
   float* s = select_.data();
   for (int64_t e = 0; e < n; ++e) s[e] = p[e] + (selection_bias ? selection_bias[e] : 0.0f);
@@ -79,6 +90,12 @@ void Router::route(const float* logits, const float* selection_bias, int32_t* ex
   int32_t* order = order_.data();
   std::iota(order, order + n, 0);
   std::partial_sort(order, order + o_.n_used, order + n, better(s));
+  finish(experts, weights);
+}
+
+void Router::finish(int32_t* experts, float* weights) const {
+  const int32_t* order = order_.data();
+  const float* p = probs_.data();
   float sum = 0;
   for (int64_t j = 0; j < o_.n_used; ++j) {
     experts[j] = order[j];

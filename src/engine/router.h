@@ -1,6 +1,7 @@
 // The MoE router: from one token's router logits to the experts it runs through and their
 // weights, for every gating the architecture table knows (softmax, as Qwen3-MoE and
-// gpt-oss; sigmoid with a selection bias and grouped choice, as DeepSeek V3).
+// gpt-oss; sigmoid with a selection bias and grouped choice, as DeepSeek V3; sqrt-softplus
+// and hash routing, as DeepSeek V4).
 #pragma once
 
 #include <cstdint>
@@ -32,11 +33,17 @@ class Router {
   // experts: [n_used] the chosen ids, best selection score first (ties: lower id first);
   // weights: [n_used] their probabilities (without the selection bias), normalised and
   // scaled as the options say.
-  void route(const float* logits, const float* selection_bias, int32_t* experts, float* weights);
+  // fixed: [n_used] experts chosen beforehand (hash routing by token id), or null; their
+  // weights are computed as for chosen ones.
+  void route(const float* logits, const float* selection_bias, int32_t* experts, float* weights,
+             const int32_t* fixed = nullptr);
 
   const RouterOptions& options() const { return o_; }
 
  private:
+  // experts and weights from order_'s first n_used ids and probs_.
+  void finish(int32_t* experts, float* weights) const;
+
   RouterOptions o_;
   std::vector<float> probs_, select_, group_score_;  // [n_expert], [n_expert], [n_group]
   std::vector<int32_t> order_;                       // [max(n_expert, n_group)]

@@ -129,5 +129,33 @@ TEST(Router, GroupsScoreTheirBestTwo) {
   EXPECT_NEAR(weights[0], 0.5f / sum, 1e-5);
 }
 
+// DeepSeek V4: sqrt(softplus) probabilities, chosen with the selection bias, weighted
+// without it, renormalised and scaled; a hash-routed layer's experts come from its table and
+// are weighted the same way.
+TEST(Router, SqrtSoftplusAndFixedExperts) {
+  RouterOptions o;
+  o.n_expert = 4;
+  o.n_used = 2;
+  o.gating = Gating::kSqrtSoftplus;
+  o.weights_scale = 1.5f;
+  Router r(o);
+  const float logits[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  const float bias[4] = {0.0f, 5.0f, 0.0f, 0.0f};
+  auto p = [&](int e) { return std::sqrt(std::log1p(std::exp(static_cast<double>(logits[e])))); };
+  int32_t experts[2];
+  float weights[2];
+  r.route(logits, bias, experts, weights);
+  EXPECT_EQ(experts[0], 1);  // chosen for its bias
+  EXPECT_EQ(experts[1], 3);
+  EXPECT_NEAR(weights[0], 1.5 * p(1) / (p(1) + p(3)), 1e-6);
+  EXPECT_NEAR(weights[1], 1.5 * p(3) / (p(1) + p(3)), 1e-6);
+  const int32_t fixed[2] = {2, 0};
+  r.route(logits, bias, experts, weights, fixed);
+  EXPECT_EQ(experts[0], 2);
+  EXPECT_EQ(experts[1], 0);
+  EXPECT_NEAR(weights[0], 1.5 * p(2) / (p(2) + p(0)), 1e-6);
+  EXPECT_NEAR(weights[1], 1.5 * p(0) / (p(2) + p(0)), 1e-6);
+}
+
 }  // namespace
 }  // namespace herd::engine

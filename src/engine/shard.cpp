@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "engine/shard_state.h"
@@ -119,6 +120,11 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   }
   if (options.n_seq < 1) throw Error("engine", "need at least one sequence slot");
   s->resolve_slice();
+  if (arch.attention == AttentionKind::kCompressed && s->sliced) {
+    throw Error("engine", std::string(arch.name) +
+                              ": compressed attention and hyper-connections are not cut by "
+                              "tensor or expert parallelism yet (pipeline stages only)");
+  }
   const TensorSlice& slice = spec.slice;
   const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
   const Range heads{slice.head_begin, slice.head_end};
@@ -201,7 +207,14 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     return m;
   };
   const Range all_embd{0, hp.n_embd};
-  const std::vector<TensorSpec> all_tensors = model_tensors(arch, hp);
+  // The model's tensors as the file names them (model_info.cpp reads either spelling).
+  const std::vector<TensorSpec>& all_tensors = info.tensors;
+  auto file_name = [&](const std::string& name) {
+    const TensorSpec* t = find_tensor_spec(info, name);
+    if (t != nullptr || file.find_tensor(name) != nullptr) return name;
+    const std::string alias = tensor_alias(name);
+    return alias.empty() ? name : alias;
+  };
   // A vector cut to the model's elements r of it (dimension 0).
   auto vector_slice = [&](const std::string& name, Range r) {
     return slice_of(load_vector(file.tensor(name)), in_file(name, 0, r));
@@ -215,6 +228,11 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   }
   if (const gguf::TensorInfo* f = file.find_tensor("rope_freqs.weight"))
     s->rope_freqs = load_vector(*f);
+  if (spec.output && arch.hyper_connections) {
+    s->output_hc_fn = pack(file_name("output_hc_fn.weight"), {0, hp.n_hc}, {0, hp.hidden_width()});
+    s->output_hc_scale = load_vector(file.tensor(file_name("output_hc_scale.weight")));
+    s->output_hc_base = load_vector(file.tensor(file_name("output_hc_base.weight")));
+  }
 
   // Per held head h of an MLA layer: attn_k_b's rows [h kv_lora, (h + 1) kv_lora) and
   // attn_v_b's [h hdv, (h + 1) hdv) (the same bytes in the 2-D and the per-head 3-D form).
@@ -262,18 +280,42 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       l.w_v.push_back(v_rows);
     }
   };
+  // An int32 table as stored (ffn_gate_tid2eid: expert ids, each checked).
+  auto load_ids = [&](const TensorSpec& t, std::vector<int32_t>& out) {
+    const gguf::TensorInfo& info_t = file.tensor(t.name);
+    if (info_t.type != TensorType::I32) {
+      throw Error("engine", "tensor '" + t.name + "' must be i32");
+    }
+    out.resize(static_cast<size_t>(info_t.n_elements));
+    std::memcpy(out.data(), info_t.data, out.size() * sizeof(int32_t));
+    for (int32_t e : out) {
+      if (e < 0 || e >= hp.n_expert) {
+        throw Error("engine", "tensor '" + t.name + "' names expert " + std::to_string(e) + " of " +
+                                  std::to_string(hp.n_expert));
+      }
+    }
+  };
   // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).
   auto bind = [&](const TensorSpec& t, Layer& l) {
     const LayerMember member = layer_member(t.weight);
     const WeightCut cut = weight_cut(t, slice, hp);
     const Range whole_cols{0, t.shape[0]};
     const Range cols = cut.dim == 0 ? Range{cut.begin, cut.end} : whole_cols;
-    if (member.matrix != nullptr) {
+    if (member.ids != nullptr) {
+      load_ids(t, l.*member.ids);
+    } else if (t.weight == LayerWeight::kAttnOutputA) {
+      // One matrix per output group: its o_lora rows read the group's heads' outputs.
+      const int64_t rows = hp.o_lora_rank;
+      for (int64_t g = 0; g < hp.n_out_group; ++g) {
+        l.wo_a.push_back(pack(t.name, {g * rows, (g + 1) * rows}, whole_cols));
+      }
+    } else if (member.matrix != nullptr) {
       const Range whole_rows{0, t.shape.size() > 1 ? t.shape[1] : 1};
       const Range rows = cut.dim == 1 ? Range{cut.begin, cut.end} : whole_rows;
       l.*member.matrix = pack(t.name, rows, cols);
-    } else if (member.values != nullptr && !t.per_expert && t.shape.size() == 2) {
-      // A small 2-D weight every rank holds whole (ssm_conv1d).
+    } else if (member.values != nullptr && !t.per_expert && t.shape.size() > 1) {
+      // A small 2-D table every rank holds whole (ssm_conv1d, a compressor's position
+      // embeddings).
       HERD_CHECK(t.split == SplitBy::kNone);
       l.*member.values = load_vector(file.tensor(t.name));
     } else if (member.values != nullptr && !t.per_expert) {
@@ -341,7 +383,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   }
 
   s->attn_scale = attention_scale(arch, hp);
-  if (arch.attention == AttentionKind::kMla) {
+  if (arch.attention == AttentionKind::kCompressed) {
+    s->attend = kernels::attend_kernel(isa, hd, hd);
+  } else if (arch.attention == AttentionKind::kMla) {
     s->attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
   } else {
     s->attend = kernels::attend_kernel(isa, hd, hdv);
@@ -349,7 +393,18 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   s->silu_mul = kernels::silu_mul_kernel(isa);
   if (arch.moe) s->router = std::make_unique<Router>(router_options(hp));
   const ShardSizes sizes = Shard::sizes(info, spec, options);
-  s->kv = KvCache(s->cache_layout(sizes.n_ctx, sizes.kv_k_dim, sizes.kv_v_dim));
+  if (arch.attention == AttentionKind::kCompressed) {
+    // Its state is the compressed cache; the KV cache keeps only the slots' shape.
+    s->kv = KvCache(0, options.n_seq, sizes.n_ctx, 0, 0);
+    s->ckv = CompressedKvCache(compressed_cache_shape(arch, hp, spec, options.n_seq, sizes.n_ctx));
+    for (size_t i = 0; i < s->layers.size(); ++i) {
+      s->compressed.reserve(s->compressed_options(s->layers[i]),
+                            s->ckv.n_entries(static_cast<int64_t>(i)),
+                            std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
+    }
+  } else {
+    s->kv = KvCache(s->cache_layout(sizes.n_ctx, sizes.kv_k_dim, sizes.kv_v_dim));
+  }
   // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
   // each, so that one token's attention spreads over several threads.
   const int64_t group = hp.n_head / hp.n_head_kv;
@@ -444,7 +499,12 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, p.n_ff / p.n_ff_expert));
     widest_ff = std::max(widest_ff, n_ff * p.n_expert_shared);
   }
-  z.x = z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
+  z.x = t * static_cast<size_t>(p.hidden_width());
+  z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
+  if (arch->hyper_connections) {
+    z.hc_flat = z.x;
+    z.hc_mixes = z.hc_coeffs = t * static_cast<size_t>(p.n_hc_mixes());
+  }
   z.q = t * static_cast<size_t>(n_head * p.head_dim);
   z.attn = t * static_cast<size_t>(n_head * p.head_dim_v);
   z.ffn_a = z.ffn_b = t * static_cast<size_t>(widest_ff);
@@ -493,7 +553,7 @@ size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
                         scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
                         moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums + attn_gate +
-                        delta_qkv + delta_z + delta_ba + delta_out;
+                        delta_qkv + delta_z + delta_ba + delta_out + hc_flat + hc_mixes + hc_coeffs;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
   const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o, delta_out});
@@ -538,7 +598,11 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&delta_qkv_buf, z.delta_qkv},
                            {&delta_z_buf, z.delta_z},
                            {&delta_ba_buf, z.delta_ba},
-                           {&delta_out_buf, z.delta_out}}) {
+                           {&delta_out_buf, z.delta_out},
+
+                           {&hc_flat, z.hc_flat},
+                           {&hc_mixes, z.hc_mixes},
+                           {&hc_coeffs, z.hc_coeffs}}) {
     grow(*buf, size);
   }
   if (arch->delta_net) delta_scratch.reserve(delta_dims, n, n_threads);
@@ -558,6 +622,19 @@ ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const Shar
   const HParams& hp = info.hp;
   ShardSizes z;
   z.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
+  if (info.arch->attention == AttentionKind::kCompressed) {
+    // The raw window, compressor rings and compressed entries (compressed_kv_cache.h).
+    z.kv_k_dim = hp.head_dim;
+    z.kv_v_dim = 0;
+    z.kv_bytes = CompressedKvCache::bytes_for(
+        compressed_cache_shape(*info.arch, hp, s.spec, options.n_seq, z.n_ctx));
+    z.scratch_bytes =
+        s.scratch_sizes(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads))
+            .bytes() +
+        compressed_scratch_bytes(s, z.n_ctx, std::max<int64_t>(1, options.n_batch),
+                                 std::max(1, options.n_threads));
+    return z;
+  }
   if (info.arch->attention == AttentionKind::kMla) {
     // One row per token: the normed latent and the roped key; the values are the latent.
     z.kv_k_dim = hp.kv_lora_rank + hp.n_rot;
@@ -609,23 +686,25 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   // Checks that the batch continues each slot's recurrent states (before anything changes).
   s.kv.begin_recurrent(batch);
 
-  const int64_t n_embd = hp.n_embd;
-  // [n][n_embd] activations entering the first layer.
+  const int64_t n_embd = hp.n_embd, width = hp.hidden_width();
+  // [n][width] activations entering the first layer: n_hc copies of the token's embedding
+  // with hyper-connections ([n][n_hc][n_embd]), else [n][n_embd].
   float* x = s.x.data();
   if (s.spec.embedding) {
     const TypeTraits& tt = type_traits(s.token_embd->type);
     const size_t row = row_bytes(s.token_embd->type, n_embd);
     const float scale = arch.embed_scale ? std::sqrt(static_cast<float>(n_embd)) : 1.0f;
     for (int64_t t = 0; t < n; ++t) {
-      float* xt = x + t * n_embd;
+      float* xt = x + t * width;
       tt.dequantize(s.token_embd->data + row * static_cast<size_t>(batch.tokens[t]), xt, n_embd);
       if (scale != 1.0f) {
         for (int64_t i = 0; i < n_embd; ++i) xt[i] *= scale;
       }
+      for (int64_t c = 1; c < hp.n_hc; ++c) std::copy_n(xt, n_embd, xt + c * n_embd);
     }
   } else {
     HERD_CHECK(input != nullptr);
-    std::copy_n(input, n * n_embd, x);
+    std::copy_n(input, n * width, x);
   }
 
   // A tensor-parallel rank's projections back to n_embd give partial sums over its heads /
@@ -649,6 +728,16 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   };
   for (int64_t il = s.spec.layer_begin; il < s.spec.layer_end; ++il) {
     const Layer& l = s.layers[static_cast<size_t>(il - s.spec.layer_begin)];
+    if (arch.hyper_connections) {
+      // The sublayers read and write the residual streams through their mixes.
+      s.hc_pre(l.hc_attn_fn, l.hc_attn_scale, l.hc_attn_base, l.attn_norm, n, pool);
+      s.compressed_attention_layer(l, il - s.spec.layer_begin, batch, pool, proj);
+      s.hc_post(proj, n, pool);
+      s.hc_pre(l.hc_ffn_fn, l.hc_ffn_scale, l.hc_ffn_base, l.ffn_norm, n, pool);
+      s.ffn(l, n, pool, batch);
+      s.hc_post(proj, n, pool);
+      continue;
+    }
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
@@ -675,16 +764,17 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.ffn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    s.ffn(l, n, pool);
+    s.ffn(l, n, pool, batch);
     add_branch(l.post_ffn_norm, {});
   }
 
   s.kv.end_recurrent(batch);
 
   if (!s.spec.output) {
-    output.assign(x, x + n * n_embd);
+    output.assign(x, x + n * width);
     return;
   }
+  if (arch.hyper_connections) s.hc_head(batch, pool);  // x [n][n_embd]: the streams reduced
   // Only the tokens whose logits are wanted go through the head (every output rank norms
   // them: cheap, and saves a broadcast).
   int64_t m = 0;

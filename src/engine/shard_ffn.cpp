@@ -11,7 +11,7 @@ namespace herd::engine {
 void Shard::State::gated_ffn(const PackedMatrix& gate, const PackedMatrix& up,
                              const PackedMatrix& down, int64_t rows, const float* in, int64_t n,
                              ThreadPool& pool, float* a, float* b, float* out,
-                             const float* gate_bias, const float* up_bias) {
+                             const float* gate_bias, const float* up_bias, float limit) {
   const kernels::MatmulJob gate_up[] = {{&gate, a}, {&up, b}};
   kernels::matmul_batch(gate_up, in, n, pool, workspace);
   pool.run(n, [&](int64_t t, int) {
@@ -25,7 +25,11 @@ void Shard::State::gated_ffn(const PackedMatrix& gate, const PackedMatrix& up,
     }
     switch (arch->activation) {
       case Activation::kSilu:
-        silu_mul(at, bt, rows);
+        if (limit > 0) {
+          silu_clamp_mul(at, bt, rows, limit);
+        } else {
+          silu_mul(at, bt, rows);
+        }
         break;
       case Activation::kGeluTanh:
         gelu_tanh_mul(at, bt, rows);
@@ -38,18 +42,18 @@ void Shard::State::gated_ffn(const PackedMatrix& gate, const PackedMatrix& up,
   kernels::matmul(down, a, n, out, pool, workspace);
 }
 
-void Shard::State::ffn(const Layer& l, int64_t n, ThreadPool& pool) {
+void Shard::State::ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch) {
   if (l.options.moe) {
-    moe_ffn(l, n, pool);
+    moe_ffn(l, n, pool, batch);
   } else if (l.ffn_runs) {
     gated_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, l.n_ff, h.data(), n, pool, ffn_a.data(),
-              ffn_b.data(), ffn_out.data(), nullptr, nullptr);
+              ffn_b.data(), ffn_out.data(), nullptr, nullptr, hp.swiglu_limit_shared);
   } else {
     std::fill_n(ffn_out.data(), n * hp.n_embd, 0.0f);
   }
 }
 
-void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
+void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch) {
   const int64_t n_embd = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
   kernels::matmul(l.router, h.data(), n, router_logits.data(), pool, workspace);
   for (int64_t t = 0; t < n; ++t) {
@@ -57,8 +61,13 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     if (!l.router_bias.empty()) {
       for (int64_t e = 0; e < n_exp; ++e) logits[e] += l.router_bias[static_cast<size_t>(e)];
     }
+    // A hash-routed layer's experts are its table's row of the token (ids checked at load).
+    const int32_t* fixed =
+        l.hash_experts.empty()
+            ? nullptr
+            : l.hash_experts.data() + static_cast<int64_t>(batch.tokens[t]) * n_used;
     router->route(logits, l.selection_bias.empty() ? nullptr : l.selection_bias.data(),
-                  moe_experts.data() + t * n_used, moe_weights.data() + t * n_used);
+                  moe_experts.data() + t * n_used, moe_weights.data() + t * n_used, fixed);
   }
   float* out = ffn_out.data();  // [n][n_embd]
   std::fill_n(out, n * n_embd, 0.0f);
@@ -86,7 +95,7 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
     const float* up_b = l.up_exps_b.empty() ? nullptr : l.up_exps_b.data() + i_exp * n_ff;
     const float* down_b = l.down_exps_b.empty() ? nullptr : l.down_exps_b.data() + i_exp * n_embd;
     gated_ffn(l.gate_exps[i_exp], l.up_exps[i_exp], l.down_exps[i_exp], n_ff, moe_in.data(), m,
-              pool, moe_a.data(), moe_b.data(), moe_out.data(), gate_b, up_b);
+              pool, moe_a.data(), moe_b.data(), moe_out.data(), gate_b, up_b, hp.swiglu_limit);
     for (int64_t i = 0; i < m; ++i) {
       float* o = out + moe_rows[static_cast<size_t>(i)] * n_embd;
       const float* y = moe_out.data() + i * n_embd;
@@ -100,7 +109,7 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool) {
   }
   if (l.ffn_runs) {  // shared experts: every token, weight 1
     gated_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, l.n_ff, h.data(), n, pool, ffn_a.data(),
-              ffn_b.data(), moe_acc.data(), nullptr, nullptr);
+              ffn_b.data(), moe_acc.data(), nullptr, nullptr, hp.swiglu_limit_shared);
     if (!l.shexp_gate.empty()) {
       // Gated shared expert: scaled per token by sigmoid(ffn_gate_inp_shexp . h).
       pool.run(n, [&](int64_t t, int) {

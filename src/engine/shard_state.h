@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/compressed_attention.h"
+#include "engine/compressed_kv_cache.h"
 #include "engine/delta_net.h"
 #include "engine/kv_cache.h"
 #include "engine/ops.h"
@@ -69,13 +71,28 @@ struct Layer {
   std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
   std::vector<float> delta_norm;              // kDeltaNorm: [dv]
   std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
+  std::vector<int32_t> hash_experts;          // kHashExperts: [n_vocab][n_expert_used]
+  // Hyper-connections: the mixes of the residual streams around each sublayer.
+  PackedMatrix hc_attn_fn, hc_ffn_fn;              // kHcAttnFn, kHcFfnFn: [n_mixes x n_hc n_embd]
+  std::vector<float> hc_attn_scale, hc_ffn_scale;  // kHcAttnScale, kHcFfnScale: [3]
+  std::vector<float> hc_attn_base, hc_ffn_base;    // kHcAttnBase, kHcFfnBase: [n_mixes]
+  // Compressed attention (DeepSeek V4; with wq_a, q_a_norm, wq_b, kv_a_norm and sinks above).
+  PackedMatrix wkv;                         // kAttnKv: [head_dim x n_embd], the latent (K = V)
+  std::vector<PackedMatrix> wo_a;           // kAttnOutputA: per output group [o_lora x group]
+  PackedMatrix wo_b;                        // kAttnOutputB: [n_embd x n_group o_lora]
+  PackedMatrix comp_kv, comp_gate;          // kCompKv, kCompGate: [width x n_embd]
+  std::vector<float> comp_ape, comp_norm;   // kCompApe: [ratio][width]; kCompNorm: [head_dim]
+  PackedMatrix idx_q_b, idx_proj;           // kIndexerQB, kIndexerProj
+  PackedMatrix idx_comp_kv, idx_comp_gate;  // kIndexerCompKv, kIndexerCompGate: [2 di x n_embd]
+  std::vector<float> idx_comp_ape, idx_comp_norm;  // kIndexerCompApe, kIndexerCompNorm
 };
 
-// Where the loader puts a block tensor: exactly one of the three is set.
+// Where the loader puts a block tensor: exactly one of the four is set.
 struct LayerMember {
   PackedMatrix Layer::*matrix = nullptr;
   std::vector<PackedMatrix> Layer::*matrices = nullptr;  // per held expert or head
   std::vector<float> Layer::*values = nullptr;           // 1-D, or per held expert
+  std::vector<int32_t> Layer::*ids = nullptr;            // int32 as stored
 };
 inline LayerMember layer_member(LayerWeight w) {
   using W = LayerWeight;
@@ -174,6 +191,46 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::delta_norm};
     case W::kDeltaOut:
       return {.matrix = &Layer::delta_out};
+    case W::kHcAttnFn:
+      return {.matrix = &Layer::hc_attn_fn};
+    case W::kHcAttnScale:
+      return {.values = &Layer::hc_attn_scale};
+    case W::kHcAttnBase:
+      return {.values = &Layer::hc_attn_base};
+    case W::kHcFfnFn:
+      return {.matrix = &Layer::hc_ffn_fn};
+    case W::kHcFfnScale:
+      return {.values = &Layer::hc_ffn_scale};
+    case W::kHcFfnBase:
+      return {.values = &Layer::hc_ffn_base};
+    case W::kAttnKv:
+      return {.matrix = &Layer::wkv};
+    case W::kAttnOutputA:
+      return {.matrices = &Layer::wo_a};
+    case W::kAttnOutputB:
+      return {.matrix = &Layer::wo_b};
+    case W::kCompKv:
+      return {.matrix = &Layer::comp_kv};
+    case W::kCompGate:
+      return {.matrix = &Layer::comp_gate};
+    case W::kCompApe:
+      return {.values = &Layer::comp_ape};
+    case W::kCompNorm:
+      return {.values = &Layer::comp_norm};
+    case W::kIndexerQB:
+      return {.matrix = &Layer::idx_q_b};
+    case W::kIndexerProj:
+      return {.matrix = &Layer::idx_proj};
+    case W::kIndexerCompKv:
+      return {.matrix = &Layer::idx_comp_kv};
+    case W::kIndexerCompGate:
+      return {.matrix = &Layer::idx_comp_gate};
+    case W::kIndexerCompApe:
+      return {.values = &Layer::idx_comp_ape};
+    case W::kIndexerCompNorm:
+      return {.values = &Layer::idx_comp_norm};
+    case W::kHashExperts:
+      return {.ids = &Layer::hash_experts};
   }
   return {};
 }
@@ -191,6 +248,7 @@ struct ScratchSizes {
   // output [n][value_dim]; and delta_net_mix's own (DeltaNetScratch::bytes_for).
   size_t delta_qkv = 0, delta_z = 0, delta_ba = 0, delta_out = 0;
   size_t delta_mix_bytes = 0;
+  size_t hc_flat = 0, hc_mixes = 0, hc_coeffs = 0;
   size_t bytes() const;  // all of them, and the matmul workspace
 };
 
@@ -223,7 +281,12 @@ struct Shard::State {
   std::vector<float> rope_freqs;   // empty when the model has none
   std::vector<Layer> layers;       // layers [spec.layer_begin, spec.layer_end)
   std::vector<HeadRun> head_runs;  // the slice's heads grouped for the attention kernel
-  KvCache kv;
+  KvCache kv;                      // compressed attention: no layers (its state is in ckv)
+  CompressedKvCache ckv;
+  CompressedAttentionScratch compressed;
+  // Hyper-connections at the output: output_hc_fn [n_hc x n_hc n_embd], scale [1], base [n_hc].
+  PackedMatrix output_hc_fn;
+  std::vector<float> output_hc_scale, output_hc_base;
   kernels::Workspace workspace;
   kernels::AttendFn attend = nullptr;
   kernels::SiluMulFn silu_mul = nullptr;
@@ -259,6 +322,9 @@ struct Shard::State {
   std::vector<float> delta_qkv_buf, delta_z_buf, delta_ba_buf, delta_out_buf;
   DeltaNetScratch delta_scratch;
   DeltaNetDims delta_dims;  // the layers' sizes (the whole model's)
+  // Hyper-connections: the normed streams [n][n_hc n_embd], each token's mixes [n][n_mixes]
+  // and its pre, post and combination weights [n][n_mixes] (pre, post, comb in that order).
+  std::vector<float> hc_flat, hc_mixes, hc_coeffs;
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
@@ -288,13 +354,26 @@ struct Shard::State {
   void attend_cached(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
                      const float* queries, int64_t q_stride, int64_t k_dim, int64_t v_dim,
                      float* out, int64_t out_stride);
-  void ffn(const Layer& l, int64_t n, ThreadPool& pool);
+  void ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch);
   // The gated FFN gate/up -> act -> down of n rows of `in` into `out` ([n][n_embd]), with
-  // optional per-row biases.
+  // optional per-row biases; limit > 0 clamps SwiGLU (ops.h silu_clamp_mul).
   void gated_ffn(const PackedMatrix& gate, const PackedMatrix& up, const PackedMatrix& down,
                  int64_t n_ff, const float* in, int64_t n, ThreadPool& pool, float* a, float* b,
-                 float* out, const float* gate_bias, const float* up_bias);
-  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
+                 float* out, const float* gate_bias, const float* up_bias, float limit);
+  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch);
+  // Compressed attention of a layer (compressed_attention.h) from h into out [n][n_embd].
+  void compressed_attention_layer(const Layer& l, int64_t layer, const Batch& batch,
+                                  ThreadPool& pool, float* out);
+  CompressedAttentionOptions compressed_options(const Layer& l) const;
+  // Hyper-connections: h <- norm(sum_i pre_i X_i) (the sublayer's input, norm weight `norm`),
+  // keeping post and comb for hc_post; hc_post spreads the sublayer's output back.
+  void hc_pre(const PackedMatrix& fn, const std::vector<float>& scale,
+              const std::vector<float>& base, const std::vector<float>& norm, int64_t n,
+              ThreadPool& pool);
+  void hc_post(const float* out, int64_t n, ThreadPool& pool);
+  // The output head's reduction of the streams, in place: x [n][n_hc n_embd] -> [n][n_embd]
+  // (rows of the tokens that want logits only are used after it).
+  void hc_head(const Batch& batch, ThreadPool& pool);
   // A Gated DeltaNet layer from h into ffn_out's place `out` ([n][n_embd], before the
   // all-reduce).
   void linear_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
@@ -305,5 +384,12 @@ struct Shard::State {
   // The cache's shape for this shard.
   CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
 };
+
+// The compressed cache a shard of these layers holds (compressed_kv_cache.h).
+CompressedCacheShape compressed_cache_shape(const ArchSpec& arch, const HParams& hp,
+                                            const ShardSpec& spec, int64_t n_seq, int64_t n_ctx);
+// Bytes of the compressed attention's scratch (reserved for every layer of the shard).
+size_t compressed_scratch_bytes(const Shard::State& s, int64_t n_ctx, int64_t n_batch,
+                                int n_threads);
 
 }  // namespace herd::engine

@@ -4,10 +4,10 @@ namespace herd {
 namespace {
 
 constexpr auto kNeox = RopeStyle::kNeoxHalves;
-constexpr auto kMla = AttentionKind::kMla;
+constexpr auto kMla = AttentionKind::kMla, kCompressed = AttentionKind::kCompressed;
 constexpr auto kSandwich = NormPlacement::kSandwich;
 constexpr auto kGelu = Activation::kGeluTanh, kOai = Activation::kSwigluOai;
-constexpr auto kSigmoid = Gating::kSigmoid;
+constexpr auto kSigmoid = Gating::kSigmoid, kSqrtSoftplus = Gating::kSqrtSoftplus;
 constexpr auto kLinear = RopeScaling::kLinear, kYarn = RopeScaling::kYarn;
 
 // One row per architecture: what differs from llama (the defaults of ArchSpec). (GCC 12
@@ -83,6 +83,25 @@ constexpr ArchSpec kArchs[] = {
                .rope_factor = 40.0f,
                .rope_original_ctx = 4096,
                .yarn_log_multiplier = 0.1f}},
+    // DeepSeek V4 (Flash / Pro): ../shared/models/frontier2/README.md.
+    {.name = "deepseek4",
+     .attention = kCompressed,
+     .attn_sinks = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .yarn_scale_on_logits = true,  // the reference cancels rope's magnitude factor
+     .hyper_connections = true,
+     .sparse_compress_ratio = 4,
+     .default_gating = kSqrtSoftplus,
+     .default_rms_eps = 1e-6f,
+     .synth = {.gating = kSqrtSoftplus,
+               .n_expert_shared = 1,
+               .expert_weights_scale = 1.5f,
+               .rope_scaling = kYarn,
+               .rope_factor = 16.0f,
+               .rope_original_ctx = 65536,
+               .sliding_window = 128,
+               .window_ctx_div = 2}},
     // GLM-4.5 / 4.6 / 4.7 and GLM-4.5-Air (no q/k norm).
     {.name = "glm4moe",
      .rope_style = kNeox,
@@ -213,7 +232,41 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
     o.rope_base = arch.swa_rope_base;
     o.rope_scaling = RopeScaling::kNone;
   }
+  if (arch.attention == AttentionKind::kCompressed) {
+    // Every layer attends to its window; compressed layers add their entries and rope with
+    // their own base and the scaling, window-only layers with the plain base and none.
+    o.sliding = true;
+    const auto i = static_cast<size_t>(il);
+    o.compress_ratio = i < hp.compress_ratios.size() ? hp.compress_ratios[i] : 0;
+    o.compress_indexed = o.compress_ratio > 0 && o.compress_ratio == arch.sparse_compress_ratio;
+    if (o.compress_ratio > 0) {
+      o.rope_base = hp.compress_rope_base;
+    } else {
+      o.rope_scaling = RopeScaling::kNone;
+    }
+  }
+  o.hash_routed = o.moe && il < hp.n_hash_layers;
   return o;
+}
+
+bool state_cuts_back(const ArchSpec& arch) {
+  return arch.attention != AttentionKind::kCompressed;
+}
+
+std::string tensor_alias(std::string_view name) {
+  static constexpr std::pair<std::string_view, std::string_view> kSpellings[] = {
+      {"output_hc_", "hc_head_"},
+      {"attn_compressor_", "attn_compress_"},
+      {"indexer_compressor_", "indexer.compress_"},
+  };
+  for (const auto& [ours, theirs] : kSpellings) {
+    const size_t at = name.find(ours);
+    if (at != std::string_view::npos) {
+      return std::string(name.substr(0, at)) + std::string(theirs) +
+             std::string(name.substr(at + ours.size()));
+    }
+  }
+  return {};
 }
 
 std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
@@ -244,8 +297,48 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       add(weight, name, std::move(shape), role, split, dim);
       t.back().per_expert = !lo.nextn;
     };
+    if (arch.hyper_connections) {
+      // Kept f32 by quantizers (the role of a router): they mix the residual streams.
+      const int64_t flat = hp.hidden_width(), mixes = hp.n_hc_mixes();
+      for (const char* part : {"attn", "ffn"}) {
+        const bool attn = part[0] == 'a';
+        const std::string p = std::string("hc_") + part;
+        add(attn ? W::kHcAttnFn : W::kHcFfnFn, p + "_fn.weight", {flat, mixes},
+            TensorRole::kRouter);
+        add(attn ? W::kHcAttnScale : W::kHcFfnScale, p + "_scale.weight", {3}, kNorm);
+        add(attn ? W::kHcAttnBase : W::kHcFfnBase, p + "_base.weight", {mixes}, kBias);
+      }
+    }
     add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
-    if (lo.linear) {
+    if (arch.attention == AttentionKind::kCompressed) {
+      // Not cut by tensor parallelism: one latent head, and output groups over the heads.
+      const int64_t group = q_dim / hp.n_out_group, o_rows = hp.n_out_group * hp.o_lora_rank;
+      add(W::kAttnQA, "attn_q_a.weight", {hp.n_embd, hp.q_lora_rank}, kAttn);
+      add(W::kAttnQANorm, "attn_q_a_norm.weight", {hp.q_lora_rank}, kNorm);
+      add(W::kAttnQB, "attn_q_b.weight", {hp.q_lora_rank, q_dim}, kAttn);
+      add(W::kAttnKv, "attn_kv.weight", {hp.n_embd, hd}, kAttn);
+      add(W::kAttnKvANorm, "attn_kv_a_norm.weight", {hd}, kNorm);
+      add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias);
+      add(W::kAttnOutputA, "attn_output_a.weight", {group, o_rows}, kAttnV);
+      add(W::kAttnOutputB, "attn_output_b.weight", {o_rows, hp.n_embd}, kAttn);
+      if (lo.compress_ratio > 0) {
+        const int64_t width = lo.compress_indexed ? 2 * hd : hd, r = lo.compress_ratio;
+        add(W::kCompKv, "attn_compressor_kv.weight", {hp.n_embd, width}, kAttn);
+        add(W::kCompGate, "attn_compressor_gate.weight", {hp.n_embd, width}, kAttn);
+        add(W::kCompApe, "attn_compressor_ape.weight", {width, r}, kAttn);
+        add(W::kCompNorm, "attn_compressor_norm.weight", {hd}, kNorm);
+      }
+      if (lo.compress_indexed) {
+        const int64_t di = hp.indexer_head_dim, r = lo.compress_ratio;
+        add(W::kIndexerQB, "indexer.attn_q_b.weight", {hp.q_lora_rank, hp.n_indexer_head * di},
+            kAttn);
+        add(W::kIndexerProj, "indexer.proj.weight", {hp.n_embd, hp.n_indexer_head}, kAttn);
+        add(W::kIndexerCompKv, "indexer_compressor_kv.weight", {hp.n_embd, 2 * di}, kAttn);
+        add(W::kIndexerCompGate, "indexer_compressor_gate.weight", {hp.n_embd, 2 * di}, kAttn);
+        add(W::kIndexerCompApe, "indexer_compressor_ape.weight", {2 * di, r}, kAttn);
+        add(W::kIndexerCompNorm, "indexer_compressor_norm.weight", {di}, kNorm);
+      }
+    } else if (lo.linear) {
       // Gated DeltaNet. Not cut by tensor parallelism: the rank holding the first heads
       // runs the whole layer.
       const int64_t n_v = hp.delta_n_v_heads, dv = hp.delta_head_v;
@@ -313,7 +406,7 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
       if (arch.attn_sinks) add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0);
     }
-    if (!lo.linear) {
+    if (!lo.linear && arch.attention != AttentionKind::kCompressed) {
       add(W::kAttnOutput, "attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
     }
     if (arch.dsa_indexer) {
@@ -335,7 +428,13 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       const int64_t ff = hp.n_ff_expert, ne = hp.n_expert;
       add(W::kRouter, "ffn_gate_inp.weight", {hp.n_embd, ne}, TensorRole::kRouter);
       if (arch.expert_bias) add(W::kRouterBias, "ffn_gate_inp.bias", {ne}, kBias);
-      if (hp.expert_selection_bias) add(W::kSelectionBias, "exp_probs_b.bias", {ne}, kBias);
+      if (lo.hash_routed) {
+        // int32 expert ids per token id (kept as they are: the role of a router).
+        add(W::kHashExperts, "ffn_gate_tid2eid.weight", {hp.n_expert_used, hp.n_vocab},
+            TensorRole::kRouter);
+      } else if (hp.expert_selection_bias) {
+        add(W::kSelectionBias, "exp_probs_b.bias", {ne}, kBias);
+      }
       add_experts(W::kGateExps, "ffn_gate_exps.weight", {hp.n_embd, ff, ne}, TensorRole::kExperts,
                   kFf, 1);
       add_experts(W::kDownExps, "ffn_down_exps.weight", {ff, hp.n_embd, ne},
@@ -382,6 +481,11 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       add(W::kNone, "nextn.hnorm.weight", {hp.n_embd}, kNorm);
       add(W::kNone, "nextn.shared_head_norm.weight", {hp.n_embd}, kNorm);
     }
+  }
+  if (arch.hyper_connections) {
+    t.push_back({"output_hc_fn.weight", {hp.hidden_width(), hp.n_hc}, TensorRole::kRouter});
+    t.push_back({"output_hc_scale.weight", {1}, TensorRole::kNorm});
+    t.push_back({"output_hc_base.weight", {hp.n_hc}, TensorRole::kBias});
   }
   t.push_back({"output_norm.weight", {hp.n_embd}, TensorRole::kNorm});
   if (!hp.tied_output) {

@@ -22,6 +22,11 @@ enum class RopeStyle {
 enum class AttentionKind {
   kGqa,  // attn_q / attn_k / attn_v: grouped-query (multi-head when n_head_kv == n_head)
   kMla,  // DeepSeek's multi-head latent attention: one cached latent + rope key per token
+  // DeepSeek V4: one latent head used as both key and value (attn_kv), attending to a
+  // sliding window of raw rows plus compressed entries (per-layer compress ratio; the
+  // sparse ratio's layers choose theirs with a lightning indexer); grouped output projection
+  // (attn_output_a per group, attn_output_b). engine/compressed_attention.h.
+  kCompressed,
 };
 
 // Where a layer's RMSNorms sit.
@@ -38,7 +43,11 @@ enum class Activation {
 };
 
 // How the router turns its logits into expert probabilities.
-enum class Gating { kSoftmax, kSigmoid };
+enum class Gating {
+  kSoftmax,
+  kSigmoid,
+  kSqrtSoftplus,  // sqrt(softplus(logit)) (DeepSeek V4)
+};
 
 // How rope angles are stretched beyond the training context.
 enum class RopeScaling { kNone, kLinear, kYarn };
@@ -111,6 +120,13 @@ struct ArchSpec {
   // (mscale^2 / sqrt(head_dim), mscale = 1 + yarn_log_multiplier ln(factor)), not on
   // rope's cos and sin (which ggml's rope applies as 1 + 0.1 ln(factor) otherwise).
   bool yarn_scale_on_logits = false;
+  // Hyper-connections (DeepSeek V4's mHC, engine/hyper_connection.h): the residual is
+  // hyper_connection.count streams of n_embd per token, mixed before and after each sublayer
+  // by hc_attn_* / hc_ffn_* and reduced by output_hc_* before the output norm.
+  bool hyper_connections = false;
+  // kCompressed: layers whose compress ratio is this one are sparse (overlapping blocks and a
+  // lightning indexer, CSA); other compressed layers use every entry (HCA).
+  int64_t sparse_compress_ratio = 0;
   Gating default_gating = Gating::kSoftmax;  // without expert_gating_func in the file
   bool default_expert_weights_norm = true;   // without expert_weights_norm in the file
   // A file without expert_weights_scale is refused, as the reference refuses it (GLM: its
@@ -183,7 +199,8 @@ struct HParams {
   bool mla_kv_b = false;     // attn_kv_b present (older files; decompresses the latent)
   bool mla_split_b = false;  // attn_k_b / attn_v_b present (absorbed form)
   bool mla_3d_b = false;     // attn_k_b / attn_v_b are 3-D per head (mainline's converter)
-  // DeepSeek sparse attention's indexer (ArchSpec::dsa_indexer): heads, head size, top-k.
+  // DeepSeek sparse attention's indexer (ArchSpec::dsa_indexer; DeepSeek V4's lightning
+  // indexer on its sparse compressed layers): heads, head size, top-k.
   int64_t n_indexer_head = 0, indexer_head_dim = 0, indexer_top_k = 0;
 
   // The row's q/k norm (ArchSpec::qk_norm_optional) is not in this file (GLM-4.5-Air).
@@ -213,6 +230,22 @@ struct HParams {
   int64_t delta_n_v_heads = 0;    // ssm.time_step_rank
   int64_t delta_head_k = 0;       // ssm.state_size
   int64_t delta_head_v = 0;       // ssm.inner_size / ssm.time_step_rank
+  // Clamped SwiGLU (DeepSeek V4): min(silu(g), L) * clamp(u, -L, L) with L = swiglu_limit
+  // for routed experts and swiglu_limit_shared for shared ones; 0: plain SwiGLU.
+  float swiglu_limit = 0.0f, swiglu_limit_shared = 0.0f;
+  int64_t n_hash_layers = 0;  // the first layers route by token id (ffn_gate_tid2eid)
+
+  // Hyper-connections (ArchSpec::hyper_connections).
+  int64_t n_hc = 1;  // residual streams per token
+  int64_t hc_sinkhorn_iters = 20;
+  float hc_eps = 1e-6f;
+  int64_t n_hc_mixes() const { return 2 * n_hc + n_hc * n_hc; }
+  int64_t hidden_width() const { return n_hc * n_embd; }  // floats per token between layers
+
+  // Compressed attention (AttentionKind::kCompressed).
+  std::vector<int64_t> compress_ratios;      // [n_layer]: 0 window only, else positions per entry
+  float compress_rope_base = 0.0f;           // rope base of the compressed layers (with scaling)
+  int64_t n_out_group = 0, o_lora_rank = 0;  // attn_output_a's groups and rows per group
 };
 
 // What a weight is, so that type policies (the Q4_K_M mix) and loaders need not parse names.
@@ -288,6 +321,27 @@ enum class LayerWeight : uint8_t {
   kDeltaA,
   kDeltaNorm,  // ssm_norm: [dv]
   kDeltaOut,   // ssm_out: [n_embd x n_v * dv]
+  // DeepSeek V4: hyper-connections, the latent head, grouped output, compressors, indexer.
+  kHcAttnFn,
+  kHcAttnScale,
+  kHcAttnBase,
+  kHcFfnFn,
+  kHcFfnScale,
+  kHcFfnBase,
+  kAttnKv,
+  kAttnOutputA,  // per output group
+  kAttnOutputB,
+  kCompKv,
+  kCompGate,
+  kCompApe,
+  kCompNorm,
+  kIndexerQB,
+  kIndexerProj,
+  kIndexerCompKv,
+  kIndexerCompGate,
+  kIndexerCompApe,
+  kIndexerCompNorm,
+  kHashExperts,  // ffn_gate_tid2eid: int32 [n_used, n_vocab]
 };
 
 // Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.
@@ -317,10 +371,26 @@ struct LayerOptions {
   // Rope of this layer: base, and the scaling it uses (kNone on Gemma 3's local layers).
   float rope_base = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::kNone;
-  bool nextn = false;   // a NextN block (il >= hp.n_layer): listed, not run
-  bool linear = false;  // a Gated DeltaNet layer: no attention, a recurrent state per sequence
+  // kCompressed: positions per compressed entry (0: the window only), and whether the
+  // entries are chosen by the lightning indexer (sparse, CSA).
+  int64_t compress_ratio = 0;
+  bool compress_indexed = false;
+  bool hash_routed = false;  // the experts come from ffn_gate_tid2eid[token]
+  bool nextn = false;        // a NextN block (il >= hp.n_layer): listed, not run
+  bool linear = false;       // a Gated DeltaNet layer: no attention, a recurrent state per sequence
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
+
+// Whether a sequence's cached state can be cut back to any of its prefixes and continued: a
+// KV cache of positions can; compressed attention's window and compressor rings, which later
+// positions overwrite, continue only from their end (or start again at position 0).
+bool state_cuts_back(const ArchSpec& arch);
+
+// The other spelling of a tensor's name that converters also write (DeepSeek V4:
+// output_hc_* / hc_head_*, attn_compressor_* / attn_compress_*, indexer_compressor_* /
+// indexer.compress_*), or "" when it has none. A file may use either; herd's list uses the
+// first.
+std::string tensor_alias(std::string_view name);
 
 // Every tensor a model of this architecture and shape has, in file order: what the loader
 // binds, the tensor-parallel slicer cuts, the shipper sends, and the planner counts.

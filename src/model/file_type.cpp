@@ -76,6 +76,7 @@ std::vector<std::string_view> file_type_names() {
 TensorType tensor_type_for(const FileType& ft, const TensorSpec& t, const HParams& hp) {
   // Biases stay F32 also when 2-D (gpt-oss's per-expert [rows, n_expert] biases), and so
   // does the router, which llama-quantize never quantizes.
+  if (t.weight == LayerWeight::kHashExperts) return TensorType::I32;  // expert ids
   if (t.shape.size() == 1 || t.role == TensorRole::kRouter || t.role == TensorRole::kBias) {
     return TensorType::F32;
   }

@@ -19,6 +19,72 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+namespace {
+
+// DeepSeek V4's compressed attention and hyper-connections (README of
+// ../shared/models/frontier2): the keys its reference requires.
+void read_compressed_attention(const gguf::File& f, const std::string& a, bool partial,
+                               HParams& hp) {
+  auto positive = [&](const std::string& key) {
+    const uint64_t v = f.get_u64(key);
+    if (v == 0 || v > (1ull << 31))
+      fail(f, "'" + key + "' = " + std::to_string(v) + " is out of range");
+    return static_cast<int64_t>(v);
+  };
+  if (hp.n_head_kv != 1) fail(f, "compressed attention has one KV head (head_count_kv 1)");
+  if (hp.head_dim_v != hp.head_dim) fail(f, "compressed attention's values are its keys");
+  if (hp.n_rot >= hp.head_dim || hp.n_rot % 2 != 0) {
+    fail(f, "rope.dimension_count " + std::to_string(hp.n_rot) +
+                " must be even and smaller than the key size " + std::to_string(hp.head_dim));
+  }
+  // The latent's size, from its norm (the file has no kv_lora_rank): the key size.
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const auto* norm = f.find_tensor("blk." + std::to_string(il) + ".attn_kv_a_norm.weight");
+    if (norm == nullptr && partial) continue;
+    if (norm == nullptr) fail(f, "missing tensor 'blk.0.attn_kv_a_norm.weight'");
+    hp.kv_lora_rank = norm->shape[0];
+    break;
+  }
+  if (hp.kv_lora_rank != 0 && hp.kv_lora_rank != hp.head_dim) {
+    fail(f, "attn_kv_a_norm has " + std::to_string(hp.kv_lora_rank) + " values; the key size is " +
+                std::to_string(hp.head_dim));
+  }
+  hp.q_lora_rank = positive(a + "attention.q_lora_rank");
+  hp.sliding_window = positive(a + "attention.sliding_window");
+  hp.n_out_group = positive(a + "attention.output_group_count");
+  hp.o_lora_rank = positive(a + "attention.output_lora_rank");
+  if ((hp.n_head * hp.head_dim) % hp.n_out_group != 0) {
+    fail(f, "attention.output_group_count " + std::to_string(hp.n_out_group) +
+                " does not divide the heads' outputs");
+  }
+  const std::vector<int32_t> ratios = f.get_i32_array(a + "attention.compress_ratios");
+  if (static_cast<int64_t>(ratios.size()) != hp.n_layer) {
+    fail(f, "attention.compress_ratios has " + std::to_string(ratios.size()) + " entries for " +
+                std::to_string(hp.n_layer) + " layers");
+  }
+  hp.compress_ratios.clear();
+  for (int32_t r : ratios) {
+    if (r < 0 || r > (1 << 20)) fail(f, "compress ratio " + std::to_string(r) + " is out of range");
+    hp.compress_ratios.push_back(r);
+  }
+  hp.compress_rope_base =
+      f.get_f32_opt(a + "attention.compress_rope_freq_base").value_or(hp.rope_base);
+  hp.n_indexer_head = positive(a + "attention.indexer.head_count");
+  hp.indexer_head_dim = positive(a + "attention.indexer.key_length");
+  hp.indexer_top_k = positive(a + "attention.indexer.top_k");
+  if (hp.indexer_head_dim > 512 || (hp.indexer_head_dim & (hp.indexer_head_dim - 1)) != 0 ||
+      hp.indexer_head_dim < hp.n_rot) {
+    fail(f, "attention.indexer.key_length " + std::to_string(hp.indexer_head_dim) +
+                " must be a power of two of at least the rope dims, at most 512");
+  }
+  hp.n_hc = positive(a + "hyper_connection.count");
+  if (hp.n_hc > 8) fail(f, "hyper_connection.count is at most 8");
+  hp.hc_sinkhorn_iters = positive(a + "hyper_connection.sinkhorn_iterations");
+  hp.hc_eps = f.get_f32_opt(a + "hyper_connection.epsilon").value_or(1e-6f);
+}
+
+}  // namespace
+
 ModelInfo read_model_info(const gguf::File& f, bool partial) {
   ModelInfo info;
   const std::string arch_name(f.get_string("general.architecture"));
@@ -95,6 +161,8 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
            "multi-head latent attention needs 'blk.0.attn_kv_b.weight' or "
            "'blk.0.attn_k_b.weight' and 'blk.0.attn_v_b.weight'");
     }
+  } else if (arch.attention == AttentionKind::kCompressed) {
+    read_compressed_attention(f, a, partial, hp);
   } else if (hp.head_dim_v != hp.head_dim) {
     fail(f, "different key and value head sizes are not supported for grouped-query attention");
   } else if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
@@ -179,9 +247,11 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
         hp.gating = Gating::kSoftmax;
       } else if (func == 2) {
         hp.gating = Gating::kSigmoid;
+      } else if (func == 4) {
+        hp.gating = Gating::kSqrtSoftplus;
       } else {
         fail(f, "expert_gating_func " + std::to_string(func) +
-                    " is not supported (1 softmax, 2 sigmoid)");
+                    " is not supported (1 softmax, 2 sigmoid, 4 sqrt-softplus)");
       }
     }
     hp.expert_weights_norm = f.has(a + "expert_weights_norm")
@@ -202,7 +272,14 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
                   std::to_string(hp.n_expert) + " experts with " +
                   std::to_string(hp.n_expert_used) + " used");
     }
-    for (int64_t il = hp.n_leading_dense; il < hp.n_layer; ++il) {
+    // Clamped SwiGLU (DeepSeek V4; its routed experts' limit is required).
+    if (f.has(a + "swiglu_clamp_exp") || arch.hyper_connections) {
+      hp.swiglu_limit = f.get_f32(a + "swiglu_clamp_exp");
+      hp.swiglu_limit_shared = f.get_f32_opt(a + "swiglu_clamp_shexp").value_or(hp.swiglu_limit);
+    }
+    hp.n_hash_layers = static_cast<int64_t>(f.get_u64_opt(a + "hash_layer_count").value_or(0));
+    if (hp.n_hash_layers > hp.n_layer) fail(f, "hash_layer_count exceeds block_count");
+    for (int64_t il = std::max(hp.n_leading_dense, hp.n_hash_layers); il < hp.n_layer; ++il) {
       if (f.find_tensor("blk." + std::to_string(il) + ".exp_probs_b.bias") != nullptr) {
         hp.expert_selection_bias = true;
         break;
@@ -252,8 +329,12 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   }
   hp.tied_output = head == nullptr;
 
-  for (const TensorSpec& spec : model_tensors(arch, hp)) {
+  for (TensorSpec spec : model_tensors(arch, hp)) {
     const gguf::TensorInfo* t = f.find_tensor(spec.name);
+    if (t == nullptr) {  // the other spelling converters use (the list then names it so)
+      const std::string alias = tensor_alias(spec.name);
+      if (!alias.empty() && (t = f.find_tensor(alias)) != nullptr) spec.name = alias;
+    }
     if (t == nullptr && partial) continue;
     if (t == nullptr) fail(f, "missing tensor '" + spec.name + "'");
     const std::vector<int64_t> expected =

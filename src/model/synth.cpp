@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -104,6 +105,27 @@ void draw_row(uint64_t seed, size_t index, int64_t row, Init init, std::vector<f
   for (float& x : out) x = init.mean + init.scale * rng.normal();
 }
 
+// ffn_gate_tid2eid [n_used, n_vocab] int32: for each token id n_used distinct experts, drawn
+// like the reference's test models (the first of a permutation).
+void write_hash_experts(uint64_t seed, size_t index, const TensorSpec& t, const HParams& hp,
+                        std::span<uint8_t> out) {
+  const int64_t n_used = t.shape[0], n_vocab = t.shape[1];
+  std::vector<int32_t> ids(static_cast<size_t>(n_used * n_vocab));
+  std::vector<int32_t> perm(static_cast<size_t>(hp.n_expert));
+  for (int64_t v = 0; v < n_vocab; ++v) {
+    Rng rng(seed ^ (0x100000001b3ULL * (index + 1)) ^ (static_cast<uint64_t>(v) << 32));
+    for (int64_t e = 0; e < hp.n_expert; ++e)
+      perm[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+    for (int64_t j = 0; j < n_used; ++j) {  // a partial Fisher-Yates shuffle
+      const auto k = j + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hp.n_expert - j));
+      std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(k)]);
+      ids[static_cast<size_t>(v * n_used + j)] = perm[static_cast<size_t>(j)];
+    }
+  }
+  HERD_CHECK(out.size() == ids.size() * sizeof(int32_t));
+  std::memcpy(out.data(), ids.data(), out.size());
+}
+
 // Writes the tokenizer.* metadata: copied from a vocabulary file, or the built-in one.
 int64_t write_vocab(gguf::Writer& w, const std::string& vocab_path) {
   if (vocab_path.empty()) {
@@ -178,6 +200,24 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
     u32("attention.kv_lora_rank", hp.kv_lora_rank);
   }
   if (hp.sliding_window > 0) u32("attention.sliding_window", hp.sliding_window);
+  if (arch.attention == AttentionKind::kCompressed) {
+    // DeepSeek V4's keys, as ../shared/models/frontier2/README.md lists them.
+    u32("attention.q_lora_rank", hp.q_lora_rank);
+    u32("attention.output_group_count", hp.n_out_group);
+    u32("attention.output_lora_rank", hp.o_lora_rank);
+    std::vector<int32_t> ratios(hp.compress_ratios.begin(), hp.compress_ratios.end());
+    w.set_i32_array(a + ".attention.compress_ratios", ratios);
+    w.set_f32(a + ".attention.compress_rope_freq_base", hp.compress_rope_base);
+    u32("attention.indexer.head_count", hp.n_indexer_head);
+    u32("attention.indexer.key_length", hp.indexer_head_dim);
+    u32("attention.indexer.top_k", hp.indexer_top_k);
+    u32("hash_layer_count", hp.n_hash_layers);
+    w.set_f32(a + ".swiglu_clamp_exp", hp.swiglu_limit);
+    w.set_f32(a + ".swiglu_clamp_shexp", hp.swiglu_limit_shared);
+    u32("hyper_connection.count", hp.n_hc);
+    u32("hyper_connection.sinkhorn_iterations", hp.hc_sinkhorn_iters);
+    w.set_f32(a + ".hyper_connection.epsilon", hp.hc_eps);
+  }
   if (hp.rope_scaling == RopeScaling::kLinear) {
     w.set_string(a + ".rope.scaling.type", "linear");
     w.set_f32(a + ".rope.scaling.factor", hp.rope_factor);
@@ -215,7 +255,9 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
     // written for every MoE architecture so that no reader falls back on a default.
     u32("leading_dense_block_count", hp.n_leading_dense);
     u32("expert_shared_count", hp.n_expert_shared);
-    u32("expert_gating_func", hp.gating == Gating::kSigmoid ? 2 : 1);
+    u32("expert_gating_func", hp.gating == Gating::kSqrtSoftplus ? 4
+                              : hp.gating == Gating::kSigmoid    ? 2
+                                                                 : 1);
     w.set_bool(a + ".expert_weights_norm", hp.expert_weights_norm);
     w.set_f32(a + ".expert_weights_scale", hp.expert_weights_scale);
     u32("expert_group_count", hp.n_expert_group);
@@ -233,6 +275,7 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   const ArchSpec* arch = find_arch(o.arch);
   if (arch == nullptr) bad_option("unknown architecture '" + o.arch + "'");
   const bool mla = arch->attention == AttentionKind::kMla;
+  const bool compressed = arch->attention == AttentionKind::kCompressed;
   const SynthDefaults& d = arch->synth;
   HParams hp;
   hp.n_vocab = n_vocab;
@@ -311,6 +354,37 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
       hp.indexer_head_dim = d.indexer_head_dim;
       hp.indexer_top_k = d.indexer_top_k;
     }
+  } else if (compressed) {
+    // One latent head (K = V); rope on the last quarter of it (V4: 64 of 512).
+    if (o.n_head_kv > 0 && o.n_head_kv != 1) bad_option("--kv-heads: " + o.arch + " has one");
+    if (o.head_dim_v > 0 && o.head_dim_v != hp.head_dim) {
+      bad_option("--head-dim-v: " + o.arch + "'s values are its keys");
+    }
+    hp.n_head_kv = 1;
+    hp.n_rot = o.rope_dim >= 0 ? o.rope_dim : std::max<int64_t>(2, hp.head_dim / 4 / 2 * 2);
+    if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot >= hp.head_dim) {
+      bad_option("--rope-dim " + std::to_string(hp.n_rot) +
+                 " must be even, positive and smaller than the key size " +
+                 std::to_string(hp.head_dim));
+    }
+    hp.kv_lora_rank = hp.head_dim;
+    hp.q_lora_rank = o.q_lora_rank > 0 ? o.q_lora_rank : std::max<int64_t>(2, hp.n_embd / 2);
+    if (o.kv_lora_rank >= 0) bad_option("--kv-lora: " + o.arch + "'s latent is the key size");
+    hp.n_out_group = hp.n_head % 2 == 0 ? 2 : 1;
+    hp.o_lora_rank = std::max<int64_t>(1, hp.n_embd / 2);
+    // Layer 0 the window only, then CSA and HCA layers alternating (V4's pattern).
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      hp.compress_ratios.push_back(il == 0 ? 0 : il % 2 == 1 ? arch->sparse_compress_ratio : 128);
+    }
+    hp.compress_rope_base = 160000.0f;
+    hp.indexer_head_dim = 16;  // a power of two, at least the rope dims, at most half a key
+    while (hp.indexer_head_dim * 4 <= hp.head_dim && hp.indexer_head_dim < 128)
+      hp.indexer_head_dim *= 2;
+    while (hp.indexer_head_dim < hp.n_rot) hp.indexer_head_dim *= 2;
+    hp.n_indexer_head = std::min<int64_t>(64, 4 * hp.n_head);
+    hp.indexer_top_k = std::clamp<int64_t>(hp.n_ctx / 64, 4, 512);
+    hp.n_hc = 4;
+    hp.swiglu_limit = hp.swiglu_limit_shared = 10.0f;  // the real models' clamp
   } else {
     if (o.head_dim_v > 0 && o.head_dim_v != hp.head_dim) {
       bad_option(
@@ -364,11 +438,14 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
 
   // Sliding window: the row says which layers are local; a window for an architecture
   // without local layers would be written and never used.
-  if (o.sliding_window > 0 && arch->swa_period == 0) {
+  // (Compressed attention: every layer has a window.)
+  const bool windows = arch->swa_period > 0 || compressed;
+  if (o.sliding_window > 0 && !windows) {
     bad_option("--window: " + o.arch + " has no sliding-window layers");
   }
+  if (o.sliding_window == 0 && compressed) bad_option("--window: " + o.arch + " needs one");
   hp.sliding_window = o.sliding_window >= 0 ? o.sliding_window
-                      : arch->swa_period == 0
+                      : !windows
                           ? 0
                           : std::clamp<int64_t>(hp.n_ctx / d.window_ctx_div, 1, d.sliding_window);
 
@@ -435,19 +512,25 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
       if (hp.n_expert_shared != 1) bad_option("--shared-experts: " + o.arch + " has one");
       hp.n_ff_shared = hp.n_ff_expert;
     }
-    const std::string gating = !o.gating.empty()              ? o.gating
-                               : d.gating == Gating::kSigmoid ? "sigmoid"
-                                                              : "softmax";
+    const std::string gating = !o.gating.empty()                   ? o.gating
+                               : d.gating == Gating::kSigmoid      ? "sigmoid"
+                               : d.gating == Gating::kSqrtSoftplus ? "sqrt-softplus"
+                                                                   : "softmax";
     if (gating == "softmax") {
       hp.gating = Gating::kSoftmax;
     } else if (gating == "sigmoid") {
       hp.gating = Gating::kSigmoid;
+    } else if (gating == "sqrt-softplus") {
+      hp.gating = Gating::kSqrtSoftplus;
     } else {
-      bad_option("--gating '" + gating + "' is not one of softmax, sigmoid");
+      bad_option("--gating '" + gating + "' is not one of softmax, sigmoid, sqrt-softplus");
     }
-    // V3's sigmoid router carries a selection bias (exp_probs_b); V2's softmax one does not.
-    hp.expert_selection_bias = hp.gating == Gating::kSigmoid;
-    hp.expert_weights_norm = hp.gating == Gating::kSigmoid || arch->default_expert_weights_norm;
+    // V3's sigmoid router (and V4's) carry a selection bias (exp_probs_b); V2's softmax one
+    // does not.
+    hp.expert_selection_bias = hp.gating != Gating::kSoftmax;
+    hp.expert_weights_norm = hp.gating != Gating::kSoftmax || arch->default_expert_weights_norm;
+    // V4 routes its first layers by token id (three of them in the real models).
+    if (compressed) hp.n_hash_layers = std::min<int64_t>(3, hp.n_layer / 2);
     // The row's scale goes with the row's router (V3's 2.5 with its sigmoid, not V2's softmax).
     hp.expert_weights_scale = o.expert_weights_scale > 0 ? o.expert_weights_scale
                               : hp.gating == d.gating    ? d.expert_weights_scale
@@ -524,6 +607,12 @@ void synthesize(const SynthOptions& o) {
   uint64_t done = 0;
   w.write(o.out_path, [&](size_t index, std::span<uint8_t> out) {
     const TensorSpec& t = specs[index];
+    if (t.weight == LayerWeight::kHashExperts) {  // distinct expert ids per token id
+      write_hash_experts(o.seed, index, t, hp, out);
+      done += out.size();
+      if (o.progress) o.progress(done, total);
+      return;
+    }
     const TypeTraits& traits = type_traits(types[index]);
     const int64_t n_cols = t.shape[0];
     const int64_t n_rows = static_cast<int64_t>(t.shape.size() > 1 ? t.shape[1] : 1) *

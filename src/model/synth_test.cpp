@@ -169,7 +169,7 @@ SynthOptions small_new(const std::string& arch, const std::string& type, const s
   o.n_embd = 128;
   o.n_ff = 256;
   o.n_layer = arch == "gemma3" ? 6 : 3;  // gemma3: five local layers, then a global one
-  o.n_head_kv = arch == "deepseek2" ? 0 : 2;
+  o.n_head_kv = arch == "deepseek2" || arch == "deepseek4" ? 0 : 2;
   o.head_dim = 64;
   o.n_expert = 8;
   o.n_expert_used = 0;  // the architecture's default (gpt-oss: 4)
@@ -238,6 +238,10 @@ void expect_reads_back(const SynthOptions& o) {
   EXPECT_EQ(got.n_expert_group_used, want.n_expert_group_used);
   EXPECT_EQ(got.expert_selection_bias, want.expert_selection_bias);
   EXPECT_EQ(got.tied_output, want.tied_output);
+  EXPECT_EQ(got.compress_ratios, want.compress_ratios);
+  EXPECT_EQ(got.n_hc, want.n_hc);
+  EXPECT_EQ(got.n_hash_layers, want.n_hash_layers);
+  EXPECT_EQ(got.swiglu_limit, want.swiglu_limit);
   EXPECT_EQ(got.n_nextn, want.n_nextn);
   EXPECT_EQ(got.qk_norm_absent, want.qk_norm_absent);
   EXPECT_EQ(got.n_indexer_head, want.n_indexer_head);
@@ -279,7 +283,7 @@ float mla_cut_error(const gguf::File& f, const HParams& hp, int il) {
 
 TEST(Synth, NewArchitecturesReadBackInEveryType) {
   for (const std::string arch :
-       {"deepseek2", "gpt-oss", "gemma3", "glm4moe", "minimax-m2", "glm-dsa"}) {
+       {"deepseek2", "gpt-oss", "gemma3", "glm4moe", "minimax-m2", "glm-dsa", "deepseek4"}) {
     for (const std::string type : {"f32", "q8_0", "q4_k_m"}) {
       SCOPED_TRACE(arch + " " + type);
       SynthOptions o = small_new(arch, type, "synth_" + arch + "_" + type + ".gguf");
@@ -408,6 +412,48 @@ TEST(Synth, DeepSeek2HasV3Layout) {
   double var = 0;
   for (float x : kv) var += x * x / static_cast<double>(kv.size());
   EXPECT_NEAR(std::sqrt(var), 1.0 / 8.0, 0.01);
+}
+
+// DeepSeek V4: its keys as frontier2's README lists them, the hyper-connection matrices kept
+// f32 in a q8_0 file, and a hash table of distinct expert ids per token.
+TEST(Synth, DeepSeek4HasV4Layout) {
+  SynthOptions o = small_new("deepseek4", "q8_0", "synth_ds4_layout.gguf");
+  o.n_layer = 4;
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  EXPECT_EQ(f.get_u32("deepseek4.attention.head_count_kv"), 1u);
+  EXPECT_EQ(f.get_i32_array("deepseek4.attention.compress_ratios"),
+            (std::vector<int32_t>{0, 4, 128, 4}));
+  EXPECT_EQ(f.get_u32("deepseek4.expert_gating_func"), 4u);
+  EXPECT_EQ(f.get_u32("deepseek4.hyper_connection.count"), 4u);
+  EXPECT_EQ(f.get_u32("deepseek4.hash_layer_count"), 2u);
+  EXPECT_EQ(f.get_f32("deepseek4.swiglu_clamp_exp"), 10.0f);
+  EXPECT_FALSE(f.has("deepseek4.attention.kv_lora_rank"));  // read from attn_kv_a_norm
+  const ModelInfo info = read_model_info(f);
+  EXPECT_EQ(info.hp.kv_lora_rank, 64);
+  EXPECT_EQ(f.tensor("blk.0.hc_attn_fn.weight").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("output_hc_fn.weight").type, TensorType::F32);
+  EXPECT_EQ(f.tensor("blk.1.attn_compressor_kv.weight").type, TensorType::Q8_0);
+  EXPECT_EQ(f.tensor("blk.1.attn_compressor_kv.weight").shape, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(f.tensor("blk.2.attn_compressor_kv.weight").shape, (std::vector<int64_t>{128, 64}));
+  EXPECT_NE(f.find_tensor("blk.3.indexer.proj.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.2.indexer.proj.weight"), nullptr);  // HCA: no indexer
+  EXPECT_EQ(f.find_tensor("blk.1.exp_probs_b.bias"), nullptr);     // hash-routed
+  EXPECT_NE(f.find_tensor("blk.2.exp_probs_b.bias"), nullptr);
+  const gguf::TensorInfo& map = f.tensor("blk.0.ffn_gate_tid2eid.weight");
+  ASSERT_EQ(map.type, TensorType::I32);
+  std::vector<int32_t> ids(static_cast<size_t>(map.n_elements));
+  std::memcpy(ids.data(), map.data, ids.size() * sizeof(int32_t));
+  std::set<int32_t> used;
+  for (size_t t = 0; t < ids.size(); t += 2) {
+    EXPECT_NE(ids[t], ids[t + 1]);
+    for (size_t j = t; j < t + 2; ++j) {
+      EXPECT_GE(ids[j], 0);
+      EXPECT_LT(ids[j], 8);
+      used.insert(ids[j]);
+    }
+  }
+  EXPECT_EQ(used.size(), 8u);
 }
 
 TEST(Synth, DeepSeek2CutSurvivesRounding) {

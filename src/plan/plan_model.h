@@ -63,6 +63,11 @@ struct PlanModel {
   uint64_t recurrent_state_bytes = 0;
 
   bool moe() const { return n_expert > 0; }
+  // Whether a layer can be cut over tensor-parallel ranks (compressed attention and its
+  // hyper-connections cannot yet: such models split by pipeline only).
+  bool tensor_splittable() const {
+    return arch_row == nullptr || arch_row->attention != AttentionKind::kCompressed;
+  }
   // Multiply-adds x 2 of one layer's matrices for one token (the experts a token runs
   // through, for MoE): the work of prefill, where a node's matmul speed sets the pace.
   double layer_flops_per_token() const;

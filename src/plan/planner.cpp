@@ -527,6 +527,13 @@ Plan plan(const PlanModel& model, const std::vector<NodeProfile>& nodes,
     return std::move(*plan);
   };
 
+  const bool wide =
+      options.mode == Mode::kTensor || (options.mode == Mode::kHybrid && options.tensor_ranks > 1);
+  if (wide && !model.tensor_splittable()) {
+    throw Error("plan", model.arch +
+                            "'s layers are not cut by tensor parallelism yet: use --parallel "
+                            "pipeline");
+  }
   switch (options.mode) {
     case Mode::kPipeline:
       return finish(planner.pipeline(singles(candidates)), candidates, "pipeline split");
@@ -565,7 +572,8 @@ Plan plan(const PlanModel& model, const std::vector<NodeProfile>& nodes,
     slowest = std::min(slowest, nodes[static_cast<size_t>(node)].bandwidth_gbs);
     fastest = std::max(fastest, nodes[static_cast<size_t>(node)].bandwidth_gbs);
   }
-  if (fastest <= slowest * kSimilarBandwidth && candidates.size() <= kAutoTensorMaxRanks) {
+  if (fastest <= slowest * kSimilarBandwidth && candidates.size() <= kAutoTensorMaxRanks &&
+      model.tensor_splittable()) {
     std::vector<std::string> tensor_notes;
     const std::vector<int> ranks = planner.drop_small_ranks(candidates, tensor_notes);
     if (ranks.size() == candidates.size()) {

@@ -518,6 +518,33 @@ TEST(PlanModelFrom, MlaCacheIsWhatTheShardAllocates) {
   }
 }
 
+TEST(PlanModelFrom, CompressedCacheIsWhatTheShardAllocates) {
+  // frontier2's deepseek4: each pipeline stage counts the window rows, compressor rings and
+  // entries of its own layers (they differ by layer: 0, 4, 128, 4), as its shard allocates
+  // them, far less than a row per position; tensor parallelism is refused, auto pipelines.
+  const gguf::File f = gguf::File::open("../shared/models/frontier2/deepseek4-f32.gguf");
+  const ModelInfo info = read_model_info(f);
+  const PlanModel m = plan_model_from(info, f);
+  const std::vector<NodeProfile> nodes = {node("local", 1, 10), node("b", 1, 10)};
+  PlanOptions o = options(PlanOptions::Mode::kPipeline);
+  o.n_ctx = 256;
+  const Plan p = checked_plan(m, nodes, o);
+  ASSERT_EQ(p.stages.size(), 2u);
+  uint64_t total = 0;
+  for (const Stage& s : p.stages) {
+    const uint64_t kv = estimate_memory(m, o, rank_load(m, s, s.ranks[0])).kv_cache;
+    engine::ShardOptions so;
+    so.n_ctx = o.n_ctx;
+    so.n_seq = o.n_seq;
+    EXPECT_EQ(kv, engine::Shard::sizes(info, shard_spec(s, s.ranks[0], true), so).kv_bytes);
+    EXPECT_GT(kv, 0u);
+    total += kv;
+  }
+  EXPECT_LT(total, uint64_t{4} * 256 * 64 * 2);  // one F16 latent per position and layer
+  EXPECT_THROW(plan(m, nodes, options(PlanOptions::Mode::kTensor)), Error);
+  EXPECT_EQ(checked_plan(m, nodes, options(PlanOptions::Mode::kAuto)).stages.size(), 2u);
+}
+
 TEST(PlanModelFrom, MatchesTheFile) {
   for (const char* name : {"llama-q4_0", "qwen3moe-f16", "llama3r-f32"}) {
     const gguf::File f = gguf::File::open(std::string("../shared/models/") + name + ".gguf");

@@ -63,6 +63,27 @@ uint64_t slice_bytes(uint64_t total, int64_t part, int64_t whole) {
   return q * p + (r * p + w - 1) / w;
 }
 
+namespace {
+
+// Compressed attention keeps a window of rows, compressor states and one entry per `ratio`
+// positions per layer, which differ by layer: the shard's own count of the stage's layers.
+uint64_t compressed_cache_bytes(const PlanModel& m, const PlanOptions& o, const RankLoad& load) {
+  if (load.n_layers == 0 || load.kv_heads == 0) return 0;
+  ModelInfo info;
+  info.arch = m.arch_row;
+  info.hp = m.hp;
+  engine::ShardSpec spec;
+  spec.layer_begin = load.layer_begin;
+  spec.layer_end = load.layer_begin + load.n_layers;
+  engine::ShardOptions so;
+  so.n_ctx = o.n_ctx;
+  so.n_seq = std::max<int64_t>(1, o.n_seq);
+  so.n_batch = 1;
+  return engine::Shard::sizes(info, spec, so).kv_bytes;
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const RankLoad& load) {
   MemoryEstimate e;
   const int64_t cells = m.n_ff * std::max<int64_t>(1, m.n_expert);
@@ -78,14 +99,18 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
       e.weights += slice_bytes(m.output_bytes, load.vocab_rows, m.n_vocab);
     }
   }
-  // Attention layers cache their KV heads' rows of every position; recurrent layers one
-  // state per sequence, on every rank (engine/kv_cache.h).
-  e.kv_cache =
-      capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
-                      static_cast<uint64_t>(load.kv_heads), m.kv_bytes_per_head_per_token(),
-                      static_cast<uint64_t>(o.n_ctx), static_cast<uint64_t>(o.n_seq)}) +
-      capped_product({static_cast<uint64_t>(load.n_recurrent), m.recurrent_state_bytes,
-                      static_cast<uint64_t>(o.n_seq)});
+  if (m.arch_row != nullptr && m.arch_row->attention == AttentionKind::kCompressed) {
+    e.kv_cache = compressed_cache_bytes(m, o, load);
+  } else {
+    // Attention layers cache their KV heads' rows of every position; recurrent layers one
+    // state per sequence, on every rank (engine/kv_cache.h).
+    e.kv_cache =
+        capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
+                        static_cast<uint64_t>(load.kv_heads), m.kv_bytes_per_head_per_token(),
+                        static_cast<uint64_t>(o.n_ctx), static_cast<uint64_t>(o.n_seq)}) +
+        capped_product({static_cast<uint64_t>(load.n_recurrent), m.recurrent_state_bytes,
+                        static_cast<uint64_t>(o.n_seq)});
+  }
   e.scratch = scratch_bytes(m, o, load);
   return e;
 }
@@ -94,6 +119,7 @@ RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
   HERD_CHECK(stage.layer_begin >= 0 && stage.layer_begin <= stage.layer_end &&
              stage.layer_end <= static_cast<int64_t>(m.layers.size()));
   RankLoad load;
+  load.layer_begin = stage.layer_begin;
   load.n_layers = stage.layer_end - stage.layer_begin;
   load.n_recurrent = m.recurrent_layers(stage.layer_begin, stage.layer_end);
   for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) {

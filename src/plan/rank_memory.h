@@ -16,6 +16,7 @@ namespace herd {
 
 // What one rank holds, as counts: the planner's view before ranges are placed.
 struct RankLoad {
+  int64_t layer_begin = 0;  // the stage's first layer (layers differ in their caches)
   int64_t n_layers = 0;
   int64_t n_recurrent = 0;  // of which keep a recurrent state, not a KV cache
   PlanLayer layers;         // sums over the stage's layers
