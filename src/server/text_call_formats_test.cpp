@@ -290,7 +290,10 @@ TEST(TextCallFormats, GemmaCalls) {
 // Gemma 4 thinks in <|channel>thought ... <channel|>, which it opens itself.
 TEST(TextCallFormats, GemmaThinking) {
   OutputParserOptions o = options(ToolFormat::kGemma);
-  o.reasoning_markers = *reasoning_markers("{{ '<|channel>thought\\n<channel|>' }}");
+  set_reasoning(o, "{{ '<|channel>thought\\n<channel|>' }}", "<|turn>model\n");
+  EXPECT_TRUE(o.reasoning);
+  EXPECT_FALSE(o.starts_in_reasoning);  // Gemma 4 opens it itself
+  EXPECT_EQ(o.reasoning_markers.close, "<channel|>");
   const ParsedDelta d = both(o,
                              "<|channel>thought\nThe weather.<channel|>Let me look."
                              "<|tool_call>call:now{}<tool_call|>");
