@@ -384,8 +384,7 @@ echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - 
 # --- The models of 2026: Gated DeltaNet hybrids (qwen35moe, qwen3next), whose linear layers
 # keep a recurrent state per sequence on the node that holds them. The pipelines' micro-
 # batches cut a prompt into runs, which the recurrence does not see: identical to one
-# process. Tensor-parallel ranks: close (the linear layers run on the rank of the first
-# heads).
+# process. Tensor-parallel ranks (the linear layers cut by V head): close.
 frontier=$models/frontier2
 for m in qwen35moe-f32 qwen35moe-q8_0 qwen3next-f32; do
   eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
@@ -393,6 +392,7 @@ for m in qwen35moe-f32 qwen35moe-q8_0 qwen3next-f32; do
   frontier_case "$m" pipeline "$peers3" --parallel pipeline:3
 done
 frontier_case qwen35moe-f32 close "$peers2" --parallel tensor --moe expert-parallel
+frontier_case qwen35moe-q8_0 close "$peers3" --parallel tensor --moe split-experts
 frontier_case qwen3next-f32 close "$peers3" --parallel tensor --moe split-experts
 echo "cluster_e2e: Gated DeltaNet hybrids across nodes ok"
 
