@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes as model output for OutputParser, in every format (the
-// first byte picks the format and options, the second how the text is cut into pieces).
+// first byte picks the format and options, the second how the text is cut into pieces), with
+// the parameter types of a fixed set of tools.
 // Anything but a clean return -- a crash, a hang, a sanitizer report, an exception -- is a
 // bug. The reply must also read the same whole and in pieces, since a stream and a
 // non-streamed reply are the same reply; and a forced call is always there.
@@ -7,6 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
+#include "server/argument_types.h"
 #include "server/output_parser.h"
 
 namespace {
@@ -20,8 +24,18 @@ constexpr ToolFormat kFormats[] = {
     ToolFormat::kNone,         ToolFormat::kHermes,      ToolFormat::kLlama3Json,
     ToolFormat::kMistral,      ToolFormat::kMistralArgs, ToolFormat::kMistralCallId,
     ToolFormat::kDeepSeek,     ToolFormat::kKimi,        ToolFormat::kHarmony,
-    ToolFormat::kDeepSeekDsml, ToolFormat::kDeepSeekR1,
+    ToolFormat::kDeepSeekDsml, ToolFormat::kDeepSeekR1,  ToolFormat::kDeepSeekV4,
+    ToolFormat::kQwenXml,      ToolFormat::kGlm,         ToolFormat::kGemma,
 };
+
+// The tools of every input: their parameters' types type the values of the formats that
+// write them as text (a parameter not listed is typed by its text alone).
+const std::shared_ptr<const herd::server::ParameterTypes> kTypes =
+    herd::server::parameter_types(nlohmann::ordered_json::parse(R"([
+  {"type": "function", "function": {"name": "f", "parameters": {"properties": {
+    "s": {"type": "string"}, "n": {"type": "integer"}, "b": {"type": "boolean"},
+    "o": {"type": "object"}, "a": {"type": ["array", "null"]}, "e": {"enum": ["x", 1]}}}}},
+  {"type": "function", "function": {"name": "get_weather"}}])"));
 
 ParsedDelta parse(const OutputParserOptions& o, std::string_view text, uint8_t cut) {
   OutputParser parser(o);
@@ -69,6 +83,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.forced_call = flags & 0x40 && herd::server::can_force_calls(o.tools);
   o.forced_name = flags & 0x80 ? "f" : "";
   o.tool_names = {"f", "get_weather"};
+  o.parameter_types = kTypes;
+  if (o.tools == ToolFormat::kGemma) {
+    o.reasoning_markers = *herd::server::reasoning_markers("<|channel>thought");
+  }
   const ParsedDelta whole = parse(o, text, 0);
   const ParsedDelta pieces = parse(o, text, cut | 1);
   if (o.forced_call && (whole.tool_calls.empty() || pieces.tool_calls.empty())) __builtin_trap();

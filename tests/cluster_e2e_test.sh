@@ -2,8 +2,8 @@
 # End to end: real `herd node` processes on 127.0.0.1 and a coordinator (herd eval, run,
 # bench, plan) driving them. Pipelines of 2 and 3 nodes (with and without --no-local) give
 # logits identical to one process; f16 on the wire stays close and greedy text the same;
-# the frontier architectures (deepseek2 MLA + MoE, gemma3, gpt-oss) in pipelines, tensor and
-# expert parallel stages, and shipped to nodes without the file;
+# the frontier architectures (deepseek2 MLA + MoE, gemma3, gpt-oss, glm4moe, minimax-m2) in
+# pipelines, tensor and expert parallel stages, and shipped to nodes without the file;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
 # garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
@@ -379,6 +379,22 @@ for parallel in pipeline:2 tensor; do
 done
 stop_node fship1
 stop_node fship2
+# GLM-4.5 (frontier2: partial rope, q/k/v biases, a NextN block no stage runs) in pipelines
+# over 2 and 3 nodes, identical to one process, and in tensor and expert parallel stages;
+# MiniMax-M2's q/k norm over the whole row with its heads cut over 3 ranks.
+frontier=$models/frontier2
+for m in glm4moe-f32 glm4moe-q8_0 minimax-m2-f32; do
+  eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
+done
+for peers in "$peers2" "$peers3"; do
+  count=$(tr -cd , <<<"$peers,")
+  count=${#count}
+  frontier_case glm4moe-f32 pipeline "$peers" --parallel "pipeline:$count"
+  frontier_case glm4moe-f32 close "$peers" --parallel tensor --moe expert-parallel
+done
+frontier_case glm4moe-q8_0 pipeline "$peers2" --parallel pipeline:2
+frontier_case glm4moe-f32 close "$peers2" --parallel tensor --moe split-experts
+frontier_case minimax-m2-f32 close "$peers3" --parallel tensor
 echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - fstart)) s)"
 
 # --- The models of 2026: Gated DeltaNet hybrids (qwen35moe, qwen3next), whose linear layers

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Tool calls and reasoning of DeepSeek V3.1 and V3.2, Kimi K2 and gpt-oss (harmony) through the openai
-# client (tests/node/formats_test.mjs): per format, a small synthetic qwen3 model carrying the
-# family's chat template and vocabulary, served on a free port.
+# Tool calls and reasoning of DeepSeek V3.1, V3.2 and V4, Kimi K2, gpt-oss (harmony), Qwen3.5,
+# GLM-4.7 and Gemma 4 through the openai client (tests/node/formats_test.mjs): per format, a
+# small synthetic qwen3 model carrying the family's chat template and vocabulary, served on a
+# free port.
 set -euo pipefail
-herd=${1:?usage: serve_formats_test.sh path/to/herd [deepseek|deepseek-v3.2|kimi|gpt-oss ...]}
+herd=${1:?usage: serve_formats_test.sh path/to/herd [deepseek|deepseek-v3.2|deepseek-v4|kimi|gpt-oss|qwen3.5|glm-4.7|gemma4 ...]}
 herd=$(realpath "$herd")
 shift
-formats=(deepseek deepseek-v3.2 kimi gpt-oss)
+formats=(deepseek deepseek-v3.2 deepseek-v4 kimi gpt-oss qwen3.5 glm-4.7 gemma4)
 [ $# -eq 0 ] || formats=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 [ -d "$here/node/node_modules/openai" ] ||
@@ -22,8 +23,14 @@ for format in "${formats[@]}"; do
               template=$templates/deepseek-ai-DeepSeek-V3.1.jinja ;;
     deepseek-v3.2) vocab=(--vocab ../shared/vocab/ggml-vocab-deepseek-v3.gguf)
                    template=$templates/deepseek-ai-DeepSeek-V3.2.jinja ;;
-    # No Kimi vocabulary is at hand: herd's byte-level one, the markers as plain text.
+    deepseek-v4) vocab=(--vocab ../shared/vocab/ggml-vocab-deepseek-v3.gguf)
+                 template=$templates/deepseek-ai-DeepSeek-V4.jinja ;;
+    # No Kimi, Qwen3.5, GLM or Gemma 4 vocabulary is at hand: herd's byte-level one (ChatML's, <think>
+    # and <tool_call> markers its tokens), other markers as plain text.
     kimi) vocab=() template=$templates/moonshotai-Kimi-K2.jinja ;;
+    qwen3.5) vocab=() template=$templates/Qwen3.5-4B.jinja ;;
+    glm-4.7) vocab=() template=$templates/zai-org-GLM-4.7-Flash.jinja ;;
+    gemma4) vocab=() template=$templates/google-gemma-4-31B-it.jinja ;;
     # gpt-oss's template is in src/server/testdata (its vocabulary carries none). Its
     # vocabulary needs the o200k pre-tokenizer: where the tokenizer lacks it, herd's
     # byte-level vocabulary, the markers as plain text.

@@ -19,19 +19,25 @@ for arch in llama qwen2 qwen3 qwen3moe; do
 done
 
 # The architectures with rows of their own options: each type loads, evaluates to finite
-# logits and generates. deepseek2 also as V2-Lite (plain attn_q) and V2 (softmax router).
+# logits and generates. deepseek2 also as V2-Lite (plain attn_q) and V2 (softmax router),
+# glm4moe also as GLM-4.5-Air (no q/k norm).
 new_archs=(
   "deepseek2|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --layers 3 --ff 256 --expert-ff 64"
   "deepseek2-lite|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --layers 3 --ff 256 --expert-ff 64 --q-lora 0"
   "deepseek2-v2|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --layers 3 --ff 256 --expert-ff 64 --gating softmax --expert-groups 4 --expert-groups-used 2"
   "gpt-oss|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 2 --expert-ff 64 --window 8"
   "gemma3|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 6 --ff 256 --window 8"
+  "glm4moe|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 3 --ff 256 --expert-ff 64"
+  "glm4moe-air|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 3 --ff 256 --expert-ff 64 --qk-norm 0"
+  "minimax-m2|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 2 --expert-ff 64"
+  "glm-dsa|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --head-dim-v 64 --kv-lora 64 --layers 3 --ff 256 --expert-ff 64"
 )
 for entry in "${new_archs[@]}"; do
   name=${entry%%|*}
   read -r -a flags <<<"${entry#*|}"
   arch=${name%%-lite}
   arch=${arch%%-v2}
+  arch=${arch%%-air}
   for type in f32 q8_0 q4_k_m; do
     f=$dir/$name-$type.gguf
     "$herd" synth --arch "$arch" "${flags[@]}" --ctx 256 --type "$type" --out "$f" 2>/dev/null ||

@@ -58,6 +58,29 @@ const char* scaling_name(RopeScaling r) {
   return r == RopeScaling::kYarn ? "YaRN" : r == RopeScaling::kLinear ? "linear" : "none";
 }
 
+// The attention's parts beyond its kind: biases, q/k norm, which dimensions rope turns and
+// how, and what a file carries that the forward pass keeps but does not run.
+std::string attention_details(const ArchSpec& arch, const HParams& hp) {
+  std::string text = arch.rope_style == RopeStyle::kNeoxHalves ? "rope NeoX" : "rope GPT-J";
+  text += hp.n_rot < hp.head_dim ? " on " + std::to_string(hp.n_rot) + " of " +
+                                       std::to_string(hp.head_dim) + " key dims"
+                                 : " on every dim";
+  if (arch.qkv_bias) text += ", q/k/v biases";
+  if (arch.qk_norm && hp.qk_norm_absent) {
+    text += ", no q/k norm (this file has none)";
+  } else if (arch.qk_norm) {
+    text += arch.qk_norm_whole_row ? ", q/k RMSNorm over the whole row (all heads)"
+                                   : ", q/k RMSNorm per head";
+  }
+  if (arch.attn_sinks) text += ", sinks";
+  if (arch.dsa_indexer) {
+    text += "; DSA indexer " + std::to_string(hp.n_indexer_head) + " heads of " +
+            std::to_string(hp.indexer_head_dim) + ", top " + std::to_string(hp.indexer_top_k) +
+            ": kept, not run (dense attention, as the reference by default)";
+  }
+  return text;
+}
+
 // One line per run of layers with the same options: what the forward pass will do.
 std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
   std::string text;
@@ -74,6 +97,7 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
   } else {
     text = "dense FFN " + std::to_string(hp.n_ff);
   }
+  if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
   if (o.linear) {
     return text + ", Gated DeltaNet (" + std::to_string(hp.delta_n_k_heads) + " key heads, " +
            std::to_string(hp.delta_n_v_heads) + " value heads " +
@@ -119,11 +143,13 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.kv_lora_rank), static_cast<long long>(hp.n_rot),
                 static_cast<long long>(hp.q_lora_rank));
   }
+  std::printf("  attention: %s\n", attention_details(arch, hp).c_str());
   int64_t begin = 0;
   std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
-  for (int64_t il = 1; il <= hp.n_layer; ++il) {
+  const int64_t n_blocks = hp.n_layer + hp.n_nextn;
+  for (int64_t il = 1; il <= n_blocks; ++il) {
     const std::string text =
-        il < hp.n_layer ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
+        il < n_blocks ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)
@@ -131,12 +157,6 @@ void print_model_plan(const gguf::File& file) {
     std::printf("  layer %-9s %s\n", range.c_str(), run.c_str());
     begin = il;
     run = text;
-  }
-  if (hp.n_nextn > 0) {
-    std::printf("  layer %-9s next-token prediction (NextN), not run\n",
-                (std::to_string(hp.n_layer) +
-                 (hp.n_nextn > 1 ? "-" + std::to_string(hp.n_layer + hp.n_nextn - 1) : ""))
-                    .c_str());
   }
 }
 

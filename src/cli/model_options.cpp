@@ -131,6 +131,11 @@ void ModelOptions::add_to(CLI::App& cmd) {
                      std::to_string(engine::kDefaultMaxCtx) + ")");
   cmd.add_option("--isa", isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
+  cmd.add_option("--mla-prefill", mla_prefill,
+                 "Multi-head latent attention of a prompt: auto (each head's keys and values "
+                 "decompressed from the latent when that is fewer operations), absorbed, "
+                 "decompressed")
+      ->capture_default_str();
   cmd.add_option("--wire-dtype", wire_dtype,
                  "Activations between stages and tensor-parallel all-reduces on the wire: f32 "
                  "(exact), f16 (half the bytes) or q8_0 (8-bit blocks, 34/128 of the bytes)")
@@ -154,6 +159,16 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
     options.isa_limit = kernels::Isa::kScalar;
   } else {
     throw Error("cli", "unknown --isa '" + isa + "' (auto, scalar, avx2, avx512)");
+  }
+  if (mla_prefill == "auto") {
+    options.mla_decompress_min_tokens = -1;
+  } else if (mla_prefill == "absorbed") {
+    options.mla_decompress_min_tokens = 0;
+  } else if (mla_prefill == "decompressed") {
+    options.mla_decompress_min_tokens = 2;
+  } else {
+    throw Error("cli",
+                "unknown --mla-prefill '" + mla_prefill + "' (auto, absorbed, decompressed)");
   }
   return options;
 }

@@ -70,6 +70,7 @@ struct ModelOptions {
   int threads = 0;
   int64_t n_ctx = 0;
   std::string isa = "auto";
+  std::string mla_prefill = "auto";  // auto | absorbed | decompressed
   std::string wire_dtype = "f32";
   bool no_stage_links = false;
   ClusterFlags cluster;

@@ -32,7 +32,7 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--kv-heads", o->n_head_kv, "KV heads (default heads / 2)");
   cmd->add_option("--head-dim", o->head_dim,
                   "Head size; MLA: the key size, nope + rope (default embd / heads, MLA 192 "
-                  "from 128)");
+                  "from 128; glm4moe, minimax-m2 128; glm-dsa 256)");
   cmd->add_option("--ctx", o->n_ctx, "Context length written to the file")->capture_default_str();
   cmd->add_option("--experts", o->n_expert, "Experts per MoE layer")->capture_default_str();
   cmd->add_option("--experts-used", o->n_expert_used,
@@ -41,6 +41,9 @@ void add_synth(CLI::App& app) {
                   "FFN width of one expert (default --ff, or embd / 2 with dense layers)");
   cmd->add_option("--shared-experts", o->n_expert_shared,
                   "Shared experts every token runs through (deepseek2: 1)");
+  cmd->add_option("--nextn", o->n_nextn,
+                  "NextN (MTP) blocks after --layers, kept for speculative decoding (default "
+                  "as the family's converter writes them)");
   cmd->add_option("--dense-layers", o->n_leading_dense,
                   "Leading layers with a dense FFN --ff wide (deepseek2: 1)");
   cmd->add_option("--expert-groups", o->n_expert_group, "Expert groups (default 1)");
@@ -52,10 +55,13 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--q-lora", o->q_lora_rank,
                   "MLA query rank; 0: plain attn_q (default embd / 2, 3 embd / 8 from 1024)");
   cmd->add_option("--kv-lora", o->kv_lora_rank,
-                  "MLA latent size (default 512 from embd 1024, else embd / 2)");
+                  "MLA latent size (default 512 from embd 1024, else embd / 2; glm-dsa 512)");
   cmd->add_option("--rope-dim", o->rope_dim,
-                  "MLA rope part of a key (default 64 from 192-wide keys, else about key / 3, "
+                  "Dimensions of a head rope turns (default all; glm4moe, minimax-m2 half); MLA: "
+                  "the rope part of a key (default 64 from 192-wide keys, else about key / 3, "
                   "leaving the nope part a multiple of 32)");
+  cmd->add_option("--qk-norm", o->qk_norm,
+                  "glm4moe: 0 leaves out the q/k norm (as GLM-4.5-Air), 1 writes it (default)");
   cmd->add_option("--head-dim-v,--v-head-dim", o->head_dim_v,
                   "MLA value size per head (default the key's nope part)");
   cmd->add_option("--window", o->sliding_window,

@@ -99,7 +99,9 @@ class PipelineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
   const std::string model = "../shared/models/" + GetParam() + ".gguf";
-  const TempDir cache("cluster-test", "pipeline-" + GetParam());
+  std::string name = GetParam();  // "frontier2/glm4moe-f32": one directory, not two
+  std::replace(name.begin(), name.end(), '/', '-');
+  const TempDir cache("cluster-test", "pipeline-" + name);
   engine::LocalOptions lo;
   lo.threads = 1;
   lo.n_ctx = 64;
@@ -119,7 +121,15 @@ TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PipelineTest,
                          ::testing::Values("llama-q4_0", "llama-q4_k_m", "qwen2-f16", "qwen3-f16",
-                                           "qwen3moe-f16", "llama3r-f16"));
+                                           "qwen3moe-f16", "llama3r-f16", "frontier2/glm4moe-f32",
+                                           "frontier2/glm4moe-q8_0"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
 
 // Largest |a - b| over the range of the reference logits, per position.
 double max_relative_error(const std::vector<float>& got, const std::vector<float>& want,
@@ -192,6 +202,8 @@ INSTANTIATE_TEST_SUITE_P(
                       TensorCase{"qwen2-f16", "tensor", 2, true},  // 3 ranks > 2 KV heads
                       TensorCase{"qwen3-f16", "tensor", 3, false},
                       TensorCase{"qwen3moe-f16", "tensor", 2, false},
+                      TensorCase{"frontier2/glm4moe-f32", "tensor", 2, false},
+                      TensorCase{"frontier2/minimax-m2-f32", "tensor", 2, true},
                       TensorCase{"llama-q4_k_m", "pipeline:2,tensor:2", 3, true},
                       // Two tensor-parallel stages on nodes: rank 0 of the first sends its
                       // hidden states straight to both ranks of the second.

@@ -1,6 +1,6 @@
-// The engine against the reference logits of ../shared/models and ../shared/models/frontier
-// (READMEs there): every model, every token file, held to the per-type tolerances the READMEs
-// recommend and the top-1 rule.
+// The engine against the reference logits of ../shared/models, ../shared/models/frontier and
+// ../shared/models/frontier2 (READMEs there): every model, every token file, held to the
+// per-type tolerances the READMEs recommend and the top-1 rule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +14,8 @@
 #include "engine/generate.h"
 #include "engine/runner.h"
 #include "gguf/reader.h"
-#include "model/arch.h"
+#include "model/model_info.h"
+#include "util/error.h"
 #include "util/mapped_file.h"
 
 namespace herd::engine {
@@ -26,6 +27,9 @@ struct Tolerance {
 
 // model: a path without extension under ../shared ("models/llama-f16").
 Tolerance tolerance_for(const std::string& model) {
+  // frontier2's README: these two q8_0 files get the wider pair (the reference moves by up to
+  // 0.05 with flash attention off, resp. is 6e-2 from exact arithmetic).
+  if (model.ends_with("/deepseek4-q8_0") || model.ends_with("/gemma4e-q8_0")) return {0.2, 0.1};
   const std::string type = model.substr(model.rfind('-') + 1);
   if (type == "f32" || type == "f16") return {1e-2, 3e-3};
   if (type == "bf16") return {3e-2, 1.5e-2};
@@ -49,20 +53,25 @@ std::vector<float> read_logits(const std::string& path) {
   return out;
 }
 
-// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders. Of
-// models/frontier2 (the models of 2026, added architecture by architecture) only those whose
-// architecture herd has a row for.
-std::vector<std::string> model_names() {
+// Architectures of ../shared/models/frontier2 that herd does not run yet (issue 29 adds them
+// one by one). NotYetRun below fails once one of them loads, so that the list cannot hide a
+// model that works; every other model of the folders is checked.
+const std::vector<std::string> kNotYetRun = {"deepseek4", "gemma4", "gemma4e"};
+
+bool not_yet_run(const std::string& model) {
+  const std::string stem = model.substr(model.rfind('/') + 1);
+  const std::string family = stem.substr(0, stem.rfind('-'));
+  return std::find(kNotYetRun.begin(), kNotYetRun.end(), family) != kNotYetRun.end();
+}
+
+// "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders.
+std::vector<std::string> model_names(bool runnable = true) {
   std::vector<std::string> names;
   for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {
     for (const auto& entry : std::filesystem::directory_iterator(std::string("../shared/") + dir)) {
-      if (entry.path().extension() != ".gguf") continue;
-      if (std::string_view(dir) == "models/frontier2" &&
-          find_arch(gguf::File::open(entry.path().string()).get_string("general.architecture")) ==
-              nullptr) {
-        continue;
-      }
-      names.push_back(std::string(dir) + "/" + entry.path().stem().string());
+      const std::string name = std::string(dir) + "/" + entry.path().stem().string();
+      if (entry.path().extension() == ".gguf" && not_yet_run(name) != runnable)
+        names.push_back(name);
     }
   }
   std::sort(names.begin(), names.end());
@@ -73,6 +82,7 @@ struct Case {
   int threads;
   int64_t chunk;  // tokens per forward pass
   kernels::Isa isa;
+  int64_t mla_decompress_min_tokens = -1;  // LocalOptions'
 };
 
 // Runs every token file of `model` and checks the rows; returns a one-line summary.
@@ -83,10 +93,14 @@ void check_model(const std::string& model, const Case& c) {
   options.threads = c.threads;
   options.n_ctx = 256;
   options.isa_limit = c.isa;
+  options.mla_decompress_min_tokens = c.mla_decompress_min_tokens;
   const Tolerance tol = tolerance_for(model);
   double max_err = 0, sum_err = 0;
   int rows = 0;
-  for (int k = 0; k < 3; ++k) {
+  // Three token files, four for deepseek4 (whose fourth reaches a layer that compresses
+  // blocks of 128 tokens).
+  for (int k = 0;
+       std::filesystem::exists("../shared/" + model + "." + std::to_string(k) + ".tokens"); ++k) {
     const std::string base = "../shared/" + model + "." + std::to_string(k);
     std::vector<int32_t> tokens = read_tokens(base + ".tokens");
     std::vector<float> ref = read_logits(base + ".logits");
@@ -115,6 +129,7 @@ void check_model(const std::string& model, const Case& c) {
       EXPECT_GE(r[ours], best - 2 * tol.max_err * scale) << "sequence " << k << " row " << p;
     }
   }
+  EXPECT_GE(rows, 3 * 9);  // every model has at least three sequences, the shortest of 9
   EXPECT_LE(max_err, tol.max_err);
   EXPECT_LE(sum_err / rows, tol.mean_err);
   std::printf("  %-30s isa=%-7s threads=%d chunk=%3lld  max err %.2e  mean err %.2e\n",
@@ -157,14 +172,47 @@ TEST(ReferenceLogits, RecurrentModelsGiveTheSameBitsHoweverBatched) {
   }
 }
 
+// The models with multi-head latent attention.
+std::vector<std::string> mla_model_names() {
+  std::vector<std::string> names;
+  for (const std::string& model : model_names()) {
+    const gguf::File file = gguf::File::open("../shared/" + model + ".gguf");
+    if (read_model_info(file).arch->attention == AttentionKind::kMla) names.push_back(model);
+  }
+  return names;
+}
+
+class DecompressedLatent : public ::testing::TestWithParam<std::string> {};
+
+// Multi-head latent attention with the latent decompressed for every batch of two or more
+// tokens (shard_mla_prefill.cpp): whole sequences, and chunks of 8 on the scalar kernels.
+TEST_P(DecompressedLatent, MatchesTheReference) {
+  const kernels::Isa best = kernels::best_isa(kernels::detect_cpu());
+  check_model(GetParam(), {2, 256, best, 2});
+  check_model(GetParam(), {1, 8, kernels::Isa::kScalar, 2});
+}
+
+TEST(ReferenceLogitsList, NotYetRunModelsDoNotLoad) {
+  const std::vector<std::string> pending = model_names(false);
+  for (const std::string& model : pending) {
+    EXPECT_THROW(LocalRunner::open("../shared/" + model + ".gguf", LocalOptions{}), Error)
+        << model << " loads now: take its family off kNotYetRun, so that its logits are checked";
+  }
+  std::printf("  frontier2 models not run yet: %zu\n", pending.size());
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(info.param.rfind('/') + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits, ::testing::ValuesIn(model_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param.substr(info.param.rfind('/') + 1);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         test_name);
+INSTANTIATE_TEST_SUITE_P(SharedModels, DecompressedLatent, ::testing::ValuesIn(mla_model_names()),
+                         test_name);
 
 }  // namespace
 }  // namespace herd::engine

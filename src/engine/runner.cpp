@@ -23,6 +23,7 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   shard_options.n_ctx = options.n_ctx > 0 ? std::min(options.n_ctx, info.hp.n_ctx)
                                           : std::min(info.hp.n_ctx, kDefaultMaxCtx);
   shard_options.n_seq = options.n_seq;
+  shard_options.mla_decompress_min_tokens = options.mla_decompress_min_tokens;
   shard_options.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
   shard_options.n_threads = options.threads > 0 ? options.threads : default_thread_count();
   // The shard points into the file's mapping, which moves with the File object unchanged.

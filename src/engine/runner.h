@@ -58,6 +58,7 @@ struct LocalOptions {
   int64_t n_ctx = 0;  // 0: the model's context length, capped at kDefaultMaxCtx
   int64_t n_seq = 1;
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
+  int64_t mla_decompress_min_tokens = -1;  // ShardOptions'
 };
 constexpr int64_t kDefaultMaxCtx = 4096;
 

@@ -230,7 +230,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       const MatrixView view{b.type, rows, cols,
                             b.data + row * static_cast<size_t>(held.begin + h * rows)};
       (is_k ? l.k_b : l.v_b).push_back(kernels::pack_matrix(view, isa));
+      (is_k ? l.w_k : l.w_v).push_back(view);
     }
+    if (is_k) l.w_k_transposed = true;
   };
   // Only attn_kv_b (older files): head h's rows are [k_nope (nope) | v (hdv)] over the
   // latent. v_b is a view of its v rows; k_b is its k rows transposed ([kv_lora x nope]),
@@ -254,8 +256,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       PackedMatrix kp = kernels::pack_matrix({TensorType::F32, kv_lora, nope, bytes.data()}, isa);
       if (kp.owned_bytes() == 0) s->owned_copies.push_back(std::move(bytes));
       l.k_b.push_back(std::move(kp));
-      l.v_b.push_back(kernels::pack_matrix(
-          {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
+      const MatrixView v_rows{kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)};
+      l.v_b.push_back(kernels::pack_matrix(v_rows, isa));
+      l.w_k.push_back({kvb.type, nope, kv_lora, head});
+      l.w_v.push_back(v_rows);
     }
   };
   // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).
@@ -479,14 +483,15 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     z.moe_a = z.moe_b = t * static_cast<size_t>(n_ff);
     z.moe_choices = t * static_cast<size_t>(p.n_expert_used);
   }
+  if (qk_row_sums()) z.qk_sums = 2 * t;
   return z;
 }
 
 size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
                         scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
-                        moe_b + moe_out + moe_acc + 2 * moe_choices + attn_gate + delta_qkv +
-                        delta_z + delta_ba + delta_out;
+                        moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums + attn_gate +
+                        delta_qkv + delta_z + delta_ba + delta_out;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
   const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o, delta_out});
@@ -524,6 +529,7 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&moe_b, z.moe_b},
                            {&moe_out, z.moe_out},
                            {&moe_acc, z.moe_acc},
+                           {&qk_sums, z.qk_sums},
                            {&moe_weights, z.moe_choices},
                            {&moe_row_weights, z.moe_choices},
                            {&attn_gate, z.attn_gate},
@@ -652,9 +658,14 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
         std::fill_n(proj, n * n_embd, 0.0f);
       }
     } else if (s.n_head > 0) {
-      s.attention(il, batch, pool);
+      s.attention(il, batch, pool, all_reduce);
       kernels::matmul(l.wo, s.attn.data(), n, proj, pool, s.workspace);
     } else {
+      // No heads: zeros to the whole-row q/k norm's sums, as to the output's.
+      if (s.qk_row_sums() && all_reduce != nullptr) {
+        std::fill_n(s.qk_sums.data(), 2 * n, 0.0f);
+        all_reduce->sum(s.qk_sums.data(), static_cast<size_t>(2 * n));
+      }
       std::fill_n(proj, n * n_embd, 0.0f);
     }
     add_branch(l.post_attn_norm, l.bo);

@@ -45,6 +45,11 @@ struct ShardOptions {
   // it once) and attention split for n_threads threads.
   int64_t n_batch = 256;
   int n_threads = 1;
+  // Multi-head latent attention: a batch of one sequence's consecutive tokens attends with
+  // each head's keys and values decompressed from the latent (shard_mla_prefill.cpp) when
+  // that takes fewer operations than the absorbed form. -1: by that count; 0: never; n > 0:
+  // whenever the batch has at least n tokens (tests).
+  int64_t mla_decompress_min_tokens = -1;
 };
 
 // What a shard allocates besides its weights, known before loading it (the planner's
@@ -87,7 +92,8 @@ class Shard {
   // the tokens that want logits; columns the slice's vocabulary rows, all n_vocab for a
   // whole shard) when the shard has the output head, else [n][n_embd] activations.
   // all_reduce: null for a whole shard; for a tensor-parallel rank, the sum over the
-  // stage's ranks, called twice per layer. Every rank of the stage runs forward() with the
+  // stage's ranks, called twice per layer (three times where the q / k norm is over the
+  // whole row: first its sums of squares). Every rank of the stage runs forward() with the
   // same batch and input, and ends with the same full [n][n_embd] hidden state; the
   // coordinator concatenates the ranks' logits in vocabulary order.
   // Throws herd::Error when a position is outside the context or a slot does not exist,

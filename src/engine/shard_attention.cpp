@@ -1,5 +1,6 @@
-// The attention half of a layer: grouped-query attention (llama, qwen, Gemma 3, gpt-oss)
-// and multi-head latent attention (DeepSeek V2/V3, Kimi K2), over the shard's KV cache.
+// The attention half of a layer: grouped-query attention (llama, qwen, Gemma 3, gpt-oss,
+// GLM-4.5, MiniMax-M2) and multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-5), over
+// the shard's KV cache.
 #include <algorithm>
 #include <cmath>
 
@@ -19,14 +20,34 @@ void store_f16(const float* x, int64_t n, uint16_t* out) {
 
 }  // namespace
 
-void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool) {
+void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool,
+                             AllReduce* all_reduce) {
   const int64_t layer = il - spec.layer_begin;
   const Layer& l = layers[static_cast<size_t>(layer)];
   if (arch->attention == AttentionKind::kMla) {
     mla_attention(l, layer, batch, pool);
   } else {
-    gqa_attention(l, layer, batch, pool);
+    gqa_attention(l, layer, batch, pool, all_reduce);
   }
+}
+
+bool Shard::State::qk_row_sums() const {
+  return arch->qk_norm && arch->qk_norm_whole_row && !hp.qk_norm_absent;
+}
+
+void Shard::State::sum_qk_squares(const float* qt, const float* kt, float* sums) const {
+  // The KV heads this rank counts: those whose first query head it holds, so that a KV head
+  // cached by two ranks (a cut GQA group) is counted once over the stage.
+  const int64_t hd = hp.head_dim, group = hp.n_head / hp.n_head_kv;
+  double q2 = 0, k2 = 0;
+  for (int64_t i = 0; i < n_head * hd; ++i) q2 += static_cast<double>(qt[i]) * qt[i];
+  for (int64_t g = 0; g < n_head_kv; ++g) {
+    const int64_t first = (spec.slice.kv_head_begin + g) * group;
+    if (first < spec.slice.head_begin || first >= spec.slice.head_end) continue;
+    for (int64_t i = g * hd; i < (g + 1) * hd; ++i) k2 += static_cast<double>(kt[i]) * kt[i];
+  }
+  sums[0] = static_cast<float>(q2);
+  sums[1] = static_cast<float>(k2);
 }
 
 void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& batch,
@@ -98,9 +119,9 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
 }
 
 void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& batch,
-                                 ThreadPool& pool) {
+                                 ThreadPool& pool, AllReduce* all_reduce) {
   const int64_t n = batch.size();
-  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
+  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v, n_rot = l.rope.n_rot;
   const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd, kv_dim_v = n_head_kv * hdv;
   const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
   kernels::matmul_batch(qkv, h.data(), n, pool, workspace);
@@ -123,27 +144,55 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
     }
   }
 
-  // Per token: biases, q/k norm, rope, then the new keys and values go into the cache.
+  auto add_biases = [&](int64_t t) {
+    if (l.bq.empty()) return;
+    float* qt = q.data() + t * q_dim;
+    float* kt = k.data() + t * kv_dim;
+    float* vt = v.data() + t * kv_dim_v;
+    for (int64_t i = 0; i < q_dim; ++i) qt[i] += l.bq[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < kv_dim_v; ++i) vt[i] += l.bv[static_cast<size_t>(i)];
+  };
+  // A norm over the whole q / k row (all heads) needs every rank's sums of squares first:
+  // [n][2] (q, k), summed over the stage's ranks.
+  const bool row_sums = qk_row_sums();
+  if (row_sums) {
+    pool.run(n, [&](int64_t t, int) {
+      add_biases(t);
+      sum_qk_squares(q.data() + t * q_dim, k.data() + t * kv_dim, qk_sums.data() + 2 * t);
+    });
+    if (all_reduce != nullptr) all_reduce->sum(qk_sums.data(), static_cast<size_t>(2 * n));
+  }
+  // Per token: biases, q/k norm, rope (of the first n_rot dimensions of each head), then
+  // the new keys and values go into the cache.
   pool.run(n, [&](int64_t t, int) {
     float cos[kMaxRot / 2], sin[kMaxRot / 2];
     rope_angles(l.rope, batch.pos[t], cos, sin);
     float* qt = q.data() + t * q_dim;
     float* kt = k.data() + t * kv_dim;
     float* vt = v.data() + t * kv_dim_v;
-    if (!l.bq.empty()) {
-      for (int64_t i = 0; i < q_dim; ++i) qt[i] += l.bq[static_cast<size_t>(i)];
-      for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[static_cast<size_t>(i)];
-      for (int64_t i = 0; i < kv_dim_v; ++i) vt[i] += l.bv[static_cast<size_t>(i)];
+    if (row_sums) {
+      // The whole row's RMS, from the model's q_dim and kv_dim elements (as rms_norm).
+      const float* sums = qk_sums.data() + 2 * t;
+      const auto scale = [&](float sum, int64_t count) {
+        return static_cast<float>(
+            1.0 / std::sqrt(static_cast<double>(sum) / static_cast<double>(count) + hp.rms_eps));
+      };
+      const float qs = scale(sums[0], hp.n_head * hd), ks = scale(sums[1], hp.n_head_kv * hd);
+      for (int64_t i = 0; i < q_dim; ++i) qt[i] = qt[i] * qs * l.q_norm[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < kv_dim; ++i) kt[i] = kt[i] * ks * l.k_norm[static_cast<size_t>(i)];
+    } else {
+      add_biases(t);
     }
     for (int64_t hh = 0; hh < n_head; ++hh) {
       float* x = qt + hh * hd;
-      if (!l.q_norm.empty()) rms_norm(x, l.q_norm.data(), hd, hp.rms_eps, x);
-      rope_apply(x, l.rope.n_rot, arch->rope_style, cos, sin);
+      if (!row_sums && !l.q_norm.empty()) rms_norm(x, l.q_norm.data(), hd, hp.rms_eps, x);
+      rope_apply(x, n_rot, arch->rope_style, cos, sin);
     }
     for (int64_t hh = 0; hh < n_head_kv; ++hh) {
       float* x = kt + hh * hd;
-      if (!l.k_norm.empty()) rms_norm(x, l.k_norm.data(), hd, hp.rms_eps, x);
-      rope_apply(x, l.rope.n_rot, arch->rope_style, cos, sin);
+      if (!row_sums && !l.k_norm.empty()) rms_norm(x, l.k_norm.data(), hd, hp.rms_eps, x);
+      rope_apply(x, n_rot, arch->rope_style, cos, sin);
     }
     store_f16(kt, kv_dim, kv.k(layer, batch.seq[t], batch.pos[t]));
     store_f16(vt, kv_dim_v, kv.v(layer, batch.seq[t], batch.pos[t]));
@@ -197,6 +246,7 @@ void Shard::State::mla_attention(const Layer& l, int64_t layer, const Batch& bat
       std::copy_n(q_rope, n_rot, mq + (t * n_head + hh) * latent + kv_lora);
     }
   });
+  if (mla_decompressed(l, layer, batch, pool)) return;
   // q_nope of each head into latent space: [n][nope] -> [n][kv_lora], all heads' products
   // in one pass over the pool (kMaxBatch at a time).
   float* in = mla_in.data();    // [n_head][n][nope], then [n_head][n][kv_lora]

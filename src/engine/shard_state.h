@@ -29,9 +29,10 @@ struct Layer {
   std::vector<float> post_attn_norm, post_ffn_norm;  // kPostAttnNorm, kPostFfnNorm [n_embd]
   // Grouped-query attention.
   PackedMatrix wq, wk, wv;  // kAttnQ/K/V: [q_dim x n_embd], [kv_dim x n_embd], [kv_dim_v x ..]
-  std::vector<float> bq, bk, bv;      // kAttnQBias/KBias/VBias: [q_dim], [kv_dim], [kv_dim_v]
-  std::vector<float> q_norm, k_norm;  // kAttnQNorm, kAttnKNorm: [head_dim]
-  std::vector<float> sinks;           // kAttnSinks: [n_head]
+  std::vector<float> bq, bk, bv;  // kAttnQBias/KBias/VBias: [q_dim], [kv_dim], [kv_dim_v]
+  // kAttnQNorm, kAttnKNorm: [head_dim]; over the whole row: [q_dim], [kv_dim]
+  std::vector<float> q_norm, k_norm;
+  std::vector<float> sinks;  // kAttnSinks: [n_head]
   // Multi-head latent attention.
   PackedMatrix wq_a, wq_b;       // kAttnQA, kAttnQB: [q_lora x n_embd], [n_head * hd x q_lora]
   std::vector<float> q_a_norm;   // kAttnQANorm: [q_lora]
@@ -40,6 +41,11 @@ struct Layer {
   // kAttnKB, kAttnVB (or both cut from kAttnKvB): per held head [kv_lora x nope], [hdv x
   // kv_lora].
   std::vector<PackedMatrix> k_b, v_b;
+  // The same per-head matrices as stored, for decompressing the latent in prefill: W_k,h
+  // as [nope x kv_lora] rows (attn_kv_b's), or transposed as [kv_lora x nope] (attn_k_b,
+  // w_k_transposed); W_v,h as [hdv x kv_lora].
+  std::vector<kernels::MatrixView> w_k, w_v;
+  bool w_k_transposed = false;
   // Both.
   PackedMatrix wo;        // kAttnOutput: [n_embd x n_head * hdv] (columns of the slice)
   std::vector<float> bo;  // kAttnOutputBias: [n_embd], added once after the all-reduce
@@ -187,6 +193,7 @@ struct ScratchSizes {
          mla_out = 0;
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
+  size_t qk_sums = 0;      // [n][2]: a whole-row q/k norm's sums of squares
   size_t attn_gate = 0;    // gated attention: [n][n_head * head_dim]
   // Gated DeltaNet: projections [n][conv_dim], [n][value_dim], [n][2 n_v] (beta and alpha),
   // output [n][value_dim]; and delta_net_mix's own (DeltaNetScratch::bytes_for).
@@ -241,7 +248,15 @@ struct Shard::State {
   // MLA: queries in latent space [n][n_head][kv_lora + n_rot], attention outputs
   // [n][n_head][kv_lora], and the heads' inputs and outputs of k_b / v_b ([n_head][n][...]).
   std::vector<float> mla_q, mla_o, mla_in, mla_out;
+  // Decompressed MLA (mla_decompressed): the latent and rope keys of the visible positions
+  // [L][kv_lora], [L][n_rot]; one head's keys [L][nope] and [L][head_dim], values
+  // transposed [hdv][L], queries [n][head_dim], scores [n][L], output [n][hdv], W_k,h
+  // [nope][kv_lora] (and its stored transpose), W_v,h [hdv][kv_lora]. Grown by the first
+  // long prefill.
+  std::vector<float> dmla_c, dmla_rope, dmla_knope, dmla_k, dmla_vt, dmla_q, dmla_s, dmla_o,
+      dmla_wk, dmla_wv;
   std::vector<float> moe_in, moe_a, moe_b, moe_out, moe_acc;
+  std::vector<float> qk_sums;        // [n][2]: q's and k's sums of squares over the whole row
   std::vector<int32_t> moe_experts;  // [n][n_expert_used]
   std::vector<float> moe_weights;    // [n][n_expert_used]
   std::vector<int64_t> moe_rows;     // tokens routed to one expert
@@ -261,9 +276,22 @@ struct Shard::State {
   int64_t max_heads_per_call() const;
   int64_t scores_per_thread() const;  // attention kernel scratch, per thread
 
-  void attention(int64_t il, const Batch& batch, ThreadPool& pool);
-  void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  // all_reduce: the stage's, for a norm over the whole q / k row (null: a whole shard).
+  void attention(int64_t il, const Batch& batch, ThreadPool& pool, AllReduce* all_reduce);
+  void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
+                     AllReduce* all_reduce);
+  // The q / k norm is over the whole row (ArchSpec::qk_norm_whole_row): every rank adds
+  // its heads' sums of squares to the others' first.
+  bool qk_row_sums() const;
+  // sums[0], sums[1]: the squares of one token's held q heads [n_head * head_dim] and of the
+  // KV heads in k [n_head_kv * head_dim] that this rank counts for the stage.
+  void sum_qk_squares(const float* q, const float* k, float* sums) const;
   void mla_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  // MLA for a batch of one sequence's consecutive tokens with each head's keys and values
+  // decompressed from the cached latent (shard_mla_prefill.cpp), into attn. Returns false,
+  // doing nothing, when the batch is not such a run or the absorbed form is cheaper.
+  bool mla_decompressed(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
+  bool mla_decompress_pays(const Batch& batch) const;
   // Attention of every token over its cached positions (in the slice's head runs).
   void attend_cached(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
                      const float* queries, int64_t q_stride, int64_t k_dim, int64_t v_dim,

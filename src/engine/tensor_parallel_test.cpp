@@ -357,6 +357,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"frontier/gpt-oss-f32", 2, PlanOptions::MoeMode::kExpertParallel},
         Case{"frontier/gpt-oss-f32", 3, PlanOptions::MoeMode::kSplitExperts},
         Case{"frontier/gpt-oss-f32", 2, PlanOptions::MoeMode::kSplitExperts, false, 1, 2},
+        // GLM-4.5: partial rope, q/k/v biases, a NextN block that no rank runs; MiniMax-M2:
+        // the q/k norm over the whole row, its sums of squares all-reduced (over 3 ranks a
+        // GQA group is cut: its KV head is counted once); GLM-5: mainline's MLA layout.
+        Case{"frontier2/glm4moe-f32", 2, PlanOptions::MoeMode::kExpertParallel},
+        Case{"frontier2/glm4moe-f32", 3, PlanOptions::MoeMode::kSplitExperts},
+        Case{"frontier2/glm4moe-q8_0", 2, PlanOptions::MoeMode::kSplitExperts},
+        Case{"frontier2/glm4moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, true, 1, 2},
+        Case{"frontier2/glm4moe-f32", 2, PlanOptions::MoeMode::kSplitExperts, false, 2},
+        Case{"frontier2/minimax-m2-f32", 2, PlanOptions::MoeMode::kSplitExperts},
+        Case{"frontier2/minimax-m2-f32", 3, PlanOptions::MoeMode::kExpertParallel, true},
+        Case{"frontier2/glm-dsa-f32", 2, PlanOptions::MoeMode::kSplitExperts},
+
         // Hybrids of Gated DeltaNet and gated attention, two sequences through the
         // recurrent states: the linear layers cut by V head (grouped and tiled).
         Case{"frontier2/qwen35moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, false, 1, 2},

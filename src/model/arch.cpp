@@ -83,6 +83,59 @@ constexpr ArchSpec kArchs[] = {
                .rope_factor = 40.0f,
                .rope_original_ctx = 4096,
                .yarn_log_multiplier = 0.1f}},
+    // GLM-4.5 / 4.6 / 4.7 and GLM-4.5-Air (no q/k norm).
+    {.name = "glm4moe",
+     .rope_style = kNeox,
+     .qkv_bias = true,
+     .qk_norm = true,
+     .qk_norm_optional = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_gating = kSigmoid,
+     .default_expert_weights_norm = false,
+     .expert_weights_scale_required = true,
+     .ffn_norm = "post_attention_norm",
+     .default_rope_base = 1e6f,
+     .synth = {.gating = kSigmoid,
+               .n_expert_shared = 1,
+               .n_leading_dense = 1,  // Air's; GLM-4.5's is 3
+               .expert_weights_scale = 2.5f,
+               .n_nextn = 1,
+               .head_dim = 128,
+               .rope_div = 2}},
+    // MiniMax-M2 / M2.1 / M2.5. Without expert_gating_func the reference routes with softmax.
+    {.name = "minimax-m2",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .qk_norm_whole_row = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 5e6f,
+     .synth = {.gating = kSigmoid, .head_dim = 128, .rope_div = 2}},
+    // GLM-5: DeepSeek's MLA in mainline's layout, the DSA indexer (kept, not run), GLM's MoE.
+    {.name = "glm-dsa",
+     .attention = kMla,
+     .moe = true,
+     .explicit_head_dim = true,
+     .default_gating = kSigmoid,
+     .default_expert_weights_norm = false,
+     .expert_weights_scale_required = true,
+     .dsa_indexer = true,
+     .default_rope_base = 1e6f,
+     .synth = {.gating = kSigmoid,
+               .n_expert_shared = 1,
+               .n_leading_dense = 3,
+               .expert_weights_scale = 2.5f,
+               .n_nextn = 1,
+               .head_dim = 256,  // 192 nope + 64 rope
+               .head_dim_v = 256,
+               .rope_dim = 64,
+               .kv_lora_rank = 512,
+               .mla_mainline = true,
+               .n_indexer_head = 32,
+               .indexer_head_dim = 128,
+               .indexer_top_k = 2048}},
     // Hybrid Gated DeltaNet / gated-attention stacks (3 linear layers to 1 full).
     {.name = "qwen35moe",
      .rope_style = kNeox,
@@ -96,7 +149,11 @@ constexpr ArchSpec kArchs[] = {
      .shared_expert_gate = true,
      .default_rms_eps = 1e-6f,
      .default_rope_base = 1e7f,
-     .synth = {.n_expert_used = 8, .n_expert_shared = 1, .rope_sections = true}},
+     .synth = {.n_expert_used = 8,
+               .n_expert_shared = 1,
+               .n_nextn = 1,
+               .rope_div = 4,
+               .rope_sections = true}},
     {.name = "qwen35",
      .rope_style = kNeox,
      .qk_norm = true,
@@ -107,7 +164,7 @@ constexpr ArchSpec kArchs[] = {
      .attn_output_gate = true,
      .default_rms_eps = 1e-6f,
      .default_rope_base = 1e7f,
-     .synth = {.rope_sections = true}},
+     .synth = {.n_nextn = 1, .rope_div = 4, .rope_sections = true}},
     {.name = "qwen3next",
      .rope_style = kNeox,
      .qk_norm = true,
@@ -121,7 +178,7 @@ constexpr ArchSpec kArchs[] = {
      .shared_expert_gate = true,
      .default_rms_eps = 1e-6f,
      .default_rope_base = 1e7f,
-     .synth = {.n_expert_used = 10, .n_expert_shared = 1}},
+     .synth = {.n_expert_used = 10, .n_expert_shared = 1, .rope_div = 4}},
 };
 #pragma GCC diagnostic pop
 
@@ -143,13 +200,14 @@ std::vector<std::string_view> arch_names() {
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) {
   LayerOptions o;
   o.moe = arch.moe && il >= hp.n_leading_dense;
+  o.nextn = il >= hp.n_layer;
   o.sliding = hp.sliding_window > 0 && arch.swa_period > 0 && (il + 1) % arch.swa_period != 0;
   o.rope_base = hp.rope_base;
   o.rope_scaling = hp.rope_scaling;
   if (arch.delta_net) {
     const int64_t every = arch.full_attention_interval > 0 ? arch.full_attention_interval
                                                            : hp.full_attention_interval;
-    o.linear = every > 0 && (il + 1) % every != 0;
+    o.linear = !o.nextn && every > 0 && (il + 1) % every != 0;  // NextN: full attention
   }
   if (o.sliding && arch.swa_rope_base > 0) {
     o.rope_base = arch.swa_rope_base;
@@ -169,20 +227,22 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
   using W = LayerWeight;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {hp.n_embd, hp.n_vocab}, TensorRole::kEmbedding});
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
     const LayerOptions lo = layer_options(arch, hp, il);
     // Block tensor `name` of `shape` loading into `weight`; a rank keeps units
-    // [begin, end) of `split` along dimension `dim`, `unit` elements each.
+    // [begin, end) of `split` along dimension `dim`, `unit` elements each. A NextN block
+    // belongs to no stage's layers and is never cut (layer -1, whole).
     auto add = [&](W weight, const std::string& name, std::vector<int64_t> shape, TensorRole role,
                    SplitBy split = SplitBy::kNone, int dim = 0, int64_t unit = 1) {
-      t.push_back({"blk." + std::to_string(il) + "." + name, std::move(shape), role, il, split, dim,
-                   unit, false, weight});
+      if (lo.nextn) weight = W::kNone, split = SplitBy::kNone, dim = 0, unit = 1;
+      t.push_back({"blk." + std::to_string(il) + "." + name, std::move(shape), role,
+                   lo.nextn ? -1 : il, split, dim, unit, false, weight});
     };
     // An expert tensor: its last dimension counts experts, of which a rank keeps its own.
     auto add_experts = [&](W weight, const std::string& name, std::vector<int64_t> shape,
                            TensorRole role, SplitBy split = SplitBy::kNone, int dim = 0) {
       add(weight, name, std::move(shape), role, split, dim);
-      t.back().per_expert = true;
+      t.back().per_expert = !lo.nextn;
     };
     add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
     if (lo.linear) {
@@ -242,7 +302,12 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kAttnKBias, "attn_k.bias", {kv_dim}, kBias, kKv, 0, hd);
         add(W::kAttnVBias, "attn_v.bias", {kv_dim_v}, kBias, kKv, 0, hdv);
       }
-      if (arch.qk_norm) {  // per head, the same for every head: whole on every rank
+      if (arch.qk_norm && !hp.qk_norm_absent && arch.qk_norm_whole_row) {
+        // One weight per element of the whole row: cut with the heads.
+        add(W::kAttnQNorm, "attn_q_norm.weight", {q_dim}, kNorm, kHeads, 0, hd);
+        add(W::kAttnKNorm, "attn_k_norm.weight", {kv_dim}, kNorm, kKv, 0, hd);
+      } else if (arch.qk_norm && !hp.qk_norm_absent) {
+        // Per head, the same for every head: whole on every rank.
         add(W::kAttnQNorm, "attn_q_norm.weight", {hd}, kNorm);
         add(W::kAttnKNorm, "attn_k_norm.weight", {hd}, kNorm);
       }
@@ -250,6 +315,15 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
     }
     if (!lo.linear) {
       add(W::kAttnOutput, "attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
+    }
+    if (arch.dsa_indexer) {
+      // Kept, not run (ArchSpec::dsa_indexer): no layer member, whole on every rank.
+      const int64_t ih = hp.n_indexer_head, id = hp.indexer_head_dim;
+      add(W::kNone, "indexer.k_norm.weight", {id}, kNorm);
+      add(W::kNone, "indexer.k_norm.bias", {id}, kBias);
+      add(W::kNone, "indexer.proj.weight", {hp.n_embd, ih}, kAttn);
+      add(W::kNone, "indexer.attn_k.weight", {hp.n_embd, id}, kAttn);
+      add(W::kNone, "indexer.attn_q_b.weight", {hp.q_lora_rank, ih * id}, kAttn);
     }
     // Added once, after the ranks' partial sums are added up.
     if (arch.output_bias) add(W::kAttnOutputBias, "attn_output.bias", {hp.n_embd}, kBias);
@@ -299,6 +373,14 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
     }
     if (arch.norm == NormPlacement::kSandwich) {
       add(W::kPostFfnNorm, "post_ffw_norm.weight", {hp.n_embd}, kNorm);
+    }
+    if (lo.nextn) {
+      // The MTP head's own parts: the projection of [embedding | hidden] and its norms
+      // (the optional nextn.embed_tokens / shared_head_head default to the model's).
+      add(W::kNone, "nextn.eh_proj.weight", {2 * hp.n_embd, hp.n_embd}, TensorRole::kFfn);
+      add(W::kNone, "nextn.enorm.weight", {hp.n_embd}, kNorm);
+      add(W::kNone, "nextn.hnorm.weight", {hp.n_embd}, kNorm);
+      add(W::kNone, "nextn.shared_head_norm.weight", {hp.n_embd}, kNorm);
     }
   }
   t.push_back({"output_norm.weight", {hp.n_embd}, TensorRole::kNorm});

@@ -57,6 +57,19 @@ struct SynthDefaults {
   float rope_factor = 1.0f;
   int64_t rope_original_ctx = 0;
   float yarn_log_multiplier = 0.0f;
+  int64_t n_nextn = 0;  // NextN (MTP) blocks, as the family's converter appends them
+  // Attention shapes of the real models (0: herd's size rules, synth_hparams). head_dim: the
+  // key size (MLA: nope + rope); rope_dim: MLA's rope part of a key; kv_lora_rank: MLA's
+  // latent (the reference takes mainline's layout only with 512 and rope 64).
+  int64_t head_dim = 0, head_dim_v = 0, rope_dim = 0, kv_lora_rank = 0;
+  // Grouped-query attention with partial rotary embeddings: rope turns head_dim / rope_div
+  // dimensions (GLM-4.5, MiniMax-M2: 2).
+  int64_t rope_div = 1;
+  // MLA as mainline's converter writes it (GLM-5): key_length_mla / value_length_mla, one KV
+  // head, 3-D attn_k_b / attn_v_b and no attn_kv_b. Else the reference's converter's layout.
+  bool mla_mainline = false;
+  // The DSA indexer's heads, head size and top-k (GLM-5: 32, 128, 2048).
+  int64_t n_indexer_head = 0, indexer_head_dim = 0, indexer_top_k = 0;
   // Attention window of the local layers: at most this, and at most n_ctx / window_ctx_div
   // (rows with sliding-window layers only).
   int64_t sliding_window = 0;
@@ -72,9 +85,16 @@ struct ArchSpec {
   AttentionKind attention = AttentionKind::kGqa;
   NormPlacement norm = NormPlacement::kPre;
   Activation activation = Activation::kSilu;
-  bool qkv_bias = false;           // attn_q/k/v carry biases (qwen2, gpt-oss)
-  bool output_bias = false;        // attn_output carries a bias (gpt-oss)
-  bool qk_norm = false;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
+  bool qkv_bias = false;     // attn_q/k/v carry biases (qwen2, gpt-oss)
+  bool output_bias = false;  // attn_output carries a bias (gpt-oss)
+  bool qk_norm = false;      // per-head RMSNorm of q and k before rope (qwen3, gemma3)
+  // With qk_norm: the file decides (GLM-4.5 has attn_q_norm / attn_k_norm, GLM-4.5-Air not).
+  bool qk_norm_optional = false;
+  // With qk_norm: one RMSNorm over the whole q row and one over the whole k row (all heads
+  // together; weights [n_head * head_dim], [n_head_kv * head_dim]), as MiniMax-M2. A tensor-
+  // parallel rank adds its heads' sums of squares to the other ranks' (an all-reduce of two
+  // floats per token) before it norms its own heads.
+  bool qk_norm_whole_row = false;
   bool attn_sinks = false;         // attn_sinks: a per-head logit with no value in the softmax
   bool moe = false;                // FFN is a mixture of experts (after leading_dense_block_count)
   bool expert_bias = false;        // router and experts carry biases (gpt-oss)
@@ -93,6 +113,13 @@ struct ArchSpec {
   bool yarn_scale_on_logits = false;
   Gating default_gating = Gating::kSoftmax;  // without expert_gating_func in the file
   bool default_expert_weights_norm = true;   // without expert_weights_norm in the file
+  // A file without expert_weights_scale is refused, as the reference refuses it (GLM: its
+  // 2.5 moves the logits by a third; a default of 1 would be silently wrong).
+  bool expert_weights_scale_required = false;
+  // DeepSeek sparse attention's indexer (GLM-5): its tensors (indexer.*) are listed, checked
+  // and kept, not run: the reference runs dense attention by default, and with top_k at
+  // least the context the indexer would choose every key anyway.
+  bool dsa_indexer = false;
   // The pre-FFN norm's tensor ("ffn_norm"; gpt-oss: "post_attention_norm").
   const char* ffn_norm = "ffn_norm";
   // Hybrid stacks of Gated DeltaNet (linear attention, a recurrent state per sequence) and
@@ -126,8 +153,12 @@ std::vector<std::string_view> arch_names();
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;  // dense FFN width (0 for a model whose every layer is MoE)
-  int64_t n_layer = 0;
+  int64_t n_ff = 0;     // dense FFN width (0 for a model whose every layer is MoE)
+  int64_t n_layer = 0;  // blocks the forward pass runs
+  // NextN (multi-token prediction) blocks the converter appends after those (block_count =
+  // n_layer + n_nextn): listed and checked, kept for speculative decoding, never run by the
+  // plain forward pass.
+  int64_t n_nextn = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;   // MLA: 1 (the latent is one KV head shared by every query head)
   int64_t head_dim = 0;    // key size per head (MLA: nope + rope)
@@ -152,6 +183,11 @@ struct HParams {
   bool mla_kv_b = false;     // attn_kv_b present (older files; decompresses the latent)
   bool mla_split_b = false;  // attn_k_b / attn_v_b present (absorbed form)
   bool mla_3d_b = false;     // attn_k_b / attn_v_b are 3-D per head (mainline's converter)
+  // DeepSeek sparse attention's indexer (ArchSpec::dsa_indexer): heads, head size, top-k.
+  int64_t n_indexer_head = 0, indexer_head_dim = 0, indexer_top_k = 0;
+
+  // The row's q/k norm (ArchSpec::qk_norm_optional) is not in this file (GLM-4.5-Air).
+  bool qk_norm_absent = false;
 
   // Mixture of experts.
   int64_t n_expert = 0;
@@ -167,9 +203,6 @@ struct HParams {
 
   bool tied_output = false;  // no output.weight: token_embd is also the output matrix
 
-  // Blocks after the n_layer run (nextn_predict_layers: multi-token prediction, in the file
-  // but not part of the forward pass).
-  int64_t n_nextn = 0;
   // Rows of the shared experts (expert_shared_feed_forward_length); 0: n_ff_expert each.
   int64_t n_ff_shared = 0;
 
@@ -284,6 +317,7 @@ struct LayerOptions {
   // Rope of this layer: base, and the scaling it uses (kNone on Gemma 3's local layers).
   float rope_base = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::kNone;
+  bool nextn = false;   // a NextN block (il >= hp.n_layer): listed, not run
   bool linear = false;  // a Gated DeltaNet layer: no attention, a recurrent state per sequence
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);

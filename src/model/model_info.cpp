@@ -39,9 +39,12 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   };
   hp.n_embd = positive(a + "embedding_length");
   hp.n_layer = positive(a + "block_count");
-  // Multi-token-prediction blocks at the end are in the file but not run.
+  // The NextN (MTP) blocks come last; the forward pass runs the ones before them.
   hp.n_nextn = static_cast<int64_t>(f.get_u64_opt(a + "nextn_predict_layers").value_or(0));
-  if (hp.n_nextn >= hp.n_layer) fail(f, "nextn_predict_layers leaves no block to run");
+  if (hp.n_nextn >= hp.n_layer) {
+    fail(f, "nextn_predict_layers " + std::to_string(hp.n_nextn) + " leaves no block of the " +
+                std::to_string(hp.n_layer) + " to run");
+  }
   hp.n_layer -= hp.n_nextn;
   hp.n_head = positive(a + "attention.head_count");
   hp.n_head_kv =
@@ -95,8 +98,24 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   } else if (hp.head_dim_v != hp.head_dim) {
     fail(f, "different key and value head sizes are not supported for grouped-query attention");
   } else if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+    // Partial rotary embeddings (GLM-4.5, MiniMax-M2) turn the first n_rot dimensions.
     fail(f, "rope.dimension_count " + std::to_string(hp.n_rot) +
-                " must be even and at most the key size " + std::to_string(hp.head_dim));
+                " must be even and at most the head size " + std::to_string(hp.head_dim));
+  }
+  if (arch.qk_norm_optional) {
+    // GLM-4.5-Air has no q/k norm: the first block the file holds says.
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      const std::string blk = "blk." + std::to_string(il) + ".";
+      if (f.find_tensor(blk + "attn_q.weight") == nullptr && partial) continue;
+      hp.qk_norm_absent = f.find_tensor(blk + "attn_q_norm.weight") == nullptr;
+      break;
+    }
+  }
+  if (arch.dsa_indexer) {
+    hp.n_indexer_head = positive(a + "attention.indexer.head_count");
+    hp.indexer_head_dim = positive(a + "attention.indexer.key_length");
+    hp.indexer_top_k = positive(a + "attention.indexer.top_k");
+    if (hp.q_lora_rank == 0) fail(f, "the DSA indexer needs attention.q_lora_rank");
   }
   if (hp.head_dim % 2 != 0) fail(f, "the key size " + std::to_string(hp.head_dim) + " is odd");
 
@@ -168,6 +187,9 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     hp.expert_weights_norm = f.has(a + "expert_weights_norm")
                                  ? f.get_bool(a + "expert_weights_norm")
                                  : arch.default_expert_weights_norm;
+    if (arch.expert_weights_scale_required && !f.has(a + "expert_weights_scale")) {
+      fail(f, "missing '" + a + "expert_weights_scale' (" + arch_name + " needs it)");
+    }
     hp.expert_weights_scale = f.get_f32_opt(a + "expert_weights_scale").value_or(1.0f);
     hp.n_expert_group = static_cast<int64_t>(f.get_u64_opt(a + "expert_group_count").value_or(1));
     hp.n_expert_group_used =

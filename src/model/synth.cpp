@@ -67,7 +67,10 @@ struct Init {
 };
 
 Init init_for(const TensorSpec& t, const HParams& hp) {
-  const float fan_in = static_cast<float>(t.shape[0]);
+  // A 3-D attn_k_b [nope, kv_lora, n_head] stores each head's (nope x kv_lora) matrix
+  // transposed: its inputs are the latent's kv_lora values.
+  const bool k_b_3d = t.shape.size() == 3 && t.name.ends_with(".attn_k_b.weight");
+  const float fan_in = static_cast<float>(k_b_3d ? t.shape[1] : t.shape[0]);
   switch (t.role) {
     case TensorRole::kEmbedding:
       // A tied embedding is also the output matrix: logits of the same spread as an
@@ -142,18 +145,32 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
   u32("vocab_size", hp.n_vocab);
   u32("context_length", hp.n_ctx);
   u32("embedding_length", hp.n_embd);
-  u32("block_count", hp.n_layer);
+  u32("block_count", hp.n_layer + hp.n_nextn);
+  if (hp.n_nextn > 0) u32("nextn_predict_layers", hp.n_nextn);
   // An MoE model without dense layers states its experts' width here, as gpt-oss's converter.
   u32("feed_forward_length", hp.n_ff > 0 ? hp.n_ff : hp.n_ff_expert);
   u32("attention.head_count", hp.n_head);
-  // MLA: every head has its own decompressed keys and values (the reference's layout).
-  u32("attention.head_count_kv", mla ? hp.n_head : hp.n_head_kv);
+  // MLA: every head has its own decompressed keys and values (the reference's layout), or
+  // one KV head, the latent (mainline's).
+  u32("attention.head_count_kv", mla && !hp.mla_3d_b ? hp.n_head : hp.n_head_kv);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_f32(a + ".rope.freq_base", hp.rope_base);
   u32("rope.dimension_count", hp.n_rot);
-  if (arch.explicit_head_dim) {
+  if (mla && hp.mla_3d_b) {
+    // Mainline's layout: the cached row (latent + rope key) and the latent as the KV head's
+    // sizes, the per-head sizes under *_mla.
+    u32("attention.key_length", hp.kv_lora_rank + hp.n_rot);
+    u32("attention.value_length", hp.kv_lora_rank);
+    u32("attention.key_length_mla", hp.head_dim);
+    u32("attention.value_length_mla", hp.head_dim_v);
+  } else if (arch.explicit_head_dim) {
     u32("attention.key_length", hp.head_dim);
     u32("attention.value_length", hp.head_dim_v);
+  }
+  if (arch.dsa_indexer) {
+    u32("attention.indexer.head_count", hp.n_indexer_head);
+    u32("attention.indexer.key_length", hp.indexer_head_dim);
+    u32("attention.indexer.top_k", hp.indexer_top_k);
   }
   if (mla) {
     // No q_lora_rank key means plain attn_q (V2-Lite); the key cannot hold 0.
@@ -216,6 +233,7 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   const ArchSpec* arch = find_arch(o.arch);
   if (arch == nullptr) bad_option("unknown architecture '" + o.arch + "'");
   const bool mla = arch->attention == AttentionKind::kMla;
+  const SynthDefaults& d = arch->synth;
   HParams hp;
   hp.n_vocab = n_vocab;
   hp.n_embd = o.n_embd;
@@ -234,6 +252,8 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
                  std::to_string(hp.n_head) + " must equal --embd for " + o.arch);
     }
     hp.head_dim = o.head_dim;
+  } else if (d.head_dim > 0) {
+    hp.head_dim = d.head_dim;  // the real models' head size, whatever the width
   } else if (mla && hp.n_embd / hp.n_head >= 128) {
     hp.head_dim = 192;  // V2/V3: 128 nope + 64 rope, whatever the embedding width
   } else {
@@ -257,20 +277,22 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     // attn_k_b's rows (nope long) fit the quant blocks (48 = 32 + 16, 64 = 32 + 32, 96 = 64
     // + 32).
     const int64_t nope32 = hp.head_dim * 2 / 3 / 32 * 32;
-    hp.n_rot = o.rope_dim >= 0      ? o.rope_dim
-               : hp.head_dim >= 192 ? 64
-               : nope32 > 0         ? hp.head_dim - nope32
-                                    : std::max<int64_t>(2, hp.head_dim / 3 / 2 * 2);
+    hp.n_rot = o.rope_dim >= 0                              ? o.rope_dim
+               : d.rope_dim > 0 && d.rope_dim < hp.head_dim ? d.rope_dim
+               : hp.head_dim >= 192                         ? 64
+               : nope32 > 0                                 ? hp.head_dim - nope32
+                            : std::max<int64_t>(2, hp.head_dim / 3 / 2 * 2);
     if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot >= hp.head_dim) {
       bad_option("--rope-dim " + std::to_string(hp.n_rot) +
                  " must be even, positive and smaller than the key size " +
                  std::to_string(hp.head_dim) + " (--head-dim)");
     }
     const int64_t nope = hp.head_dim - hp.n_rot;
-    hp.head_dim_v = o.head_dim_v > 0 ? o.head_dim_v : nope;
-    hp.kv_lora_rank = o.kv_lora_rank > 0  ? o.kv_lora_rank
-                      : hp.n_embd >= 1024 ? 512
-                                          : std::max<int64_t>(2, hp.n_embd / 2);
+    hp.head_dim_v = o.head_dim_v > 0 ? o.head_dim_v : d.head_dim_v > 0 ? d.head_dim_v : nope;
+    hp.kv_lora_rank = o.kv_lora_rank > 0   ? o.kv_lora_rank
+                      : d.kv_lora_rank > 0 ? d.kv_lora_rank
+                      : hp.n_embd >= 1024  ? 512
+                                           : std::max<int64_t>(2, hp.n_embd / 2);
     // Large models factor the queries through a rank of about 3/8 of the width (V3: 1536 of
     // 7168); small ones through embd / 2 (as the frontier test model). 0 means plain attn_q.
     hp.q_lora_rank = o.q_lora_rank >= 0  ? o.q_lora_rank
@@ -278,8 +300,17 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
                                          : std::max<int64_t>(2, hp.n_embd / 2);
     if (o.kv_lora_rank == 0) bad_option("--kv-lora must be positive");
     // Both forms of the keys' and values' decompression, as the reference's converter
-    // writes them: attn_kv_b and the attn_k_b / attn_v_b cut out of it.
-    hp.mla_kv_b = hp.mla_split_b = true;
+    // writes them: attn_kv_b and the attn_k_b / attn_v_b cut out of it; or mainline's 3-D
+    // attn_k_b / attn_v_b alone.
+    hp.mla_kv_b = !d.mla_mainline;
+    hp.mla_split_b = true;
+    hp.mla_3d_b = d.mla_mainline;
+    if (arch->dsa_indexer) {
+      if (hp.q_lora_rank == 0) bad_option("--q-lora 0: the DSA indexer of " + o.arch + " needs it");
+      hp.n_indexer_head = d.n_indexer_head;
+      hp.indexer_head_dim = d.indexer_head_dim;
+      hp.indexer_top_k = d.indexer_top_k;
+    }
   } else {
     if (o.head_dim_v > 0 && o.head_dim_v != hp.head_dim) {
       bad_option(
@@ -289,20 +320,19 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     if (o.q_lora_rank >= 0 || o.kv_lora_rank >= 0) {
       bad_option("--q-lora and --kv-lora apply to multi-head latent attention (deepseek2) only");
     }
-    if (arch->delta_net) {
-      // Qwen3-Next / Qwen3.5 rotate a quarter of each head (64 of 256).
-      hp.n_rot = o.rope_dim >= 0 ? o.rope_dim : std::max<int64_t>(2, hp.head_dim / 4 / 2 * 2);
-      if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim) {
-        bad_option("--rope-dim " + std::to_string(hp.n_rot) +
-                   " must be even, positive and at most the head size " +
-                   std::to_string(hp.head_dim));
-      }
-    } else if (o.rope_dim >= 0 && o.rope_dim != hp.head_dim) {
-      bad_option(
-          "--rope-dim: partial rotary embeddings are for multi-head latent attention and "
-          "Gated DeltaNet hybrids only");
+    // Partial rotary embeddings: rope turns the first n_rot dimensions of each head.
+    hp.n_rot =
+        o.rope_dim >= 0 ? o.rope_dim : std::max<int64_t>(2, hp.head_dim / d.rope_div / 2 * 2);
+    if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim) {
+      bad_option("--rope-dim " + std::to_string(hp.n_rot) +
+                 " must be even, positive and at most the head size " +
+                 std::to_string(hp.head_dim));
     }
   }
+  if (o.qk_norm >= 0 && !arch->qk_norm_optional) {
+    bad_option("--qk-norm: " + o.arch + " has no optional q/k norm");
+  }
+  hp.qk_norm_absent = o.qk_norm == 0;
   if (arch->delta_net) {
     hp.delta_conv_kernel = 4;
     hp.delta_n_k_heads =
@@ -328,7 +358,8 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of --kv-heads " +
                std::to_string(hp.n_head_kv));
   }
-  const SynthDefaults& d = arch->synth;
+  hp.n_nextn = o.n_nextn >= 0 ? o.n_nextn : d.n_nextn;
+  if (hp.n_nextn > 16) bad_option("--nextn is out of range (at most 16)");
   hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : d.tied_output;
 
   // Sliding window: the row says which layers are local; a window for an architecture
@@ -479,7 +510,7 @@ void synthesize(const SynthOptions& o) {
   for (size_t i = 0; i < specs.size(); ++i) {
     source[i] = i;
     const std::string& name = specs[i].name;
-    if (name.ends_with(".attn_k_b.weight") || name.ends_with(".attn_v_b.weight")) {
+    if (hp.mla_kv_b && (name.ends_with(".attn_k_b.weight") || name.ends_with(".attn_v_b.weight"))) {
       const std::string kv_b = name.substr(0, name.rfind(".attn_")) + ".attn_kv_b.weight";
       for (size_t j = 0; j < specs.size(); ++j) {
         if (specs[j].name == kv_b) source[i] = j;

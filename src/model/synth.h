@@ -26,20 +26,28 @@ struct SynthOptions {
   int64_t n_layer = 4;
   int64_t n_head = 8;
   int64_t n_head_kv = 0;  // 0: n_head / 2 (at least 1)
-  int64_t head_dim = 0;   // 0: n_embd / n_head
+  int64_t head_dim = 0;   // 0: the row's (glm4moe, minimax-m2: 128), else n_embd / n_head
   int64_t n_ctx = 4096;
   int64_t n_expert = 8;
   int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
   int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
   int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied
+  // NextN (MTP) blocks appended after the --layers the forward pass runs; -1: as the
+  // family's converter writes them (qwen35, glm4moe: 1; others 0).
+  int64_t n_nextn = -1;
+  // q/k norm of an architecture where it is optional (glm4moe: GLM-4.5 has it, GLM-4.5-Air
+  // not): 0 leaves it out; -1: written.
+  int qk_norm = -1;
 
   // Per-architecture options; a negative or empty value takes the architecture's default
   // (see synth_hparams), chosen to resemble the real models at any size.
   // Multi-head latent attention (deepseek2): head_dim is the key size, nope + rope.
   int64_t q_lora_rank = -1;   // 0: plain attn_q (V2-Lite); default embd / 2, 3 embd / 8 when large
   int64_t kv_lora_rank = -1;  // default 512 when embd >= 1024, else embd / 2
-  int64_t rope_dim = -1;      // rope part of a key; default 64 from 192-wide keys, else ~1/3
-  int64_t head_dim_v = -1;    // value size per head; default the nope part of a key
+  // Rope part of a key: MLA's default 64 from 192-wide keys, else ~1/3; grouped-query
+  // attention rotates the whole head unless the row says a part (glm4moe, minimax-m2: half).
+  int64_t rope_dim = -1;
+  int64_t head_dim_v = -1;  // value size per head; default the nope part of a key
   // Mixture of experts.
   int64_t n_expert_shared = -1;  // deepseek2: 1
   int64_t n_leading_dense = -1;  // deepseek2: 1 (0 when there is only one layer)

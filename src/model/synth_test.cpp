@@ -175,9 +175,14 @@ SynthOptions small_new(const std::string& arch, const std::string& type, const s
   o.n_expert_used = 0;  // the architecture's default (gpt-oss: 4)
   o.n_ff_expert = 64;
   o.n_ctx = 256;
-  if (arch == "deepseek2") {
+  if (arch == "deepseek2" || arch == "glm-dsa") {
+    o.n_head_kv = 0;
     o.head_dim = 96;  // 64 nope + 32 rope: k_b's rows of 64 fit q8_0 / q5_0 blocks
     o.rope_dim = 32;
+  }
+  if (arch == "glm-dsa") {  // GLM-5's 256-wide values and 512 latent are its defaults
+    o.head_dim_v = 64;
+    o.kv_lora_rank = 64;
   }
   return o;
 }
@@ -233,6 +238,11 @@ void expect_reads_back(const SynthOptions& o) {
   EXPECT_EQ(got.n_expert_group_used, want.n_expert_group_used);
   EXPECT_EQ(got.expert_selection_bias, want.expert_selection_bias);
   EXPECT_EQ(got.tied_output, want.tied_output);
+  EXPECT_EQ(got.n_nextn, want.n_nextn);
+  EXPECT_EQ(got.qk_norm_absent, want.qk_norm_absent);
+  EXPECT_EQ(got.n_indexer_head, want.n_indexer_head);
+  EXPECT_EQ(got.indexer_head_dim, want.indexer_head_dim);
+  EXPECT_EQ(got.indexer_top_k, want.indexer_top_k);
   std::vector<TensorSpec> specs = model_tensors(*info.arch, want);
   ASSERT_EQ(f.tensors().size(), specs.size());
   ASSERT_EQ(info.tensors.size(), specs.size());
@@ -268,7 +278,8 @@ float mla_cut_error(const gguf::File& f, const HParams& hp, int il) {
 }
 
 TEST(Synth, NewArchitecturesReadBackInEveryType) {
-  for (const std::string arch : {"deepseek2", "gpt-oss", "gemma3"}) {
+  for (const std::string arch :
+       {"deepseek2", "gpt-oss", "gemma3", "glm4moe", "minimax-m2", "glm-dsa"}) {
     for (const std::string type : {"f32", "q8_0", "q4_k_m"}) {
       SCOPED_TRACE(arch + " " + type);
       SynthOptions o = small_new(arch, type, "synth_" + arch + "_" + type + ".gguf");
@@ -327,6 +338,39 @@ TEST(Synth, GatedDeltaNetHybridsReadBack) {
   SynthOptions llama = small("llama", "f32", "synth_llama_linear.gguf");
   llama.delta_n_v_heads = 4;
   EXPECT_THROW(synth_hparams(llama, 384), Error);
+}
+
+TEST(Synth, NextNBlocksAreListedAndCheckedNotRun) {
+  SynthOptions o = small_new("deepseek2", "q8_0", "synth_nextn.gguf");
+  o.n_layer = 2;
+  o.n_nextn = 1;
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  EXPECT_EQ(f.get_u32("deepseek2.block_count"), 3u);
+  EXPECT_EQ(f.get_u32("deepseek2.nextn_predict_layers"), 1u);
+  const ModelInfo info = read_model_info(f);
+  EXPECT_EQ(info.hp.n_layer, 2);  // the blocks the forward pass runs
+  EXPECT_EQ(info.hp.n_nextn, 1);
+  EXPECT_TRUE(layer_options(*info.arch, info.hp, 2).nextn);
+  EXPECT_FALSE(layer_options(*info.arch, info.hp, 1).nextn);
+  // The NextN block is listed (its own parts and a whole block), in no stage's layers and
+  // never cut.
+  int nextn_tensors = 0;
+  for (const TensorSpec& t : info.tensors) {
+    if (!t.name.starts_with("blk.2.")) continue;
+    ++nextn_tensors;
+    EXPECT_EQ(t.layer, -1) << t.name;
+    EXPECT_EQ(t.split, SplitBy::kNone) << t.name;
+    EXPECT_FALSE(t.per_expert) << t.name;
+  }
+  EXPECT_NE(find_tensor_spec(info, "blk.2.nextn.eh_proj.weight"), nullptr);
+  EXPECT_NE(find_tensor_spec(info, "blk.2.ffn_gate_exps.weight"), nullptr);
+  EXPECT_GT(nextn_tensors, 10);
+  // A default deepseek2 has none; a NextN count that leaves nothing to run is refused.
+  EXPECT_EQ(synth_hparams(small_new("deepseek2", "f32", "x"), 256).n_nextn, 0);
+  SynthOptions bad = small_new("deepseek2", "f32", "synth_nextn_bad.gguf");
+  bad.n_nextn = 17;
+  EXPECT_THROW(synthesize(bad), Error);
 }
 
 TEST(Synth, DeepSeek2HasV3Layout) {
@@ -558,6 +602,67 @@ TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
   }
 }
 
+// GLM-4.5 (and Air without q/k norm), MiniMax-M2 and GLM-5 as their converters write them
+// (../shared/models/frontier2/README.md).
+TEST(Synth, GlmAndMiniMaxLayouts) {
+  SynthOptions o = small_new("glm4moe", "q8_0", "synth_glm4moe_layout.gguf");
+  synthesize(o);
+  gguf::File f = gguf::File::open(o.out_path);
+  EXPECT_EQ(f.get_u32("glm4moe.block_count"), 4u);  // 3 + 1 NextN
+  EXPECT_EQ(f.get_u32("glm4moe.nextn_predict_layers"), 1u);
+  EXPECT_EQ(f.get_u32("glm4moe.rope.dimension_count"), 32u);  // half of the 64-wide heads
+  EXPECT_EQ(f.get_u32("glm4moe.expert_gating_func"), 2u);
+  EXPECT_EQ(f.get_f32("glm4moe.expert_weights_scale"), 2.5f);
+  EXPECT_EQ(f.get_u32("glm4moe.expert_shared_count"), 1u);
+  EXPECT_EQ(f.get_u32("glm4moe.leading_dense_block_count"), 1u);
+  for (const char* name : {"blk.0.attn_q.bias", "blk.0.post_attention_norm.weight",
+                           "blk.1.exp_probs_b.bias", "blk.3.nextn.eh_proj.weight"}) {
+    EXPECT_NE(f.find_tensor(name), nullptr) << name;
+  }
+  EXPECT_EQ(f.tensor("blk.0.attn_q_norm.weight").shape, std::vector<int64_t>{64});
+  EXPECT_FALSE(read_model_info(f).hp.qk_norm_absent);
+  // GLM-4.5-Air: no q/k norm, which the file says.
+  SynthOptions air = small_new("glm4moe", "f32", "synth_glm4moe_air.gguf");
+  air.qk_norm = 0;
+  synthesize(air);
+  expect_reads_back(air);
+  gguf::File fa = gguf::File::open(air.out_path);
+  EXPECT_EQ(fa.find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_TRUE(read_model_info(fa).hp.qk_norm_absent);
+
+  // MiniMax-M2: one q/k norm weight per element of the whole row.
+  SynthOptions mm = small_new("minimax-m2", "f32", "synth_minimax_layout.gguf");
+  synthesize(mm);
+  gguf::File fm = gguf::File::open(mm.out_path);
+  EXPECT_EQ(fm.tensor("blk.0.attn_q_norm.weight").shape, std::vector<int64_t>{4 * 64});
+  EXPECT_EQ(fm.tensor("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{2 * 64});
+  EXPECT_EQ(fm.get_u32("minimax-m2.expert_gating_func"), 2u);  // the reference's default is softmax
+
+  // GLM-5: mainline's MLA layout and the DSA indexer.
+  SynthOptions g5 = small_new("glm-dsa", "q8_0", "synth_glm_dsa_layout.gguf");
+  synthesize(g5);
+  gguf::File fg = gguf::File::open(g5.out_path);
+  EXPECT_EQ(fg.get_u32("glm-dsa.attention.head_count_kv"), 1u);
+  EXPECT_EQ(fg.get_u32("glm-dsa.attention.key_length"), 64u + 32u);  // latent + rope key
+  EXPECT_EQ(fg.get_u32("glm-dsa.attention.key_length_mla"), 96u);
+  EXPECT_EQ(fg.get_u32("glm-dsa.attention.value_length_mla"), 64u);
+  EXPECT_EQ(fg.get_u32("glm-dsa.attention.indexer.top_k"), 2048u);
+  EXPECT_EQ(fg.find_tensor("blk.0.attn_kv_b.weight"), nullptr);
+  EXPECT_EQ(fg.tensor("blk.0.attn_k_b.weight").shape, (std::vector<int64_t>{64, 64, 4}));
+  EXPECT_EQ(fg.tensor("blk.0.indexer.attn_q_b.weight").shape, (std::vector<int64_t>{64, 32 * 128}));
+  EXPECT_TRUE(read_model_info(fg).hp.mla_3d_b);
+  // At any size the defaults are GLM-5's attention: 192 + 64 keys, 256 values, a 512 latent.
+  SynthOptions big = small("glm-dsa", "f32", "unused.gguf");
+  big.n_head_kv = 0;
+  const HParams hp = synth_hparams(big, 1000);
+  EXPECT_EQ(hp.head_dim, 256);
+  EXPECT_EQ(hp.n_rot, 64);
+  EXPECT_EQ(hp.head_dim_v, 256);
+  EXPECT_EQ(hp.kv_lora_rank, 512);
+  EXPECT_EQ(hp.n_indexer_head, 32);
+  EXPECT_FALSE(hp.mla_kv_b);
+}
+
 TEST(Synth, NewOptionsAreChecked) {
   auto fails = [](SynthOptions o, const std::string& needle) {
     try {
@@ -588,6 +693,15 @@ TEST(Synth, NewOptionsAreChecked) {
   o = small("llama", "f32", "unused.gguf");
   o.n_leading_dense = 1;
   fails(o, "--dense-layers");
+  o = small("llama", "f32", "unused.gguf");
+  o.qk_norm = 0;
+  fails(o, "--qk-norm");
+  o = small_new("glm4moe", "f32", "unused.gguf");
+  o.rope_dim = 66;
+  fails(o, "--rope-dim 66");
+  o = small_new("glm-dsa", "f32", "unused.gguf");
+  o.q_lora_rank = 0;
+  fails(o, "--q-lora 0");
 }
 
 TEST(BuiltinVocab, IsConsistent) {

@@ -1,7 +1,6 @@
 #include "server/dsml_reader.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -13,25 +12,6 @@ constexpr std::string_view kInvokeEnd = "</｜DSML｜invoke>";
 constexpr std::string_view kParameter = "<｜DSML｜parameter name=\"";
 constexpr std::string_view kParameterEnd = "</｜DSML｜parameter>";
 constexpr std::string_view kHeadEnd = "\">";
-
-// `text` escaped for the inside of a JSON string, byte by byte (a UTF-8 character cut
-// between two pieces stays valid once both are written).
-std::string json_escaped(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char code[8];
-      std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned>(c));
-      out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : code;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -58,6 +38,14 @@ void DsmlReader::add_value(std::string_view text) {
       in_string_ = false;
     }
   }
+}
+
+// The reply ended inside the call: it is closed there, so its arguments are an object.
+void DsmlReader::close_call() {
+  calls_.back().arguments += '}';
+  calls_.back().done = true;
+  buffer_.clear();
+  state_ = State::kBefore;
 }
 
 void DsmlReader::feed(std::string_view text, bool at_end) {
@@ -99,6 +87,7 @@ void DsmlReader::feed(std::string_view text, bool at_end) {
           continue;
         }
         if (parameter == std::string::npos) {
+          if (at_end) return close_call();
           const size_t keep =
               std::max(partial_marker(buffer_, kParameter), partial_marker(buffer_, kInvokeEnd));
           buffer_.erase(0, buffer_.size() - keep);
@@ -111,7 +100,10 @@ void DsmlReader::feed(std::string_view text, bool at_end) {
       case State::kParameterHead: {
         // name="K" string="true|false">: the name, then the kind of value.
         const size_t at = buffer_.find(kHeadEnd);
-        if (at == std::string::npos) return;
+        if (at == std::string::npos) {
+          if (at_end) close_call();
+          return;
+        }
         const std::string_view head = std::string_view(buffer_).substr(0, at);
         const size_t quote = head.find('"');
         const std::string key(head.substr(0, quote));
@@ -135,6 +127,10 @@ void DsmlReader::feed(std::string_view text, bool at_end) {
         add_value(std::string_view(buffer_).substr(0, take));
         if (end == std::string::npos) {
           buffer_.erase(0, take);
+          if (at_end) {
+            if (string_value_) calls_.back().arguments += '"';
+            close_call();
+          }
           return;
         }
         if (string_value_) calls_.back().arguments += '"';

@@ -9,8 +9,9 @@
 //   </｜DSML｜function_calls>
 //
 // becomes get_weather {"city":"Paris","days":3}: a string="true" value is raw text (made a
-// JSON string), any other is JSON as written. The reader is fed what lies between
-// function_calls' markers (OutputParser finds those).
+// JSON string), any other is JSON as written; a call cut short by the block's end is closed
+// there. The reader is fed what lies between
+// function_calls' markers, or V4's tool_calls' (OutputParser finds those).
 #pragma once
 
 #include <string>
@@ -23,6 +24,9 @@ namespace herd::server {
 
 constexpr std::string_view kDsmlCalls = "<｜DSML｜function_calls>";
 constexpr std::string_view kDsmlCallsEnd = "</｜DSML｜function_calls>";
+// DeepSeek V4 writes the same calls in a block of another name.
+constexpr std::string_view kDsmlToolCalls = "<｜DSML｜tool_calls>";
+constexpr std::string_view kDsmlToolCallsEnd = "</｜DSML｜tool_calls>";
 
 class DsmlReader {
  public:
@@ -35,6 +39,7 @@ class DsmlReader {
  private:
   enum class State { kBefore, kName, kParameters, kParameterHead, kValue };
   void add_value(std::string_view text);
+  void close_call();
 
   State state_ = State::kBefore;
   std::string buffer_;

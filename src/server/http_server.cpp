@@ -13,6 +13,7 @@
 
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
+#include "server/argument_types.h"
 #include "server/cluster_view.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -517,16 +518,19 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
   }
   const bool parse_tools = !r.tools.is_null() && r.tool_choice.kind != ToolChoice::Kind::kNone;
   OutputParserOptions po;
-  po.reasoning = m.template_source.find("<think>") != std::string::npos;
+  const std::optional<ReasoningMarkers> markers = reasoning_markers(m.template_source);
+  po.reasoning = markers.has_value();
+  po.reasoning_markers = markers.value_or(ReasoningMarkers{});
   po.harmony = uses_harmony(m.template_source);
-  po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt);
+  po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt, po.reasoning_markers);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   po.id_prefix = "call_" + std::to_string(n) + "_";
+  if (parse_tools) po.parameter_types = parameter_types(r.tools);
   std::shared_ptr<const JsonGrammar> grammar = r.response_format.grammar;
   if (grammar && !r.tool_choice.forces_call()) {
     // A reply held to JSON is content only: it skips the reasoning the template opened (as a
     // forced call does), and markers inside its strings are text, not calls or reasoning.
-    if (po.starts_in_reasoning) prompt += "</think>\n\n";
+    if (po.starts_in_reasoning) prompt += std::string(po.reasoning_markers.close) + "\n\n";
     // Harmony: the JSON is the final channel's message, which the prompt opens.
     if (po.harmony) prompt += "<|channel|>final<|message|>";
     po.reasoning = po.starts_in_reasoning = po.harmony = false;
@@ -538,21 +542,24 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
     // function's name and parameters.
     if (!can_force_calls(po.tools)) {
       throw ApiError(400,
-                     po.tools == ToolFormat::kNone
-                         ? "tool_choice cannot be enforced for this model's chat template: it "
-                           "shows no tool-call format herd reads"
-                         : "tool_choice cannot be enforced for this model's chat template: its "
-                           "calls' arguments are not JSON",
+                     "tool_choice cannot be enforced for this model's chat template: it shows no "
+                     "tool-call format herd reads",
                      "invalid_request_error", "tool_choice");
     }
     po.forced_call = true;
     po.forced_name = r.tool_choice.function;
     po.tool_names = tool_names(r.tools);
     prompt += forced_reply_opening(po);
-    grammar = forced_call_grammar(po, r.tools);
+    // Where arguments are not JSON (DSML, XML, GLM's, Gemma 4's) the opening alone forces the
+    // call: its arguments are the model's.
+    grammar = grammar_holds_arguments(po.tools) ? forced_call_grammar(po, r.tools) : nullptr;
   }
 
   GenerationParams g = generation_params(r.sampling);
+  // A call forced by its opening alone ends with its block, as a grammar would end it.
+  if (po.forced_call && !grammar_holds_arguments(po.tools)) {
+    g.stop.emplace_back(call_block_end(po.tools));
+  }
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>), and so are
   // harmony's channel markers.
   g.render_special = po.tools != ToolFormat::kNone || po.harmony;

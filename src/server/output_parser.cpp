@@ -2,18 +2,25 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "server/argument_types.h"
 #include "server/dsml_reader.h"
+#include "server/gemma_call_reader.h"
+#include "server/glm_call_reader.h"
 #include "server/harmony_parser.h"
+#include "server/json_call_reader.h"
 #include "server/parser_text.h"
+#include "server/xml_call_reader.h"
 
 namespace herd::server {
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
+// Gemma 4 thinks in a channel of its own.
+constexpr ReasoningMarkers kGemmaThought{"<|channel>thought", "<channel|>"};
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
@@ -52,152 +59,6 @@ constexpr CallSyntax kKimiSyntax{kKimiCall, kKimiArgs, kKimiCallEnd, kKimiCall, 
 constexpr std::string_view kFenceOpen = "```json";
 constexpr CallSyntax kDeepSeekR1Syntax{kDeepSeekCall, kFenceOpen, "\n```",
                                        kDeepSeekCall, false,      kDeepSeekSep};
-
-// Reads tool calls written as JSON while they stream, one character at a time: a call
-// object, an array of them, or several in a row, each {"name": ..., "arguments" or
-// "parameters": ...} with its keys in any order. Text between top-level values is ignored.
-class JsonCallReader {
- public:
-  void feed(std::string_view text) {
-    for (char c : text) feed(c);
-  }
-  std::vector<ReadCall>& calls() { return calls_; }
-  // The name being written when the text stops inside it (a forced call cut short).
-  std::string partial_name() const { return role_ == Role::kName ? decode_string(token_) : ""; }
-
- private:
-  enum class Phase { kKey, kColon, kValue, kAfterValue };
-  enum class Role { kNone, kKey, kName };  // what the string being read is
-  enum class Value { kNone, kArguments, kSkip };
-
-  void feed(char c) {
-    if (in_string_) {
-      if (role_ != Role::kNone) token_ += c;
-      if (value_ == Value::kArguments) calls_.back().arguments += c;
-      if (escape_) {
-        escape_ = false;
-      } else if (c == '\\') {
-        escape_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-        end_string();
-      }
-      return;
-    }
-    if (value_ != Value::kNone) {
-      const bool at_call = stack_.size() == call_depth_;
-      if (at_call && (c == ',' || c == '}' || c == ']')) {
-        end_value();  // a scalar ends before c, which belongs to the call object
-      } else {
-        if (value_ == Value::kArguments && !is_space(c)) calls_.back().arguments += c;
-        if (c == '"') {
-          in_string_ = true;
-        } else if (c == '{' || c == '[') {
-          stack_ += c;
-        } else if ((c == '}' || c == ']') && stack_.size() > call_depth_) {
-          stack_.pop_back();
-          if (stack_.size() == call_depth_ && !value_scalar_) end_value();
-        }
-        return;
-      }
-    }
-    if (call_depth_ > 0 && stack_.size() == call_depth_) {
-      call_level(c);
-      return;
-    }
-    // Outside any call object.
-    if (c == '"') {
-      if (!stack_.empty()) in_string_ = true;  // a string inside a value that is no call
-    } else if (c == '{') {
-      stack_ += c;
-      if (stack_.size() == 1 || stack_ == "[{") {
-        call_depth_ = stack_.size();
-        calls_.emplace_back();
-        phase_ = Phase::kKey;
-      }
-    } else if (c == '[') {
-      stack_ += c;
-    } else if ((c == '}' || c == ']') && !stack_.empty()) {
-      stack_.pop_back();
-    }
-  }
-
-  void call_level(char c) {
-    if (c == '}') {
-      stack_.pop_back();
-      call_depth_ = 0;
-      calls_.back().done = true;
-      return;
-    }
-    switch (phase_) {
-      case Phase::kKey:
-        if (c == '"') start_token(Role::kKey);
-        break;
-      case Phase::kColon:
-        if (c == ':') phase_ = Phase::kValue;
-        break;
-      case Phase::kValue:
-        if (is_space(c)) break;
-        // A repeated name key is skipped, as a repeated arguments key is (below): the first
-        // name may have been streamed already.
-        if (key_ == "name" && c == '"' && !calls_.back().named) {
-          start_token(Role::kName);
-          break;
-        }
-        value_ = Value::kSkip;
-        // A repeated arguments key is skipped: the first one's text may have been streamed
-        // already, and a stream cannot take text back.
-        if ((key_ == "arguments" || key_ == "parameters") && !calls_.back().has_arguments) {
-          ReadCall& call = calls_.back();
-          value_ = Value::kArguments;
-          call.has_arguments = true;
-          call.arguments_string = c == '"';
-        }
-        value_scalar_ = c != '"' && c != '{' && c != '[';
-        feed(c);
-        break;
-      case Phase::kAfterValue:
-        if (c == ',') phase_ = Phase::kKey;
-        break;
-    }
-  }
-
-  void start_token(Role role) {
-    role_ = role;
-    token_ = "\"";
-    in_string_ = true;
-  }
-
-  void end_string() {
-    if (role_ == Role::kKey) {
-      key_ = decode_string(token_);
-      phase_ = Phase::kColon;
-    } else if (role_ == Role::kName) {
-      calls_.back().name = decode_string(token_);
-      calls_.back().named = true;
-      phase_ = Phase::kAfterValue;
-    } else if (value_ != Value::kNone && stack_.size() == call_depth_ && !value_scalar_) {
-      end_value();  // a string value
-    }
-    role_ = Role::kNone;
-  }
-
-  void end_value() {
-    value_ = Value::kNone;
-    phase_ = Phase::kAfterValue;
-  }
-
-  std::vector<ReadCall> calls_;
-  std::string stack_;      // the open containers, '{' or '['
-  size_t call_depth_ = 0;  // stack_.size() inside the current call object, 0: none
-  bool in_string_ = false, escape_ = false;
-  Phase phase_ = Phase::kKey;
-  Role role_ = Role::kNone;
-  std::string token_;  // the string being read (role_ != kNone), quotes included
-  std::string key_;    // the last key of the call object
-  Value value_ = Value::kNone;
-  bool value_scalar_ = false;  // the value is a number, literal or junk: ends at , } or ]
-};
 
 // Reads calls written as a name and then arguments between markers (CallSyntax) while they
 // stream: Mistral's name[ARGS]{...}, [TOOL_CALLS] between them; DeepSeek's and Kimi's
@@ -313,17 +174,16 @@ class NameArgsReader {
 
 // One tool-call block: from its marker to its closing marker, or to the end of the reply.
 struct OutputParser::CallBlock {
-  enum class Form { kUndecided, kJson, kNameArgs, kDsml };
+  using Reader = std::variant<JsonCallReader, NameArgsReader, DsmlReader, XmlCallReader,
+                              GlmCallReader, GemmaCallReader>;
   std::string marker;      // what opened it, restored with the text when it holds no call
   std::string_view close;  // empty: the block runs to the end of the reply
   std::string raw;         // its text so far
   bool closed = false;     // its closing marker was read
   bool forced = false;     // the forced call's block: it holds a call whatever is written
-  Form form = Form::kUndecided;
-  bool mistral = false;  // [TOOL_CALLS] opened it: name[ARGS] is possible
-  JsonCallReader json;
-  NameArgsReader name_args{kMistralSyntax};
-  DsmlReader dsml;
+  bool decided = false;    // the reader is chosen (else the block's first character chooses)
+  bool mistral = false;    // [TOOL_CALLS] opened it: name[ARGS] is possible
+  Reader reader;
   struct Sent {
     int index = -1;  // the call's index in the reply once announced
     size_t arguments = 0;
@@ -332,20 +192,34 @@ struct OutputParser::CallBlock {
   std::vector<Sent> sent;  // per call read
 
   std::vector<ReadCall>& calls() {
-    return form == Form::kNameArgs ? name_args.calls()
-           : form == Form::kDsml   ? dsml.calls()
-                                   : json.calls();
+    return std::visit([](auto& r) -> std::vector<ReadCall>& { return r.calls(); }, reader);
   }
   std::string partial_name() const {
-    return form == Form::kNameArgs ? name_args.partial_name()
-           : form == Form::kDsml   ? dsml.partial_name()
-                                   : json.partial_name();
+    return std::visit([](const auto& r) { return r.partial_name(); }, reader);
+  }
+  void feed(std::string_view text, bool at_end) {
+    std::visit(
+        [&](auto& r) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(r)>, JsonCallReader>) {
+            r.feed(text);  // reads to the end of what it is given anyway
+          } else {
+            r.feed(text, at_end);
+          }
+        },
+        reader);
   }
 };
 
 ToolFormat detect_tool_format(std::string_view source) {
-  // Qwen3-Coder and Qwen3.5 write <tool_call><function=name><parameter=...>: XML, not JSON.
-  if (source.find("<function=") != std::string_view::npos) return ToolFormat::kNone;
+  auto has = [&](std::string_view text) { return source.find(text) != std::string_view::npos; };
+  // Qwen3-Coder, Qwen3.5 and Nemotron 3 write <tool_call><function=name><parameter=...>.
+  // Other <function=...> formats (Seed-OSS's <seed:tool_call>, Functionary's JSON in
+  // <function=name>) are not read.
+  if (has(kXmlFunction)) {
+    return has(kHermesOpen) && has("<parameter=") ? ToolFormat::kQwenXml : ToolFormat::kNone;
+  }
+  if (has(kGlmArgKey)) return ToolFormat::kGlm;
+  if (has(std::string(kGemmaCall) + "call:")) return ToolFormat::kGemma;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolFormat::kHermes;
   if (source.find(kMistralCalls) != std::string_view::npos) {
     if (source.find(kMistralArgs) == std::string_view::npos) return ToolFormat::kMistral;
@@ -356,7 +230,10 @@ ToolFormat detect_tool_format(std::string_view source) {
       source.find(kPythonTag) != std::string_view::npos) {
     return ToolFormat::kLlama3Json;
   }
-  if (source.find("｜DSML｜") != std::string_view::npos) return ToolFormat::kDeepSeekDsml;
+  // DeepSeek V3.2 names DSML's block function_calls, V4 tool_calls.
+  if (has("｜DSML｜")) {
+    return has("function_calls") ? ToolFormat::kDeepSeekDsml : ToolFormat::kDeepSeekV4;
+  }
   // DeepSeek V3 and R1 write a call as type<｜tool▁sep｜>name and ```json arguments.
   if (source.find(kDeepSeekCalls) != std::string_view::npos) {
     return source.find(kFenceOpen) == std::string_view::npos ? ToolFormat::kDeepSeek
@@ -368,7 +245,34 @@ ToolFormat detect_tool_format(std::string_view source) {
 }
 
 bool can_force_calls(ToolFormat format) {
-  return format != ToolFormat::kNone && format != ToolFormat::kDeepSeekDsml;
+  return format != ToolFormat::kNone;
+}
+
+bool grammar_holds_arguments(ToolFormat format) {
+  switch (format) {
+    case ToolFormat::kNone:
+    case ToolFormat::kDeepSeekDsml:
+    case ToolFormat::kDeepSeekV4:
+    case ToolFormat::kQwenXml:
+    case ToolFormat::kGlm:
+    case ToolFormat::kGemma:
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string_view call_block_end(ToolFormat format) {
+  switch (format) {
+    case ToolFormat::kDeepSeekDsml:
+      return kDsmlCallsEnd;
+    case ToolFormat::kDeepSeekV4:
+      return kDsmlToolCallsEnd;
+    case ToolFormat::kGemma:
+      return kGemmaCallEnd;
+    default:
+      return kHermesClose;
+  }
 }
 
 bool uses_harmony(std::string_view source) {
@@ -376,10 +280,17 @@ bool uses_harmony(std::string_view source) {
          source.find("<|message|>") != std::string_view::npos;
 }
 
-bool prompt_opens_reasoning(std::string_view prompt) {
-  const size_t open = prompt.rfind(kThinkOpen);
+std::optional<ReasoningMarkers> reasoning_markers(std::string_view source) {
+  if (source.find(kGemmaThought.open) != std::string_view::npos) return kGemmaThought;
+  const ReasoningMarkers think;
+  if (source.find(think.open) != std::string_view::npos) return think;
+  return std::nullopt;
+}
+
+bool prompt_opens_reasoning(std::string_view prompt, const ReasoningMarkers& markers) {
+  const size_t open = prompt.rfind(markers.open);
   if (open == std::string_view::npos) return false;
-  const size_t close = prompt.rfind(kThinkClose);
+  const size_t close = prompt.rfind(markers.close);
   return close == std::string_view::npos || close < open;
 }
 
@@ -423,6 +334,16 @@ std::string forced_call_prefix(ToolFormat format, std::string_view name, std::st
       return " to=functions." +
              (name.empty() ? "" : std::string(name) + "<|channel|>commentary json<|message|>");
     case ToolFormat::kDeepSeekDsml:
+    case ToolFormat::kDeepSeekV4:
+      return std::string(format == ToolFormat::kDeepSeekV4 ? kDsmlToolCalls : kDsmlCalls) +
+             "\n<｜DSML｜invoke name=\"" + (name.empty() ? "" : std::string(name) + "\">\n");
+    case ToolFormat::kQwenXml:
+      return std::string(kHermesOpen) + "\n" + std::string(kXmlFunction) +
+             (name.empty() ? "" : std::string(name) + ">\n");
+    case ToolFormat::kGlm:
+      return std::string(kHermesOpen) + std::string(name);
+    case ToolFormat::kGemma:
+      return std::string(kGemmaCall) + "call:" + (name.empty() ? "" : std::string(name) + "{");
     case ToolFormat::kNone:
       break;
   }
@@ -433,7 +354,7 @@ std::string forced_reply_opening(const OutputParserOptions& o) {
   if (!o.forced_call || !can_force_calls(o.tools)) return {};
   // A forced call skips the reasoning a template opened.
   const std::string think_close =
-      o.reasoning && o.starts_in_reasoning ? std::string(kThinkClose) + "\n\n" : "";
+      o.reasoning && o.starts_in_reasoning ? std::string(o.reasoning_markers.close) + "\n\n" : "";
   return think_close + forced_call_prefix(o.tools, o.forced_name, tool_call_id(o, 0));
 }
 
@@ -518,22 +439,25 @@ ParsedDelta OutputParser::finish() {
 void OutputParser::feed_block(std::string_view text, ParsedDelta& out) {
   CallBlock& b = *block_;
   b.raw += text;
-  if (b.form == CallBlock::Form::kUndecided) {
-    // The first character decides: JSON, or a Mistral call's bare name.
+  if (!b.decided) {
+    // The first character decides: JSON, or the family's own markup (a Mistral call's bare
+    // name, Qwen's <function=, GLM's name).
     const size_t first = text.find_first_not_of(" \t\r\n");
     if (first == std::string_view::npos) return;
     const char c = text[first];
-    b.form =
-        b.mistral && c != '[' && c != '{' ? CallBlock::Form::kNameArgs : CallBlock::Form::kJson;
+    if (c != '{' && c != '[') {
+      if (b.mistral) {
+        b.reader.emplace<NameArgsReader>(kMistralSyntax);
+      } else if (options_.tools == ToolFormat::kQwenXml) {
+        b.reader.emplace<XmlCallReader>(options_.parameter_types);
+      } else if (options_.tools == ToolFormat::kGlm) {
+        b.reader.emplace<GlmCallReader>(options_.parameter_types);
+      }
+    }
+    b.decided = true;
     text = std::string_view(b.raw);  // what came before was white space
   }
-  if (b.form == CallBlock::Form::kDsml) {
-    b.dsml.feed(text, false);
-  } else if (b.form == CallBlock::Form::kNameArgs) {
-    b.name_args.feed(text, false);
-  } else {
-    b.json.feed(text);
-  }
+  b.feed(text, false);
   emit_calls(out, false);
 }
 
@@ -564,7 +488,12 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
       ToolCall piece;
       sent.index = n_tool_calls_++;
       piece.index = sent.index;
-      piece.name = closest_name(call.named ? call.name : b.partial_name(), options_.tool_names);
+      // A named forced call is that function's, whatever the model adds to its name where
+      // the opening leaves the name open (GLM's ends with it).
+      piece.name =
+          b.forced && i == 0 && !options_.forced_name.empty()
+              ? options_.forced_name
+              : closest_name(call.named ? call.name : b.partial_name(), options_.tool_names);
       piece.id = tool_call_id(options_, sent.index, piece.name);
       add_piece(std::move(piece));
     }
@@ -585,11 +514,7 @@ void OutputParser::emit_calls(ParsedDelta& out, bool at_end) {
 }
 
 bool OutputParser::close_block(ParsedDelta& out) {
-  if (block_->form == CallBlock::Form::kNameArgs) {
-    block_->name_args.feed("", true);
-  } else if (block_->form == CallBlock::Form::kDsml) {
-    block_->dsml.feed("", true);
-  }
+  block_->feed("", true);
   emit_calls(out, true);
   const bool any = std::any_of(block_->sent.begin(), block_->sent.end(),
                                [](const CallBlock::Sent& s) { return s.index >= 0; });
@@ -618,16 +543,23 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
                     : marker == kDeepSeekCalls ? kDeepSeekCallsEnd
                     : marker == kKimiCalls     ? kKimiCallsEnd
                     : marker == kDsmlCalls     ? kDsmlCallsEnd
+                    : marker == kDsmlToolCalls ? kDsmlToolCallsEnd
+                    : marker == kGemmaCall     ? kGemmaCallEnd
                                                : std::string_view();
     block_->mistral = marker == kMistralCalls;
-    // DeepSeek's and Kimi's blocks hold marked name-then-arguments calls only.
-    if (marker == kDsmlCalls) block_->form = CallBlock::Form::kDsml;
-    if (marker == kDeepSeekCalls || marker == kKimiCalls) {
-      block_->form = CallBlock::Form::kNameArgs;
-      block_->name_args =
-          NameArgsReader(marker == kKimiCalls                        ? kKimiSyntax
-                         : options_.tools == ToolFormat::kDeepSeekR1 ? kDeepSeekR1Syntax
-                                                                     : kDeepSeekSyntax);
+    // DeepSeek's, Kimi's and Gemma 4's blocks hold their own markup only.
+    block_->decided = true;
+    if (marker == kDsmlCalls || marker == kDsmlToolCalls) {
+      block_->reader.emplace<DsmlReader>();
+    } else if (marker == kGemmaCall) {
+      block_->reader.emplace<GemmaCallReader>();
+    } else if (marker == kDeepSeekCalls || marker == kKimiCalls) {
+      block_->reader.emplace<NameArgsReader>(marker == kKimiCalls ? kKimiSyntax
+                                             : options_.tools == ToolFormat::kDeepSeekR1
+                                                 ? kDeepSeekR1Syntax
+                                                 : kDeepSeekSyntax);
+    } else {
+      block_->decided = false;
     }
     block_->forced = options_.forced_call && n_tool_calls_ == 0 && !opened_block_;
     opened_block_ = true;
@@ -639,15 +571,16 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
   for (;;) {
     switch (state_) {
       case State::kReasoning: {
-        const size_t close = held_.find(kThinkClose);
+        const std::string_view think_close = options_.reasoning_markers.close;
+        const size_t close = held_.find(think_close);
         if (close != std::string::npos) {
           out.reasoning += held_.substr(0, close);
-          held_.erase(0, close + kThinkClose.size());
+          held_.erase(0, close + think_close.size());
           state_ = State::kContent;
           trim_next_ = true;
           continue;
         }
-        const size_t keep = at_end ? 0 : partial_marker(held_, kThinkClose);
+        const size_t keep = at_end ? 0 : partial_marker(held_, think_close);
         out.reasoning += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return;
@@ -673,8 +606,12 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         }
         std::array<std::string_view, 2> markers{};
         size_t n_markers = 0;
-        if (options_.reasoning) markers[n_markers++] = kThinkOpen;
-        if (options_.tools == ToolFormat::kHermes) markers[n_markers++] = kHermesOpen;
+        const std::string_view think_open = options_.reasoning_markers.open;
+        if (options_.reasoning) markers[n_markers++] = think_open;
+        if (options_.tools == ToolFormat::kHermes || options_.tools == ToolFormat::kQwenXml ||
+            options_.tools == ToolFormat::kGlm) {
+          markers[n_markers++] = kHermesOpen;
+        }
         if (mistral) markers[n_markers++] = kMistralCalls;
         if (options_.tools == ToolFormat::kLlama3Json) markers[n_markers++] = kPythonTag;
         if (options_.tools == ToolFormat::kDeepSeek || options_.tools == ToolFormat::kDeepSeekR1) {
@@ -682,6 +619,8 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         }
         if (options_.tools == ToolFormat::kKimi) markers[n_markers++] = kKimiCalls;
         if (options_.tools == ToolFormat::kDeepSeekDsml) markers[n_markers++] = kDsmlCalls;
+        if (options_.tools == ToolFormat::kDeepSeekV4) markers[n_markers++] = kDsmlToolCalls;
+        if (options_.tools == ToolFormat::kGemma) markers[n_markers++] = kGemmaCall;
         size_t at = std::string::npos;
         std::string_view found;
         for (size_t i = 0; i < n_markers; ++i) {
@@ -694,7 +633,7 @@ void OutputParser::drain(ParsedDelta& out, bool at_end) {
         if (at != std::string::npos) {
           emit_content(std::string_view(held_).substr(0, at));
           held_.erase(0, at + found.size());
-          if (found == kThinkOpen) {
+          if (options_.reasoning && found == think_open) {
             state_ = State::kReasoning;
           } else {
             open_block(found);

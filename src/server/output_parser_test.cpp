@@ -4,70 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
+#include "server/output_parser_test_util.h"
 
 namespace herd::server {
 namespace {
 
-void append(ParsedDelta& all, const ParsedDelta& d) {
-  all.append(d);
-}
-
-ParsedDelta parse(const OutputParserOptions& o, const std::string& text, bool by_char,
-                  bool check_leaks = true) {
-  OutputParser p(o);
-  ParsedDelta all;
-  if (by_char) {
-    for (char c : text) {
-      ParsedDelta d = p.push(std::string(1, c));
-      // Nothing that could start a marker is handed out as content before it completes.
-      if (check_leaks) {
-        EXPECT_EQ(d.content.find('<'), std::string::npos) << text;
-        EXPECT_EQ(d.content.find('['), std::string::npos) << text;
-      }
-      append(all, d);
-    }
-  } else {
-    append(all, p.push(text));
-  }
-  append(all, p.finish());
-  return all;
-}
-
-// The text pushed in pieces of 1 to 7 bytes (a seeded draw), as tokens arrive: a marker
-// or a UTF-8 character may be cut anywhere.
-ParsedDelta parse_chunks(const OutputParserOptions& o, const std::string& text, uint32_t seed) {
-  OutputParser p(o);
-  ParsedDelta all;
-  std::mt19937 rng(seed);
-  for (size_t at = 0; at < text.size();) {
-    const size_t n = std::min<size_t>(text.size() - at, 1 + rng() % 7);
-    all.append(p.push(text.substr(at, n)));
-    at += n;
-  }
-  all.append(p.finish());
-  return all;
-}
-
-void expect_same(const ParsedDelta& a, const ParsedDelta& b) {
-  EXPECT_EQ(a.content, b.content);
-  EXPECT_EQ(a.reasoning, b.reasoning);
-  EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size());
-  for (size_t i = 0; i < std::min(a.tool_calls.size(), b.tool_calls.size()); ++i) {
-    EXPECT_EQ(a.tool_calls[i].index, b.tool_calls[i].index);
-    EXPECT_EQ(a.tool_calls[i].id, b.tool_calls[i].id);
-    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name);
-    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments);
-  }
-}
-
-// Parses whole, a character at a time and in random pieces, and checks they agree.
-ParsedDelta both(const OutputParserOptions& o, const std::string& text, bool check_leaks = true) {
-  const ParsedDelta whole = parse(o, text, false);
-  expect_same(whole, parse(o, text, true, check_leaks));
-  for (uint32_t seed : {1u, 2u, 3u}) expect_same(whole, parse_chunks(o, text, seed));
-  return whole;
-}
+using namespace parser_testing;
 
 TEST(OutputParser, ThinkGoesToReasoning) {
   OutputParserOptions o;
@@ -479,7 +421,9 @@ TEST(OutputParser, DeepSeekDsmlToolCalls) {
   EXPECT_EQ(d.tool_calls[1].arguments, "{}");
   // No invoke: the block is text.
   EXPECT_EQ(both(o, "<｜DSML｜function_calls>hm", false).content, "<｜DSML｜function_calls>hm");
-  EXPECT_FALSE(can_force_calls(ToolFormat::kDeepSeekDsml));
+  // Forced by its opening alone: its parameters are not JSON a grammar holds.
+  EXPECT_TRUE(can_force_calls(ToolFormat::kDeepSeekDsml));
+  EXPECT_FALSE(grammar_holds_arguments(ToolFormat::kDeepSeekDsml));
 }
 
 TEST(OutputParser, KimiToolCalls) {

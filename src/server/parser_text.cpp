@@ -1,6 +1,7 @@
 #include "server/parser_text.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,28 @@ std::string decode_string(const std::string& token) {
   if (inner.starts_with('"')) inner.remove_prefix(1);
   if (inner.ends_with('"')) inner.remove_suffix(1);
   return std::string(inner);
+}
+
+std::string json_escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned>(c));
+      out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool plausible_name(std::string_view name) {
+  return !name.empty() && name.size() <= 256 &&
+         name.find_first_of(" \t\r\n\"'<>{}") == std::string_view::npos;
 }
 
 std::string closest_name(const std::string& written, const std::vector<std::string>& names) {

@@ -22,6 +22,16 @@ size_t partial_marker(std::string_view text, std::string_view marker);
 // not parse (a token cut short).
 std::string decode_string(const std::string& token);
 
+// `text` escaped for the inside of a JSON string, byte by byte (a UTF-8 character cut
+// between two pieces stays valid once both are written).
+std::string json_escaped(std::string_view text);
+
+// Whether `name` can be a function's name: not empty, at most 256 bytes, without white space,
+// quotes, angle brackets or braces. Formats whose names are bare text (GLM's, Qwen's XML,
+// Gemma 4's) read a block whose name is not one as text: prose that mentions a marker is
+// not a call.
+bool plausible_name(std::string_view name);
+
 // The listed name closest to `written`: itself when listed (or nothing is listed), else the
 // one sharing the longest prefix with it, the first on a tie.
 std::string closest_name(const std::string& written, const std::vector<std::string>& names);

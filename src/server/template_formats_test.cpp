@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "chat/template.h"
+#include "server/argument_types.h"
 #include "server/output_parser.h"
 
 namespace herd::server {
@@ -55,6 +56,7 @@ ParsedDelta round_trip(const std::string& name, const std::string& begin, const 
   OutputParserOptions o;
   o.tools = detect_tool_format(source);
   o.harmony = uses_harmony(source);
+  o.parameter_types = parameter_types(kTools);
   OutputParser parser(o);
   ParsedDelta all = parser.push(reply);
   all.append(parser.finish());
@@ -105,8 +107,20 @@ TEST(TemplateFormats, EachFamilysFormatIsDetected) {
             ToolFormat::kDeepSeekDsml);
   EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
             ToolFormat::kDeepSeekR1);
-  // Qwen3-Coder writes <tool_call><function=...> XML, which the parser does not read.
-  EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kNone);
+  // Qwen3-Coder, Qwen3.5 and Nemotron 3 write <tool_call><function=...> XML; other
+  // <function=...> formats are not read (Seed-OSS's <seed:tool_call>, Functionary's JSON).
+  EXPECT_EQ(detect_tool_format(read_template("Qwen3-Coder.jinja")), ToolFormat::kQwenXml);
+  EXPECT_EQ(detect_tool_format(read_template("Qwen3.5-4B.jinja")), ToolFormat::kQwenXml);
+  EXPECT_EQ(detect_tool_format(read_template("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja")),
+            ToolFormat::kQwenXml);
+  EXPECT_EQ(detect_tool_format(read_template("ByteDance-Seed-OSS.jinja")), ToolFormat::kNone);
+  EXPECT_EQ(detect_tool_format(read_template("meetkai-functionary-medium-v3.1.jinja")),
+            ToolFormat::kNone);
+  EXPECT_EQ(detect_tool_format(read_template("zai-org-GLM-4.7-Flash.jinja")), ToolFormat::kGlm);
+  EXPECT_EQ(detect_tool_format(read_template("zai-org-GLM-5.2.jinja")), ToolFormat::kGlm);
+  EXPECT_EQ(detect_tool_format(read_template("deepseek-ai-DeepSeek-V4.jinja")),
+            ToolFormat::kDeepSeekV4);
+  EXPECT_EQ(detect_tool_format(read_template("google-gemma-4-31B-it.jinja")), ToolFormat::kGemma);
   EXPECT_EQ(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")), ToolFormat::kNone);
 }
 
@@ -141,6 +155,28 @@ TEST(TemplateFormats, DeepSeekV32ToolCallRoundTrips) {
                                  "<｜end▁of▁sentence｜>"));
 }
 
+TEST(TemplateFormats, QwenXmlToolCallRoundTrips) {
+  expect_weather_call(round_trip("Qwen3.5-4B.jinja", "</think>\n\n", "<|im_end|>"));
+  expect_weather_call(round_trip("Qwen3-Coder.jinja", "<|im_start|>assistant", "<|im_end|>"));
+  expect_weather_call(
+      round_trip("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "</think>", "<|im_end|>"));
+}
+
+TEST(TemplateFormats, GlmToolCallRoundTrips) {
+  expect_weather_call(round_trip("zai-org-GLM-4.7-Flash.jinja", "</think>", "<|observation|>"));
+  expect_weather_call(round_trip("zai-org-GLM-5.2.jinja", "</think>", "<|observation|>"));
+}
+
+TEST(TemplateFormats, DeepSeekV4ToolCallRoundTrips) {
+  expect_weather_call(round_trip("deepseek-ai-DeepSeek-V4.jinja", "<｜Assistant｜></think>",
+                                 "<｜end▁of▁sentence｜>"));
+}
+
+TEST(TemplateFormats, Gemma4ToolCallRoundTrips) {
+  expect_weather_call(
+      round_trip("google-gemma-4-31B-it.jinja", "<|turn>model\n", "<|tool_response>"));
+}
+
 TEST(TemplateFormats, KimiToolCallRoundTrips) {
   const ParsedDelta d = round_trip("moonshotai-Kimi-K2.jinja",
                                    "<|im_assistant|>assistant<|im_middle|>", "<|im_end|>");
@@ -160,7 +196,10 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
        {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
         "mistralai-Mistral-Nemo-Instruct-2407.jinja", "unsloth-mistral-Devstral-Small-2507.jinja",
         "deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
-        "moonshotai-Kimi-K2.jinja", kGptOss}) {
+        "moonshotai-Kimi-K2.jinja", kGptOss, "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja",
+        "zai-org-GLM-4.7-Flash.jinja", "zai-org-GLM-5.2.jinja", "deepseek-ai-DeepSeek-V4.jinja",
+        "google-gemma-4-31B-it.jinja", "deepseek-ai-DeepSeek-V3.2.jinja",
+        "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja"}) {
     SCOPED_TRACE(name);
     const std::string history = history_with_call(name);
     OutputParserOptions o;
@@ -170,12 +209,13 @@ TEST(TemplateFormats, ForcedCallOpeningIsHowTheTemplateWritesACall) {
     for (const std::string forced : {"get_weather", ""}) {
       o.forced_name = forced;
       const std::string opening = forced_reply_opening(o);
-      const size_t at = history.find(opening);
+      const size_t at = history.rfind(opening);  // the call, not a system prompt's example
       ASSERT_NE(at, std::string::npos) << opening << "\n" << history;
       // The rest of the call as the template wrote it, up to the end of the turn.
       std::string rest = history.substr(at + opening.size());
-      for (const char* end : {"</tool_call>", "<|eot_id|>", "</s>", "<｜tool▁call▁end｜>",
-                              "<|tool_call_end|>", "<|call|>"}) {
+      for (const char* end :
+           {"</tool_call>", "<|eot_id|>", "</s>", "<｜tool▁call▁end｜>", "<|tool_call_end|>",
+            "<|call|>", "</｜DSML｜tool_calls>", "</｜DSML｜function_calls>", "<tool_call|>"}) {
         rest = rest.substr(0, rest.find(end));
       }
       OutputParser parser(o);
@@ -234,6 +274,36 @@ TEST(TemplateFormats, ReasoningOpenedByTheGenerationPrompt) {
   EXPECT_FALSE(prompt_opens_reasoning(render(qwen3, hello, true)));  // the model opens it
   EXPECT_FALSE(prompt_opens_reasoning(
       render(qwen3, hello, true, json::parse(R"({"enable_thinking": false})"))));  // closed
+  // Qwen3.5, GLM-4.7 and GLM-5 open it unless enable_thinking is false.
+  for (const char* name :
+       {"Qwen3.5-4B.jinja", "zai-org-GLM-4.7-Flash.jinja", "zai-org-GLM-5.2.jinja"}) {
+    SCOPED_TRACE(name);
+    const std::string source = read_template(name);
+    EXPECT_TRUE(prompt_opens_reasoning(render(source, hello, true)));
+    EXPECT_TRUE(prompt_opens_reasoning(
+        render(source, hello, true, json::parse(R"({"enable_thinking": true})"))));
+    EXPECT_FALSE(prompt_opens_reasoning(
+        render(source, hello, true, json::parse(R"({"enable_thinking": false})"))));
+  }
+  // Gemma 4 thinks in its own channel, which the model opens; the prompt writes it closed
+  // (empty) when thinking is off.
+  const std::string gemma = read_template("google-gemma-4-31B-it.jinja");
+  const auto markers = reasoning_markers(gemma);
+  ASSERT_TRUE(markers.has_value());
+  EXPECT_EQ(markers->open, "<|channel>thought");
+  EXPECT_EQ(markers->close, "<channel|>");
+  EXPECT_FALSE(prompt_opens_reasoning(render(gemma, hello, true), *markers));
+  EXPECT_FALSE(prompt_opens_reasoning(
+      render(gemma, hello, true, json::parse(R"({"enable_thinking": true})")), *markers));
+  EXPECT_EQ(reasoning_markers(read_template("Qwen3.5-4B.jinja"))->open, "<think>");
+  EXPECT_FALSE(reasoning_markers(read_template("google-gemma-2-2b-it.jinja")).has_value());
+  // DeepSeek V4 thinks only when asked (thinking, or enable_thinking).
+  const std::string v4 = read_template("deepseek-ai-DeepSeek-V4.jinja");
+  EXPECT_FALSE(prompt_opens_reasoning(render(v4, hello, true)));
+  EXPECT_TRUE(
+      prompt_opens_reasoning(render(v4, hello, true, json::parse(R"({"thinking": true})"))));
+  EXPECT_TRUE(
+      prompt_opens_reasoning(render(v4, hello, true, json::parse(R"({"enable_thinking": true})"))));
 }
 
 // The gpt-oss template through herd's Jinja engine, on the shared cases rendered by Python's

@@ -18,7 +18,7 @@
 namespace herd::server {
 
 // tools: the request's tools (an array of {"type": "function", "function": {...}}).
-// REQUIRES: options.forced_call, can_force_calls(options.tools), and a named function is in
+// REQUIRES: options.forced_call, grammar_holds_arguments(options.tools), and a named function is in
 // tools.
 std::shared_ptr<const JsonGrammar> forced_call_grammar(const OutputParserOptions& options,
                                                        const nlohmann::ordered_json& tools);
