@@ -65,9 +65,9 @@ struct Layer {
   // Gated DeltaNet (options.linear; shard_linear.cpp).
   PackedMatrix delta_qkv, delta_z;       // kDeltaQkv, kDeltaZ: [conv_dim x n_embd], [n_v dv x ..]
   PackedMatrix delta_beta, delta_alpha;  // kDeltaBeta, kDeltaAlpha: [n_v x n_embd]
-  PackedMatrix delta_ba;                 // kDeltaBa: [2 n_v x n_embd], grouped per K head
-  PackedMatrix delta_out;                // kDeltaOut: [n_embd x n_v dv]
-  std::vector<float> delta_conv;         // kDeltaConv: [conv_dim][kernel], then transposed
+  PackedMatrix delta_ba;   // kDeltaBa: [2 n_v x n_embd], rows [b of the held V heads | a of them]
+  PackedMatrix delta_out;  // kDeltaOut: [n_embd x n_v dv]
+  std::vector<float> delta_conv;              // kDeltaConv: [kernel][held conv channels]
   std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
   std::vector<float> delta_norm;              // kDeltaNorm: [dv]
   std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
@@ -86,6 +86,14 @@ struct Layer {
   PackedMatrix idx_comp_kv, idx_comp_gate;  // kIndexerCompKv, kIndexerCompGate: [2 di x n_embd]
   std::vector<float> idx_comp_ape, idx_comp_norm;  // kIndexerCompApe, kIndexerCompNorm
 };
+
+// The Gated DeltaNet tensors, which Shard::State::load_linear cuts by head itself.
+inline bool is_delta_weight(LayerWeight w) {
+  using W = LayerWeight;
+  return w == W::kDeltaQkv || w == W::kDeltaZ || w == W::kDeltaBeta || w == W::kDeltaAlpha ||
+         w == W::kDeltaBa || w == W::kDeltaConv || w == W::kDeltaDtBias || w == W::kDeltaA ||
+         w == W::kDeltaNorm || w == W::kDeltaOut;
+}
 
 // Where the loader puts a block tensor: exactly one of the four is set.
 struct LayerMember {
@@ -378,9 +386,16 @@ struct Shard::State {
   // all-reduce).
   void linear_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
                         float* out);
-  // After binding a DeltaNet layer's tensors: the conv weight transposed for the kernel, and
-  // each V head's K head.
-  void prepare_linear(Layer& l) const;
+  // DeltaNet layers of a tensor-parallel slice (shard_linear.cpp): V heads in proportion to
+  // the query heads (n_v / n_head per head; when that is not whole, the rank of the first
+  // heads holds them all), and the K heads they read (grouped: their own; tiled: all).
+  int64_t delta_v_begin = 0, delta_k_begin = 0;  // first held V / K head of the model
+  void resolve_delta_slice();
+  // Loads layer il's DeltaNet tensors, cut to the held heads: attn_qkv's rows and
+  // ssm_conv1d's channels of the held q, k and v; attn_gate, ssm_beta / ssm_alpha / ssm_ba
+  // rows, ssm_dt and ssm_a of the held V heads; ssm_out's columns of them. The conv weight
+  // is stored transposed for the kernel.
+  void load_linear(const gguf::File& file, Layer& l, int64_t il);
   // The cache's shape for this shard.
   CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
 };

@@ -339,8 +339,8 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kIndexerCompNorm, "indexer_compressor_norm.weight", {di}, kNorm);
       }
     } else if (lo.linear) {
-      // Gated DeltaNet. Not cut by tensor parallelism: the rank holding the first heads
-      // runs the whole layer.
+      // Gated DeltaNet. Listed whole (shipped and counted so); a tensor-parallel rank's
+      // loader keeps the rows and columns of its V heads (engine/shard_linear.cpp).
       const int64_t n_v = hp.delta_n_v_heads, dv = hp.delta_head_v;
       const int64_t conv_dim = 2 * hp.delta_n_k_heads * hp.delta_head_k + n_v * dv;
       add(W::kDeltaQkv, "attn_qkv.weight", {hp.n_embd, conv_dim}, kAttn);
