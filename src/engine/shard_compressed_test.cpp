@@ -13,6 +13,7 @@
 #include "gguf/writer.h"
 #include "model/arch.h"
 #include "model/model_info.h"
+#include "util/error.h"
 
 namespace herd::engine {
 namespace {
@@ -78,6 +79,25 @@ TEST(ShardCompressed, TheOtherTensorNamesLoadTheSame) {
   ASSERT_NE(other.find_tensor("blk.1.indexer.compress_kv.weight"), nullptr);
   EXPECT_EQ(logits_of(other, 0), logits_of(file, 0));
   EXPECT_EQ(logits_of(other, 2), logits_of(file, 0));
+}
+
+// Tensor and expert parallelism do not cut compressed attention or its hyper-connections yet:
+// a shard of some heads or experts is refused by name, not run wrong.
+TEST(ShardCompressed, ASlicedShardIsRefused) {
+  const gguf::File file = gguf::File::open(kModel);
+  const ModelInfo info = read_model_info(file);
+  ShardSpec spec;
+  spec.slice.head_end = 2;
+  spec.slice.kv_head_end = 1;
+  try {
+    Shard::load(file, info, spec, ShardOptions{});
+    FAIL() << "a shard of two heads loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline stages only"), std::string::npos) << e.what();
+  }
+  ShardSpec experts;
+  experts.slice.experts = std::vector<int64_t>{0, 1, 2, 3};
+  EXPECT_THROW(Shard::load(file, info, experts, ShardOptions{}), Error);
 }
 
 }  // namespace
