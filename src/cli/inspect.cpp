@@ -103,7 +103,7 @@ std::string attention_details(const ArchSpec& arch, const HParams& hp) {
 }
 
 // One line per run of layers with the same options: what the forward pass will do.
-std::string layer_text(const HParams& hp, const LayerOptions& o) {
+std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
   std::string text;
   if (o.moe) {
     text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
@@ -126,6 +126,14 @@ std::string layer_text(const HParams& hp, const LayerOptions& o) {
     text = "dense FFN " + std::to_string(hp.n_ff);
   }
   if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
+  if (o.linear) {
+    return text + ", Gated DeltaNet (" + std::to_string(hp.delta_n_k_heads) + " key heads, " +
+           std::to_string(hp.delta_n_v_heads) + " value heads " +
+           (arch.delta_v_tiled ? "tiled" : "grouped") + ", head " +
+           std::to_string(hp.delta_head_k) + "/" + std::to_string(hp.delta_head_v) + ", conv " +
+           std::to_string(hp.delta_conv_kernel) + ")";
+  }
+  if (arch.attn_output_gate) text += ", gated";
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
   if (o.compress_ratio > 0) {
@@ -175,11 +183,11 @@ void print_model_plan(const gguf::File& file) {
                 static_cast<long long>(hp.n_hc), static_cast<long long>(hp.hc_sinkhorn_iters));
   }
   int64_t begin = 0;
-  std::string run = layer_text(hp, layer_options(arch, hp, 0));
+  std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
   const int64_t n_blocks = hp.n_layer + hp.n_nextn;
   for (int64_t il = 1; il <= n_blocks; ++il) {
     const std::string text =
-        il < n_blocks ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
+        il < n_blocks ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)

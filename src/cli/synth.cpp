@@ -77,6 +77,14 @@ void add_synth(CLI::App& app) {
                   "YaRN: DeepSeek's mscale coefficient (deepseek2: 0.1)");
   cmd->add_option("--tied-output", o->tied_output,
                   "1: no output.weight, token_embd is the output matrix (default 1 for gemma3)");
+  cmd->add_option("--linear-k-heads", o->delta_n_k_heads,
+                  "Gated DeltaNet key heads (qwen35moe, qwen35, qwen3next; default heads / 2)");
+  cmd->add_option("--linear-v-heads", o->delta_n_v_heads,
+                  "Gated DeltaNet value heads (default heads)");
+  cmd->add_option("--linear-head-dim", o->delta_head_dim,
+                  "Gated DeltaNet key and value head size (default the attention head size)");
+  cmd->add_option("--full-attention-interval", o->full_attention_interval,
+                  "Every Nth layer is full attention, the others Gated DeltaNet (default 4)");
   cmd->add_option("--type", o->type, "Weight type: " + types)->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");

@@ -100,6 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, DecodeAllocations,
                          ::testing::Values("llama-q4_0", "qwen3moe-f16", "qwen2-f32",
                                            "frontier/deepseek2-q8_0", "frontier/gemma3-f32",
                                            "frontier/gpt-oss-f32", "frontier2/glm4moe-q8_0",
+                                           "frontier2/qwen35moe-q8_0", "frontier2/qwen3next-f32",
                                            "frontier2/minimax-m2-f32", "frontier2/glm-dsa-q8_0",
                                            "frontier2/deepseek4-q8_0"),
                          [](const ::testing::TestParamInfo<std::string>& p) {

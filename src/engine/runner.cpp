@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/cpu_info.h"
+#include "util/error.h"
 
 namespace herd::engine {
 
@@ -38,6 +39,28 @@ std::string LocalRunner::describe() const {
 
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
   shard_.forward(batch, nullptr, logits, pool_);
+}
+
+void LocalRunner::save_state(int32_t seq, int64_t pos) {
+  if (!shard_.has_recurrent_state() || pos <= 0) return;
+  snapshots_.resize(static_cast<size_t>(shard_.n_seq()));
+  auto& mine = snapshots_.at(static_cast<size_t>(seq));
+  std::erase_if(mine, [&](const RecurrentSnapshot& s) { return s.pos == pos; });
+  if (mine.size() == kSnapshotsPerSlot) mine.erase(mine.begin());
+  mine.push_back(shard_.snapshot_state(seq));
+  HERD_CHECK(mine.back().pos == pos);
+}
+
+int64_t LocalRunner::restore_state(int32_t seq, int64_t at_most) {
+  if (static_cast<size_t>(seq) >= snapshots_.size()) return 0;
+  auto& mine = snapshots_[static_cast<size_t>(seq)];
+  std::erase_if(mine, [&](const RecurrentSnapshot& s) { return s.pos > at_most; });
+  const auto best = std::max_element(
+      mine.begin(), mine.end(),
+      [](const RecurrentSnapshot& a, const RecurrentSnapshot& b) { return a.pos < b.pos; });
+  if (best == mine.end()) return 0;
+  shard_.restore_state(seq, *best);
+  return best->pos;
 }
 
 }  // namespace herd::engine

@@ -31,6 +31,26 @@ class ModelRunner {
   // Why forward() cannot run now (a pod that lost more nodes than it can spare), or empty.
   // Safe from any thread. A server answers 503 with it.
   virtual std::string unavailable() const { return {}; }
+
+  // Models with linear-attention layers (ArchSpec::delta_net) keep a recurrent state per
+  // slot that cannot be cut back to a shorter prefix: a batch must continue a slot where it
+  // stands or start it again at position 0. To reuse a prefix, the runner keeps snapshots of
+  // a slot's states at checkpoints the caller chooses.
+  bool recurrent() const { return info().arch->delta_net; }
+  // Keeps a snapshot of slot `seq`, which has absorbed exactly `pos` positions (a few per
+  // slot; the oldest go first). A runner without snapshots (the default) keeps none.
+  virtual void save_state(int32_t seq, int64_t pos) {
+    static_cast<void>(seq);
+    static_cast<void>(pos);
+  }
+  // Restores the latest snapshot of slot `seq` at a position <= at_most, forgets the slot's
+  // snapshots beyond it, and returns its position: the slot continues there. 0: none (the
+  // slot starts again at position 0).
+  virtual int64_t restore_state(int32_t seq, int64_t at_most) {
+    static_cast<void>(seq);
+    static_cast<void>(at_most);
+    return 0;
+  }
 };
 
 struct LocalOptions {
@@ -52,6 +72,8 @@ class LocalRunner : public ModelRunner {
   int64_t n_ctx() const override { return shard_.n_ctx(); }
   int64_t n_seq() const override { return shard_.n_seq(); }
   void forward(const Batch& batch, std::vector<float>& logits) override;
+  void save_state(int32_t seq, int64_t pos) override;
+  int64_t restore_state(int32_t seq, int64_t at_most) override;
 
   const gguf::File& file() const override { return file_; }
   const ModelInfo& info() const override { return info_; }
@@ -68,6 +90,9 @@ class LocalRunner : public ModelRunner {
   Shard shard_;
   ThreadPool pool_;
   kernels::Isa isa_;
+  // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
+  std::vector<std::vector<RecurrentSnapshot>> snapshots_;
+  static constexpr size_t kSnapshotsPerSlot = 4;
 };
 
 }  // namespace herd::engine

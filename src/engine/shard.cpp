@@ -84,8 +84,10 @@ size_t Shard::packed_weight_bytes() const {
   size_t total = s.output.owned_bytes();
   for (const auto& copy : s.owned_copies) total += copy.size();
   for (const Layer& l : s.layers) {
-    for (const PackedMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wq_b, &l.wkv_a,
-                                  &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.router}) {
+    for (const PackedMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wq_b, &l.wkv_a, &l.ffn_gate, &l.ffn_up,
+          &l.ffn_down, &l.router, &l.delta_qkv, &l.delta_z, &l.delta_beta, &l.delta_alpha,
+          &l.delta_ba, &l.delta_out}) {
       total += m->owned_bytes();
     }
     for (const auto* many : {&l.gate_exps, &l.up_exps, &l.down_exps, &l.k_b, &l.v_b}) {
@@ -311,8 +313,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       const Range whole_rows{0, t.shape.size() > 1 ? t.shape[1] : 1};
       const Range rows = cut.dim == 1 ? Range{cut.begin, cut.end} : whole_rows;
       l.*member.matrix = pack(t.name, rows, cols);
-    } else if (member.values != nullptr && !t.per_expert && t.shape.size() > 1) {
-      // A 2-D table of values (a compressor's position embeddings): whole, never cut.
+    } else if (member.values != nullptr && !t.per_expert && t.shape.size() == 2) {
+      // A small 2-D weight every rank holds whole (ssm_conv1d, a compressor's position
+      // embeddings).
+      HERD_CHECK(t.split == SplitBy::kNone);
       l.*member.values = load_vector(file.tensor(t.name));
     } else if (member.values != nullptr && !t.per_expert) {
       l.*member.values = cols.size() > 0 ? vector_slice(t.name, cols) : std::vector<float>();
@@ -369,6 +373,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
         l.n_ff = cut.dim == 1 ? cut.end - cut.begin : t->shape[1];
       }
     }
+    if (l.options.linear) s->prepare_linear(l);
     if (l.options.moe) {
       l.ffn_runs = hp.n_expert_shared > 0 && l.n_ff > 0 && whole_ffn_once;
     } else {
@@ -398,8 +403,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                             std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
     }
   } else {
-    s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, sizes.n_ctx, sizes.kv_k_dim,
-                    sizes.kv_v_dim);
+    s->kv = KvCache(s->cache_layout(sizes.n_ctx, sizes.kv_k_dim, sizes.kv_v_dim));
   }
   // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
   // each, so that one token's attention spreads over several threads.
@@ -460,6 +464,10 @@ void Shard::State::resolve_slice() {
   } else {
     slice.experts.reset();  // a dense model has no experts to slice
   }
+  if (arch->delta_net) {
+    delta_dims = {hp.delta_n_k_heads, hp.delta_n_v_heads,   hp.delta_head_k,
+                  hp.delta_head_v,    hp.delta_conv_kernel, hp.rms_eps};
+  }
   partial_sums = spec.layer_end > spec.layer_begin &&
                  (n_head < hp.n_head || n_ff < (moe ? hp.n_ff_expert : hp.n_ff) ||
                   static_cast<int64_t>(experts.size()) < (moe ? hp.n_expert : 0));
@@ -519,6 +527,18 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     z.k = t * static_cast<size_t>(n_head_kv * p.head_dim);
     z.v = t * static_cast<size_t>(n_head_kv * p.head_dim_v);
   }
+  if (arch->attn_output_gate) {
+    z.attn_gate = t * static_cast<size_t>(n_head * p.head_dim);
+    z.q *= 2;  // [q | gate] per head, before they are split
+  }
+  if (arch->delta_net) {
+    const DeltaNetDims& d = delta_dims;
+    z.delta_qkv = t * static_cast<size_t>(d.conv_dim());
+    z.delta_z = t * static_cast<size_t>(d.value_dim());
+    z.delta_ba = t * static_cast<size_t>(2 * d.n_v_heads);
+    z.delta_out = t * static_cast<size_t>(std::max(d.value_dim(), 2 * d.n_v_heads));
+    z.delta_mix_bytes = DeltaNetScratch::bytes_for(d, n, n_threads);
+  }
   if (arch->moe) {
     z.router_logits = t * static_cast<size_t>(p.n_expert);
     z.moe_in = z.moe_out = z.moe_acc = t * static_cast<size_t>(p.n_embd);
@@ -532,12 +552,12 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
 size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
                         scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
-                        moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums + hc_flat + hc_mixes +
-                        hc_coeffs;
+                        moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums + attn_gate +
+                        delta_qkv + delta_z + delta_ba + delta_out + hc_flat + hc_mixes + hc_coeffs;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
-  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o});
-  return floats * sizeof(float) + widest + widest / 8;
+  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o, delta_out});
+  return floats * sizeof(float) + widest + widest / 8 + delta_mix_bytes;
 }
 
 void Shard::State::reserve(int64_t n, int n_threads) {
@@ -574,11 +594,18 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&qk_sums, z.qk_sums},
                            {&moe_weights, z.moe_choices},
                            {&moe_row_weights, z.moe_choices},
+                           {&attn_gate, z.attn_gate},
+                           {&delta_qkv_buf, z.delta_qkv},
+                           {&delta_z_buf, z.delta_z},
+                           {&delta_ba_buf, z.delta_ba},
+                           {&delta_out_buf, z.delta_out},
+
                            {&hc_flat, z.hc_flat},
                            {&hc_mixes, z.hc_mixes},
                            {&hc_coeffs, z.hc_coeffs}}) {
     grow(*buf, size);
   }
+  if (arch->delta_net) delta_scratch.reserve(delta_dims, n, n_threads);
   grow(moe_experts, z.moe_choices);
   grow(moe_rows, z.moe_choices);
   capacity = n;
@@ -616,8 +643,7 @@ ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const Shar
     z.kv_k_dim = s.n_head_kv * hp.head_dim;
     z.kv_v_dim = s.n_head_kv * hp.head_dim_v;
   }
-  z.kv_bytes = KvCache::bytes_for(s.spec.layer_end - s.spec.layer_begin, options.n_seq, z.n_ctx,
-                                  z.kv_k_dim, z.kv_v_dim);
+  z.kv_bytes = KvCache::bytes_for(s.cache_layout(z.n_ctx, z.kv_k_dim, z.kv_v_dim));
   z.scratch_bytes =
       s.scratch_sizes(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads))
           .bytes();
@@ -657,6 +683,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     }
   }
   s.reserve(n, static_cast<int>(pool.size()));
+  // Checks that the batch continues each slot's recurrent states (before anything changes).
+  s.kv.begin_recurrent(batch);
 
   const int64_t n_embd = hp.n_embd, width = hp.hidden_width();
   // [n][width] activations entering the first layer: n_hc copies of the token's embedding
@@ -713,7 +741,14 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    if (s.n_head > 0) {
+    if (l.options.linear) {
+      // Not cut by tensor parallelism: the rank holding the first heads runs the layer.
+      if (s.spec.slice.head_begin == 0 && s.n_head > 0) {
+        s.linear_attention(l, il - s.spec.layer_begin, batch, pool, proj);
+      } else {
+        std::fill_n(proj, n * n_embd, 0.0f);
+      }
+    } else if (s.n_head > 0) {
       s.attention(il, batch, pool, all_reduce);
       kernels::matmul(l.wo, s.attn.data(), n, proj, pool, s.workspace);
     } else {
@@ -732,6 +767,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     s.ffn(l, n, pool, batch);
     add_branch(l.post_ffn_norm, {});
   }
+
+  s.kv.end_recurrent(batch);
 
   if (!s.spec.output) {
     output.assign(x, x + n * width);

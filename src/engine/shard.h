@@ -57,7 +57,7 @@ struct ShardOptions {
 struct ShardSizes {
   int64_t n_ctx = 0;
   int64_t kv_k_dim = 0, kv_v_dim = 0;  // F16 values cached per token per layer
-  size_t kv_bytes = 0;
+  size_t kv_bytes = 0;  // the cache: KV rows of attention layers, recurrent states of linear ones
   size_t scratch_bytes = 0;  // buffers of the forward pass for n_batch tokens
 };
 
@@ -109,6 +109,11 @@ class Shard {
   int64_t n_ctx() const;
   int64_t n_seq() const;
   size_t kv_cache_bytes() const;
+  // Linear-attention layers' states of a slot (kv_cache.h): whether the shard has any, and
+  // a copy of them / their restoring (snapshots of a shard of the same spec).
+  bool has_recurrent_state() const;
+  RecurrentSnapshot snapshot_state(int32_t seq) const;
+  void restore_state(int32_t seq, const RecurrentSnapshot& snapshot);
   // Bytes of weight copies the shard owns: repacked matrices, and column slices cut out of
   // the file for kernels that read the GGUF layout in place.
   size_t packed_weight_bytes() const;

@@ -125,6 +125,24 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
   const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd, kv_dim_v = n_head_kv * hdv;
   const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
   kernels::matmul_batch(qkv, h.data(), n, pool, workspace);
+  const bool gated = arch->attn_output_gate;
+  if (gated) {
+    // Each head's rows were [q | gate]: the gates go to attn_gate, the queries close up to
+    // [n][q_dim] (head hh moves down to hh * hd, after its gate is out of the way).
+    pool.run(n, [&](int64_t t, int) {
+      float* row = q.data() + t * 2 * q_dim;
+      for (int64_t hh = 0; hh < n_head; ++hh) {
+        std::copy_n(row + (2 * hh + 1) * hd, hd, attn_gate.data() + t * q_dim + hh * hd);
+      }
+    });
+    // Each head's q moves to a lower address, never over a part not yet moved: in order, on
+    // one thread.
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t hh = 0; hh < n_head; ++hh) {
+        std::copy_n(q.data() + t * 2 * q_dim + 2 * hh * hd, hd, q.data() + t * q_dim + hh * hd);
+      }
+    }
+  }
 
   auto add_biases = [&](int64_t t) {
     if (l.bq.empty()) return;
@@ -180,6 +198,13 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
     store_f16(vt, kv_dim_v, kv.v(layer, batch.seq[t], batch.pos[t]));
   });
   attend_cached(l, layer, batch, pool, q.data(), q_dim, hd, hdv, attn.data(), n_head * hdv);
+  if (gated) {
+    pool.run(n, [&](int64_t t, int) {
+      float* o = attn.data() + t * n_head * hdv;
+      const float* g = attn_gate.data() + t * q_dim;
+      for (int64_t i = 0; i < n_head * hdv; ++i) o[i] /= 1.0f + std::exp(-g[i]);
+    });
+  }
 }
 
 // Multi-head latent attention in its absorbed form: the cache holds per token the normed

@@ -1,6 +1,7 @@
 // The FFN half of a layer: a dense gated FFN, or a mixture of experts (with its router,
 // per-expert biases and shared experts).
 #include <algorithm>
+#include <cmath>
 
 #include "engine/shard_state.h"
 #include "util/error.h"
@@ -109,6 +110,17 @@ void Shard::State::moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const Ba
   if (l.ffn_runs) {  // shared experts: every token, weight 1
     gated_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, l.n_ff, h.data(), n, pool, ffn_a.data(),
               ffn_b.data(), moe_acc.data(), nullptr, nullptr, hp.swiglu_limit_shared);
+    if (!l.shexp_gate.empty()) {
+      // Gated shared expert: scaled per token by sigmoid(ffn_gate_inp_shexp . h).
+      pool.run(n, [&](int64_t t, int) {
+        const float* ht = h.data() + t * n_embd;
+        float dot = 0;
+        for (int64_t c = 0; c < n_embd; ++c) dot += l.shexp_gate[static_cast<size_t>(c)] * ht[c];
+        const float gate = 1.0f / (1.0f + std::exp(-dot));
+        float* y = moe_acc.data() + t * n_embd;
+        for (int64_t c = 0; c < n_embd; ++c) y[c] *= gate;
+      });
+    }
     for (int64_t i = 0; i < n * n_embd; ++i) out[i] += moe_acc[static_cast<size_t>(i)];
   }
 }

@@ -8,6 +8,7 @@
 
 #include "engine/compressed_attention.h"
 #include "engine/compressed_kv_cache.h"
+#include "engine/delta_net.h"
 #include "engine/kv_cache.h"
 #include "engine/ops.h"
 #include "engine/router.h"
@@ -74,6 +75,16 @@ struct Layer {
   PackedMatrix idx_q_b, idx_proj;           // kIndexerQB, kIndexerProj
   PackedMatrix idx_comp_kv, idx_comp_gate;  // kIndexerCompKv, kIndexerCompGate: [2 di x n_embd]
   std::vector<float> idx_comp_ape, idx_comp_norm;  // kIndexerCompApe, kIndexerCompNorm
+  std::vector<float> shexp_gate;                   // kSharedExpertGate: [n_embd]
+  // Gated DeltaNet (options.linear; shard_linear.cpp).
+  PackedMatrix delta_qkv, delta_z;       // kDeltaQkv, kDeltaZ: [conv_dim x n_embd], [n_v dv x ..]
+  PackedMatrix delta_beta, delta_alpha;  // kDeltaBeta, kDeltaAlpha: [n_v x n_embd]
+  PackedMatrix delta_ba;                 // kDeltaBa: [2 n_v x n_embd], grouped per K head
+  PackedMatrix delta_out;                // kDeltaOut: [n_embd x n_v dv]
+  std::vector<float> delta_conv;         // kDeltaConv: [conv_dim][kernel], then transposed
+  std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
+  std::vector<float> delta_norm;              // kDeltaNorm: [dv]
+  std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
 };
 
 // Where the loader puts a block tensor: exactly one of the four is set.
@@ -198,6 +209,28 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::idx_comp_norm};
     case W::kHashExperts:
       return {.ids = &Layer::hash_experts};
+    case W::kSharedExpertGate:
+      return {.values = &Layer::shexp_gate};
+    case W::kDeltaQkv:
+      return {.matrix = &Layer::delta_qkv};
+    case W::kDeltaZ:
+      return {.matrix = &Layer::delta_z};
+    case W::kDeltaBeta:
+      return {.matrix = &Layer::delta_beta};
+    case W::kDeltaAlpha:
+      return {.matrix = &Layer::delta_alpha};
+    case W::kDeltaBa:
+      return {.matrix = &Layer::delta_ba};
+    case W::kDeltaConv:
+      return {.values = &Layer::delta_conv};
+    case W::kDeltaDtBias:
+      return {.values = &Layer::delta_dt_bias};
+    case W::kDeltaA:
+      return {.values = &Layer::delta_a};
+    case W::kDeltaNorm:
+      return {.values = &Layer::delta_norm};
+    case W::kDeltaOut:
+      return {.matrix = &Layer::delta_out};
   }
   return {};
 }
@@ -211,6 +244,11 @@ struct ScratchSizes {
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
   size_t hc_flat = 0, hc_mixes = 0, hc_coeffs = 0;
   size_t qk_sums = 0;    // [n][2]: a whole-row q/k norm's sums of squares
+  size_t attn_gate = 0;  // gated attention: [n][n_head * head_dim]
+  // Gated DeltaNet: projections [n][conv_dim], [n][value_dim], [n][2 n_v] (beta and alpha),
+  // output [n][value_dim]; and delta_net_mix's own (DeltaNetScratch::bytes_for).
+  size_t delta_qkv = 0, delta_z = 0, delta_ba = 0, delta_out = 0;
+  size_t delta_mix_bytes = 0;
   size_t bytes() const;  // all of them, and the matmul workspace
 };
 
@@ -281,6 +319,12 @@ struct Shard::State {
   // Hyper-connections: the normed streams [n][n_hc n_embd], each token's mixes [n][n_mixes]
   // and its pre, post and combination weights [n][n_mixes] (pre, post, comb in that order).
   std::vector<float> hc_flat, hc_mixes, hc_coeffs;
+  std::vector<float> attn_gate;  // [n][n_head * head_dim]
+  // Gated DeltaNet: [n][conv_dim], [n][value_dim], [n][2 n_v] (beta, then alpha: [n][n_v]
+  // each), [n][value_dim].
+  std::vector<float> delta_qkv_buf, delta_z_buf, delta_ba_buf, delta_out_buf;
+  DeltaNetScratch delta_scratch;
+  DeltaNetDims delta_dims;  // the layers' sizes (the whole model's)
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
@@ -330,6 +374,15 @@ struct Shard::State {
   // The output head's reduction of the streams, in place: x [n][n_hc n_embd] -> [n][n_embd]
   // (rows of the tokens that want logits only are used after it).
   void hc_head(const Batch& batch, ThreadPool& pool);
+  // A Gated DeltaNet layer from h into ffn_out's place `out` ([n][n_embd], before the
+  // all-reduce).
+  void linear_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
+                        float* out);
+  // After binding a DeltaNet layer's tensors: the conv weight transposed for the kernel, and
+  // each V head's K head.
+  void prepare_linear(Layer& l) const;
+  // The cache's shape for this shard.
+  CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
 };
 
 // The compressed cache a shard of these layers holds (compressed_kv_cache.h).

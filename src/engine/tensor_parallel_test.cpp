@@ -133,13 +133,18 @@ std::vector<std::vector<std::vector<float>>> run_stage(
   for (const Rank& r : stage.ranks) {
     shards.push_back(Shard::load(file, info, shard_spec(stage, r, info.arch->moe), options));
     EXPECT_TRUE(shards.back().is_sliced());
-    // What the planner counts for the rank (an MLA rank caches the whole latent).
-    const size_t kv_bytes_per_head = static_cast<size_t>(stage.layer_end - stage.layer_begin) *
-                                     static_cast<size_t>(kCtx) *
-                                     plan_model_from(info, file).kv_bytes_per_head_per_token() *
-                                     static_cast<size_t>(options.n_seq);
+    // What the planner counts for the rank (an MLA rank caches the whole latent; a hybrid's
+    // linear layers keep one recurrent state per sequence instead).
+    const PlanModel pm = plan_model_from(info, file);
+    const int64_t n_recurrent = pm.recurrent_layers(stage.layer_begin, stage.layer_end);
+    const size_t kv_bytes_per_head =
+        static_cast<size_t>(stage.layer_end - stage.layer_begin - n_recurrent) *
+        static_cast<size_t>(kCtx) * pm.kv_bytes_per_head_per_token() *
+        static_cast<size_t>(options.n_seq);
     EXPECT_EQ(shards.back().kv_cache_bytes(),
-              kv_bytes_per_head * static_cast<size_t>(r.kv_head_end - r.kv_head_begin));
+              kv_bytes_per_head * static_cast<size_t>(r.kv_head_end - r.kv_head_begin) +
+                  static_cast<size_t>(n_recurrent) * pm.recurrent_state_bytes *
+                      static_cast<size_t>(options.n_seq));
     packed_bytes += shards.back().packed_weight_bytes();
   }
   SharedMemorySum shared(n_ranks);
@@ -265,7 +270,8 @@ TEST_P(TensorParallel, RanksMatchTheWholeModel) {
   // ranks own only the column slices they copied out.)
   // (MLA ranks each hold the latent's projections whole, and expert-parallel ranks the
   // dense layers and shared experts: only grouped-query models are counted.)
-  const bool counted = info.arch->attention == AttentionKind::kGqa;
+  // (Nor hybrids: their Gated DeltaNet layers are not cut, every rank holds them whole.)
+  const bool counted = info.arch->attention == AttentionKind::kGqa && !info.arch->delta_net;
   size_t extra_kv_bytes = 0;
   for (const Stage& stage : counted ? plan.stages : std::vector<Stage>{}) {
     for (int64_t kv : stage.shared_kv_heads) {
@@ -356,7 +362,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"frontier2/glm4moe-f32", 2, PlanOptions::MoeMode::kSplitExperts, false, 2},
         Case{"frontier2/minimax-m2-f32", 2, PlanOptions::MoeMode::kSplitExperts},
         Case{"frontier2/minimax-m2-f32", 3, PlanOptions::MoeMode::kExpertParallel, true},
-        Case{"frontier2/glm-dsa-f32", 2, PlanOptions::MoeMode::kSplitExperts}),
+        Case{"frontier2/glm-dsa-f32", 2, PlanOptions::MoeMode::kSplitExperts},
+        // Hybrids of Gated DeltaNet and gated attention, two sequences through the
+        // recurrent states: the linear layers run on the rank of the first heads.
+        Case{"frontier2/qwen35moe-f32", 2, PlanOptions::MoeMode::kExpertParallel, false, 1, 2},
+        Case{"frontier2/qwen35moe-f32", 3, PlanOptions::MoeMode::kSplitExperts, true, 1, 2},
+        Case{"frontier2/qwen35moe-f32", 2, PlanOptions::MoeMode::kSplitExperts, false, 2, 2},
+        Case{"frontier2/qwen35-f32", 2, PlanOptions::MoeMode::kAuto, false, 1, 2},
+        Case{"frontier2/qwen3next-f32", 3, PlanOptions::MoeMode::kExpertParallel, false, 1, 2}),
     param_name);
 
 // ---- bad slices ----

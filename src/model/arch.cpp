@@ -155,6 +155,49 @@ constexpr ArchSpec kArchs[] = {
                .n_indexer_head = 32,
                .indexer_head_dim = 128,
                .indexer_top_k = 2048}},
+    // Hybrid Gated DeltaNet / gated-attention stacks (3 linear layers to 1 full).
+    {.name = "qwen35moe",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .ffn_norm = "post_attention_norm",
+     .delta_net = true,
+     .delta_v_tiled = true,
+     .attn_output_gate = true,
+     .shared_expert_gate = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e7f,
+     .synth = {.n_expert_used = 8,
+               .n_expert_shared = 1,
+               .n_nextn = 1,
+               .rope_div = 4,
+               .rope_sections = true}},
+    {.name = "qwen35",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .explicit_head_dim = true,
+     .ffn_norm = "post_attention_norm",
+     .delta_net = true,
+     .delta_v_tiled = true,
+     .attn_output_gate = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e7f,
+     .synth = {.n_nextn = 1, .rope_div = 4, .rope_sections = true}},
+    {.name = "qwen3next",
+     .rope_style = kNeox,
+     .qk_norm = true,
+     .moe = true,
+     .explicit_head_dim = true,
+     .ffn_norm = "post_attention_norm",
+     .delta_net = true,
+     .full_attention_interval = 4,
+     .delta_ba_fused = true,
+     .attn_output_gate = true,
+     .shared_expert_gate = true,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e7f,
+     .synth = {.n_expert_used = 10, .n_expert_shared = 1, .rope_div = 4}},
 };
 #pragma GCC diagnostic pop
 
@@ -180,6 +223,11 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
   o.sliding = hp.sliding_window > 0 && arch.swa_period > 0 && (il + 1) % arch.swa_period != 0;
   o.rope_base = hp.rope_base;
   o.rope_scaling = hp.rope_scaling;
+  if (arch.delta_net) {
+    const int64_t every = arch.full_attention_interval > 0 ? arch.full_attention_interval
+                                                           : hp.full_attention_interval;
+    o.linear = !o.nextn && every > 0 && (il + 1) % every != 0;  // a NextN block: full attention
+  }
   if (o.sliding && arch.swa_rope_base > 0) {
     o.rope_base = arch.swa_rope_base;
     o.rope_scaling = RopeScaling::kNone;
@@ -262,7 +310,26 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
     }
     add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
-    if (arch.attention == AttentionKind::kCompressed) {
+    if (lo.linear) {
+      // Gated DeltaNet. Not cut by tensor parallelism: the rank holding the first heads
+      // runs the whole layer.
+      const int64_t n_v = hp.delta_n_v_heads, dv = hp.delta_head_v;
+      const int64_t conv_dim = 2 * hp.delta_n_k_heads * hp.delta_head_k + n_v * dv;
+      add(W::kDeltaQkv, "attn_qkv.weight", {hp.n_embd, conv_dim}, kAttn);
+      add(W::kDeltaZ, "attn_gate.weight", {hp.n_embd, n_v * dv}, kAttn);
+      if (arch.delta_ba_fused) {
+        add(W::kDeltaBa, "ssm_ba.weight", {hp.n_embd, 2 * n_v}, kAttn);
+      } else {
+        add(W::kDeltaBeta, "ssm_beta.weight", {hp.n_embd, n_v}, kAttn);
+        add(W::kDeltaAlpha, "ssm_alpha.weight", {hp.n_embd, n_v}, kAttn);
+      }
+      // Kept f32 by the converter and the quantizer, as biases are.
+      add(W::kDeltaConv, "ssm_conv1d.weight", {hp.delta_conv_kernel, conv_dim}, kBias);
+      add(W::kDeltaDtBias, "ssm_dt.bias", {n_v}, kBias);
+      add(W::kDeltaA, "ssm_a", {n_v}, kBias);
+      add(W::kDeltaNorm, "ssm_norm.weight", {dv}, kNorm);
+      add(W::kDeltaOut, "ssm_out.weight", {n_v * dv, hp.n_embd}, kAttnV);
+    } else if (arch.attention == AttentionKind::kCompressed) {
       // Not cut by tensor parallelism: one latent head, and output groups over the heads.
       const int64_t group = q_dim / hp.n_out_group, o_rows = hp.n_out_group * hp.o_lora_rank;
       add(W::kAttnQA, "attn_q_a.weight", {hp.n_embd, hp.q_lora_rank}, kAttn);
@@ -318,7 +385,9 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
     } else {
       const int64_t kv_dim = hp.n_head_kv * hd, kv_dim_v = hp.n_head_kv * hdv;
-      add(W::kAttnQ, "attn_q.weight", {hp.n_embd, q_dim}, kAttn, kHeads, 1, hd);
+      // Gated attention: each head's rows are [q | gate].
+      const int64_t q_rows = arch.attn_output_gate ? 2 * hd : hd;
+      add(W::kAttnQ, "attn_q.weight", {hp.n_embd, hp.n_head * q_rows}, kAttn, kHeads, 1, q_rows);
       add(W::kAttnK, "attn_k.weight", {hp.n_embd, kv_dim}, kAttn, kKv, 1, hd);
       add(W::kAttnV, "attn_v.weight", {hp.n_embd, kv_dim_v}, kAttnV, kKv, 1, hdv);
       if (arch.qkv_bias) {
@@ -337,7 +406,7 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
       if (arch.attn_sinks) add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0);
     }
-    if (arch.attention != AttentionKind::kCompressed) {
+    if (!lo.linear && arch.attention != AttentionKind::kCompressed) {
       add(W::kAttnOutput, "attn_output.weight", {o_dim, hp.n_embd}, kAttn, kHeads, 0, hdv);
     }
     if (arch.dsa_indexer) {
@@ -379,8 +448,13 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add_experts(W::kUpExpsBias, "ffn_up_exps.bias", {ff, ne}, kBias, kFf, 0);
       }
       if (hp.n_expert_shared > 0) {
-        // Rows of the shared experts: cut in proportion to each expert's.
-        const int64_t sh = ff * hp.n_expert_shared, unit = hp.n_expert_shared;
+        // Rows of the shared experts: cut in proportion to each expert's (0: they cannot
+        // be).
+        const int64_t sh = hp.n_ff_shared > 0 ? hp.n_ff_shared : ff * hp.n_expert_shared;
+        const int64_t unit = sh % ff == 0 ? sh / ff : 0;
+        if (arch.shared_expert_gate) {
+          add(W::kSharedExpertGate, "ffn_gate_inp_shexp.weight", {hp.n_embd}, kNorm);
+        }
         add(W::kFfnGate, "ffn_gate_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
         add(W::kFfnDown, "ffn_down_shexp.weight", {sh, hp.n_embd}, TensorRole::kFfnDown, kFf, 0,
             unit);

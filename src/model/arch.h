@@ -83,6 +83,7 @@ struct SynthDefaults {
   // (rows with sliding-window layers only).
   int64_t sliding_window = 0;
   int64_t window_ctx_div = 1;
+  bool rope_sections = false;  // write rope.dimension_sections (Qwen3.5's M-RoPE)
 };
 
 // One architecture: every switch the loader, the forward pass, the slicer and the synthesizer
@@ -137,6 +138,23 @@ struct ArchSpec {
   bool dsa_indexer = false;
   // The pre-FFN norm's tensor ("ffn_norm"; gpt-oss: "post_attention_norm").
   const char* ffn_norm = "ffn_norm";
+  // Hybrid stacks of Gated DeltaNet (linear attention, a recurrent state per sequence) and
+  // full-attention layers (Qwen3-Next, Qwen3.5 / 3.6): layer il is full attention iff
+  // (il + 1) % interval == 0, interval = full_attention_interval when set here (Qwen3-Next's
+  // reference hard-codes 4 and ignores the file), else the file's full_attention_interval.
+  bool delta_net = false;
+  int full_attention_interval = 0;
+  // V head j of a DeltaNet layer reads K head j % n_k (tiled: Qwen3.5, whose converter
+  // reorders the V heads) or j / (n_v / n_k) (grouped: Qwen3-Next).
+  bool delta_v_tiled = false;
+  // beta and alpha come from one ssm_ba (rows grouped per K head: [b of its V heads | a of
+  // them], Qwen3-Next) instead of ssm_beta and ssm_alpha.
+  bool delta_ba_fused = false;
+  // Gated attention: attn_q's rows are per head [q | gate], and each head's attention output
+  // is multiplied by sigmoid(gate) before attn_output (Qwen3-Next, Qwen3.5).
+  bool attn_output_gate = false;
+  // The shared expert's output is multiplied by sigmoid(ffn_gate_inp_shexp . h) per token.
+  bool shared_expert_gate = false;
   float default_rms_eps = 1e-5f;
   float default_rope_base = 10000.0f;
   SynthDefaults synth;
@@ -218,6 +236,17 @@ struct HParams {
   std::vector<int64_t> compress_ratios;      // [n_layer]: 0 window only, else positions per entry
   float compress_rope_base = 0.0f;           // rope base of the compressed layers (with scaling)
   int64_t n_out_group = 0, o_lora_rank = 0;  // attn_output_a's groups and rows per group
+
+  // Rows of the shared experts (expert_shared_feed_forward_length); 0: n_ff_expert each.
+  int64_t n_ff_shared = 0;
+
+  // Gated DeltaNet layers (ArchSpec::delta_net; ssm.* keys).
+  int64_t full_attention_interval = 0;
+  int64_t delta_conv_kernel = 0;  // ssm.conv_kernel
+  int64_t delta_n_k_heads = 0;    // ssm.group_count
+  int64_t delta_n_v_heads = 0;    // ssm.time_step_rank
+  int64_t delta_head_k = 0;       // ssm.state_size
+  int64_t delta_head_v = 0;       // ssm.inner_size / ssm.time_step_rank
 };
 
 // What a weight is, so that type policies (the Q4_K_M mix) and loaders need not parse names.
@@ -301,7 +330,19 @@ enum class LayerWeight : uint8_t {
   kIndexerCompGate,
   kIndexerCompApe,
   kIndexerCompNorm,
-  kHashExperts,  // ffn_gate_tid2eid: int32 [n_used, n_vocab]
+  kHashExperts,       // ffn_gate_tid2eid: int32 [n_used, n_vocab]
+  kSharedExpertGate,  // ffn_gate_inp_shexp: [n_embd]
+  // Gated DeltaNet (linear attention).
+  kDeltaQkv,    // attn_qkv: [conv_dim x n_embd], rows [q | k | v]
+  kDeltaZ,      // attn_gate: [n_v * dv x n_embd]
+  kDeltaBeta,   // ssm_beta: [n_v x n_embd]
+  kDeltaAlpha,  // ssm_alpha: [n_v x n_embd]
+  kDeltaBa,     // ssm_ba: [2 n_v x n_embd], grouped per K head
+  kDeltaConv,   // ssm_conv1d: [conv_dim][conv_kernel]
+  kDeltaDtBias,
+  kDeltaA,
+  kDeltaNorm,  // ssm_norm: [dv]
+  kDeltaOut,   // ssm_out: [n_embd x n_v * dv]
 };
 
 // Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.
@@ -337,6 +378,7 @@ struct LayerOptions {
   bool compress_indexed = false;
   bool hash_routed = false;  // the experts come from ffn_gate_tid2eid[token]
   bool nextn = false;        // a NextN block (il >= hp.n_layer): listed, not run
+  bool linear = false;       // a Gated DeltaNet layer: no attention, a recurrent state per sequence
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
 

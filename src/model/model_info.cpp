@@ -237,6 +237,11 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     if (hp.n_leading_dense > 0) hp.n_ff = positive(a + "feed_forward_length");
     hp.n_expert_shared = static_cast<int64_t>(f.get_u64_opt(a + "expert_shared_count").value_or(0));
     if (hp.n_expert_shared > 64) fail(f, "expert_shared_count is out of range");
+    // Qwen3-Next / Qwen3.5 state one shared expert by its width.
+    if (f.has(a + "expert_shared_feed_forward_length")) {
+      hp.n_ff_shared = positive(a + "expert_shared_feed_forward_length");
+      hp.n_expert_shared = std::max<int64_t>(hp.n_expert_shared, 1);
+    }
     hp.gating = arch.default_gating;
     if (f.has(a + "expert_gating_func")) {
       const uint64_t func = f.get_u64(a + "expert_gating_func");
@@ -285,6 +290,26 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     }
   } else {
     hp.n_ff = positive(a + "feed_forward_length");
+  }
+  if (arch.delta_net) {
+    hp.delta_conv_kernel = positive(a + "ssm.conv_kernel");
+    hp.delta_head_k = positive(a + "ssm.state_size");
+    hp.delta_n_k_heads = positive(a + "ssm.group_count");
+    hp.delta_n_v_heads = positive(a + "ssm.time_step_rank");
+    const int64_t inner = positive(a + "ssm.inner_size");
+    if (inner % hp.delta_n_v_heads != 0 || hp.delta_n_v_heads % hp.delta_n_k_heads != 0) {
+      fail(f, "ssm.inner_size " + std::to_string(inner) + ", ssm.time_step_rank " +
+                  std::to_string(hp.delta_n_v_heads) + " and ssm.group_count " +
+                  std::to_string(hp.delta_n_k_heads) +
+                  " do not divide into value heads that share key heads evenly");
+    }
+    hp.delta_head_v = inner / hp.delta_n_v_heads;
+    hp.full_attention_interval =
+        static_cast<int64_t>(f.get_u64_opt(a + "full_attention_interval").value_or(4));
+    if (hp.full_attention_interval < 1 || hp.full_attention_interval > hp.n_layer + hp.n_nextn) {
+      fail(f, "full_attention_interval " + std::to_string(hp.full_attention_interval) +
+                  " is out of range");
+    }
   }
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   const gguf::TensorInfo* head = f.find_tensor("output.weight");

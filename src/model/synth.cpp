@@ -78,8 +78,14 @@ Init init_for(const TensorSpec& t, const HParams& hp) {
       // untied output's (2 / sqrt(fan_in) against a normed hidden state).
       return {0.0f, hp.tied_output ? 2.0f / std::sqrt(fan_in) : 0.5f};
     case TensorRole::kNorm:
+      // The shared expert's gate is a router of one output.
+      if (t.name.ends_with("ffn_gate_inp_shexp.weight")) return {0.0f, 2.0f / std::sqrt(fan_in)};
       return {1.0f, 0.1f};
     case TensorRole::kBias:
+      // Gated DeltaNet: ssm_a = -exp(A_log) must stay negative (a decay below 1); the
+      // convolution's taps are a small linear layer over the window.
+      if (t.name.ends_with(".ssm_a")) return {-2.0f, 0.5f};
+      if (t.name.ends_with("ssm_conv1d.weight")) return {0.0f, 1.0f / std::sqrt(fan_in)};
       // A sink is a logit beside the attention scores, of their order, not a small offset.
       if (t.name.ends_with("attn_sinks.weight")) return {0.0f, 1.0f};
       return {0.0f, 0.1f};
@@ -223,6 +229,24 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
       w.set_f32(a + ".rope.scaling.yarn_log_multiplier", hp.yarn_log_multiplier);
     }
   }
+  if (arch.delta_net) {
+    u32("ssm.conv_kernel", hp.delta_conv_kernel);
+    u32("ssm.state_size", hp.delta_head_k);
+    u32("ssm.group_count", hp.delta_n_k_heads);
+    u32("ssm.time_step_rank", hp.delta_n_v_heads);
+    u32("ssm.inner_size", hp.delta_n_v_heads * hp.delta_head_v);
+    u32("full_attention_interval", hp.full_attention_interval);
+    if (arch.synth.rope_sections) {
+      // M-RoPE sections over the rotated pairs, as Qwen3.5's converter writes them ([11, 11,
+      // 10, 0] of 32 pairs; the reference requires the key even for text, where all
+      // sections get the same position).
+      const int64_t pairs = hp.n_rot / 2, first = (pairs + 2) / 3;
+      const int32_t sections[] = {static_cast<int32_t>(first), static_cast<int32_t>(first),
+                                  static_cast<int32_t>(pairs - 2 * first), 0};
+      w.set_i32_array(a + ".rope.dimension_sections", sections);
+    }
+  }
+  if (hp.n_ff_shared > 0) u32("expert_shared_feed_forward_length", hp.n_ff_shared);
   if (arch.moe) {
     u32("expert_count", hp.n_expert);
     u32("expert_used_count", hp.n_expert_used);
@@ -383,6 +407,27 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     bad_option("--qk-norm: " + o.arch + " has no optional q/k norm");
   }
   hp.qk_norm_absent = o.qk_norm == 0;
+  if (arch->delta_net) {
+    hp.delta_conv_kernel = 4;
+    hp.delta_n_k_heads =
+        o.delta_n_k_heads > 0 ? o.delta_n_k_heads : std::max<int64_t>(1, o.n_head / 2);
+    hp.delta_n_v_heads = o.delta_n_v_heads > 0 ? o.delta_n_v_heads : o.n_head;
+    hp.delta_head_k = hp.delta_head_v = o.delta_head_dim > 0 ? o.delta_head_dim : hp.head_dim;
+    hp.full_attention_interval = arch->full_attention_interval > 0 ? arch->full_attention_interval
+                                 : o.full_attention_interval > 0   ? o.full_attention_interval
+                                                                   : 4;
+    if (o.full_attention_interval > 0 && o.full_attention_interval != hp.full_attention_interval) {
+      bad_option("--full-attention-interval: " + o.arch + " has every 4th layer full attention");
+    }
+    if (hp.delta_n_v_heads % hp.delta_n_k_heads != 0) {
+      bad_option("--linear-v-heads " + std::to_string(hp.delta_n_v_heads) +
+                 " is not a multiple of --linear-k-heads " + std::to_string(hp.delta_n_k_heads));
+    }
+  } else if (o.delta_n_k_heads > 0 || o.delta_n_v_heads > 0 || o.delta_head_dim > 0 ||
+             o.full_attention_interval > 0) {
+    bad_option("--linear-*, --full-attention-interval: " + o.arch +
+               " has no Gated DeltaNet layers");
+  }
   if (hp.n_head % hp.n_head_kv != 0) {
     bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of --kv-heads " +
                std::to_string(hp.n_head_kv));
@@ -446,7 +491,9 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   hp.n_ff = o.n_ff > 0 ? o.n_ff : (3 * hp.n_embd + 63) / 64 * 64;
   if (arch->moe) {
     hp.n_expert = o.n_expert;
-    hp.n_expert_used = o.n_expert_used > 0 ? o.n_expert_used : d.n_expert_used;
+    // The family's count, at most every expert of a small model.
+    hp.n_expert_used =
+        o.n_expert_used > 0 ? o.n_expert_used : std::min(d.n_expert_used, hp.n_expert);
     hp.n_leading_dense =
         o.n_leading_dense >= 0 ? o.n_leading_dense : std::min(d.n_leading_dense, hp.n_layer - 1);
     if (hp.n_leading_dense > hp.n_layer) bad_option("--dense-layers exceeds --layers");
@@ -460,6 +507,11 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     if (hp.n_leading_dense == 0) hp.n_ff = 0;
     hp.n_expert_shared = o.n_expert_shared >= 0 ? o.n_expert_shared : d.n_expert_shared;
     if (hp.n_expert_shared > 64) bad_option("--shared-experts is out of range (at most 64)");
+    // A gated shared expert is stated by its width (expert_shared_feed_forward_length).
+    if (arch->shared_expert_gate) {
+      if (hp.n_expert_shared != 1) bad_option("--shared-experts: " + o.arch + " has one");
+      hp.n_ff_shared = hp.n_ff_expert;
+    }
     const std::string gating = !o.gating.empty()                   ? o.gating
                                : d.gating == Gating::kSigmoid      ? "sigmoid"
                                : d.gating == Gating::kSqrtSoftplus ? "sqrt-softplus"

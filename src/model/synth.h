@@ -63,6 +63,12 @@ struct SynthOptions {
   float rope_factor = -1;
   int64_t rope_original_ctx = -1;
   float yarn_log_multiplier = -1;
+  // Gated DeltaNet layers (qwen35moe, qwen35, qwen3next): key heads (default heads / 2), value
+  // heads (default heads), and the size of both (default the attention head size); layer il
+  // is full attention iff (il + 1) % full_attention_interval == 0 (default 4; qwen3next is
+  // fixed at 4). Their rope covers a quarter of the head unless --rope-dim says otherwise.
+  int64_t delta_n_k_heads = -1, delta_n_v_heads = -1, delta_head_dim = -1;
+  int64_t full_attention_interval = -1;
   int threads = 0;  // 0: all cores
   // progress(done_bytes, total_bytes); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

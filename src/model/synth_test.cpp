@@ -326,6 +326,57 @@ TEST(Synth, NextNBlocksAreListedAndCheckedNotRun) {
   EXPECT_THROW(synthesize(bad), Error);
 }
 
+// Qwen3.5 / Qwen3-Next: Gated DeltaNet layers with gated full attention every
+// full_attention_interval-th layer (qwen3next: always 4), the ssm.* keys, and each variant's
+// own tensors (ssm_ba or ssm_beta / ssm_alpha, attn_q of [q | gate] per head, the shared
+// expert's gate).
+TEST(Synth, GatedDeltaNetHybridsReadBack) {
+  for (const std::string arch : {"qwen35moe", "qwen35", "qwen3next"}) {
+    for (const std::string type : {"f32", "q8_0"}) {
+      SCOPED_TRACE(arch + " " + type);
+      SynthOptions o = small(arch, type, "synth_" + arch + "_" + type + ".gguf");
+      o.n_layer = 6;
+      o.n_embd = 128;
+      o.delta_n_k_heads = 2;
+      o.delta_n_v_heads = 4;
+      o.delta_head_dim = 64;
+      if (arch == "qwen35") o.full_attention_interval = 3;
+      synthesize(o);
+      expect_reads_back(o);
+      gguf::File f = gguf::File::open(o.out_path);
+      const ModelInfo info = read_model_info(f);
+      const HParams& hp = info.hp;
+      EXPECT_EQ(hp.delta_n_k_heads, 2);
+      EXPECT_EQ(hp.delta_n_v_heads, 4);
+      EXPECT_EQ(hp.delta_head_k, 64);
+      EXPECT_EQ(hp.delta_head_v, 64);
+      EXPECT_EQ(hp.delta_conv_kernel, 4);
+      EXPECT_EQ(hp.n_rot, hp.head_dim / 4);
+      const int every = arch == "qwen35" ? 3 : 4;
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const bool linear = layer_options(*info.arch, hp, il).linear;
+        EXPECT_EQ(linear, (il + 1) % every != 0) << "layer " << il;
+        const std::string blk = "blk." + std::to_string(il) + ".";
+        EXPECT_EQ(f.find_tensor(blk + "ssm_out.weight") != nullptr, linear);
+        EXPECT_EQ(f.find_tensor(blk + "ssm_ba.weight") != nullptr, linear && arch == "qwen3next");
+        EXPECT_EQ(f.find_tensor(blk + "ssm_beta.weight") != nullptr, linear && arch != "qwen3next");
+        if (!linear) {
+          EXPECT_EQ(f.tensor(blk + "attn_q.weight").shape[1], 2 * hp.n_head * hp.head_dim);
+        }
+        EXPECT_EQ(f.find_tensor(blk + "ffn_gate_inp_shexp.weight") != nullptr, arch != "qwen35");
+      }
+      EXPECT_EQ(f.tensor("blk.0.ssm_conv1d.weight").type, TensorType::F32);
+      EXPECT_EQ(f.has(arch + ".rope.dimension_sections"), arch != "qwen3next");
+    }
+  }
+  SynthOptions fixed = small("qwen3next", "f32", "synth_qwen3next_interval.gguf");
+  fixed.full_attention_interval = 2;
+  EXPECT_THROW(synth_hparams(fixed, 384), Error);
+  SynthOptions llama = small("llama", "f32", "synth_llama_linear.gguf");
+  llama.delta_n_v_heads = 4;
+  EXPECT_THROW(synth_hparams(llama, 384), Error);
+}
+
 TEST(Synth, DeepSeek2HasV3Layout) {
   SynthOptions o = small_new("deepseek2", "f32", "synth_ds2_layout.gguf");
   synthesize(o);

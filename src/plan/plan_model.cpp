@@ -26,6 +26,16 @@ PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
   m.n_expert_used = arch.moe ? hp.n_expert_used : 0;
   m.tied_output = hp.tied_output;
   m.layers.assign(static_cast<size_t>(std::max<int64_t>(hp.n_layer, 0)), PlanLayer{});
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    m.layers[static_cast<size_t>(il)].recurrent = layer_options(arch, hp, il).linear;
+  }
+  if (arch.delta_net) {
+    const int64_t conv_dim =
+        2 * hp.delta_n_k_heads * hp.delta_head_k + hp.delta_n_v_heads * hp.delta_head_v;
+    m.recurrent_state_bytes =
+        4 * static_cast<uint64_t>((hp.delta_conv_kernel - 1) * conv_dim +
+                                  hp.delta_n_v_heads * hp.delta_head_k * hp.delta_head_v);
+  }
   return m;
 }
 
@@ -88,6 +98,12 @@ uint64_t PlanModel::kv_bytes_per_head_per_token() const {
     return 2 * static_cast<uint64_t>(hp.kv_lora_rank + hp.n_rot);
   }
   return 2 * 2 * static_cast<uint64_t>(head_dim);
+}
+
+int64_t PlanModel::recurrent_layers(int64_t begin, int64_t end) const {
+  int64_t n = 0;
+  for (int64_t il = begin; il < end; ++il) n += layers[static_cast<size_t>(il)].recurrent;
+  return n;
 }
 
 double PlanModel::layer_flops_per_token() const {

@@ -24,6 +24,9 @@ struct PlanLayer {
   uint64_t ffn_bytes = 0;         // ffn_gate/up/down, or all experts' ffn_*_exps: split by
                                   // FFN row (ffn_down by input column) and/or by expert
 
+  // A linear-attention layer (Gated DeltaNet): a recurrent state per sequence, no KV cache.
+  bool recurrent = false;
+
   uint64_t total() const { return replicated_bytes + attn_q_bytes + attn_kv_bytes + ffn_bytes; }
   bool operator==(const PlanLayer&) const = default;
 };
@@ -55,6 +58,9 @@ struct PlanModel {
   int64_t attn_output_block = 1;
   int64_t ffn_down_block = 1;
   std::vector<PlanLayer> layers;  // [n_layer]
+  // F32 state of one recurrent layer for one sequence (the conv window and the delta rule's
+  // per-head matrices; engine/kv_cache.h's RecurrentShape).
+  uint64_t recurrent_state_bytes = 0;
 
   bool moe() const { return n_expert > 0; }
   // Whether a layer can be cut over tensor-parallel ranks (compressed attention and its
@@ -70,6 +76,8 @@ struct PlanModel {
   // F16 KV cache of one KV head of one layer for one position: K and V (MLA: the latent
   // and the rope key of its one KV head).
   uint64_t kv_bytes_per_head_per_token() const;
+  // Layers of [begin, end) that keep a recurrent state instead of a KV cache.
+  int64_t recurrent_layers(int64_t begin, int64_t end) const;
 };
 
 // Reads the per-tensor byte sizes of the model's tensors from its file.

@@ -201,6 +201,7 @@ Slicing Planner::slicing(int64_t n_ranks) const {
 RankLoad Planner::load(int64_t begin, int64_t end, bool embedding) const {
   RankLoad l;
   l.n_layers = end - begin;
+  l.n_recurrent = m_.recurrent_layers(begin, end);
   l.layers = sums_.range(begin, end);
   l.embedding = embedding;
   l.output = end == m_.n_layer;

@@ -102,9 +102,13 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
   if (m.arch_row != nullptr && m.arch_row->attention == AttentionKind::kCompressed) {
     e.kv_cache = compressed_cache_bytes(m, o, load);
   } else {
+    // Attention layers cache their KV heads' rows of every position; recurrent layers one
+    // state per sequence, on every rank (engine/kv_cache.h).
     e.kv_cache =
-        capped_product({static_cast<uint64_t>(load.n_layers), static_cast<uint64_t>(load.kv_heads),
-                        m.kv_bytes_per_head_per_token(), static_cast<uint64_t>(o.n_ctx),
+        capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
+                        static_cast<uint64_t>(load.kv_heads), m.kv_bytes_per_head_per_token(),
+                        static_cast<uint64_t>(o.n_ctx), static_cast<uint64_t>(o.n_seq)}) +
+        capped_product({static_cast<uint64_t>(load.n_recurrent), m.recurrent_state_bytes,
                         static_cast<uint64_t>(o.n_seq)});
   }
   e.scratch = scratch_bytes(m, o, load);
@@ -117,6 +121,7 @@ RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
   RankLoad load;
   load.layer_begin = stage.layer_begin;
   load.n_layers = stage.layer_end - stage.layer_begin;
+  load.n_recurrent = m.recurrent_layers(stage.layer_begin, stage.layer_end);
   for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) {
     const PlanLayer& l = m.layers[static_cast<size_t>(il)];
     load.layers.replicated_bytes += l.replicated_bytes;

@@ -18,11 +18,12 @@ namespace herd {
 struct RankLoad {
   int64_t layer_begin = 0;  // the stage's first layer (layers differ in their caches)
   int64_t n_layers = 0;
-  PlanLayer layers;        // sums over the stage's layers
-  int64_t heads = 0;       // query heads of each layer
-  int64_t kv_heads = 0;    // KV heads of each layer
-  int64_t ffn_cells = 0;   // FFN rows x experts held, of n_ff x max(1, n_expert)
-  int64_t vocab_rows = 0;  // output head rows
+  int64_t n_recurrent = 0;  // of which keep a recurrent state, not a KV cache
+  PlanLayer layers;         // sums over the stage's layers
+  int64_t heads = 0;        // query heads of each layer
+  int64_t kv_heads = 0;     // KV heads of each layer
+  int64_t ffn_cells = 0;    // FFN rows x experts held, of n_ff x max(1, n_expert)
+  int64_t vocab_rows = 0;   // output head rows
   bool embedding = false;
   bool output = false;  // holds the output norm, and vocab_rows rows of the head
 };

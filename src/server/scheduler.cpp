@@ -272,6 +272,8 @@ void Scheduler::admit() {
                                     ? static_cast<size_t>(active->params.score_from) - 1
                                     : active->params.prompt.size() - 1;
     size_t keep = std::min(best_prefix, first_logits);
+    // A recurrent state continues only from a snapshot (none: from position 0).
+    if (runner_.recurrent()) keep = static_cast<size_t>(runner_.restore_state(best, keep));
     Slot& slot = slots_[static_cast<size_t>(best)];
     // A state that cannot be cut back (model/arch.h) continues from its end or starts again.
     if (!cuts_back_ && keep < slot.cached.size()) keep = 0;
@@ -348,7 +350,29 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   slot.active = nullptr;
   slot.last_used = ++clock_;
   if (reason == FinishReason::kError) slot.cached.clear();  // its KV entries are unknown
+  // The reply's end: where a follow-up that repeats the reply continues.
+  if ((reason == FinishReason::kStop || reason == FinishReason::kLength) && runner_.recurrent() &&
+      a.n_prefilled == a.params.prompt.size()) {
+    runner_.save_state(a.slot, static_cast<int64_t>(slot.cached.size()));
+  }
   a.stream->finish(f);
+}
+
+size_t Scheduler::checkpoint_before(const Active& a, size_t limit) {
+  // The last checkpoint below `limit`: a multiple of kCheckpointEvery, or the position
+  // before the prompt's last token (which always runs again for its logits).
+  const size_t last = a.params.prompt.size() - 1;
+  size_t best = (limit - 1) / kCheckpointEvery * kCheckpointEvery;
+  if (last < limit && last > best) best = last;
+  return best;
+}
+
+size_t Scheduler::next_checkpoint(const Active& a) {
+  const size_t from = a.n_prefilled;
+  const size_t last = a.params.prompt.size() - 1;
+  size_t next = (from / kCheckpointEvery + 1) * kCheckpointEvery;
+  if (last > from && last < next) next = last;
+  return next;
 }
 
 void Scheduler::sample_and_emit(Active& a, const float* logits) {
@@ -425,8 +449,9 @@ bool Scheduler::step() {
   for (auto& a : running_) {
     if (budget <= 0) break;
     if (a->next_token >= 0 || a->n_prefilled >= a->params.prompt.size()) continue;
-    const size_t n =
-        std::min(a->params.prompt.size() - a->n_prefilled, static_cast<size_t>(budget));
+    size_t n = std::min(a->params.prompt.size() - a->n_prefilled, static_cast<size_t>(budget));
+    // A recurrent model's chunk ends at the next checkpoint, where its state is kept.
+    if (runner_.recurrent()) n = std::min(n, next_checkpoint(*a) - a->n_prefilled);
     for (size_t i = 0; i < n; ++i) {
       const size_t pos = a->n_prefilled + i;
       const bool last = pos + 1 == a->params.prompt.size();
@@ -482,6 +507,9 @@ bool Scheduler::step() {
     if (a->n_prefilled == static_cast<size_t>(a->n_cached)) n_cached += a->n_cached;
     a->n_prefilled += n;
     n_prefilled += static_cast<int64_t>(n);
+    if (runner_.recurrent() && a->n_prefilled == checkpoint_before(*a, a->n_prefilled + 1)) {
+      runner_.save_state(a->slot, static_cast<int64_t>(a->n_prefilled));
+    }
   }
   if (metrics_ && (n_prefilled > 0 || n_cached > 0))
     metrics_->add_prompt_tokens(n_prefilled, n_cached);

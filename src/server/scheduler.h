@@ -8,6 +8,11 @@
 // longest prefix with the prompt; only the rest of the prompt is prefilled (a multi-turn
 // chat does not prefill its history again).
 //
+// A model with recurrent state (linear-attention layers) cannot cut a slot back to a
+// prefix: there the scheduler has the runner keep snapshots of a slot at checkpoints (every
+// kCheckpointEvery prompt tokens, before a prompt's last token, at the end of a reply) and
+// reuses the longest prefix it holds a snapshot of.
+//
 // It knows nothing of HTTP: submit() returns a RequestStream that the caller reads from
 // another thread, and cancel() on that stream frees the request's slot at the next step.
 #pragma once
@@ -188,6 +193,15 @@ class Scheduler {
     std::shared_ptr<RequestStream> stream;
     std::chrono::steady_clock::time_point submitted;
   };
+
+  // Recurrent models: prompt positions whose state the runner keeps (the prefix a later
+  // request may continue from). Often enough that a shared system prompt is reused, rarely
+  // enough that a prefill runs in long chunks.
+  static constexpr size_t kCheckpointEvery = 256;
+  // The last checkpoint of `active`'s prompt below `limit`, and the first after its
+  // n_prefilled.
+  static size_t checkpoint_before(const Active& active, size_t limit);
+  static size_t next_checkpoint(const Active& active);
 
   void admit();
   void finish(Active& active, FinishReason reason, const std::string& error = {});

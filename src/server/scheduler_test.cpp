@@ -519,5 +519,52 @@ TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
   EXPECT_EQ(results[1].tokens, expected[1]);
 }
 
+// A model with recurrent state (Gated DeltaNet layers) cannot cut a slot back: it reuses a
+// prefix only from a snapshot the scheduler had the runner keep. A follow-up that repeats
+// the history continues from the end of the reply, the same prompt again from before its
+// last token; both give the tokens of a cold run.
+TEST(Scheduler, RecurrentModelReusesSnapshotsAndMatchesColdRuns) {
+  SynthOptions o;
+  o.arch = "qwen35";
+  o.type = "f32";
+  o.out_path = ::testing::TempDir() + "/server_qwen35_" + std::to_string(getpid()) + ".gguf";
+  o.n_embd = 64;
+  o.n_layer = 4;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ff = 128;
+  o.threads = 2;
+  synthesize(o);
+  engine::LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 128;
+  lo.n_seq = 2;
+  const auto& tok = *tiny().tok;
+  auto cold = [&](const GenerationParams& p) {
+    auto fresh = engine::LocalRunner::open(o.out_path, lo);
+    Scheduler s(*fresh, tok, {}, nullptr);
+    return run_all(s, {s.submit(p)})[0];
+  };
+  auto runner = engine::LocalRunner::open(o.out_path, lo);
+  ASSERT_TRUE(runner->recurrent());
+  Scheduler s(*runner, tok, {}, nullptr);
+  auto first = greedy(prompt_of(30, 3), 6);
+  first.stop_at_eog = false;  // six tokens whatever the random model says
+  const auto r1 = run_all(s, {s.submit(first)})[0];
+  ASSERT_EQ(r1.tokens.size(), 6u);
+  EXPECT_EQ(r1.tokens, cold(first).tokens);
+
+  auto next = first;
+  next.prompt.insert(next.prompt.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : prompt_of(5, 9)) next.prompt.push_back(t);
+  const auto r2 = run_all(s, {s.submit(next)})[0];
+  EXPECT_EQ(r2.finish->n_cached, 30 + 5);  // the reply's last token was never run
+  EXPECT_EQ(r2.tokens, cold(next).tokens);
+
+  const auto r3 = run_all(s, {s.submit(first)})[0];
+  EXPECT_EQ(r3.finish->n_cached, 29);
+  EXPECT_EQ(r3.tokens, r1.tokens);
+}
+
 }  // namespace
 }  // namespace herd::server
