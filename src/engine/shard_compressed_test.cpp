@@ -100,5 +100,35 @@ TEST(ShardCompressed, ASlicedShardIsRefused) {
   EXPECT_THROW(Shard::load(file, info, experts, ShardOptions{}), Error);
 }
 
+// The window and compressor rings cannot be cut back: a batch continues a slot or starts it
+// again at 0; a snapshot taken at a position continues from there as if never left.
+TEST(ShardCompressed, SlotsContinueStartAgainOrRestoreASnapshot) {
+  const gguf::File file = gguf::File::open(kModel);
+  const ModelInfo info = read_model_info(file);
+  ShardOptions options;
+  options.n_ctx = 64;
+  Shard shard = Shard::load(file, info, ShardSpec{}, options);
+  ThreadPool pool(1);
+  std::vector<float> logits;
+  auto run = [&](int32_t from, int32_t to) {
+    Batch b;
+    for (int32_t i = from; i < to; ++i) b.add((i * 37 + 11) % 384, 0, i, i + 1 == to);
+    shard.forward(b, nullptr, logits, pool);
+    return logits;
+  };
+  ASSERT_TRUE(shard.has_recurrent_state());
+  run(0, 21);
+  const RecurrentSnapshot at21 = shard.snapshot_state(0);
+  EXPECT_EQ(at21.pos, 21);
+  const std::vector<float> straight = run(21, 30);
+  Batch back;
+  back.add(5, 0, 10, true);
+  EXPECT_THROW(shard.forward(back, nullptr, logits, pool), Error);  // cut back to 10
+  shard.restore_state(0, at21);
+  EXPECT_EQ(run(21, 30), straight);
+  run(0, 3);  // started again
+  EXPECT_EQ(shard.snapshot_state(0).pos, 3);
+}
+
 }  // namespace
 }  // namespace herd::engine
