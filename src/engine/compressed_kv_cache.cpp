@@ -1,7 +1,9 @@
 #include "engine/compressed_kv_cache.h"
 
+#include <algorithm>
 #include <string>
 
+#include "quant/float16.h"
 #include "util/error.h"
 
 namespace herd::engine {
@@ -45,6 +47,7 @@ CompressedKvCache::CompressedKvCache(const CompressedCacheShape& shape) : shape_
                               std::to_string(shape.n_seq) + " slots of " +
                               std::to_string(shape.n_ctx) + " positions");
   }
+  lengths_.assign(static_cast<size_t>(shape.n_seq), 0);
   layers_.resize(shape.layers.size());
   for (size_t il = 0; il < shape.layers.size(); ++il) {
     const CompressedLayerSpec& l = shape.layers[il];
@@ -91,6 +94,45 @@ CompressedKvCache::Part& CompressedKvCache::part(int64_t layer, int which) {
 int64_t CompressedKvCache::n_entries(int64_t layer) const {
   const LayerState& st = layers_[static_cast<size_t>(layer)];
   return st.parts.empty() ? 0 : st.parts[0].n_entries;
+}
+
+size_t CompressedKvCache::state_floats() const {
+  size_t n = 0;
+  for (const LayerState& st : layers_) {
+    n += static_cast<size_t>(shape_.window * shape_.head_dim);
+    for (const Part& p : st.parts)
+      n += 2 * static_cast<size_t>(p.shape.ring_rows() * p.shape.width());
+  }
+  return n;
+}
+
+void CompressedKvCache::save_state(int64_t seq, float* out) const {
+  const auto row = static_cast<size_t>(shape_.window * shape_.head_dim);
+  for (const LayerState& st : layers_) {
+    const uint16_t* raw = st.raw.data() + static_cast<size_t>(seq) * row;
+    for (size_t i = 0; i < row; ++i) *out++ = fp16_to_fp32(raw[i]);  // exact
+    for (const Part& p : st.parts) {
+      const auto ring = static_cast<size_t>(p.shape.ring_rows() * p.shape.width());
+      out = std::copy_n(p.kv.data() + static_cast<size_t>(seq) * ring, ring, out);
+      out = std::copy_n(p.score.data() + static_cast<size_t>(seq) * ring, ring, out);
+    }
+  }
+}
+
+void CompressedKvCache::restore_state(int64_t seq, const float* in, int64_t length) {
+  const auto row = static_cast<size_t>(shape_.window * shape_.head_dim);
+  for (LayerState& st : layers_) {
+    uint16_t* raw = st.raw.data() + static_cast<size_t>(seq) * row;
+    for (size_t i = 0; i < row; ++i) raw[i] = fp32_to_fp16(*in++);
+    for (Part& p : st.parts) {
+      const auto ring = static_cast<size_t>(p.shape.ring_rows() * p.shape.width());
+      std::copy_n(in, ring, p.kv.data() + static_cast<size_t>(seq) * ring);
+      in += ring;
+      std::copy_n(in, ring, p.score.data() + static_cast<size_t>(seq) * ring);
+      in += ring;
+    }
+  }
+  set_length(seq, length);
 }
 
 uint16_t* CompressedKvCache::raw(int64_t layer, int64_t seq, int64_t pos) {

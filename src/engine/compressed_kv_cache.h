@@ -61,6 +61,16 @@ class CompressedKvCache {
   float* ring_score(int64_t layer, int64_t seq, int which);
   uint16_t* entries(int64_t layer, int64_t seq, int which);
 
+  // Positions slot `seq` has absorbed (set by the forward pass after each batch).
+  int64_t length(int64_t seq) const { return lengths_[static_cast<size_t>(seq)]; }
+  void set_length(int64_t seq, int64_t n) { lengths_[static_cast<size_t>(seq)] = n; }
+  // A slot's state at its length as floats (every layer's window rows, then its compressor
+  // rings), and its restoring: what a snapshot must keep to continue the slot there. The
+  // compressed entries are not in it: those of the blocks before a position never change.
+  size_t state_floats() const;
+  void save_state(int64_t seq, float* out) const;  // out: [state_floats()]
+  void restore_state(int64_t seq, const float* in, int64_t length);
+
  private:
   struct Part {  // one compressor of one layer, every sequence
     CompressorShape shape;
@@ -76,6 +86,7 @@ class CompressedKvCache {
 
   CompressedCacheShape shape_;
   std::vector<LayerState> layers_;
+  std::vector<int64_t> lengths_;  // [n_seq]
 };
 
 }  // namespace herd::engine

@@ -36,7 +36,7 @@ class ModelRunner {
   // slot that cannot be cut back to a shorter prefix: a batch must continue a slot where it
   // stands or start it again at position 0. To reuse a prefix, the runner keeps snapshots of
   // a slot's states at checkpoints the caller chooses.
-  bool recurrent() const { return info().arch->delta_net; }
+  bool recurrent() const { return !state_cuts_back(*info().arch); }
   // Keeps a snapshot of slot `seq`, which has absorbed exactly `pos` positions (a few per
   // slot; the oldest go first). A runner without snapshots (the default) keeps none.
   virtual void save_state(int32_t seq, int64_t pos) {

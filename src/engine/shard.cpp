@@ -683,6 +683,7 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   s.reserve(n, static_cast<int>(pool.size()));
   // Checks that the batch continues each slot's recurrent states (before anything changes).
   s.kv.begin_recurrent(batch);
+  if (arch.attention == AttentionKind::kCompressed) s.compressed_begin(batch);
 
   const int64_t n_embd = hp.n_embd, width = hp.hidden_width();
   // [n][width] activations entering the first layer: n_hc copies of the token's embedding
@@ -767,6 +768,7 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
 
   s.kv.end_recurrent(batch);
+  if (arch.attention == AttentionKind::kCompressed) s.compressed_end(batch);
 
   if (!s.spec.output) {
     output.assign(x, x + n * width);

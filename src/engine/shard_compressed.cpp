@@ -2,6 +2,7 @@
 // cache (compressed_attention.h) and the hyper-connections around every sublayer and before
 // the output head (hyper_connection.h).
 #include <algorithm>
+#include <string>
 
 #include "engine/hyper_connection.h"
 #include "engine/shard_state.h"
@@ -86,6 +87,43 @@ void Shard::State::compressed_attention_layer(const Layer& l, int64_t layer, con
   w.idx_comp_norm = l.idx_comp_norm.data();
   compressed.reserve(o, ckv.n_entries(layer), batch.size(), pool.size());
   compressed_attention(o, w, batch, h.data(), ckv, layer, compressed, attend, pool, workspace, out);
+}
+
+void Shard::State::compressed_begin(const Batch& batch) {
+  // A slot's first token in the batch continues it or starts it again; its later ones follow.
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    const int64_t seq = batch.seq[t], pos = batch.pos[t];
+    int64_t expect = ckv.length(seq);
+    for (int64_t j = t - 1; j >= 0; --j) {
+      if (batch.seq[j] == seq) {
+        expect = batch.pos[j] + 1;
+        break;
+      }
+    }
+    if (pos != 0 && pos != expect) {
+      throw Error("engine", "slot " + std::to_string(seq) + " holds " + std::to_string(expect) +
+                                " positions of compressed attention: a batch must continue it at " +
+                                std::to_string(expect) + " or start it again at 0, not at " +
+                                std::to_string(pos));
+    }
+  }
+}
+
+void Shard::State::compressed_end(const Batch& batch) {
+  for (int64_t t = 0; t < batch.size(); ++t) ckv.set_length(batch.seq[t], batch.pos[t] + 1);
+}
+
+RecurrentSnapshot Shard::State::compressed_snapshot(int32_t seq) const {
+  RecurrentSnapshot s;
+  s.pos = ckv.length(seq);
+  s.rows.resize(ckv.state_floats());
+  ckv.save_state(seq, s.rows.data());
+  return s;
+}
+
+void Shard::State::compressed_restore(int32_t seq, const RecurrentSnapshot& snapshot) {
+  HERD_CHECK(snapshot.rows.size() == ckv.state_floats());
+  ckv.restore_state(seq, snapshot.rows.data(), snapshot.pos);
 }
 
 void Shard::State::hc_pre(const PackedMatrix& fn, const std::vector<float>& scale,

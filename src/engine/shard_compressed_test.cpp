@@ -13,6 +13,7 @@
 #include "gguf/writer.h"
 #include "model/arch.h"
 #include "model/model_info.h"
+#include "util/error.h"
 
 namespace herd::engine {
 namespace {
@@ -78,6 +79,55 @@ TEST(ShardCompressed, TheOtherTensorNamesLoadTheSame) {
   ASSERT_NE(other.find_tensor("blk.1.indexer.compress_kv.weight"), nullptr);
   EXPECT_EQ(logits_of(other, 0), logits_of(file, 0));
   EXPECT_EQ(logits_of(other, 2), logits_of(file, 0));
+}
+
+// Tensor and expert parallelism do not cut compressed attention or its hyper-connections yet:
+// a shard of some heads or experts is refused by name, not run wrong.
+TEST(ShardCompressed, ASlicedShardIsRefused) {
+  const gguf::File file = gguf::File::open(kModel);
+  const ModelInfo info = read_model_info(file);
+  ShardSpec spec;
+  spec.slice.head_end = 2;
+  spec.slice.kv_head_end = 1;
+  try {
+    Shard::load(file, info, spec, ShardOptions{});
+    FAIL() << "a shard of two heads loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline stages only"), std::string::npos) << e.what();
+  }
+  ShardSpec experts;
+  experts.slice.experts = std::vector<int64_t>{0, 1, 2, 3};
+  EXPECT_THROW(Shard::load(file, info, experts, ShardOptions{}), Error);
+}
+
+// The window and compressor rings cannot be cut back: a batch continues a slot or starts it
+// again at 0; a snapshot taken at a position continues from there as if never left.
+TEST(ShardCompressed, SlotsContinueStartAgainOrRestoreASnapshot) {
+  const gguf::File file = gguf::File::open(kModel);
+  const ModelInfo info = read_model_info(file);
+  ShardOptions options;
+  options.n_ctx = 64;
+  Shard shard = Shard::load(file, info, ShardSpec{}, options);
+  ThreadPool pool(1);
+  std::vector<float> logits;
+  auto run = [&](int32_t from, int32_t to) {
+    Batch b;
+    for (int32_t i = from; i < to; ++i) b.add((i * 37 + 11) % 384, 0, i, i + 1 == to);
+    shard.forward(b, nullptr, logits, pool);
+    return logits;
+  };
+  ASSERT_TRUE(shard.has_recurrent_state());
+  run(0, 21);
+  const RecurrentSnapshot at21 = shard.snapshot_state(0);
+  EXPECT_EQ(at21.pos, 21);
+  const std::vector<float> straight = run(21, 30);
+  Batch back;
+  back.add(5, 0, 10, true);
+  EXPECT_THROW(shard.forward(back, nullptr, logits, pool), Error);  // cut back to 10
+  shard.restore_state(0, at21);
+  EXPECT_EQ(run(21, 30), straight);
+  run(0, 3);  // started again
+  EXPECT_EQ(shard.snapshot_state(0).pos, 3);
 }
 
 }  // namespace

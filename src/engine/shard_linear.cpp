@@ -9,14 +9,20 @@
 namespace herd::engine {
 
 bool Shard::has_recurrent_state() const {
-  return state_->kv.has_recurrent();
+  return state_->kv.has_recurrent() || state_->arch->attention == AttentionKind::kCompressed;
 }
 
 RecurrentSnapshot Shard::snapshot_state(int32_t seq) const {
+  if (state_->arch->attention == AttentionKind::kCompressed)
+    return state_->compressed_snapshot(seq);
   return state_->kv.snapshot(seq);
 }
 
 void Shard::restore_state(int32_t seq, const RecurrentSnapshot& snapshot) {
+  if (state_->arch->attention == AttentionKind::kCompressed) {
+    state_->compressed_restore(seq, snapshot);
+    return;
+  }
   state_->kv.restore(seq, snapshot);
 }
 

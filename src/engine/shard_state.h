@@ -373,6 +373,12 @@ struct Shard::State {
   void compressed_attention_layer(const Layer& l, int64_t layer, const Batch& batch,
                                   ThreadPool& pool, float* out);
   CompressedAttentionOptions compressed_options(const Layer& l) const;
+  // The compressed cache's side of a batch: each slot continues where it stands or starts
+  // again at 0 (checked before anything changes), and its length after the batch.
+  void compressed_begin(const Batch& batch);
+  void compressed_end(const Batch& batch);
+  RecurrentSnapshot compressed_snapshot(int32_t seq) const;
+  void compressed_restore(int32_t seq, const RecurrentSnapshot& snapshot);
   // Hyper-connections: h <- norm(sum_i pre_i X_i) (the sublayer's input, norm weight `norm`),
   // keeping post and comb for hc_post; hc_post spreads the sublayer's output back.
   void hc_pre(const PackedMatrix& fn, const std::vector<float>& scale,

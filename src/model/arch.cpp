@@ -250,7 +250,7 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
 }
 
 bool state_cuts_back(const ArchSpec& arch) {
-  return arch.attention != AttentionKind::kCompressed;
+  return !arch.delta_net && arch.attention != AttentionKind::kCompressed;
 }
 
 std::string tensor_alias(std::string_view name) {

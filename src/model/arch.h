@@ -382,8 +382,9 @@ struct LayerOptions {
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
 
 // Whether a sequence's cached state can be cut back to any of its prefixes and continued: a
-// KV cache of positions can; compressed attention's window and compressor rings, which later
-// positions overwrite, continue only from their end (or start again at position 0).
+// KV cache of positions can; a recurrent state (Gated DeltaNet) and compressed attention's
+// window and compressor rings, which later positions overwrite, continue only from their end,
+// a snapshot, or position 0.
 bool state_cuts_back(const ArchSpec& arch);
 
 // The other spelling of a tensor's name that converters also write (DeepSeek V4:

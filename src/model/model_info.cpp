@@ -32,6 +32,7 @@ void read_compressed_attention(const gguf::File& f, const std::string& a, bool p
     return static_cast<int64_t>(v);
   };
   if (hp.n_head_kv != 1) fail(f, "compressed attention has one KV head (head_count_kv 1)");
+  if (hp.head_dim > 512) fail(f, "compressed attention's key size is at most 512");
   if (hp.head_dim_v != hp.head_dim) fail(f, "compressed attention's values are its keys");
   if (hp.n_rot >= hp.head_dim || hp.n_rot % 2 != 0) {
     fail(f, "rope.dimension_count " + std::to_string(hp.n_rot) +
@@ -58,7 +59,8 @@ void read_compressed_attention(const gguf::File& f, const std::string& a, bool p
                 " does not divide the heads' outputs");
   }
   const std::vector<int32_t> ratios = f.get_i32_array(a + "attention.compress_ratios");
-  if (static_cast<int64_t>(ratios.size()) != hp.n_layer) {
+  // (A NextN block the converter appends may have its entry too.)
+  if (static_cast<int64_t>(ratios.size()) < hp.n_layer) {
     fail(f, "attention.compress_ratios has " + std::to_string(ratios.size()) + " entries for " +
                 std::to_string(hp.n_layer) + " layers");
   }

@@ -138,8 +138,7 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      slots_(static_cast<size_t>(runner.n_seq())),
-      cuts_back_(runner.info().arch == nullptr || state_cuts_back(*runner.info().arch)) {
+      slots_(static_cast<size_t>(runner.n_seq())) {
   options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
 }
 
@@ -275,8 +274,6 @@ void Scheduler::admit() {
     // A recurrent state continues only from a snapshot (none: from position 0).
     if (runner_.recurrent()) keep = static_cast<size_t>(runner_.restore_state(best, keep));
     Slot& slot = slots_[static_cast<size_t>(best)];
-    // A state that cannot be cut back (model/arch.h) continues from its end or starts again.
-    if (!cuts_back_ && keep < slot.cached.size()) keep = 0;
     slot.cached.resize(keep);
     slot.active = active.get();
     slot.last_used = ++clock_;

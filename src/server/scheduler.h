@@ -215,9 +215,6 @@ class Scheduler {
   SchedulerOptions options_;
   Metrics* metrics_;
   std::vector<Slot> slots_;
-  // The runner's state can be cut back to a shorter prefix (model/arch.h state_cuts_back);
-  // when not, a slot is reused only when the prompt continues all of its cached tokens.
-  bool cuts_back_ = true;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   uint64_t clock_ = 0;                            // admission counter for LRU slot choice
 

@@ -80,9 +80,6 @@ class FakeRunner : public engine::ModelRunner {
       const auto pos = static_cast<size_t>(batch.pos[i]);
       if (pos >= static_cast<size_t>(n_ctx_)) throw Error("fake", "context full");
       if (kv.size() < pos) throw Error("fake", "a hole in the cache");
-      if (!state_cuts_back(*info_.arch) && pos != 0 && pos < kv.size()) {
-        throw Error("fake", "a state that cannot be cut back was cut back");
-      }
       kv.resize(pos);  // later entries are overwritten
       kv.push_back(batch.tokens[i]);
       if (!batch.want_logits[i]) continue;
@@ -93,9 +90,6 @@ class FakeRunner : public engine::ModelRunner {
       ++row;
     }
   }
-  // A state that continues only from its end or from 0 (DeepSeek V4's compressed cache):
-  // the info names such an architecture, and cutting a slot back elsewhere is a bug.
-  void make_state_uncuttable() { info_.arch = find_arch("deepseek4"); }
   int32_t eog_trigger = -1;
   bool fail = false;
   std::vector<engine::Batch> batches;
@@ -236,28 +230,6 @@ TEST(Scheduler, FollowUpReusesTheCachedPrefix) {
   EXPECT_EQ(runner.batches[before].size(), 6);
   EXPECT_EQ(r2.finish->n_cached, 30 + 5);
   EXPECT_EQ(r2.tokens, alone(next).tokens);
-}
-
-// DeepSeek V4's cache continues only from its end: a follow-up still reuses the whole
-// history, but a prompt that leaves it part way starts its slot again from position 0.
-TEST(Scheduler, AStateThatCannotBeCutBackIsContinuedOrStartedAgain) {
-  FakeRunner runner(*tiny().tok, 1, 4096);
-  runner.make_state_uncuttable();
-  Scheduler s(runner, *tiny().tok, {}, nullptr);
-  const auto first = greedy(prompt_of(30, 3), 6);
-  auto r1 = run_all(s, {s.submit(first)})[0];
-  auto next = first;
-  next.prompt.insert(next.prompt.end(), r1.tokens.begin(), r1.tokens.end());
-  for (int32_t t : prompt_of(5, 9)) next.prompt.push_back(t);
-  auto r2 = run_all(s, {s.submit(next)})[0];
-  EXPECT_EQ(r2.finish->n_cached, 30 + 5);
-  EXPECT_EQ(r2.tokens, alone(next).tokens);
-  auto other = first;  // shares 20 tokens with the slot, then goes elsewhere
-  other.prompt.resize(20);
-  for (int32_t t : prompt_of(7, 11)) other.prompt.push_back(t);
-  auto r3 = run_all(s, {s.submit(other)})[0];
-  EXPECT_EQ(r3.finish->n_cached, 0);
-  EXPECT_EQ(r3.tokens, alone(other).tokens);
 }
 
 TEST(Scheduler, NewRequestTakesTheSlotWithTheLongestPrefix) {
@@ -523,17 +495,26 @@ TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
 // prefix only from a snapshot the scheduler had the runner keep. A follow-up that repeats
 // the history continues from the end of the reply, the same prompt again from before its
 // last token; both give the tokens of a cold run.
-TEST(Scheduler, RecurrentModelReusesSnapshotsAndMatchesColdRuns) {
+class StateThatCannotBeCutBack : public ::testing::TestWithParam<std::string> {};
+
+// DeepSeek V4's compressed cache (a window of 8 rows, compressor rings) likewise: its window
+// and rings are in the snapshot, its compressed entries of the prefix stay as they are.
+TEST_P(StateThatCannotBeCutBack, ReusesSnapshotsAndMatchesColdRuns) {
   SynthOptions o;
-  o.arch = "qwen35";
+  o.arch = GetParam();
   o.type = "f32";
-  o.out_path = ::testing::TempDir() + "/server_qwen35_" + std::to_string(getpid()) + ".gguf";
+  o.out_path =
+      ::testing::TempDir() + "/server_" + o.arch + "_" + std::to_string(getpid()) + ".gguf";
   o.n_embd = 64;
   o.n_layer = 4;
   o.n_head = 4;
-  o.n_head_kv = 2;
+  o.n_head_kv = o.arch == "deepseek4" ? 1 : 2;
   o.n_ff = 128;
   o.threads = 2;
+  if (o.arch == "deepseek4") {
+    o.n_ctx = 128;
+    o.sliding_window = 8;
+  }
   synthesize(o);
   engine::LocalOptions lo;
   lo.threads = 2;
@@ -565,6 +546,9 @@ TEST(Scheduler, RecurrentModelReusesSnapshotsAndMatchesColdRuns) {
   EXPECT_EQ(r3.finish->n_cached, 29);
   EXPECT_EQ(r3.tokens, r1.tokens);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, StateThatCannotBeCutBack,
+                         ::testing::Values(std::string("qwen35"), std::string("deepseek4")));
 
 }  // namespace
 }  // namespace herd::server
