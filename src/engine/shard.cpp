@@ -198,7 +198,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     release_if_copied(t, copied);
     return m;
   };
-  const Range all_embd{0, hp.n_embd};
+  const Range all_embd{0, hp.n_embd}, whole_embd = all_embd;
   const std::vector<TensorSpec> all_tensors = model_tensors(arch, hp);
   // A vector cut to the model's elements r of it (dimension 0).
   auto vector_slice = [&](const std::string& name, Range r) {
@@ -213,6 +213,21 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   }
   if (const gguf::TensorInfo* f = file.find_tensor("rope_freqs.weight"))
     s->rope_freqs = load_vector(*f);
+  if (hp.n_embd_per_layer > 0 && spec.layer_end > spec.layer_begin) {
+    // Every stage computes its own layers' per-layer inputs from the token ids.
+    const int64_t p = hp.n_embd_per_layer;
+    s->token_embd = &file.tensor("token_embd.weight");
+    s->per_layer_embd = &file.tensor("per_layer_token_embd.weight");
+    const TypeTraits& tt = type_traits(s->per_layer_embd->type);
+    if (p % tt.block_size != 0) {
+      throw Error("engine", "per_layer_token_embd.weight: a layer's " + std::to_string(p) +
+                                " values are not whole " + std::string(tt.name) + " blocks of " +
+                                std::to_string(tt.block_size));
+    }
+    s->per_layer_model_proj =
+        pack("per_layer_model_proj.weight", {spec.layer_begin * p, spec.layer_end * p}, all_embd);
+    s->per_layer_proj_norm = load_vector(file.tensor("per_layer_proj_norm.weight"));
+  }
 
   // Per held head h of an MLA layer: attn_k_b's rows [h kv_lora, (h + 1) kv_lora) and
   // attn_v_b's [h hdv, (h + 1) hdv) (the same bytes in the 2-D and the per-head 3-D form).
@@ -256,10 +271,30 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
           {kvb.type, hdv, kv_lora, head + row * static_cast<size_t>(nope)}, isa));
     }
   };
+  // What the shard keeps of block tensor t: the slice's cut, or all of it when the shard
+  // holds its layers whole (whose widths may differ per layer, Gemma 4's FFN).
+  auto cut_of = [&](const TensorSpec& t) {
+    return s->partial_sums ? weight_cut(t, slice, hp) : WeightCut{};
+  };
   // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).
   auto bind = [&](const TensorSpec& t, Layer& l) {
     const LayerMember member = layer_member(t.weight);
-    const WeightCut cut = weight_cut(t, slice, hp);
+    if (t.weight == LayerWeight::kGateUpExps) {
+      // Per expert [2 n_ff_expert rows: gate, then up]: the slice's FFN rows of each half.
+      if (ff.size() == 0 || s->experts.empty()) return;
+      const gguf::TensorInfo& all = file.tensor(t.name);
+      const int64_t half = t.shape[1] / 2;
+      bool copied = false;
+      for (int64_t e : s->experts) {
+        const MatrixView m = expert_view(all, expert_in_file(t.name, e));
+        l.gate_exps.push_back(pack_slice(m, t.name, ff, whole_embd, copied));
+        l.up_exps.push_back(
+            pack_slice(m, t.name, {half + ff.begin, half + ff.end}, whole_embd, copied));
+      }
+      release_if_copied(all, copied);
+      return;
+    }
+    const WeightCut cut = cut_of(t);
     const Range whole_cols{0, t.shape[0]};
     const Range cols = cut.dim == 0 ? Range{cut.begin, cut.end} : whole_cols;
     if (member.matrix != nullptr) {
@@ -308,57 +343,68 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   const bool whole_ffn_once = s->experts.empty() ||
                               static_cast<int64_t>(s->experts.size()) == hp.n_expert ||
                               s->experts.front() == 0;
+  const int64_t per_call = s->max_heads_per_call();
   for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
     Layer l;
     l.options = layer_options(arch, hp, il);
-    l.rope = make_rope(arch, hp, l.options, s->rope_freqs.empty() ? nullptr : s->rope_freqs.data());
+    const LayerOptions& lo = l.options;
+    if (lo.kv_layer < spec.layer_begin || lo.kv_layer > il) {
+      throw Error("engine", "layer " + std::to_string(il) + " reads the keys and values of layer " +
+                                std::to_string(lo.kv_layer) +
+                                ", which is not in the shard's layers " +
+                                range_text({spec.layer_begin, spec.layer_end}));
+    }
+    const bool factors = lo.rope_freqs && !s->rope_freqs.empty();
+    l.rope = make_rope(arch, hp, lo, factors ? s->rope_freqs.data() : nullptr);
+    l.attn_scale = attention_scale(arch, hp, lo);
+    if (arch.attention == AttentionKind::kMla) {
+      l.attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
+    } else {
+      l.attend = kernels::attend_kernel(isa, lo.head_dim, lo.head_dim_v);
+    }
+    // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
+    // each, so that one token's attention spreads over several threads.
+    const int64_t group = hp.n_head / lo.n_head_kv;
+    for (int64_t h = 0; h < s->n_head; ++h) {
+      const int64_t g = (slice.head_begin + h) / group - slice.kv_head_begin;
+      if (l.head_runs.empty() || l.head_runs.back().kv_head != g ||
+          l.head_runs.back().n_heads == std::min(per_call, group)) {
+        l.head_runs.push_back({h, 0, g});
+      }
+      ++l.head_runs.back().n_heads;
+    }
     for (const TensorSpec* t : layer_tensors[static_cast<size_t>(il)]) {
       bind(*t, l);
       // The dense FFN's (or shared experts') rows held: gate's cut (model/arch.cpp says by
       // how much a slice's FFN range cuts them).
       if (t->weight == LayerWeight::kFfnGate) {
-        const WeightCut cut = weight_cut(*t, slice, hp);
+        const WeightCut cut = cut_of(*t);
         l.n_ff = cut.dim == 1 ? cut.end - cut.begin : t->shape[1];
       }
     }
     if (l.options.moe) {
-      l.ffn_runs = hp.n_expert_shared > 0 && l.n_ff > 0 && whole_ffn_once;
+      // The shared experts, or Gemma 4's dense FFN beside the experts.
+      l.ffn_runs =
+          (hp.n_expert_shared > 0 || arch.moe_beside_dense) && l.n_ff > 0 && whole_ffn_once;
     } else {
-      l.ffn_runs = l.n_ff > 0 && (!arch.moe || whole_ffn_once);
+      l.ffn_runs = l.n_ff > 0 && (hp.n_expert == 0 || whole_ffn_once);
     }
+    // The router reads RMSNorm(x) * scale / sqrt(n_embd) (the reference folds it in at load).
+    for (float& x : l.router_scale) x /= std::sqrt(static_cast<float>(hp.n_embd));
     s->layers.push_back(std::move(l));
   }
 
-  s->attn_scale = attention_scale(arch, hp);
-  if (arch.attention == AttentionKind::kMla) {
-    s->attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
-  } else {
-    s->attend = kernels::attend_kernel(isa, hd, hdv);
-  }
   s->silu_mul = kernels::silu_mul_kernel(isa);
-  if (arch.moe) s->router = std::make_unique<Router>(router_options(hp));
+  if (hp.n_expert > 0) s->router = std::make_unique<Router>(router_options(hp));
   const ShardSizes sizes = Shard::sizes(info, spec, options);
-  s->kv = KvCache(spec.layer_end - spec.layer_begin, options.n_seq, sizes.n_ctx, sizes.kv_k_dim,
-                  sizes.kv_v_dim);
-  // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
-  // each, so that one token's attention spreads over several threads.
-  const int64_t group = hp.n_head / hp.n_head_kv;
-  const int64_t per_call = s->max_heads_per_call();
-  for (int64_t h = 0; h < s->n_head; ++h) {
-    const int64_t g = (slice.head_begin + h) / group - slice.kv_head_begin;
-    if (s->head_runs.empty() || s->head_runs.back().kv_head != g ||
-        s->head_runs.back().n_heads == per_call) {
-      s->head_runs.push_back({h, 0, g});
-    }
-    ++s->head_runs.back().n_heads;
-  }
+  s->kv = KvCache(sizes.kv_layers, options.n_seq, sizes.n_ctx);
   s->reserve(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
   return Shard(std::move(s));
 }
 
 void Shard::State::resolve_slice() {
   TensorSlice& slice = spec.slice;
-  const bool moe = arch->moe;
+  const bool moe = hp.n_expert > 0;
   auto resolve = [](int64_t& begin, int64_t& end, int64_t n, const char* what) {
     if (end < 0) end = n;
     if (begin < 0 || begin > end || end > n) {
@@ -403,13 +449,39 @@ void Shard::State::resolve_slice() {
                  (n_head < hp.n_head || n_ff < (moe ? hp.n_ff_expert : hp.n_ff) ||
                   static_cast<int64_t>(experts.size()) < (moe ? hp.n_expert : 0));
   sliced = partial_sums || (spec.output && n_vocab < hp.n_vocab);
+  if (partial_sums && arch->layer_shapes) {
+    // Its layers differ in KV heads and head size, its MoE layers norm the dense and expert
+    // outputs before adding them: one slice of heads, rows or experts does not fit them all.
+    throw Error("engine", "tensor parallelism is not supported for " + std::string(arch->name) +
+                              " (its layers differ in shape); split it by layers (pipeline)");
+  }
 }
 
 int64_t Shard::State::max_heads_per_call() const {
   // MLA: every head reads the one latent, so all heads are one call (the kernel widens each
   // cached row once for all of them); decode cuts its positions over the threads instead.
   if (arch->attention == AttentionKind::kMla) return std::max<int64_t>(1, n_head);
-  return hp.n_head / hp.n_head_kv;
+  int64_t most = 1;
+  for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
+    most = std::max(most, hp.n_head / layer_options(*arch, hp, il).n_head_kv);
+  }
+  return most;
+}
+
+int64_t Shard::State::max_head_dim() const {
+  int64_t most = hp.head_dim;
+  for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
+    most = std::max(most, layer_options(*arch, hp, il).head_dim);
+  }
+  return most;
+}
+
+int64_t Shard::State::max_ff() const {
+  int64_t most = 0;
+  for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
+    most = std::max(most, layer_options(*arch, hp, il).n_ff);
+  }
+  return most;
 }
 
 int64_t Shard::State::scores_per_thread() const {
@@ -418,7 +490,8 @@ int64_t Shard::State::scores_per_thread() const {
     return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.kv_lora_rank + hp.n_rot,
                                           hp.kv_lora_rank);
   }
-  return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.head_dim, hp.head_dim_v);
+  const int64_t hd = max_head_dim();
+  return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hd, hd);
 }
 
 ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
@@ -426,13 +499,16 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
   const size_t t = static_cast<size_t>(n);
   ScratchSizes z;
   int64_t widest_ff = n_ff;  // the experts' rows, the dense layers' or shared experts' rows
-  if (arch->moe && p.n_ff_expert > 0) {
-    widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, p.n_ff / p.n_ff_expert));
+  if (p.n_expert > 0 && p.n_ff_expert > 0) {
+    widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, max_ff() / p.n_ff_expert));
     widest_ff = std::max(widest_ff, n_ff * p.n_expert_shared);
   }
+  if (p.n_ff_of.size() > 0 && n_ff == p.n_ff) widest_ff = std::max(widest_ff, max_ff());
+  const int64_t hd = arch->attention == AttentionKind::kMla ? p.head_dim : max_head_dim();
+  const int64_t hdv = arch->attention == AttentionKind::kMla ? p.head_dim_v : hd;
   z.x = z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
-  z.q = t * static_cast<size_t>(n_head * p.head_dim);
-  z.attn = t * static_cast<size_t>(n_head * p.head_dim_v);
+  z.q = t * static_cast<size_t>(n_head * hd);
+  z.attn = t * static_cast<size_t>(n_head * hdv);
   z.ffn_a = z.ffn_b = t * static_cast<size_t>(widest_ff);
   z.scores = static_cast<size_t>(n_threads) * static_cast<size_t>(scores_per_thread());
   // attend_cached cuts calls only when there are fewer than threads: under 2 * n_threads
@@ -450,25 +526,31 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     z.mla_in = t * static_cast<size_t>(n_head * std::max(nope, p.kv_lora_rank));
     z.mla_out = t * static_cast<size_t>(n_head * std::max(p.kv_lora_rank, p.head_dim_v));
   } else {
-    z.k = t * static_cast<size_t>(n_head_kv * p.head_dim);
-    z.v = t * static_cast<size_t>(n_head_kv * p.head_dim_v);
+    z.k = t * static_cast<size_t>(n_head_kv * hd);
+    z.v = t * static_cast<size_t>(n_head_kv * hdv);
   }
-  if (arch->moe) {
+  if (p.n_expert > 0) {
     z.router_logits = t * static_cast<size_t>(p.n_expert);
     z.moe_in = z.moe_out = z.moe_acc = t * static_cast<size_t>(p.n_embd);
     z.moe_a = z.moe_b = t * static_cast<size_t>(n_ff);
     z.moe_choices = t * static_cast<size_t>(p.n_expert_used);
   }
+  if (p.n_embd_per_layer > 0) {
+    z.per_layer = t * static_cast<size_t>((spec.layer_end - spec.layer_begin) * p.n_embd_per_layer);
+    z.per_layer_a = t * static_cast<size_t>(p.n_embd_per_layer);
+  }
+  if (arch->moe_beside_dense && p.n_expert > 0) z.router_in = t * static_cast<size_t>(p.n_embd);
   return z;
 }
 
 size_t ScratchSizes::bytes() const {
   const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
                         scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
-                        moe_b + moe_out + moe_acc + 2 * moe_choices;
+                        moe_b + moe_out + moe_acc + 2 * moe_choices + per_layer + per_layer_a +
+                        router_in;
   // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
   // the widest input, plus block scales.
-  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o});
+  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o, per_layer_a});
   return floats * sizeof(float) + widest + widest / 8;
 }
 
@@ -504,7 +586,10 @@ void Shard::State::reserve(int64_t n, int n_threads) {
                            {&moe_out, z.moe_out},
                            {&moe_acc, z.moe_acc},
                            {&moe_weights, z.moe_choices},
-                           {&moe_row_weights, z.moe_choices}}) {
+                           {&moe_row_weights, z.moe_choices},
+                           {&per_layer, z.per_layer},
+                           {&per_layer_a, z.per_layer_a},
+                           {&router_in, z.router_in}}) {
     grow(*buf, size);
   }
   grow(moe_experts, z.moe_choices);
@@ -523,16 +608,20 @@ ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const Shar
   const HParams& hp = info.hp;
   ShardSizes z;
   z.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
-  if (info.arch->attention == AttentionKind::kMla) {
-    // One row per token: the normed latent and the roped key; the values are the latent.
-    z.kv_k_dim = hp.kv_lora_rank + hp.n_rot;
-    z.kv_v_dim = 0;
-  } else {
-    z.kv_k_dim = s.n_head_kv * hp.head_dim;
-    z.kv_v_dim = s.n_head_kv * hp.head_dim_v;
+  for (int64_t il = s.spec.layer_begin; il < s.spec.layer_end; ++il) {
+    const LayerOptions lo = layer_options(*info.arch, hp, il);
+    if (info.arch->attention == AttentionKind::kMla) {
+      // One row per token: the normed latent and the roped key; the values are the latent.
+      z.kv_layers.push_back({hp.kv_lora_rank + hp.n_rot, 0});
+    } else if (!lo.own_kv) {
+      z.kv_layers.push_back({0, 0});  // reads layer lo.kv_layer's
+    } else {
+      // The slice's KV heads (a whole shard's are each layer's own count).
+      const int64_t kv_heads = s.partial_sums ? s.n_head_kv : lo.n_head_kv;
+      z.kv_layers.push_back({kv_heads * lo.head_dim, kv_heads * lo.head_dim_v});
+    }
   }
-  z.kv_bytes = KvCache::bytes_for(s.spec.layer_end - s.spec.layer_begin, options.n_seq, z.n_ctx,
-                                  z.kv_k_dim, z.kv_v_dim);
+  z.kv_bytes = KvCache::bytes_for(z.kv_layers, options.n_seq, z.n_ctx);
   z.scratch_bytes =
       s.scratch_sizes(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads))
           .bytes();
@@ -566,7 +655,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
                                 " is beyond the context of " + std::to_string(s.kv.n_ctx()) +
                                 " tokens");
     }
-    if (s.spec.embedding && (batch.tokens[t] < 0 || batch.tokens[t] >= hp.n_vocab)) {
+    if ((s.spec.embedding || s.per_layer_embd != nullptr) &&
+        (batch.tokens[t] < 0 || batch.tokens[t] >= hp.n_vocab)) {
       throw Error("engine", "token id " + std::to_string(batch.tokens[t]) +
                                 " is outside the vocabulary of " + std::to_string(hp.n_vocab));
     }
@@ -576,20 +666,29 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   const int64_t n_embd = hp.n_embd;
   // [n][n_embd] activations entering the first layer.
   float* x = s.x.data();
-  if (s.spec.embedding) {
+  // The batch's token embeddings into out [n][n_embd].
+  auto embed = [&](float* out) {
     const TypeTraits& tt = type_traits(s.token_embd->type);
     const size_t row = row_bytes(s.token_embd->type, n_embd);
     const float scale = arch.embed_scale ? std::sqrt(static_cast<float>(n_embd)) : 1.0f;
     for (int64_t t = 0; t < n; ++t) {
-      float* xt = x + t * n_embd;
+      float* xt = out + t * n_embd;
       tt.dequantize(s.token_embd->data + row * static_cast<size_t>(batch.tokens[t]), xt, n_embd);
       if (scale != 1.0f) {
         for (int64_t i = 0; i < n_embd; ++i) xt[i] *= scale;
       }
     }
+  };
+  if (s.spec.embedding) {
+    embed(x);
   } else {
     HERD_CHECK(input != nullptr);
     std::copy_n(input, n * n_embd, x);
+  }
+  if (s.per_layer_embd != nullptr) {
+    // Per-layer inputs read the token embedding itself, wherever the stage starts.
+    if (!s.spec.embedding) embed(s.h.data());
+    s.per_layer_inputs(batch, s.spec.embedding ? x : s.h.data(), pool);
   }
 
   // A tensor-parallel rank's projections back to n_embd give partial sums over its heads /
@@ -627,8 +726,17 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.ffn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    s.ffn(l, n, pool);
+    if (l.options.moe && arch.moe_beside_dense) {
+      s.moe_beside_dense_ffn(l, x, n, pool);
+    } else {
+      s.ffn(l, n, pool);
+    }
     add_branch(l.post_ffn_norm, {});
+    if (s.per_layer_embd != nullptr) s.add_per_layer_input(l, il - s.spec.layer_begin, x, n, pool);
+    if (!l.out_scale.empty()) {
+      const float scale = l.out_scale[0];
+      for (int64_t i = 0; i < n * n_embd; ++i) x[i] *= scale;
+    }
   }
 
   if (!s.spec.output) {
@@ -645,6 +753,10 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
   output.resize(static_cast<size_t>(m * s.n_vocab));  // [m][vocab_end - vocab_begin]
   if (s.n_vocab > 0) kernels::matmul(s.output, h, m, output.data(), pool, s.workspace);
+  if (hp.final_softcap > 0) {
+    const float cap = hp.final_softcap;
+    for (float& logit : output) logit = cap * std::tanh(logit / cap);
+  }
 }
 
 }  // namespace herd::engine

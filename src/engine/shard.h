@@ -51,7 +51,7 @@ struct ShardOptions {
 // memory estimate reads it).
 struct ShardSizes {
   int64_t n_ctx = 0;
-  int64_t kv_k_dim = 0, kv_v_dim = 0;  // F16 values cached per token per layer
+  std::vector<KvLayerDims> kv_layers;  // F16 values cached per token by each layer
   size_t kv_bytes = 0;
   size_t scratch_bytes = 0;  // buffers of the forward pass for n_batch tokens
 };

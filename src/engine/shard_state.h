@@ -17,6 +17,11 @@ namespace herd::engine {
 
 using kernels::PackedMatrix;
 
+// A run of the slice's query heads that read the same KV head: one attention call.
+struct HeadRun {
+  int64_t head, n_heads, kv_head;
+};
+
 // Weights of one block, as the slice holds them (q heads, KV heads, FFN rows, experts).
 // Vectors that a layer's options leave out are empty. Each member loads the tensor of the
 // model's list (model/arch.h's model_tensors) that names its LayerWeight, in the comment
@@ -24,6 +29,11 @@ using kernels::PackedMatrix;
 struct Layer {
   LayerOptions options;
   Rope rope;
+  // Attention of this layer's shapes: the slice's query heads grouped by the KV head they
+  // read, the kernel for its head sizes, and its scale on q . k.
+  std::vector<HeadRun> head_runs;
+  kernels::AttendFn attend = nullptr;
+  float attn_scale = 1.0f;
   std::vector<float> attn_norm, ffn_norm;            // kAttnNorm, kFfnNorm [n_embd]
   std::vector<float> post_attn_norm, post_ffn_norm;  // kPostAttnNorm, kPostFfnNorm [n_embd]
   // Grouped-query attention.
@@ -52,6 +62,15 @@ struct Layer {
   std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // kGate/Up/DownExps: per held expert
   std::vector<float> gate_exps_b, up_exps_b;  // kGate/UpExpsBias: [held][n_ff_expert slice]
   std::vector<float> down_exps_b;             // kDownExpsBias: [held][n_embd] (ff_begin == 0)
+  // Gemma 4's experts beside the dense FFN (kGateUpExps loads gate_exps and up_exps).
+  std::vector<float> router_scale;     // kRouterScale [n_embd], divided by sqrt(n_embd)
+  std::vector<float> down_exps_scale;  // kDownExpsScale [n_expert], by expert id
+  std::vector<float> pre_ffn_norm_2, post_ffn_norm_1, post_ffn_norm_2;  // [n_embd]
+  // Gemma 4's per-layer input and output scale.
+  PackedMatrix per_layer_gate;             // kPerLayerGate [n_embd_per_layer x n_embd]
+  PackedMatrix per_layer_proj;             // kPerLayerProj [n_embd x n_embd_per_layer]
+  std::vector<float> per_layer_post_norm;  // kPerLayerPostNorm [n_embd]
+  std::vector<float> out_scale;            // kLayerOutputScale [1]
 };
 
 // Where the loader puts a block tensor: exactly one of the three is set.
@@ -135,6 +154,26 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::up_exps_b};
     case W::kDownExpsBias:
       return {.values = &Layer::down_exps_b};
+    case W::kRouterScale:
+      return {.values = &Layer::router_scale};
+    case W::kGateUpExps:
+      return {.matrices = &Layer::gate_exps};  // and up_exps
+    case W::kDownExpsScale:
+      return {.values = &Layer::down_exps_scale};
+    case W::kPreFfnNorm2:
+      return {.values = &Layer::pre_ffn_norm_2};
+    case W::kPostFfnNorm1:
+      return {.values = &Layer::post_ffn_norm_1};
+    case W::kPostFfnNorm2:
+      return {.values = &Layer::post_ffn_norm_2};
+    case W::kPerLayerGate:
+      return {.matrix = &Layer::per_layer_gate};
+    case W::kPerLayerProj:
+      return {.matrix = &Layer::per_layer_proj};
+    case W::kPerLayerPostNorm:
+      return {.values = &Layer::per_layer_post_norm};
+    case W::kLayerOutputScale:
+      return {.values = &Layer::out_scale};
   }
   return {};
 }
@@ -145,13 +184,10 @@ struct ScratchSizes {
   size_t router_logits = 0, scores = 0, attn_chunks = 0, mla_q = 0, mla_o = 0, mla_in = 0,
          mla_out = 0;
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
-  size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
-  size_t bytes() const;    // all of them, and the matmul workspace
-};
-
-// A run of the slice's query heads that read the same KV head: one attention call.
-struct HeadRun {
-  int64_t head, n_heads, kv_head;
+  size_t moe_choices = 0;                 // [n][n_expert_used] ids and weights
+  size_t per_layer = 0, per_layer_a = 0;  // per-layer inputs: [n][layers][P], [n][P]
+  size_t router_in = 0;                   // Gemma 4's router input [n][n_embd]
+  size_t bytes() const;                   // all of them, and the matmul workspace
 };
 
 struct Shard::State {
@@ -175,12 +211,16 @@ struct Shard::State {
   // Weight bytes the shard made itself (column slices, transposed MLA blocks), kept while
   // a packed matrix views them.
   std::vector<std::vector<uint8_t>> owned_copies;
-  std::vector<float> rope_freqs;   // empty when the model has none
-  std::vector<Layer> layers;       // layers [spec.layer_begin, spec.layer_end)
-  std::vector<HeadRun> head_runs;  // the slice's heads grouped for the attention kernel
+  std::vector<float> rope_freqs;  // empty when the model has none
+  std::vector<Layer> layers;      // layers [spec.layer_begin, spec.layer_end)
+  // Per-layer inputs (hp.n_embd_per_layer = P > 0): the token embedding, the per-layer
+  // token embedding [n_layer P x n_vocab], the rows of per_layer_model_proj for this shard's
+  // layers [layers P x n_embd], and per_layer_proj_norm [P].
+  const gguf::TensorInfo* per_layer_embd = nullptr;
+  PackedMatrix per_layer_model_proj;
+  std::vector<float> per_layer_proj_norm;
   KvCache kv;
   kernels::Workspace workspace;
-  kernels::AttendFn attend = nullptr;
   kernels::SiluMulFn silu_mul = nullptr;
   std::unique_ptr<Router> router;  // MoE
 
@@ -200,14 +240,19 @@ struct Shard::State {
   std::vector<float> moe_weights;    // [n][n_expert_used]
   std::vector<int64_t> moe_rows;     // tokens routed to one expert
   std::vector<float> moe_row_weights;
+  std::vector<float> per_layer, per_layer_a;  // [n][layers][P], [n][P]
+  std::vector<float> router_in;               // [n][n_embd] (moe_beside_dense)
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
   // Sizes every scratch buffer for n tokens (no-op when they are large enough).
   void reserve(int64_t n, int n_threads);
   ScratchSizes scratch_sizes(int64_t n, int n_threads) const;
-  int64_t max_heads_per_call() const;
-  int64_t scores_per_thread() const;  // attention kernel scratch, per thread
+  int64_t max_heads_per_call() const;  // of any layer
+  int64_t scores_per_thread() const;   // attention kernel scratch, per thread
+  // The layers' widest head sizes and dense FFN (Gemma 4's differ per layer).
+  int64_t max_head_dim() const;
+  int64_t max_ff() const;
 
   void attention(int64_t il, const Batch& batch, ThreadPool& pool);
   void gqa_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool);
@@ -222,7 +267,19 @@ struct Shard::State {
   void gated_ffn(const PackedMatrix& gate, const PackedMatrix& up, const PackedMatrix& down,
                  int64_t n_ff, const float* in, int64_t n, ThreadPool& pool, float* a, float* b,
                  float* out, const float* gate_bias, const float* up_bias);
-  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool);
+  // The experts of an MoE layer: router over `router_in`, experts over `in` ([n][n_embd]),
+  // into out [n][n_embd]; the shared experts too unless the layer runs its dense FFN beside.
+  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const float* router_in, const float* in,
+               float* out);
+  // Gemma 4's MoE layer: the dense FFN and the experts side by side, each normed, summed
+  // into ffn_out (x: the layer's residual stream [n][n_embd]; h holds RMSNorm(x) * ffn_norm).
+  // Whole layers only (the norms of the two parts need their whole sums: such models refuse
+  // tensor parallelism, resolve_slice).
+  void moe_beside_dense_ffn(const Layer& l, const float* x, int64_t n, ThreadPool& pool);
+  // Gemma 4's per-layer inputs of the shard's layers for the batch: per_layer [n][layers][P].
+  void per_layer_inputs(const Batch& batch, const float* embedded, ThreadPool& pool);
+  // x += RMSNorm(proj (gelu(gate x) * P[layer])) * post_norm for layer `layer` of the shard.
+  void add_per_layer_input(const Layer& l, int64_t layer, float* x, int64_t n, ThreadPool& pool);
 };
 
 }  // namespace herd::engine
