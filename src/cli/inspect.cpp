@@ -59,11 +59,12 @@ const char* scaling_name(RopeScaling r) {
 }
 
 // One line per run of layers with the same options: what the forward pass will do.
-std::string layer_text(const HParams& hp, const LayerOptions& o) {
+std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
   std::string text;
+  if (o.moe && arch.moe_beside_dense) text = "dense FFN " + std::to_string(o.n_ff) + " beside ";
   if (o.moe) {
-    text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
-           " (" + std::to_string(hp.n_expert_used) + " used";
+    text += "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
+            " (" + std::to_string(hp.n_expert_used) + " used";
     if (hp.n_expert_shared > 0) text += ", " + std::to_string(hp.n_expert_shared) + " shared";
     text += std::string(", ") + (hp.gating == Gating::kSigmoid ? "sigmoid" : "softmax") + " router";
     if (hp.n_expert_group > 1) {
@@ -72,11 +73,21 @@ std::string layer_text(const HParams& hp, const LayerOptions& o) {
     }
     text += ")";
   } else {
-    text = "dense FFN " + std::to_string(hp.n_ff);
+    text = "dense FFN " + std::to_string(o.n_ff);
   }
   if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
   text +=
       o.sliding ? ", sliding window " + std::to_string(hp.sliding_window) : ", global attention";
+  if (arch.layer_shapes) {
+    // The attention shapes differ per layer: say this one's.
+    text += " (" + std::to_string(o.n_head_kv) + " KV heads of " + std::to_string(o.head_dim);
+    if (!o.own_kv) text += ", reads layer " + std::to_string(o.kv_layer) + "'s keys and values";
+    if (o.own_kv && !o.has_v) text += ", V = K";
+    text += ")";
+  }
+  if (hp.n_embd_per_layer > 0 && !o.nextn) {
+    text += ", per-layer input " + std::to_string(hp.n_embd_per_layer);
+  }
   char rope[96];
   std::snprintf(rope, sizeof rope, ", rope base %g %s", static_cast<double>(o.rope_base),
                 scaling_name(o.rope_scaling));
@@ -107,17 +118,20 @@ void print_model_plan(const gguf::File& file) {
       static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
       static_cast<long long>(hp.head_dim), static_cast<long long>(hp.head_dim_v),
       static_cast<long long>(hp.n_rot));
+  if (hp.final_softcap > 0) {
+    std::printf("  logits soft-capped at %g\n", static_cast<double>(hp.final_softcap));
+  }
   if (arch.attention == AttentionKind::kMla) {
     std::printf("  latent %lld + rope %lld cached per token per layer, q LoRA rank %lld\n",
                 static_cast<long long>(hp.kv_lora_rank), static_cast<long long>(hp.n_rot),
                 static_cast<long long>(hp.q_lora_rank));
   }
   int64_t begin = 0;
-  std::string run = layer_text(hp, layer_options(arch, hp, 0));
+  std::string run = layer_text(arch, hp, layer_options(arch, hp, 0));
   const int64_t n_blocks = hp.n_layer + hp.n_nextn;
   for (int64_t il = 1; il <= n_blocks; ++il) {
     const std::string text =
-        il < n_blocks ? layer_text(hp, layer_options(arch, hp, il)) : std::string();
+        il < n_blocks ? layer_text(arch, hp, layer_options(arch, hp, il)) : std::string();
     if (text == run) continue;
     const std::string range = il - begin == 1
                                   ? std::to_string(begin)

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -233,9 +234,23 @@ void expect_reads_back(const SynthOptions& o) {
   EXPECT_EQ(got.n_expert_group_used, want.n_expert_group_used);
   EXPECT_EQ(got.expert_selection_bias, want.expert_selection_bias);
   EXPECT_EQ(got.tied_output, want.tied_output);
+  EXPECT_EQ(got.swa_layers, want.swa_layers);
+  EXPECT_EQ(got.head_dim_swa, want.head_dim_swa);
+  EXPECT_EQ(got.n_rot_swa, want.n_rot_swa);
+  EXPECT_EQ(got.rope_base_swa, want.rope_base_swa);
+  EXPECT_EQ(got.n_head_kv_of, want.n_head_kv_of);
+  EXPECT_EQ(got.n_ff_of, want.n_ff_of);
+  EXPECT_EQ(got.n_kv_shared, want.n_kv_shared);
+  EXPECT_EQ(got.n_embd_per_layer, want.n_embd_per_layer);
+  EXPECT_EQ(got.final_softcap, want.final_softcap);
+  EXPECT_EQ(got.global_v_is_k, want.global_v_is_k);
   std::vector<TensorSpec> specs = model_tensors(*info.arch, want);
+  // Gemma 4's proportional rope divisors come last (not in the model's tensor list).
+  if (info.arch->synth.rope_freqs_rotated > 0) {
+    specs.push_back({"rope_freqs.weight", {want.n_rot / 2}, TensorRole::kNorm});
+  }
   ASSERT_EQ(f.tensors().size(), specs.size());
-  ASSERT_EQ(info.tensors.size(), specs.size());
+  ASSERT_EQ(info.tensors.size() + (info.has_rope_freqs ? 1 : 0), specs.size());
   const FileType ft = *find_file_type(o.type);
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(f.tensors()[i].name, specs[i].name);
@@ -268,7 +283,7 @@ float mla_cut_error(const gguf::File& f, const HParams& hp, int il) {
 }
 
 TEST(Synth, NewArchitecturesReadBackInEveryType) {
-  for (const std::string arch : {"deepseek2", "gpt-oss", "gemma3"}) {
+  for (const std::string arch : {"deepseek2", "gpt-oss", "gemma3", "gemma4"}) {
     for (const std::string type : {"f32", "q8_0", "q4_k_m"}) {
       SCOPED_TRACE(arch + " " + type);
       SynthOptions o = small_new(arch, type, "synth_" + arch + "_" + type + ".gguf");
@@ -527,6 +542,104 @@ TEST(Synth, FrontierShapesGiveFrontierLayout) {
       EXPECT_EQ(got->shape, t.shape) << t.name;
     }
   }
+}
+
+// Synthesized with the shapes of ../shared/models/frontier2's Gemma 4 files (26B-A4B style
+// with experts and V = K on the global layer; E2B style with per-layer inputs, shared KV and
+// a doubled MLP on the shared layers, tied output), a model has their keys and tensors.
+TEST(Synth, Gemma4ShapesGiveFrontier2Layout) {
+  for (const bool e : {false, true}) {
+    SynthOptions o;
+    o.arch = "gemma4";
+    o.type = "f32";
+    o.n_ctx = 256;
+    o.threads = 2;
+    o.n_embd = 64;
+    o.n_head = 4;
+    o.n_head_kv = e ? 1 : 2;
+    o.head_dim = 32;  // the sliding layers'; the global ones' twice that
+    o.n_ff = 96;
+    o.sliding_window = 8;
+    o.n_layer = e ? 6 : 4;
+    o.n_expert = e ? 0 : 8;
+    o.n_ff_expert = 32;
+    o.n_expert_used = 2;
+    o.tied_output = e ? 1 : 0;
+    if (e) {
+      o.n_embd_per_layer = 32;
+      o.sliding_period = 3;
+    }
+    const std::string name = e ? "gemma4e" : "gemma4";
+    SCOPED_TRACE(name);
+    const std::string ref_path = "../shared/models/frontier2/" + name + "-f32.gguf";
+    o.vocab_path = ref_path;
+    o.out_path = temp_path("synth_frontier2_" + name + ".gguf");
+    synthesize(o);
+    gguf::File ref = gguf::File::open(ref_path);
+    gguf::File f = gguf::File::open(o.out_path);
+    for (const auto& [key, want] : ref.metadata()) {
+      if (!key.starts_with("gemma4.")) continue;
+      const gguf::Value* got = f.find(key);
+      ASSERT_NE(got, nullptr) << key;
+      EXPECT_EQ(got->type, want.type) << key;
+      EXPECT_EQ(got->u, want.u) << key;
+      EXPECT_EQ(got->i, want.i) << key;
+      EXPECT_EQ(static_cast<float>(got->f), static_cast<float>(want.f)) << key;
+      if (want.type == gguf::ValueType::ARRAY) {
+        EXPECT_EQ(got->elem_type, want.elem_type) << key;
+        EXPECT_EQ(f.get_i32_array(key), ref.get_i32_array(key)) << key;
+      }
+    }
+    ASSERT_EQ(f.tensors().size(), ref.tensors().size());
+    for (const gguf::TensorInfo& t : ref.tensors()) {
+      const gguf::TensorInfo* got = f.find_tensor(t.name);
+      ASSERT_NE(got, nullptr) << t.name;
+      EXPECT_EQ(got->shape, t.shape) << t.name;
+    }
+    // Proportional rope: the first quarter of the global layers' pairs turn.
+    const auto* freqs = reinterpret_cast<const float*>(f.tensor("rope_freqs.weight").data);
+    const auto* want = reinterpret_cast<const float*>(ref.tensor("rope_freqs.weight").data);
+    EXPECT_TRUE(std::equal(freqs, freqs + 32, want));
+    expect_reads_back(o);
+  }
+}
+
+TEST(Synth, Gemma4DefaultsAndOptions) {
+  SynthOptions o = small_new("gemma4", "q8_0", "synth_gemma4.gguf");
+  o.n_layer = 12;
+  HParams hp = synth_hparams(o, 1000);
+  // 26B-A4B: 5 sliding then a global layer, the global heads twice as wide with a quarter of
+  // the KV heads (at least one), V = K there, 8 experts used, soft-capping 30, tied.
+  EXPECT_EQ(hp.swa_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(hp.head_dim_swa, 64);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_EQ(hp.n_head_kv_of[0], 2);
+  EXPECT_EQ(hp.n_head_kv_of[5], 1);
+  EXPECT_TRUE(hp.global_v_is_k);
+  EXPECT_EQ(hp.n_expert_used, 8);
+  EXPECT_EQ(hp.final_softcap, 30.0f);
+  EXPECT_TRUE(hp.tied_output);
+  EXPECT_EQ(hp.n_kv_shared, 0);
+  // E2B style: per-layer inputs bring shared KV (the second half, after [sliding, global])
+  // with a doubled MLP, and attn_v everywhere.
+  o.n_expert = 0;
+  o.n_embd_per_layer = 32;
+  hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.n_expert, 0);
+  EXPECT_EQ(hp.n_kv_shared, 6);
+  EXPECT_EQ(hp.n_ff_of[5], 256);
+  EXPECT_EQ(hp.n_ff_of[6], 512);
+  EXPECT_FALSE(hp.global_v_is_k);
+  synthesize(o);
+  expect_reads_back(o);
+  o.n_kv_shared = 5;  // layer 6 (sliding) would be the last with its own cache
+  EXPECT_THROW(synth_hparams(o, 1000), Error);
+  o.n_kv_shared = -1;
+  o.sliding_window = 0;
+  EXPECT_THROW(synth_hparams(o, 1000), Error);
+  SynthOptions llama = small("llama", "f32", "unused.gguf");
+  llama.n_embd_per_layer = 16;
+  EXPECT_THROW(synth_hparams(llama, 1000), Error);
 }
 
 // llama-quantize --pure Q8_0 left deepseek2-q8_0's router and 1-D tensors f32 and made every
