@@ -21,11 +21,26 @@ PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
   m.n_head_kv = hp.n_head_kv;
   m.head_dim = hp.head_dim;
   m.n_ctx_train = hp.n_ctx;
-  m.n_ff = arch.moe ? hp.n_ff_expert : hp.n_ff;
-  m.n_expert = arch.moe ? hp.n_expert : 0;
-  m.n_expert_used = arch.moe ? hp.n_expert_used : 0;
+  const bool moe = hp.n_expert > 0;
+  m.n_ff = moe ? hp.n_ff_expert : hp.n_ff;
+  m.n_expert = moe ? hp.n_expert : 0;
+  m.n_expert_used = moe ? hp.n_expert_used : 0;
   m.tied_output = hp.tied_output;
   m.layers.assign(static_cast<size_t>(std::max<int64_t>(hp.n_layer, 0)), PlanLayer{});
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const LayerOptions lo = layer_options(arch, hp, il);
+    const int64_t values = arch.attention == AttentionKind::kMla
+                               ? hp.kv_lora_rank + hp.n_rot
+                               : lo.n_head_kv * (lo.head_dim + lo.head_dim_v);
+    m.layers[static_cast<size_t>(il)].kv_cache_bytes =
+        lo.own_kv ? 2 * static_cast<uint64_t>(values) : 0;
+  }
+  m.earliest_kv_read.assign(m.layers.size(), 0);
+  int64_t earliest = hp.n_layer;
+  for (int64_t il = hp.n_layer - 1; il >= 0; --il) {
+    earliest = std::min({earliest, il, layer_options(arch, hp, il).kv_layer});
+    m.earliest_kv_read[static_cast<size_t>(il)] = earliest;
+  }
   return m;
 }
 
@@ -88,6 +103,11 @@ uint64_t PlanModel::kv_bytes_per_head_per_token() const {
     return 2 * static_cast<uint64_t>(hp.kv_lora_rank + hp.n_rot);
   }
   return 2 * 2 * static_cast<uint64_t>(head_dim);
+}
+
+bool PlanModel::can_start_stage(int64_t il) const {
+  if (il <= 0 || il >= static_cast<int64_t>(earliest_kv_read.size())) return true;
+  return earliest_kv_read[static_cast<size_t>(il)] >= il;
 }
 
 double PlanModel::layer_flops_per_token() const {

@@ -24,6 +24,10 @@ struct PlanLayer {
   uint64_t ffn_bytes = 0;         // ffn_gate/up/down, or all experts' ffn_*_exps: split by
                                   // FFN row (ffn_down by input column) and/or by expert
 
+  // Besides the weights: the F16 keys and values it caches per position of one sequence,
+  // all its KV heads (0: it reads an earlier layer's, Gemma 4's shared-KV layers).
+  uint64_t kv_cache_bytes = 0;
+
   uint64_t total() const { return replicated_bytes + attn_q_bytes + attn_kv_bytes + ffn_bytes; }
   bool operator==(const PlanLayer&) const = default;
 };
@@ -55,6 +59,9 @@ struct PlanModel {
   int64_t attn_output_block = 1;
   int64_t ffn_down_block = 1;
   std::vector<PlanLayer> layers;  // [n_layer]
+  // [n_layer] the earliest layer whose cache layers il.. read (il itself when none reads an
+  // earlier one's): can_start_stage in O(1).
+  std::vector<int64_t> earliest_kv_read;
 
   bool moe() const { return n_expert > 0; }
   // Multiply-adds x 2 of one layer's matrices for one token (the experts a token runs
@@ -65,6 +72,12 @@ struct PlanModel {
   // F16 KV cache of one KV head of one layer for one position: K and V (MLA: the latent
   // and the rope key of its one KV head).
   uint64_t kv_bytes_per_head_per_token() const;
+  // Whether a stage may begin at layer il: no layer from il on reads the cache of a layer
+  // before it (Gemma 4's shared-KV layers and the layers they read stay in one stage).
+  bool can_start_stage(int64_t il) const;
+  // Layers differ in KV heads or head size (Gemma 4): the KV cache is the sum of the layers'
+  // own (PlanLayer::kv_cache_bytes), and such a model is not cut by tensor parallelism.
+  bool layer_shapes() const { return arch_row != nullptr && arch_row->layer_shapes; }
 };
 
 // Reads the per-tensor byte sizes of the model's tensors from its file.

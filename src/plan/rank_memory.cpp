@@ -78,10 +78,16 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
       e.weights += slice_bytes(m.output_bytes, load.vocab_rows, m.n_vocab);
     }
   }
-  e.kv_cache =
-      capped_product({static_cast<uint64_t>(load.n_layers), static_cast<uint64_t>(load.kv_heads),
-                      m.kv_bytes_per_head_per_token(), static_cast<uint64_t>(o.n_ctx),
-                      static_cast<uint64_t>(o.n_seq)});
+  if (m.layer_shapes()) {
+    // Each layer's own (whole: such a model is not cut by tensor parallelism).
+    e.kv_cache = capped_product({load.layers.kv_cache_bytes, static_cast<uint64_t>(o.n_ctx),
+                                 static_cast<uint64_t>(o.n_seq)});
+  } else {
+    e.kv_cache =
+        capped_product({static_cast<uint64_t>(load.n_layers), static_cast<uint64_t>(load.kv_heads),
+                        m.kv_bytes_per_head_per_token(), static_cast<uint64_t>(o.n_ctx),
+                        static_cast<uint64_t>(o.n_seq)});
+  }
   e.scratch = scratch_bytes(m, o, load);
   return e;
 }
@@ -97,6 +103,7 @@ RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
     load.layers.attn_q_bytes += l.attn_q_bytes;
     load.layers.attn_kv_bytes += l.attn_kv_bytes;
     load.layers.ffn_bytes += l.ffn_bytes;
+    load.layers.kv_cache_bytes += l.kv_cache_bytes;
   }
   load.heads = rank.head_end - rank.head_begin;
   load.kv_heads = rank.kv_head_end - rank.kv_head_begin;
