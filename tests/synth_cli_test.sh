@@ -26,12 +26,15 @@ new_archs=(
   "deepseek2-v2|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --layers 3 --ff 256 --expert-ff 64 --gating softmax --expert-groups 4 --expert-groups-used 2"
   "gpt-oss|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 2 --expert-ff 64 --window 8"
   "gemma3|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 6 --ff 256 --window 8"
+  "gemma4|--embd 128 --heads 4 --kv-heads 2 --head-dim 32 --layers 6 --ff 256 --window 8 --experts 8 --experts-used 2 --expert-ff 64"
+  "gemma4-e|--embd 128 --heads 4 --kv-heads 1 --head-dim 32 --layers 6 --ff 256 --window 8 --experts 0 --per-layer-embd 32 --global-every 3"
 )
 for entry in "${new_archs[@]}"; do
   name=${entry%%|*}
   read -r -a flags <<<"${entry#*|}"
   arch=${name%%-lite}
   arch=${arch%%-v2}
+  arch=${arch%%-e}
   for type in f32 q8_0 q4_k_m; do
     f=$dir/$name-$type.gguf
     "$herd" synth --arch "$arch" "${flags[@]}" --ctx 256 --type "$type" --out "$f" 2>/dev/null ||

@@ -34,8 +34,8 @@ void add_synth(CLI::App& app) {
                   "Head size; MLA: the key size, nope + rope (default embd / heads, MLA 192 "
                   "from 128)");
   cmd->add_option("--ctx", o->n_ctx, "Context length written to the file")->capture_default_str();
-  cmd->add_option("--experts", o->n_expert, "Experts per MoE layer (gemma4: 0 for a dense model)")
-      ->capture_default_str();
+  cmd->add_option("--experts", o->n_expert,
+                  "Experts per MoE layer (default 8; gemma4: 128, 0 for a dense model)");
   cmd->add_option("--experts-used", o->n_expert_used,
                   "Experts used per token (default 4 for gpt-oss, else 2)");
   cmd->add_option("--expert-ff", o->n_ff_expert,

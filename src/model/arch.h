@@ -47,6 +47,7 @@ enum class RopeScaling { kNone, kLinear, kYarn };
 // of the real models of the family, at any size.
 struct SynthDefaults {
   Gating gating = Gating::kSoftmax;
+  int64_t n_expert = 8;
   int64_t n_expert_used = 2;
   int64_t n_expert_shared = 0;
   int64_t n_leading_dense = 0;  // at most n_layer - 1

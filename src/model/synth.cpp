@@ -409,8 +409,9 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   }
 
   hp.n_ff = o.n_ff > 0 ? o.n_ff : (3 * hp.n_embd + 63) / 64 * 64;
-  if (arch->moe || (arch->moe_beside_dense && o.n_expert > 0)) {
-    hp.n_expert = o.n_expert;
+  const int64_t n_expert = o.n_expert >= 0 ? o.n_expert : d.n_expert;
+  if (arch->moe || (arch->moe_beside_dense && n_expert > 0)) {
+    hp.n_expert = n_expert;
     hp.n_expert_used = o.n_expert_used > 0 ? o.n_expert_used : d.n_expert_used;
     hp.n_leading_dense =
         o.n_leading_dense >= 0 ? o.n_leading_dense : std::min(d.n_leading_dense, hp.n_layer - 1);

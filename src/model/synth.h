@@ -28,7 +28,7 @@ struct SynthOptions {
   int64_t n_head_kv = 0;  // 0: n_head / 2 (at least 1)
   int64_t head_dim = 0;   // 0: n_embd / n_head
   int64_t n_ctx = 4096;
-  int64_t n_expert = 8;
+  int64_t n_expert = -1;      // -1: the architecture's (gemma4: 128, as 26B-A4B; else 8)
   int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
   int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
   int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied

@@ -607,7 +607,11 @@ TEST(Synth, Gemma4ShapesGiveFrontier2Layout) {
 TEST(Synth, Gemma4DefaultsAndOptions) {
   SynthOptions o = small_new("gemma4", "q8_0", "synth_gemma4.gguf");
   o.n_layer = 12;
+  o.n_expert = -1;
   HParams hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.n_expert, 128);
+  o.n_expert = 16;
+  hp = synth_hparams(o, 1000);
   // 26B-A4B: 5 sliding then a global layer, the global heads twice as wide with a quarter of
   // the KV heads (at least one), V = K there, 8 experts used, soft-capping 30, tied.
   EXPECT_EQ(hp.swa_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0}));
