@@ -503,7 +503,9 @@ ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
     widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, max_ff() / p.n_ff_expert));
     widest_ff = std::max(widest_ff, n_ff * p.n_expert_shared);
   }
-  if (p.n_ff_of.size() > 0 && n_ff == p.n_ff) widest_ff = std::max(widest_ff, max_ff());
+  // A whole shard holds each layer's whole dense FFN (Gemma 4's differ per layer, and its
+  // experts' width need not divide them).
+  if (!partial_sums) widest_ff = std::max(widest_ff, max_ff());
   const int64_t hd = arch->attention == AttentionKind::kMla ? p.head_dim : max_head_dim();
   const int64_t hdv = arch->attention == AttentionKind::kMla ? p.head_dim_v : hd;
   z.x = z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
