@@ -142,7 +142,7 @@ std::vector<std::string_view> arch_names();
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;     // dense FFN width (0 for a model whose every layer is MoE)
+  int64_t n_ff = 0;     // dense FFN width (0: every layer MoE; the widest of n_ff_of)
   int64_t n_layer = 0;  // blocks the forward pass runs
   // NextN (multi-token prediction) blocks the converter appends after those (block_count =
   // n_layer + n_nextn): listed and checked, kept for speculative decoding, never run by the
@@ -307,7 +307,7 @@ struct LayerOptions {
   bool nextn = false;  // a NextN block (il >= hp.n_layer): listed, not run
   // Attention shapes (Gemma 4's sliding and global layers differ; else the model's).
   int64_t head_dim = 0, head_dim_v = 0, n_head_kv = 0, n_rot = 0;
-  int64_t n_ff = 0;        // dense FFN rows (0: none, an MoE layer without one)
+  int64_t n_ff = 0;        // rows of a dense FFN here (feed_forward_length, per layer)
   bool rope_freqs = true;  // rope_freqs.weight divides this layer's angles
   bool has_v = true;       // attn_v present (else the values are the keys' projection)
   bool own_kv = true;      // computes and caches its keys and values
