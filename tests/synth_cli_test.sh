@@ -31,6 +31,8 @@ new_archs=(
   "glm4moe-air|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 3 --ff 256 --expert-ff 64 --qk-norm 0"
   "minimax-m2|--embd 128 --heads 4 --kv-heads 2 --head-dim 64 --layers 2 --expert-ff 64"
   "glm-dsa|--embd 128 --heads 4 --head-dim 96 --rope-dim 32 --head-dim-v 64 --kv-lora 64 --layers 3 --ff 256 --expert-ff 64"
+  "gemma4|--embd 128 --heads 4 --kv-heads 2 --head-dim 32 --layers 6 --ff 256 --window 8 --experts 8 --experts-used 2 --expert-ff 64"
+  "gemma4-e|--embd 128 --heads 4 --kv-heads 1 --head-dim 32 --layers 6 --ff 256 --window 8 --experts 0 --per-layer-embd 32 --global-every 3"
 )
 for entry in "${new_archs[@]}"; do
   name=${entry%%|*}
@@ -38,6 +40,7 @@ for entry in "${new_archs[@]}"; do
   arch=${name%%-lite}
   arch=${arch%%-v2}
   arch=${arch%%-air}
+  arch=${arch%%-e}
   for type in f32 q8_0 q4_k_m; do
     f=$dir/$name-$type.gguf
     "$herd" synth --arch "$arch" "${flags[@]}" --ctx 256 --type "$type" --out "$f" 2>/dev/null ||

@@ -105,9 +105,10 @@ std::string attention_details(const ArchSpec& arch, const HParams& hp) {
 // One line per run of layers with the same options: what the forward pass will do.
 std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptions& o) {
   std::string text;
+  if (o.moe && arch.moe_beside_dense) text = "dense FFN " + std::to_string(o.n_ff) + " beside ";
   if (o.moe) {
-    text = "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
-           " (" + std::to_string(hp.n_expert_used) + " used";
+    text += "MoE " + std::to_string(hp.n_expert) + " experts of " + std::to_string(hp.n_ff_expert) +
+            " (" + std::to_string(hp.n_expert_used) + " used";
     if (hp.n_expert_shared > 0) text += ", " + std::to_string(hp.n_expert_shared) + " shared";
     text += std::string(", ") + gating_name(hp.gating) + " router";
     if (o.hash_routed) text += " (experts by token id)";
@@ -123,7 +124,7 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
     }
     text += ")";
   } else {
-    text = "dense FFN " + std::to_string(hp.n_ff);
+    text = "dense FFN " + std::to_string(o.n_ff);
   }
   if (o.nextn) text = "NextN (MTP) block, kept, not run: " + text;
   if (o.linear) {
@@ -141,6 +142,16 @@ std::string layer_text(const ArchSpec& arch, const HParams& hp, const LayerOptio
                 ? " + top " + std::to_string(hp.indexer_top_k) + " indexed entries of " +
                       std::to_string(o.compress_ratio) + " overlapping positions (CSA)"
                 : " + every entry of " + std::to_string(o.compress_ratio) + " positions (HCA)";
+  }
+  if (arch.layer_shapes) {
+    // The attention shapes differ per layer: say this one's.
+    text += " (" + std::to_string(o.n_head_kv) + " KV heads of " + std::to_string(o.head_dim);
+    if (!o.own_kv) text += ", reads layer " + std::to_string(o.kv_layer) + "'s keys and values";
+    if (o.own_kv && !o.has_v) text += ", V = K";
+    text += ")";
+  }
+  if (hp.n_embd_per_layer > 0 && !o.nextn) {
+    text += ", per-layer input " + std::to_string(hp.n_embd_per_layer);
   }
   char rope[96];
   std::snprintf(rope, sizeof rope, ", rope base %g %s", static_cast<double>(o.rope_base),
@@ -172,6 +183,9 @@ void print_model_plan(const gguf::File& file) {
       static_cast<long long>(hp.n_head), static_cast<long long>(hp.n_head_kv),
       static_cast<long long>(hp.head_dim), static_cast<long long>(hp.head_dim_v),
       static_cast<long long>(hp.n_rot));
+  if (hp.final_softcap > 0) {
+    std::printf("  logits soft-capped at %g\n", static_cast<double>(hp.final_softcap));
+  }
   if (arch.attention == AttentionKind::kMla) {
     std::printf("  latent %lld + rope %lld cached per token per layer, q LoRA rank %lld\n",
                 static_cast<long long>(hp.kv_lora_rank), static_cast<long long>(hp.n_rot),

@@ -34,7 +34,8 @@ void add_synth(CLI::App& app) {
                   "Head size; MLA: the key size, nope + rope (default embd / heads, MLA 192 "
                   "from 128; glm4moe, minimax-m2 128; glm-dsa 256)");
   cmd->add_option("--ctx", o->n_ctx, "Context length written to the file")->capture_default_str();
-  cmd->add_option("--experts", o->n_expert, "Experts per MoE layer")->capture_default_str();
+  cmd->add_option("--experts", o->n_expert,
+                  "Experts per MoE layer (default 8; gemma4: 128, 0 for a dense model)");
   cmd->add_option("--experts-used", o->n_expert_used,
                   "Experts used per token (default 4 for gpt-oss, else 2)");
   cmd->add_option("--expert-ff", o->n_ff_expert,
@@ -68,6 +69,14 @@ void add_synth(CLI::App& app) {
                   "MLA value size per head (default the key's nope part)");
   cmd->add_option("--window", o->sliding_window,
                   "Sliding window of the local layers; 0: none (gpt-oss 128, gemma3 512)");
+  cmd->add_option("--per-layer-embd", o->n_embd_per_layer,
+                  "gemma4: width of each layer's own input (E2B / E4B: 256; default 0)");
+  cmd->add_option("--shared-kv-layers", o->n_kv_shared,
+                  "gemma4: last layers that reuse an earlier layer's keys and values (default "
+                  "about half with --per-layer-embd, else 0)");
+  cmd->add_option("--global-every", o->sliding_period,
+                  "gemma4: every this-many-th layer and the last are global (default 6, E2B / "
+                  "E4B: 5)");
   cmd->add_option("--rope-scaling", o->rope_scaling,
                   "none|linear|yarn (deepseek2 yarn 40/4096, gpt-oss yarn 32/4096, gemma3 "
                   "linear 8)");

@@ -247,18 +247,22 @@ Assignment assignment_from_json(const nlohmann::json& j) {
 std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,
                                       const engine::ShardSpec& spec) {
   const int64_t end = spec.layer_end < 0 ? info.hp.n_layer : spec.layer_end;
-  const bool needs_embd = spec.embedding || (spec.output && info.hp.tied_output);
+  // Per-layer inputs (Gemma 4): every stage with layers computes its own from the tokens.
+  const bool per_layer = info.hp.n_embd_per_layer > 0 && end > spec.layer_begin;
+  const bool needs_embd = spec.embedding || (spec.output && info.hp.tied_output) || per_layer;
   std::vector<TensorDesc> tensors;
   for (const gguf::TensorInfo& t : file.tensors()) {
     const std::string_view name = t.name;
     bool take = in_layers(name, spec.layer_begin, end);
     take = take || (needs_embd && name == "token_embd.weight");
+    take = take || (per_layer && name.starts_with("per_layer_"));
     // Tensors the model's table does not list (rope_freqs) are never cut.
     const TensorSpec* spec_of_t = find_tensor_spec(info, name);
     // The head's tensors: output_norm, output and whatever else the list puts outside the
-    // blocks besides the embedding (hyper-connections' output_hc_*).
+    // blocks besides the embedding (hyper-connections' output_hc_*) and the per-layer inputs
+    // (which go with the layers).
     take = take || (spec.output && spec_of_t != nullptr && spec_of_t->layer < 0 &&
-                    spec_of_t->role != TensorRole::kEmbedding);
+                    spec_of_t->role != TensorRole::kEmbedding && !name.starts_with("per_layer_"));
     take = take || name == "rope_freqs.weight";
     if (!take) continue;
     const WeightCut cut =

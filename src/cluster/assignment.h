@@ -83,7 +83,8 @@ Assignment assignment_from_json(const nlohmann::json& j);
 
 // The tensors a shard of `file` reads: every blk.N.* of its layers, token_embd when it
 // embeds (or computes logits with a tied head), output_norm and output when it computes
-// logits, and the tensors every layer uses (rope_freqs). In file order, each cut to the
+// logits, and the tensors every layer uses (rope_freqs; with per-layer inputs token_embd and
+// per_layer_*). In file order, each cut to the
 // spec's slice (a weight of which the slice holds nothing is left out). Throws
 // herd::Error("model", ...) naming the tensor when the slice cuts a quant block.
 std::vector<TensorDesc> shard_tensors(const gguf::File& file, const ModelInfo& info,

@@ -122,7 +122,8 @@ TEST_P(PipelineTest, MatchesOneProcessBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Models, PipelineTest,
                          ::testing::Values("llama-q4_0", "llama-q4_k_m", "qwen2-f16", "qwen3-f16",
                                            "qwen3moe-f16", "llama3r-f16", "frontier2/glm4moe-f32",
-                                           "frontier2/glm4moe-q8_0"),
+                                           "frontier2/glm4moe-q8_0", "frontier2/gemma4-q8_0",
+                                           "frontier2/gemma4e-q8_0"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) {
@@ -130,6 +131,31 @@ INSTANTIATE_TEST_SUITE_P(Models, PipelineTest,
                            }
                            return name;
                          });
+
+// Gemma 4 E2B style: every stage computes its layers' per-layer inputs from the token ids,
+// so a node without the file is shipped token_embd and per_layer_* beside its layers; the
+// shared-KV layers stay in the stage of the layers whose cache they read.
+TEST(ClusterTest, PerLayerInputsAreShippedToEveryStage) {
+  const std::string model = "../shared/models/frontier2/gemma4e-q8_0.gguf";
+  const TempDir cache("cluster-test", "pipeline-gemma4e-shipped");
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+  TestNode a("node-a", cache, false), b("node-b", cache, false);
+  ClusterOptions o = pipeline_options({a.address(), b.address()});
+  o.plan.use_local = false;
+  auto cluster = ClusterRunner::open(model, o);
+  ASSERT_GE(cluster->plan().stages.size(), 2u) << cluster->describe();
+  for (const Stage& stage : cluster->plan().stages) {
+    // Layers 3-5 read the caches of layers 1 and 2.
+    EXPECT_TRUE(stage.layer_begin <= 1 || stage.layer_begin >= 6) << cluster->describe();
+  }
+  std::vector<float> got = run_all(*cluster, prompt_ids());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+      << cluster->describe();
+}
 
 // Largest |a - b| over the range of the reference logits, per position.
 double max_relative_error(const std::vector<float>& got, const std::vector<float>& want,

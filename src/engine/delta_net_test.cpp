@@ -112,7 +112,7 @@ TEST(DeltaNetMix, MatchesTheLayerWrittenOut) {
     const DeltaNetWeights dw{w.conv.data(), w.dt_bias.data(), w.a.data(), w.norm.data(),
                              w.k_head.data()};
     CacheLayout layout;
-    layout.layers = {LayerCache::kRecurrent};
+    layout.layers = {{.kind = LayerCache::kRecurrent}};
     layout.n_seq = 2;
     layout.recurrent = d.state_shape();
     KvCache cache(layout);

@@ -7,38 +7,55 @@
 
 namespace herd::engine {
 
+namespace {
+
+CacheLayout uniform_layout(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim,
+                           int64_t v_dim) {
+  CacheLayout layout;
+  layout.layers.assign(static_cast<size_t>(n_layer),
+                       CacheLayer{.kind = LayerCache::kKv, .k_dim = k_dim, .v_dim = v_dim});
+  layout.n_seq = n_seq;
+  layout.n_ctx = n_ctx;
+  return layout;
+}
+
+}  // namespace
+
 KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim)
-    : KvCache(CacheLayout{std::vector<LayerCache>(static_cast<size_t>(n_layer), LayerCache::kKv),
-                          n_seq,
-                          n_ctx,
-                          k_dim,
-                          v_dim,
-                          {}}) {}
+    : KvCache(uniform_layout(n_layer, n_seq, n_ctx, k_dim, v_dim)) {}
 
 KvCache::KvCache(const CacheLayout& layout)
-    : n_seq_(layout.n_seq),
-      n_ctx_(layout.n_ctx),
-      k_dim_(layout.k_dim),
-      v_dim_(layout.v_dim),
-      kinds_(layout.layers),
-      shape_(layout.recurrent) {
-  int64_t n_kv = 0;
-  for (LayerCache kind : kinds_) {
-    kv_index_.push_back(kind == LayerCache::kKv ? n_kv++ : -1);
-    rec_index_.push_back(kind == LayerCache::kRecurrent ? n_recurrent_++ : -1);
+    : layers_(layout.layers), n_seq_(layout.n_seq), n_ctx_(layout.n_ctx), shape_(layout.recurrent) {
+  const auto cells = static_cast<size_t>(n_seq_ * n_ctx_);
+  size_t k = 0, v = 0;
+  for (const CacheLayer& l : layers_) {
+    const bool kv = l.kind == LayerCache::kKv;
+    k_begin_.push_back(k);
+    v_begin_.push_back(v);
+    rec_index_.push_back(kv ? -1 : n_recurrent_++);
+    if (kv) {
+      k += cells * static_cast<size_t>(l.k_dim);
+      v += cells * static_cast<size_t>(l.v_dim);
+    }
   }
-  const size_t cells = static_cast<size_t>(n_kv * n_seq_ * n_ctx_);
-  k_.resize(cells * static_cast<size_t>(k_dim_));
-  v_.resize(cells * static_cast<size_t>(v_dim_));
+  k_.resize(k);
+  v_.resize(v);
   states_.resize(static_cast<size_t>(n_recurrent_ * n_seq_ * shape_.floats()));
   recurrent_pos_.assign(static_cast<size_t>(n_seq_), 0);
   next_pos_.assign(static_cast<size_t>(n_seq_), 0);
 }
 
 size_t KvCache::bytes_for(const CacheLayout& layout) {
-  int64_t n_kv = 0, n_recurrent = 0;
-  for (LayerCache kind : layout.layers) (kind == LayerCache::kKv ? n_kv : n_recurrent) += 1;
-  return bytes_for(n_kv, layout.n_seq, layout.n_ctx, layout.k_dim, layout.v_dim) +
+  size_t values = 0;  // F16 values per position of every kKv layer
+  int64_t n_recurrent = 0;
+  for (const CacheLayer& l : layout.layers) {
+    if (l.kind == LayerCache::kKv) {
+      values += static_cast<size_t>(l.k_dim + l.v_dim);
+    } else {
+      ++n_recurrent;
+    }
+  }
+  return values * static_cast<size_t>(layout.n_seq * layout.n_ctx) * sizeof(uint16_t) +
          static_cast<size_t>(n_recurrent * layout.n_seq * layout.recurrent.floats()) *
              sizeof(float);
 }

@@ -4,9 +4,11 @@
 // slot, in F32. A slot is one sequence.
 //
 // Attention cells are indexed by position, so a sequence's KV cache is the prefix [0, length)
-// and can be cut back to any shorter prefix. Keys and values may differ in size; multi-head
-// latent attention caches one row per token (the latent and the rope key) and no values
-// (v_dim 0: attention reads the values from the key row).
+// and can be cut back to any shorter prefix. Each attention layer has its own row widths
+// (Gemma 4's sliding and global layers differ in KV heads and head size); a layer that reads
+// another layer's keys and values caches nothing (widths 0). Keys and values may differ in
+// size; multi-head latent attention caches one row per token (the latent and the rope key)
+// and no values (v_dim 0: attention reads the values from the key row).
 //
 // A recurrent state has absorbed every token of its sequence and cannot be cut back: the
 // cache tracks, per slot, how many positions it has absorbed (recurrent_pos), a batch must
@@ -41,13 +43,21 @@ struct RecurrentShape {
   int64_t floats() const { return conv_floats() + delta_floats(); }
 };
 
-// The shape of a whole cache: per layer of the shard its kind, the slots, and the sizes.
+// What one layer of the shard keeps per slot: its kind and, for kKv, the F16 values of its
+// keys and of its values per position (n_head_kv * head size for grouped-query attention; 0
+// and 0 for a layer that reads another layer's rows).
+struct CacheLayer {
+  LayerCache kind = LayerCache::kKv;
+  int64_t k_dim = 0, v_dim = 0;
+  bool operator==(const CacheLayer&) const = default;
+};
+
+// The shape of a whole cache: each layer of the shard, the slots, and the recurrent state.
 struct CacheLayout {
-  std::vector<LayerCache> layers;  // [n_layer of the shard]
+  std::vector<CacheLayer> layers;  // [n_layer of the shard]
   int64_t n_seq = 1;
   int64_t n_ctx = 0;
-  int64_t k_dim = 0, v_dim = 0;  // F16 values per position of a kKv layer
-  RecurrentShape recurrent;      // of a kRecurrent layer
+  RecurrentShape recurrent;  // of every kRecurrent layer
 };
 
 // A slot's recurrent states at one position, to restore later (move-only: it can be large).
@@ -64,8 +74,8 @@ struct RecurrentSnapshot {
 class KvCache {
  public:
   KvCache() = default;
-  // n_layer attention layers of this shard, n_seq slots of n_ctx positions; k_dim and v_dim
-  // values per cell (n_head_kv * head size for grouped-query attention).
+  // n_layer attention layers of this shard alike, n_seq slots of n_ctx positions; k_dim and
+  // v_dim values per cell.
   KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim);
   explicit KvCache(const CacheLayout& layout);
   KvCache(KvCache&&) = default;
@@ -73,12 +83,12 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  int64_t n_layer() const { return static_cast<int64_t>(kinds_.size()); }
+  int64_t n_layer() const { return static_cast<int64_t>(layers_.size()); }
   int64_t n_seq() const { return n_seq_; }
   int64_t n_ctx() const { return n_ctx_; }
-  int64_t k_dim() const { return k_dim_; }
-  int64_t v_dim() const { return v_dim_; }
-  LayerCache kind(int64_t layer) const { return kinds_[static_cast<size_t>(layer)]; }
+  int64_t k_dim(int64_t layer) const { return layers_[static_cast<size_t>(layer)].k_dim; }
+  int64_t v_dim(int64_t layer) const { return layers_[static_cast<size_t>(layer)].v_dim; }
+  LayerCache kind(int64_t layer) const { return layers_[static_cast<size_t>(layer)].kind; }
   const RecurrentShape& recurrent_shape() const { return shape_; }
   bool has_recurrent() const { return n_recurrent_ > 0; }
   size_t bytes() const {
@@ -91,18 +101,19 @@ class KvCache {
   }
   static size_t bytes_for(const CacheLayout& layout);
 
-  // [k_dim] F16 keys / [v_dim] values of (layer, seq, pos). REQUIRES: kind(layer) == kKv.
+  // [k_dim(layer)] F16 keys / [v_dim(layer)] values of (layer, seq, pos). REQUIRES:
+  // kind(layer) == kKv.
   uint16_t* k(int64_t layer, int64_t seq, int64_t pos) {
-    return k_.data() + cell(layer, seq, pos) * k_dim_;
+    return k_.data() + offset(layer, seq, pos, k_begin_, &CacheLayer::k_dim);
   }
   uint16_t* v(int64_t layer, int64_t seq, int64_t pos) {
-    return v_.data() + cell(layer, seq, pos) * v_dim_;
+    return v_.data() + offset(layer, seq, pos, v_begin_, &CacheLayer::v_dim);
   }
   const uint16_t* k(int64_t layer, int64_t seq, int64_t pos) const {
-    return k_.data() + cell(layer, seq, pos) * k_dim_;
+    return k_.data() + offset(layer, seq, pos, k_begin_, &CacheLayer::k_dim);
   }
   const uint16_t* v(int64_t layer, int64_t seq, int64_t pos) const {
-    return v_.data() + cell(layer, seq, pos) * v_dim_;
+    return v_.data() + offset(layer, seq, pos, v_begin_, &CacheLayer::v_dim);
   }
 
   // The conv inputs [conv_rows][conv_dim] and delta states [n_v_heads][dk][dv] of (layer,
@@ -134,9 +145,10 @@ class KvCache {
   void restore(int64_t seq, const RecurrentSnapshot& snapshot);
 
  private:
-  size_t cell(int64_t layer, int64_t seq, int64_t pos) const {
-    return static_cast<size_t>((kv_index_[static_cast<size_t>(layer)] * n_seq_ + seq) * n_ctx_ +
-                               pos);
+  size_t offset(int64_t layer, int64_t seq, int64_t pos, const std::vector<size_t>& begin,
+                int64_t CacheLayer::*dim) const {
+    const auto l = static_cast<size_t>(layer);
+    return begin[l] + static_cast<size_t>((seq * n_ctx_ + pos) * (layers_[l].*dim));
   }
   float* state_row(int64_t layer, int64_t seq) {
     return states_.data() +
@@ -145,13 +157,14 @@ class KvCache {
   }
   void zero_recurrent(int64_t seq);
 
-  int64_t n_seq_ = 0, n_ctx_ = 0, k_dim_ = 0, v_dim_ = 0;
-  std::vector<LayerCache> kinds_;
-  // Per layer its index among the layers of its kind (-1 in the other).
-  std::vector<int64_t> kv_index_, rec_index_;
+  std::vector<CacheLayer> layers_;
+  int64_t n_seq_ = 0, n_ctx_ = 0;
+  // Per layer the start of its cells in k_ / v_ (a kKv layer's [n_seq][n_ctx][k_dim] and
+  // [n_seq][n_ctx][v_dim], row-major) and its index among the recurrent layers (-1 for kKv).
+  std::vector<size_t> k_begin_, v_begin_;
+  std::vector<int64_t> rec_index_;
   int64_t n_recurrent_ = 0;
   RecurrentShape shape_;
-  // [n_kv_layers][n_seq][n_ctx][k_dim] and [n_kv_layers][n_seq][n_ctx][v_dim], row-major
   std::vector<uint16_t> k_, v_;
   // [n_recurrent_layers][n_seq][shape_.floats()]
   std::vector<float> states_;

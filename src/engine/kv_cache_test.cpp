@@ -13,12 +13,11 @@ namespace {
 // A hybrid shard: attention, two linear-attention layers, attention; 3 slots.
 CacheLayout hybrid_layout() {
   CacheLayout layout;
-  layout.layers = {LayerCache::kKv, LayerCache::kRecurrent, LayerCache::kRecurrent,
-                   LayerCache::kKv};
+  const CacheLayer kv{.kind = LayerCache::kKv, .k_dim = 4, .v_dim = 2};
+  const CacheLayer recurrent{.kind = LayerCache::kRecurrent};
+  layout.layers = {kv, recurrent, recurrent, kv};
   layout.n_seq = 3;
   layout.n_ctx = 8;
-  layout.k_dim = 4;
-  layout.v_dim = 2;
   layout.recurrent = {3, 10, 2, 4, 5};  // conv 3 x 10, delta 2 x 4 x 5
   return layout;
 }
@@ -59,6 +58,58 @@ TEST(KvCache, HoldsKvRowsOnlyForAttentionLayersAndStatesForLinearOnes) {
   KvCache plain(2, 1, 4, 8, 8);
   EXPECT_FALSE(plain.has_recurrent());
   EXPECT_EQ(plain.bytes(), KvCache::bytes_for(2, 1, 4, 8, 8));
+}
+
+// Gemma 4's shape beside recurrent layers: every KV layer has its own widths (a global
+// layer's one wide head, a sliding layer's two narrow ones, MLA's key row without values),
+// and a layer that reads another's cache has none.
+TEST(KvCache, EachLayerHasItsOwnRowWidths) {
+  CacheLayout layout;
+  layout.layers = {{.k_dim = 8, .v_dim = 8},
+                   {.kind = LayerCache::kRecurrent},
+                   {.k_dim = 16, .v_dim = 16},
+                   {.k_dim = 6, .v_dim = 0},
+                   {}};  // reads layer 0's or 2's
+  layout.n_seq = 2;
+  layout.n_ctx = 5;
+  layout.recurrent = {1, 2, 1, 2, 2};  // 2 + 4 floats
+  KvCache cache(layout);
+  EXPECT_EQ(cache.k_dim(0), 8);
+  EXPECT_EQ(cache.v_dim(2), 16);
+  EXPECT_EQ(cache.v_dim(3), 0);
+  EXPECT_EQ(cache.k_dim(4), 0);
+  EXPECT_EQ(cache.kind(4), LayerCache::kKv);
+  // (8 + 8 + 16 + 16 + 6) halves per position of 2 x 5 cells; one state of 6 floats per slot.
+  EXPECT_EQ(KvCache::bytes_for(layout), size_t{54 * 2 * 5 * 2 + 2 * 6 * 4});
+  EXPECT_EQ(cache.bytes(), KvCache::bytes_for(layout));
+  // Rows follow each other within a layer by its own widths, and layers do not overlap.
+  EXPECT_EQ(cache.k(0, 1, 2), cache.k(0, 0, 0) + (5 + 2) * 8);
+  EXPECT_EQ(cache.k(2, 0, 0), cache.k(0, 0, 0) + 2 * 5 * 8);
+  EXPECT_EQ(cache.k(2, 1, 4), cache.k(2, 0, 0) + (5 + 4) * 16);
+  EXPECT_EQ(cache.k(3, 0, 0), cache.k(2, 0, 0) + 2 * 5 * 16);
+  EXPECT_EQ(cache.v(3, 0, 0), cache.v(3, 1, 4));  // no values: every row is empty
+  EXPECT_EQ(cache.v(2, 0, 0), cache.v(0, 0, 0) + 2 * 5 * 8);
+  // Every key row of every KV layer, written with its own value, reads back.
+  for (int64_t il : {0, 2, 3}) {
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t p = 0; p < 5; ++p) {
+        std::fill_n(cache.k(il, s, p), cache.k_dim(il),
+                    static_cast<uint16_t>(il * 100 + s * 10 + p));
+      }
+    }
+  }
+  for (int64_t il : {0, 2, 3}) {
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t p = 0; p < 5; ++p) {
+        const uint16_t* row = cache.k(il, s, p);
+        for (int64_t i = 0; i < cache.k_dim(il); ++i) {
+          ASSERT_EQ(row[i], il * 100 + s * 10 + p) << il << " " << s << " " << p;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(cache.has_recurrent());
+  EXPECT_EQ(cache.delta_state(1, 1), cache.conv_state(1, 1) + 2);
 }
 
 TEST(KvCache, PositionZeroStartsASequenceAfreshAndOthersMustContinueIt) {

@@ -34,7 +34,7 @@ double yarn_corr_dim(int64_t n_rot, int64_t original_ctx, double rotations, doub
 Rope make_rope(const ArchSpec& arch, const HParams& hp, const LayerOptions& layer,
                const float* freq_factors) {
   Rope r;
-  r.n_rot = hp.n_rot;
+  r.n_rot = layer.n_rot > 0 ? layer.n_rot : hp.n_rot;
   r.base = layer.rope_base;
   r.freq_factors = freq_factors;
   if (layer.rope_scaling == RopeScaling::kLinear || layer.rope_scaling == RopeScaling::kYarn) {
@@ -43,11 +43,11 @@ Rope make_rope(const ArchSpec& arch, const HParams& hp, const LayerOptions& laye
   if (layer.rope_scaling == RopeScaling::kYarn) {
     r.yarn = true;
     const double low =
-        std::floor(yarn_corr_dim(hp.n_rot, hp.rope_original_ctx, hp.yarn_beta_fast, r.base));
+        std::floor(yarn_corr_dim(r.n_rot, hp.rope_original_ctx, hp.yarn_beta_fast, r.base));
     const double high =
-        std::ceil(yarn_corr_dim(hp.n_rot, hp.rope_original_ctx, hp.yarn_beta_slow, r.base));
+        std::ceil(yarn_corr_dim(r.n_rot, hp.rope_original_ctx, hp.yarn_beta_slow, r.base));
     r.corr_low = static_cast<float>(std::max(0.0, low));
-    r.corr_high = static_cast<float>(std::min(static_cast<double>(hp.n_rot - 1), high));
+    r.corr_high = static_cast<float>(std::min(static_cast<double>(r.n_rot - 1), high));
     // ggml's rope scales cos and sin by 1 + 0.1 ln(factor); DeepSeek moves the correction
     // onto the attention logits instead (attention_scale).
     if (!arch.yarn_scale_on_logits) r.magnitude = 1.0f + 0.1f * std::log(hp.rope_factor);
@@ -55,8 +55,10 @@ Rope make_rope(const ArchSpec& arch, const HParams& hp, const LayerOptions& laye
   return r;
 }
 
-float attention_scale(const ArchSpec& arch, const HParams& hp) {
-  float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+float attention_scale(const ArchSpec& arch, const HParams& hp, const LayerOptions& layer) {
+  if (arch.unit_attention_scale) return 1.0f;
+  const int64_t head_dim = layer.head_dim > 0 ? layer.head_dim : hp.head_dim;
+  float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   if (arch.yarn_scale_on_logits && hp.rope_scaling == RopeScaling::kYarn) {
     const float mscale = 1.0f + hp.yarn_log_multiplier * std::log(hp.rope_factor);
     scale *= mscale * mscale;

@@ -32,8 +32,8 @@ struct Rope {
 Rope make_rope(const ArchSpec& arch, const HParams& hp, const LayerOptions& layer,
                const float* freq_factors);
 // The scale on q . k of a layer's attention: 1 / sqrt(head_dim), times DeepSeek's YaRN
-// mscale^2 where the architecture puts it there.
-float attention_scale(const ArchSpec& arch, const HParams& hp);
+// mscale^2 where the architecture puts it there (Gemma 4: 1).
+float attention_scale(const ArchSpec& arch, const HParams& hp, const LayerOptions& layer);
 
 // The rotation of each pair of a head at position pos: cos[i], sin[i] for i < n_rot / 2.
 // Computed once per token, applied to every head of it.

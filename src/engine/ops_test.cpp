@@ -67,8 +67,8 @@ TEST(Ops, YarnBlendsScaledAndUnscaledAngles) {
     EXPECT_NEAR(std::atan2(sin[i], cos[i]), std::remainder(want, 2 * M_PI), 1e-5) << i;
   }
   const double m = 1 + 0.1 * std::log(4.0);
-  EXPECT_NEAR(attention_scale(ds, hp), m * m / std::sqrt(48.0), 1e-6);
-  EXPECT_NEAR(attention_scale(ds, hp), 0.187130, 1e-6);
+  EXPECT_NEAR(attention_scale(ds, hp, layer_options(ds, hp, 0)), m * m / std::sqrt(48.0), 1e-6);
+  EXPECT_NEAR(attention_scale(ds, hp, layer_options(ds, hp, 0)), 0.187130, 1e-6);
 
   HParams oss = hp;
   oss.n_rot = oss.head_dim = 64;
@@ -80,7 +80,7 @@ TEST(Ops, YarnBlendsScaledAndUnscaledAngles) {
   EXPECT_EQ(o.corr_low, 8);
   EXPECT_EQ(o.corr_high, 18);
   EXPECT_NEAR(o.magnitude, 1.346574, 1e-5);
-  EXPECT_NEAR(attention_scale(gpt, oss), 1 / 8.0, 1e-7);
+  EXPECT_NEAR(attention_scale(gpt, oss, layer_options(gpt, oss, 0)), 1 / 8.0, 1e-7);
 }
 
 TEST(Ops, GatedActivations) {

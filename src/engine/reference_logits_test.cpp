@@ -53,25 +53,13 @@ std::vector<float> read_logits(const std::string& path) {
   return out;
 }
 
-// Architectures of ../shared/models/frontier2 that herd does not run yet (issue 29 adds them
-// one by one). NotYetRun below fails once one of them loads, so that the list cannot hide a
-// model that works; every other model of the folders is checked.
-const std::vector<std::string> kNotYetRun = {"gemma4", "gemma4e"};
-
-bool not_yet_run(const std::string& model) {
-  const std::string stem = model.substr(model.rfind('/') + 1);
-  const std::string family = stem.substr(0, stem.rfind('-'));
-  return std::find(kNotYetRun.begin(), kNotYetRun.end(), family) != kNotYetRun.end();
-}
-
 // "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders.
-std::vector<std::string> model_names(bool runnable = true) {
+std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {
     for (const auto& entry : std::filesystem::directory_iterator(std::string("../shared/") + dir)) {
       const std::string name = std::string(dir) + "/" + entry.path().stem().string();
-      if (entry.path().extension() == ".gguf" && not_yet_run(name) != runnable)
-        names.push_back(name);
+      if (entry.path().extension() == ".gguf") names.push_back(name);
     }
   }
   std::sort(names.begin(), names.end());
@@ -190,15 +178,6 @@ TEST_P(DecompressedLatent, MatchesTheReference) {
   const kernels::Isa best = kernels::best_isa(kernels::detect_cpu());
   check_model(GetParam(), {2, 256, best, 2});
   check_model(GetParam(), {1, 8, kernels::Isa::kScalar, 2});
-}
-
-TEST(ReferenceLogitsList, NotYetRunModelsDoNotLoad) {
-  const std::vector<std::string> pending = model_names(false);
-  for (const std::string& model : pending) {
-    EXPECT_THROW(LocalRunner::open("../shared/" + model + ".gguf", LocalOptions{}), Error)
-        << model << " loads now: take its family off kNotYetRun, so that its logits are checked";
-  }
-  std::printf("  frontier2 models not run yet: %zu\n", pending.size());
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {

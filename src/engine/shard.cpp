@@ -206,7 +206,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     release_if_copied(t, copied);
     return m;
   };
-  const Range all_embd{0, hp.n_embd};
+  const Range all_embd{0, hp.n_embd}, whole_embd = all_embd;
   // The model's tensors as the file names them (model_info.cpp reads either spelling).
   const std::vector<TensorSpec>& all_tensors = info.tensors;
   auto file_name = [&](const std::string& name) {
@@ -232,6 +232,21 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     s->output_hc_fn = pack(file_name("output_hc_fn.weight"), {0, hp.n_hc}, {0, hp.hidden_width()});
     s->output_hc_scale = load_vector(file.tensor(file_name("output_hc_scale.weight")));
     s->output_hc_base = load_vector(file.tensor(file_name("output_hc_base.weight")));
+  }
+  if (hp.n_embd_per_layer > 0 && spec.layer_end > spec.layer_begin) {
+    // Every stage computes its own layers' per-layer inputs from the token ids.
+    const int64_t p = hp.n_embd_per_layer;
+    s->token_embd = &file.tensor("token_embd.weight");
+    s->per_layer_embd = &file.tensor("per_layer_token_embd.weight");
+    const TypeTraits& tt = type_traits(s->per_layer_embd->type);
+    if (p % tt.block_size != 0) {
+      throw Error("engine", "per_layer_token_embd.weight: a layer's " + std::to_string(p) +
+                                " values are not whole " + std::string(tt.name) + " blocks of " +
+                                std::to_string(tt.block_size));
+    }
+    s->per_layer_model_proj =
+        pack("per_layer_model_proj.weight", {spec.layer_begin * p, spec.layer_end * p}, all_embd);
+    s->per_layer_proj_norm = load_vector(file.tensor("per_layer_proj_norm.weight"));
   }
 
   // Per held head h of an MLA layer: attn_k_b's rows [h kv_lora, (h + 1) kv_lora) and
@@ -295,10 +310,30 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       }
     }
   };
+  // What the shard keeps of block tensor t: the slice's cut, or all of it when the shard
+  // holds its layers whole (whose widths may differ per layer, Gemma 4's FFN).
+  auto cut_of = [&](const TensorSpec& t) {
+    return s->partial_sums ? weight_cut(t, slice, hp) : WeightCut{};
+  };
   // Loads block tensor t into its member of l, cut as the slice says (model/arch.cpp).
   auto bind = [&](const TensorSpec& t, Layer& l) {
     const LayerMember member = layer_member(t.weight);
-    const WeightCut cut = weight_cut(t, slice, hp);
+    if (t.weight == LayerWeight::kGateUpExps) {
+      // Per expert [2 n_ff_expert rows: gate, then up]: the slice's FFN rows of each half.
+      if (ff.size() == 0 || s->experts.empty()) return;
+      const gguf::TensorInfo& all = file.tensor(t.name);
+      const int64_t half = t.shape[1] / 2;
+      bool copied = false;
+      for (int64_t e : s->experts) {
+        const MatrixView m = expert_view(all, expert_in_file(t.name, e));
+        l.gate_exps.push_back(pack_slice(m, t.name, ff, whole_embd, copied));
+        l.up_exps.push_back(
+            pack_slice(m, t.name, {half + ff.begin, half + ff.end}, whole_embd, copied));
+      }
+      release_if_copied(all, copied);
+      return;
+    }
+    const WeightCut cut = cut_of(t);
     const Range whole_cols{0, t.shape[0]};
     const Range cols = cut.dim == 0 ? Range{cut.begin, cut.end} : whole_cols;
     if (member.ids != nullptr) {
@@ -360,71 +395,81 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   const bool whole_ffn_once = s->experts.empty() ||
                               static_cast<int64_t>(s->experts.size()) == hp.n_expert ||
                               s->experts.front() == 0;
+  const int64_t per_call = s->max_heads_per_call();
   for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
     Layer l;
     l.options = layer_options(arch, hp, il);
-    l.rope = make_rope(arch, hp, l.options, s->rope_freqs.empty() ? nullptr : s->rope_freqs.data());
+    const LayerOptions& lo = l.options;
+    if (lo.kv_layer < spec.layer_begin || lo.kv_layer > il) {
+      throw Error("engine", "layer " + std::to_string(il) + " reads the keys and values of layer " +
+                                std::to_string(lo.kv_layer) +
+                                ", which is not in the shard's layers " +
+                                range_text({spec.layer_begin, spec.layer_end}));
+    }
+    const bool factors = lo.rope_freqs && !s->rope_freqs.empty();
+    l.rope = make_rope(arch, hp, lo, factors ? s->rope_freqs.data() : nullptr);
+    l.attn_scale = attention_scale(arch, hp, lo);
+    if (arch.attention == AttentionKind::kCompressed) {
+      l.attend = kernels::attend_kernel(isa, lo.head_dim, lo.head_dim);  // K = V
+    } else if (arch.attention == AttentionKind::kMla) {
+      l.attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
+    } else {
+      l.attend = kernels::attend_kernel(isa, lo.head_dim, lo.head_dim_v);
+    }
+    // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
+    // each, so that one token's attention spreads over several threads.
+    const int64_t group = hp.n_head / lo.n_head_kv;
+    for (int64_t h = 0; h < s->n_head; ++h) {
+      const int64_t g = (slice.head_begin + h) / group - slice.kv_head_begin;
+      if (l.head_runs.empty() || l.head_runs.back().kv_head != g ||
+          l.head_runs.back().n_heads == std::min(per_call, group)) {
+        l.head_runs.push_back({h, 0, g});
+      }
+      ++l.head_runs.back().n_heads;
+    }
     for (const TensorSpec* t : layer_tensors[static_cast<size_t>(il)]) {
       if (is_delta_weight(t->weight)) continue;  // load_linear cuts them by head
       bind(*t, l);
       // The dense FFN's (or shared experts') rows held: gate's cut (model/arch.cpp says by
       // how much a slice's FFN range cuts them).
       if (t->weight == LayerWeight::kFfnGate) {
-        const WeightCut cut = weight_cut(*t, slice, hp);
+        const WeightCut cut = cut_of(*t);
         l.n_ff = cut.dim == 1 ? cut.end - cut.begin : t->shape[1];
       }
     }
     if (l.options.linear) s->load_linear(file, l, il);
     if (l.options.moe) {
-      l.ffn_runs = hp.n_expert_shared > 0 && l.n_ff > 0 && whole_ffn_once;
+      // The shared experts, or Gemma 4's dense FFN beside the experts.
+      l.ffn_runs =
+          (hp.n_expert_shared > 0 || arch.moe_beside_dense) && l.n_ff > 0 && whole_ffn_once;
     } else {
-      l.ffn_runs = l.n_ff > 0 && (!arch.moe || whole_ffn_once);
+      l.ffn_runs = l.n_ff > 0 && (hp.n_expert == 0 || whole_ffn_once);
     }
+    // The router reads RMSNorm(x) * scale / sqrt(n_embd) (the reference folds it in at load).
+    for (float& x : l.router_scale) x /= std::sqrt(static_cast<float>(hp.n_embd));
     s->layers.push_back(std::move(l));
   }
 
-  s->attn_scale = attention_scale(arch, hp);
-  if (arch.attention == AttentionKind::kCompressed) {
-    s->attend = kernels::attend_kernel(isa, hd, hd);
-  } else if (arch.attention == AttentionKind::kMla) {
-    s->attend = kernels::attend_kernel(isa, hp.kv_lora_rank + hp.n_rot, hp.kv_lora_rank);
-  } else {
-    s->attend = kernels::attend_kernel(isa, hd, hdv);
-  }
   s->silu_mul = kernels::silu_mul_kernel(isa);
-  if (arch.moe) s->router = std::make_unique<Router>(router_options(hp));
+  if (hp.n_expert > 0) s->router = std::make_unique<Router>(router_options(hp));
   const ShardSizes sizes = Shard::sizes(info, spec, options);
   if (arch.attention == AttentionKind::kCompressed) {
-    // Its state is the compressed cache; the KV cache keeps only the slots' shape.
-    s->kv = KvCache(0, options.n_seq, sizes.n_ctx, 0, 0);
+    // Its state is the compressed cache (the KV cache keeps only the slots' shape).
     s->ckv = CompressedKvCache(compressed_cache_shape(arch, hp, spec, options.n_seq, sizes.n_ctx));
     for (size_t i = 0; i < s->layers.size(); ++i) {
       s->compressed.reserve(s->compressed_options(s->layers[i]),
                             s->ckv.n_entries(static_cast<int64_t>(i)),
                             std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
     }
-  } else {
-    s->kv = KvCache(s->cache_layout(sizes.n_ctx, sizes.kv_k_dim, sizes.kv_v_dim));
   }
-  // The slice's query heads in runs that share a KV head, at most max_heads_per_call()
-  // each, so that one token's attention spreads over several threads.
-  const int64_t group = hp.n_head / hp.n_head_kv;
-  const int64_t per_call = s->max_heads_per_call();
-  for (int64_t h = 0; h < s->n_head; ++h) {
-    const int64_t g = (slice.head_begin + h) / group - slice.kv_head_begin;
-    if (s->head_runs.empty() || s->head_runs.back().kv_head != g ||
-        s->head_runs.back().n_heads == per_call) {
-      s->head_runs.push_back({h, 0, g});
-    }
-    ++s->head_runs.back().n_heads;
-  }
+  s->kv = KvCache(sizes.cache);
   s->reserve(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
   return Shard(std::move(s));
 }
 
 void Shard::State::resolve_slice() {
   TensorSlice& slice = spec.slice;
-  const bool moe = arch->moe;
+  const bool moe = hp.n_expert > 0;
   auto resolve = [](int64_t& begin, int64_t& end, int64_t n, const char* what) {
     if (end < 0) end = n;
     if (begin < 0 || begin > end || end > n) {
@@ -470,143 +515,12 @@ void Shard::State::resolve_slice() {
                  (n_head < hp.n_head || n_ff < (moe ? hp.n_ff_expert : hp.n_ff) ||
                   static_cast<int64_t>(experts.size()) < (moe ? hp.n_expert : 0));
   sliced = partial_sums || (spec.output && n_vocab < hp.n_vocab);
-}
-
-int64_t Shard::State::max_heads_per_call() const {
-  // MLA: every head reads the one latent, so all heads are one call (the kernel widens each
-  // cached row once for all of them); decode cuts its positions over the threads instead.
-  if (arch->attention == AttentionKind::kMla) return std::max<int64_t>(1, n_head);
-  return hp.n_head / hp.n_head_kv;
-}
-
-int64_t Shard::State::scores_per_thread() const {
-  const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
-  if (arch->attention == AttentionKind::kMla) {
-    return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.kv_lora_rank + hp.n_rot,
-                                          hp.kv_lora_rank);
+  if (partial_sums && arch->layer_shapes) {
+    // Its layers differ in KV heads and head size, its MoE layers norm the dense and expert
+    // outputs before adding them: one slice of heads, rows or experts does not fit them all.
+    throw Error("engine", "tensor parallelism is not supported for " + std::string(arch->name) +
+                              " (its layers differ in shape); split it by layers (pipeline)");
   }
-  return kernels::attend_scratch_floats(max_heads_per_call(), n_ctx, hp.head_dim, hp.head_dim_v);
-}
-
-ScratchSizes Shard::State::scratch_sizes(int64_t n, int n_threads) const {
-  const HParams& p = hp;
-  const size_t t = static_cast<size_t>(n);
-  ScratchSizes z;
-  int64_t widest_ff = n_ff;  // the experts' rows, the dense layers' or shared experts' rows
-  if (arch->moe && p.n_ff_expert > 0) {
-    widest_ff = std::max(widest_ff, n_ff * std::max<int64_t>(1, p.n_ff / p.n_ff_expert));
-    widest_ff = std::max(widest_ff, n_ff * p.n_expert_shared);
-  }
-  z.x = t * static_cast<size_t>(p.hidden_width());
-  z.h = z.ffn_out = t * static_cast<size_t>(p.n_embd);
-  if (arch->hyper_connections) {
-    z.hc_flat = z.x;
-    z.hc_mixes = z.hc_coeffs = t * static_cast<size_t>(p.n_hc_mixes());
-  }
-  z.q = t * static_cast<size_t>(n_head * p.head_dim);
-  z.attn = t * static_cast<size_t>(n_head * p.head_dim_v);
-  z.ffn_a = z.ffn_b = t * static_cast<size_t>(widest_ff);
-  z.scores = static_cast<size_t>(n_threads) * static_cast<size_t>(scores_per_thread());
-  // attend_cached cuts calls only when there are fewer than threads: under 2 * n_threads
-  // (call, chunk) pairs, of at most every head each.
-  const int64_t v_dim_kernel =
-      arch->attention == AttentionKind::kMla ? p.kv_lora_rank : p.head_dim_v;
-  z.attn_chunks = 2 * static_cast<size_t>(n_threads) *
-                  static_cast<size_t>(max_heads_per_call() * (v_dim_kernel + 2));
-  if (arch->attention == AttentionKind::kMla) {
-    const int64_t latent = p.kv_lora_rank + p.n_rot, nope = p.head_dim - p.n_rot;
-    z.k = t * static_cast<size_t>(latent);
-    z.v = t * static_cast<size_t>(p.q_lora_rank);
-    z.mla_q = t * static_cast<size_t>(n_head * latent);
-    z.mla_o = t * static_cast<size_t>(n_head * p.kv_lora_rank);
-    z.mla_in = t * static_cast<size_t>(n_head * std::max(nope, p.kv_lora_rank));
-    z.mla_out = t * static_cast<size_t>(n_head * std::max(p.kv_lora_rank, p.head_dim_v));
-  } else {
-    z.k = t * static_cast<size_t>(n_head_kv * p.head_dim);
-    z.v = t * static_cast<size_t>(n_head_kv * p.head_dim_v);
-  }
-  if (arch->attn_output_gate) {
-    z.attn_gate = t * static_cast<size_t>(n_head * p.head_dim);
-    z.q *= 2;  // [q | gate] per head, before they are split
-  }
-  if (arch->delta_net) {
-    const DeltaNetDims& d = delta_dims;
-    z.delta_qkv = t * static_cast<size_t>(d.conv_dim());
-    z.delta_z = t * static_cast<size_t>(d.value_dim());
-    z.delta_ba = t * static_cast<size_t>(2 * d.n_v_heads);
-    z.delta_out = t * static_cast<size_t>(std::max(d.value_dim(), 2 * d.n_v_heads));
-    z.delta_mix_bytes = DeltaNetScratch::bytes_for(d, n, n_threads);
-  }
-  if (arch->moe) {
-    z.router_logits = t * static_cast<size_t>(p.n_expert);
-    z.moe_in = z.moe_out = z.moe_acc = t * static_cast<size_t>(p.n_embd);
-    z.moe_a = z.moe_b = t * static_cast<size_t>(n_ff);
-    z.moe_choices = t * static_cast<size_t>(p.n_expert_used);
-  }
-  if (qk_row_sums()) z.qk_sums = 2 * t;
-  return z;
-}
-
-size_t ScratchSizes::bytes() const {
-  const size_t floats = x + h + q + k + v + attn + ffn_a + ffn_b + ffn_out + router_logits +
-                        scores + attn_chunks + mla_q + mla_o + mla_in + mla_out + moe_in + moe_a +
-                        moe_b + moe_out + moe_acc + 2 * moe_choices + qk_sums + attn_gate +
-                        delta_qkv + delta_z + delta_ba + delta_out + hc_flat + hc_mixes + hc_coeffs;
-  // The matmul workspace holds activations quantized to 8 bits: at most a byte per float of
-  // the widest input, plus block scales.
-  const size_t widest = std::max({x, q, attn, ffn_a, mla_in, mla_o, delta_out});
-  return floats * sizeof(float) + widest + widest / 8 + delta_mix_bytes;
-}
-
-void Shard::State::reserve(int64_t n, int n_threads) {
-  if (n <= capacity && static_cast<int>(scores.size()) > 0 &&
-      n_threads * scores_per_thread() <= static_cast<int64_t>(scores.size()) &&
-      scratch_sizes(1, n_threads).attn_chunks <= attn_chunks.size())
-    return;
-  n = std::max(n, capacity);
-  const ScratchSizes z = scratch_sizes(n, n_threads);
-  auto grow = [](auto& buf, size_t size) {
-    if (buf.size() < size) buf.resize(size);
-  };
-  for (auto [buf, size] : {std::pair{&x, z.x},
-                           {&h, z.h},
-                           {&q, z.q},
-                           {&k, z.k},
-                           {&v, z.v},
-                           {&attn, z.attn},
-                           {&ffn_a, z.ffn_a},
-                           {&ffn_b, z.ffn_b},
-                           {&ffn_out, z.ffn_out},
-                           {&router_logits, z.router_logits},
-                           {&scores, z.scores},
-                           {&attn_chunks, z.attn_chunks},
-                           {&mla_q, z.mla_q},
-                           {&mla_o, z.mla_o},
-                           {&mla_in, z.mla_in},
-                           {&mla_out, z.mla_out},
-                           {&moe_in, z.moe_in},
-                           {&moe_a, z.moe_a},
-                           {&moe_b, z.moe_b},
-                           {&moe_out, z.moe_out},
-                           {&moe_acc, z.moe_acc},
-                           {&qk_sums, z.qk_sums},
-                           {&moe_weights, z.moe_choices},
-                           {&moe_row_weights, z.moe_choices},
-                           {&attn_gate, z.attn_gate},
-                           {&delta_qkv_buf, z.delta_qkv},
-                           {&delta_z_buf, z.delta_z},
-                           {&delta_ba_buf, z.delta_ba},
-                           {&delta_out_buf, z.delta_out},
-
-                           {&hc_flat, z.hc_flat},
-                           {&hc_mixes, z.hc_mixes},
-                           {&hc_coeffs, z.hc_coeffs}}) {
-    grow(*buf, size);
-  }
-  if (arch->delta_net) delta_scratch.reserve(delta_dims, n, n_threads);
-  grow(moe_experts, z.moe_choices);
-  grow(moe_rows, z.moe_choices);
-  capacity = n;
 }
 
 ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const ShardOptions& options) {
@@ -621,9 +535,10 @@ ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const Shar
   ShardSizes z;
   z.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx;
   if (info.arch->attention == AttentionKind::kCompressed) {
-    // The raw window, compressor rings and compressed entries (compressed_kv_cache.h).
-    z.kv_k_dim = hp.head_dim;
-    z.kv_v_dim = 0;
+    // The raw window, compressor rings and compressed entries (compressed_kv_cache.h); the
+    // KV cache has no layers.
+    z.cache.n_seq = options.n_seq;
+    z.cache.n_ctx = z.n_ctx;
     z.kv_bytes = CompressedKvCache::bytes_for(
         compressed_cache_shape(*info.arch, hp, s.spec, options.n_seq, z.n_ctx));
     z.scratch_bytes =
@@ -633,15 +548,8 @@ ShardSizes Shard::sizes(const ModelInfo& info, const ShardSpec& spec, const Shar
                                  std::max(1, options.n_threads));
     return z;
   }
-  if (info.arch->attention == AttentionKind::kMla) {
-    // One row per token: the normed latent and the roped key; the values are the latent.
-    z.kv_k_dim = hp.kv_lora_rank + hp.n_rot;
-    z.kv_v_dim = 0;
-  } else {
-    z.kv_k_dim = s.n_head_kv * hp.head_dim;
-    z.kv_v_dim = s.n_head_kv * hp.head_dim_v;
-  }
-  z.kv_bytes = KvCache::bytes_for(s.cache_layout(z.n_ctx, z.kv_k_dim, z.kv_v_dim));
+  z.cache = s.cache_layout(z.n_ctx);
+  z.kv_bytes = KvCache::bytes_for(z.cache);
   z.scratch_bytes =
       s.scratch_sizes(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads))
           .bytes();
@@ -675,7 +583,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
                                 " is beyond the context of " + std::to_string(s.kv.n_ctx()) +
                                 " tokens");
     }
-    if (s.spec.embedding && (batch.tokens[t] < 0 || batch.tokens[t] >= hp.n_vocab)) {
+    if ((s.spec.embedding || s.per_layer_embd != nullptr) &&
+        (batch.tokens[t] < 0 || batch.tokens[t] >= hp.n_vocab)) {
       throw Error("engine", "token id " + std::to_string(batch.tokens[t]) +
                                 " is outside the vocabulary of " + std::to_string(hp.n_vocab));
     }
@@ -689,21 +598,30 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   // [n][width] activations entering the first layer: n_hc copies of the token's embedding
   // with hyper-connections ([n][n_hc][n_embd]), else [n][n_embd].
   float* x = s.x.data();
-  if (s.spec.embedding) {
+  // The batch's token embeddings into out [n][streams][n_embd], one copy per stream.
+  auto embed = [&](float* out, int64_t streams) {
     const TypeTraits& tt = type_traits(s.token_embd->type);
     const size_t row = row_bytes(s.token_embd->type, n_embd);
     const float scale = arch.embed_scale ? std::sqrt(static_cast<float>(n_embd)) : 1.0f;
     for (int64_t t = 0; t < n; ++t) {
-      float* xt = x + t * width;
+      float* xt = out + t * streams * n_embd;
       tt.dequantize(s.token_embd->data + row * static_cast<size_t>(batch.tokens[t]), xt, n_embd);
       if (scale != 1.0f) {
         for (int64_t i = 0; i < n_embd; ++i) xt[i] *= scale;
       }
-      for (int64_t c = 1; c < hp.n_hc; ++c) std::copy_n(xt, n_embd, xt + c * n_embd);
+      for (int64_t c = 1; c < streams; ++c) std::copy_n(xt, n_embd, xt + c * n_embd);
     }
+  };
+  if (s.spec.embedding) {
+    embed(x, hp.n_hc);
   } else {
     HERD_CHECK(input != nullptr);
     std::copy_n(input, n * width, x);
+  }
+  if (s.per_layer_embd != nullptr) {
+    // Per-layer inputs read the token embedding itself, wherever the stage starts.
+    if (!s.spec.embedding) embed(s.h.data(), 1);
+    s.per_layer_inputs(batch, s.spec.embedding ? x : s.h.data(), pool);
   }
 
   // A tensor-parallel rank's projections back to n_embd give partial sums over its heads /
@@ -763,8 +681,17 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     pool.run(n, [&](int64_t t, int) {
       rms_norm(x + t * n_embd, l.ffn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
-    s.ffn(l, n, pool, batch);
+    if (l.options.moe && arch.moe_beside_dense) {
+      s.moe_beside_dense_ffn(l, x, n, pool, batch);
+    } else {
+      s.ffn(l, n, pool, batch);
+    }
     add_branch(l.post_ffn_norm, {});
+    if (s.per_layer_embd != nullptr) s.add_per_layer_input(l, il - s.spec.layer_begin, x, n, pool);
+    if (!l.out_scale.empty()) {
+      const float scale = l.out_scale[0];
+      for (int64_t i = 0; i < n * n_embd; ++i) x[i] *= scale;
+    }
   }
 
   s.kv.end_recurrent(batch);
@@ -785,6 +712,10 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
   output.resize(static_cast<size_t>(m * s.n_vocab));  // [m][vocab_end - vocab_begin]
   if (s.n_vocab > 0) kernels::matmul(s.output, h, m, output.data(), pool, s.workspace);
+  if (hp.final_softcap > 0) {
+    const float cap = hp.final_softcap;
+    for (float& logit : output) logit = cap * std::tanh(logit / cap);
+  }
 }
 
 }  // namespace herd::engine

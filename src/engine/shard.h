@@ -56,7 +56,9 @@ struct ShardOptions {
 // memory estimate reads it).
 struct ShardSizes {
   int64_t n_ctx = 0;
-  int64_t kv_k_dim = 0, kv_v_dim = 0;  // F16 values cached per token per layer
+  // The cache's shape: each layer's kind and row widths, the slots, the recurrent state
+  // (compressed attention: no layers; its state is counted in kv_bytes).
+  CacheLayout cache;
   size_t kv_bytes = 0;  // the cache: KV rows of attention layers, recurrent states of linear ones
   size_t scratch_bytes = 0;  // buffers of the forward pass for n_batch tokens
 };

@@ -18,6 +18,14 @@ void store_f16(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
 }
 
+// x [n] /= rms(x): an RMSNorm without weight.
+void unit_rms_norm(float* x, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
 }  // namespace
 
 void Shard::State::attention(int64_t il, const Batch& batch, ThreadPool& pool,
@@ -56,6 +64,7 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
   const int64_t n = batch.size();
   const bool mla = arch->attention == AttentionKind::kMla;
   const int64_t window = l.options.sliding ? hp.sliding_window : 0;
+  const std::vector<HeadRun>& head_runs = l.head_runs;
   const auto n_runs = static_cast<int64_t>(head_runs.size());
   const int64_t per_thread = scores_per_thread();
   // Fewer (token, run of heads) calls than threads (decode of MLA, whose heads are one run):
@@ -90,11 +99,11 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
     a.n_q = r.n_heads;
     a.keys = kv.k(layer, batch.seq[t], begin) + (mla ? 0 : r.kv_head * k_dim);
     a.values = mla ? a.keys : kv.v(layer, batch.seq[t], begin) + r.kv_head * v_dim;
-    a.stride = kv.k_dim();
+    a.stride = kv.k_dim(layer);
     a.n_pos = end - begin;
     a.k_dim = k_dim;
     a.v_dim = v_dim;
-    a.scale = attn_scale;
+    a.scale = l.attn_scale;
     a.sinks = l.sinks.empty() ? nullptr : l.sinks.data() + r.head;
     a.scores = scores.data() + thread * per_thread;
     a.out = out + t * out_stride + r.head * v_dim;
@@ -103,7 +112,7 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
       a.out = mine + c * r.n_heads * v_dim;
       a.partial = mine + chunks * r.n_heads * v_dim + c * r.n_heads * 2;
     }
-    attend(a);
+    l.attend(a);
   });
   if (chunks == 1) return;
   for (int64_t call = 0; call < calls; ++call) {
@@ -121,10 +130,24 @@ void Shard::State::attend_cached(const Layer& l, int64_t layer, const Batch& bat
 void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& batch,
                                  ThreadPool& pool, AllReduce* all_reduce) {
   const int64_t n = batch.size();
-  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v, n_rot = l.rope.n_rot;
-  const int64_t q_dim = n_head * hd, kv_dim = n_head_kv * hd, kv_dim_v = n_head_kv * hdv;
-  const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
-  kernels::matmul_batch(qkv, h.data(), n, pool, workspace);
+  const LayerOptions& lo = l.options;
+  const int64_t hd = lo.head_dim, hdv = lo.head_dim_v, n_rot = l.rope.n_rot;
+  // The slice's KV heads (a whole shard's: this layer's own count).
+  const int64_t kv_heads = partial_sums ? n_head_kv : lo.n_head_kv;
+  const int64_t q_dim = n_head * hd, kv_dim = kv_heads * hd, kv_dim_v = kv_heads * hdv;
+  // Values from the keys' projection (Gemma 4's global layers without attn_v): v = k before
+  // the k norm and rope.
+  const bool v_is_k = lo.own_kv && !lo.has_v;
+  if (!lo.own_kv) {
+    // Gemma 4's KV-shared layers: only queries; the keys and values are lo.kv_layer's.
+    kernels::matmul(l.wq, h.data(), n, q.data(), pool, workspace);
+  } else if (v_is_k) {
+    const kernels::MatmulJob qk[] = {{&l.wq, q.data()}, {&l.wk, k.data()}};
+    kernels::matmul_batch(qk, h.data(), n, pool, workspace);
+  } else {
+    const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
+    kernels::matmul_batch(qkv, h.data(), n, pool, workspace);
+  }
   const bool gated = arch->attn_output_gate;
   if (gated) {
     // Each head's rows were [q | gate]: the gates go to attn_gate, the queries close up to
@@ -144,12 +167,15 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
     }
   }
 
-  auto add_biases = [&](int64_t t) {
-    if (l.bq.empty()) return;
+  // Token t's values where they are the keys' projection, then the biases.
+  auto prepare = [&](int64_t t) {
     float* qt = q.data() + t * q_dim;
     float* kt = k.data() + t * kv_dim;
     float* vt = v.data() + t * kv_dim_v;
+    if (v_is_k) std::copy_n(kt, kv_dim, vt);
+    if (l.bq.empty()) return;
     for (int64_t i = 0; i < q_dim; ++i) qt[i] += l.bq[static_cast<size_t>(i)];
+    if (!lo.own_kv) return;
     for (int64_t i = 0; i < kv_dim; ++i) kt[i] += l.bk[static_cast<size_t>(i)];
     for (int64_t i = 0; i < kv_dim_v; ++i) vt[i] += l.bv[static_cast<size_t>(i)];
   };
@@ -158,13 +184,13 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
   const bool row_sums = qk_row_sums();
   if (row_sums) {
     pool.run(n, [&](int64_t t, int) {
-      add_biases(t);
+      prepare(t);
       sum_qk_squares(q.data() + t * q_dim, k.data() + t * kv_dim, qk_sums.data() + 2 * t);
     });
     if (all_reduce != nullptr) all_reduce->sum(qk_sums.data(), static_cast<size_t>(2 * n));
   }
   // Per token: biases, q/k norm, rope (of the first n_rot dimensions of each head), then
-  // the new keys and values go into the cache.
+  // the new keys and values (a KV-shared layer has none) go into the cache.
   pool.run(n, [&](int64_t t, int) {
     float cos[kMaxRot / 2], sin[kMaxRot / 2];
     rope_angles(l.rope, batch.pos[t], cos, sin);
@@ -182,22 +208,31 @@ void Shard::State::gqa_attention(const Layer& l, int64_t layer, const Batch& bat
       for (int64_t i = 0; i < q_dim; ++i) qt[i] = qt[i] * qs * l.q_norm[static_cast<size_t>(i)];
       for (int64_t i = 0; i < kv_dim; ++i) kt[i] = kt[i] * ks * l.k_norm[static_cast<size_t>(i)];
     } else {
-      add_biases(t);
+      prepare(t);
     }
     for (int64_t hh = 0; hh < n_head; ++hh) {
       float* x = qt + hh * hd;
       if (!row_sums && !l.q_norm.empty()) rms_norm(x, l.q_norm.data(), hd, hp.rms_eps, x);
       rope_apply(x, n_rot, arch->rope_style, cos, sin);
     }
-    for (int64_t hh = 0; hh < n_head_kv; ++hh) {
+    if (!lo.own_kv) return;
+    for (int64_t hh = 0; hh < kv_heads; ++hh) {
       float* x = kt + hh * hd;
       if (!row_sums && !l.k_norm.empty()) rms_norm(x, l.k_norm.data(), hd, hp.rms_eps, x);
       rope_apply(x, n_rot, arch->rope_style, cos, sin);
     }
+    if (arch->v_norm) {  // weightless: the ones vector is the identity weight
+      for (int64_t hh = 0; hh < kv_heads; ++hh) {
+        float* x = vt + hh * hdv;
+        unit_rms_norm(x, hdv, hp.rms_eps);
+      }
+    }
     store_f16(kt, kv_dim, kv.k(layer, batch.seq[t], batch.pos[t]));
     store_f16(vt, kv_dim_v, kv.v(layer, batch.seq[t], batch.pos[t]));
   });
-  attend_cached(l, layer, batch, pool, q.data(), q_dim, hd, hdv, attn.data(), n_head * hdv);
+  // A KV-shared layer reads its source layer's cache (written earlier in this pass).
+  const int64_t kv_layer = lo.kv_layer - spec.layer_begin;
+  attend_cached(l, kv_layer, batch, pool, q.data(), q_dim, hd, hdv, attn.data(), n_head * hdv);
   if (gated) {
     pool.run(n, [&](int64_t t, int) {
       float* o = attn.data() + t * n_head * hdv;

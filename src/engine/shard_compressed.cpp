@@ -86,7 +86,8 @@ void Shard::State::compressed_attention_layer(const Layer& l, int64_t layer, con
   w.idx_comp_ape = l.idx_comp_ape.data();
   w.idx_comp_norm = l.idx_comp_norm.data();
   compressed.reserve(o, ckv.n_entries(layer), batch.size(), pool.size());
-  compressed_attention(o, w, batch, h.data(), ckv, layer, compressed, attend, pool, workspace, out);
+  compressed_attention(o, w, batch, h.data(), ckv, layer, compressed, l.attend, pool, workspace,
+                       out);
 }
 
 void Shard::State::compressed_begin(const Batch& batch) {

@@ -173,16 +173,25 @@ void Shard::State::load_linear(const gguf::File& file, Layer& l, int64_t il) {
   }
 }
 
-CacheLayout Shard::State::cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const {
+CacheLayout Shard::State::cache_layout(int64_t n_ctx) const {
   CacheLayout layout;
   for (int64_t il = spec.layer_begin; il < spec.layer_end; ++il) {
-    layout.layers.push_back(layer_options(*arch, hp, il).linear ? LayerCache::kRecurrent
-                                                                : LayerCache::kKv);
+    const LayerOptions lo = layer_options(*arch, hp, il);
+    if (lo.linear) {
+      layout.layers.push_back({.kind = LayerCache::kRecurrent});
+    } else if (arch->attention == AttentionKind::kMla) {
+      // One row per token: the normed latent and the roped key; the values are the latent.
+      layout.layers.push_back({.k_dim = hp.kv_lora_rank + hp.n_rot, .v_dim = 0});
+    } else if (!lo.own_kv) {
+      layout.layers.push_back({});  // reads layer lo.kv_layer's
+    } else {
+      // The slice's KV heads (a whole shard's are each layer's own count).
+      const int64_t kv_heads = partial_sums ? n_head_kv : lo.n_head_kv;
+      layout.layers.push_back({.k_dim = kv_heads * lo.head_dim, .v_dim = kv_heads * lo.head_dim_v});
+    }
   }
   layout.n_seq = options.n_seq;
   layout.n_ctx = n_ctx;
-  layout.k_dim = k_dim;
-  layout.v_dim = v_dim;
   if (arch->delta_net) layout.recurrent = delta_dims.state_shape();
   return layout;
 }

@@ -121,7 +121,7 @@ bool Shard::State::mla_decompressed(const Layer& l, int64_t layer, const Batch& 
       const int64_t visible = first + t + 1;
       float max = -INFINITY;
       for (int64_t j = 0; j < visible; ++j) {
-        s[j] *= attn_scale;
+        s[j] *= l.attn_scale;
         max = std::max(max, s[j]);
       }
       float sum = 0.0f;

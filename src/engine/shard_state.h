@@ -1,6 +1,6 @@
 // The inside of a Shard: its weights per layer, KV cache and scratch, shared by the files of
 // the forward pass (shard.cpp: loading and the layer loop; shard_attention.cpp;
-// shard_ffn.cpp). Internal to the engine module.
+// shard_ffn.cpp; shard_scratch.cpp: the scratch's sizes). Internal to the engine module.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,11 @@ namespace herd::engine {
 
 using kernels::PackedMatrix;
 
+// A run of the slice's query heads that read the same KV head: one attention call.
+struct HeadRun {
+  int64_t head, n_heads, kv_head;
+};
+
 // Weights of one block, as the slice holds them (q heads, KV heads, FFN rows, experts).
 // Vectors that a layer's options leave out are empty. Each member loads the tensor of the
 // model's list (model/arch.h's model_tensors) that names its LayerWeight, in the comment
@@ -27,6 +32,11 @@ using kernels::PackedMatrix;
 struct Layer {
   LayerOptions options;
   Rope rope;
+  // Attention of this layer's shapes: the slice's query heads grouped by the KV head they
+  // read, the kernel for its head sizes, and its scale on q . k.
+  std::vector<HeadRun> head_runs;
+  kernels::AttendFn attend = nullptr;
+  float attn_scale = 1.0f;
   std::vector<float> attn_norm, ffn_norm;            // kAttnNorm, kFfnNorm [n_embd]
   std::vector<float> post_attn_norm, post_ffn_norm;  // kPostAttnNorm, kPostFfnNorm [n_embd]
   // Grouped-query attention.
@@ -85,6 +95,15 @@ struct Layer {
   PackedMatrix idx_q_b, idx_proj;           // kIndexerQB, kIndexerProj
   PackedMatrix idx_comp_kv, idx_comp_gate;  // kIndexerCompKv, kIndexerCompGate: [2 di x n_embd]
   std::vector<float> idx_comp_ape, idx_comp_norm;  // kIndexerCompApe, kIndexerCompNorm
+  // Gemma 4's experts beside the dense FFN (kGateUpExps loads gate_exps and up_exps).
+  std::vector<float> router_scale;     // kRouterScale [n_embd], divided by sqrt(n_embd)
+  std::vector<float> down_exps_scale;  // kDownExpsScale [n_expert], by expert id
+  std::vector<float> pre_ffn_norm_2, post_ffn_norm_1, post_ffn_norm_2;  // [n_embd]
+  // Gemma 4's per-layer input and output scale.
+  PackedMatrix per_layer_gate;             // kPerLayerGate [n_embd_per_layer x n_embd]
+  PackedMatrix per_layer_proj;             // kPerLayerProj [n_embd x n_embd_per_layer]
+  std::vector<float> per_layer_post_norm;  // kPerLayerPostNorm [n_embd]
+  std::vector<float> out_scale;            // kLayerOutputScale [1]
 };
 
 // The Gated DeltaNet tensors, which Shard::State::load_linear cuts by head itself.
@@ -239,6 +258,26 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::idx_comp_norm};
     case W::kHashExperts:
       return {.ids = &Layer::hash_experts};
+    case W::kRouterScale:
+      return {.values = &Layer::router_scale};
+    case W::kGateUpExps:
+      return {.matrices = &Layer::gate_exps};  // and up_exps
+    case W::kDownExpsScale:
+      return {.values = &Layer::down_exps_scale};
+    case W::kPreFfnNorm2:
+      return {.values = &Layer::pre_ffn_norm_2};
+    case W::kPostFfnNorm1:
+      return {.values = &Layer::post_ffn_norm_1};
+    case W::kPostFfnNorm2:
+      return {.values = &Layer::post_ffn_norm_2};
+    case W::kPerLayerGate:
+      return {.matrix = &Layer::per_layer_gate};
+    case W::kPerLayerProj:
+      return {.matrix = &Layer::per_layer_proj};
+    case W::kPerLayerPostNorm:
+      return {.values = &Layer::per_layer_post_norm};
+    case W::kLayerOutputScale:
+      return {.values = &Layer::out_scale};
   }
   return {};
 }
@@ -257,12 +296,9 @@ struct ScratchSizes {
   size_t delta_qkv = 0, delta_z = 0, delta_ba = 0, delta_out = 0;
   size_t delta_mix_bytes = 0;
   size_t hc_flat = 0, hc_mixes = 0, hc_coeffs = 0;
-  size_t bytes() const;  // all of them, and the matmul workspace
-};
-
-// A run of the slice's query heads that read the same KV head: one attention call.
-struct HeadRun {
-  int64_t head, n_heads, kv_head;
+  size_t per_layer = 0, per_layer_a = 0;  // per-layer inputs: [n][layers][P], [n][P]
+  size_t router_in = 0;                   // Gemma 4's router input [n][n_embd]
+  size_t bytes() const;                   // all of them, and the matmul workspace
 };
 
 struct Shard::State {
@@ -278,7 +314,6 @@ struct Shard::State {
   std::vector<int64_t> experts;       // MoE: ids of the held experts, parallel to gate_exps
   bool sliced = false;                // holds less than the whole model
   bool partial_sums = false;          // its layers' projections are partial: needs an all-reduce
-  float attn_scale = 1.0f;
 
   const gguf::TensorInfo* token_embd = nullptr;
   std::vector<float> output_norm;
@@ -286,17 +321,21 @@ struct Shard::State {
   // Weight bytes the shard made itself (column slices, transposed MLA blocks), kept while
   // a packed matrix views them.
   std::vector<std::vector<uint8_t>> owned_copies;
-  std::vector<float> rope_freqs;   // empty when the model has none
-  std::vector<Layer> layers;       // layers [spec.layer_begin, spec.layer_end)
-  std::vector<HeadRun> head_runs;  // the slice's heads grouped for the attention kernel
-  KvCache kv;                      // compressed attention: no layers (its state is in ckv)
+  std::vector<float> rope_freqs;  // empty when the model has none
+  std::vector<Layer> layers;      // layers [spec.layer_begin, spec.layer_end)
+  // Per-layer inputs (hp.n_embd_per_layer = P > 0): the token embedding, the per-layer
+  // token embedding [n_layer P x n_vocab], the rows of per_layer_model_proj for this shard's
+  // layers [layers P x n_embd], and per_layer_proj_norm [P].
+  const gguf::TensorInfo* per_layer_embd = nullptr;
+  PackedMatrix per_layer_model_proj;
+  std::vector<float> per_layer_proj_norm;
+  KvCache kv;  // compressed attention: no layers (its state is in ckv)
   CompressedKvCache ckv;
   CompressedAttentionScratch compressed;
   // Hyper-connections at the output: output_hc_fn [n_hc x n_hc n_embd], scale [1], base [n_hc].
   PackedMatrix output_hc_fn;
   std::vector<float> output_hc_scale, output_hc_base;
   kernels::Workspace workspace;
-  kernels::AttendFn attend = nullptr;
   kernels::SiluMulFn silu_mul = nullptr;
   std::unique_ptr<Router> router;  // MoE
 
@@ -333,14 +372,19 @@ struct Shard::State {
   // Hyper-connections: the normed streams [n][n_hc n_embd], each token's mixes [n][n_mixes]
   // and its pre, post and combination weights [n][n_mixes] (pre, post, comb in that order).
   std::vector<float> hc_flat, hc_mixes, hc_coeffs;
+  std::vector<float> per_layer, per_layer_a;  // [n][layers][P], [n][P]
+  std::vector<float> router_in;               // [n][n_embd] (moe_beside_dense)
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
   // Sizes every scratch buffer for n tokens (no-op when they are large enough).
   void reserve(int64_t n, int n_threads);
   ScratchSizes scratch_sizes(int64_t n, int n_threads) const;
-  int64_t max_heads_per_call() const;
-  int64_t scores_per_thread() const;  // attention kernel scratch, per thread
+  int64_t max_heads_per_call() const;  // of any layer
+  int64_t scores_per_thread() const;   // attention kernel scratch, per thread
+  // The layers' widest head sizes and dense FFN (Gemma 4's differ per layer).
+  int64_t max_head_dim() const;
+  int64_t max_ff() const;
 
   // all_reduce: the stage's, for a norm over the whole q / k row (null: a whole shard).
   void attention(int64_t il, const Batch& batch, ThreadPool& pool, AllReduce* all_reduce);
@@ -368,7 +412,20 @@ struct Shard::State {
   void gated_ffn(const PackedMatrix& gate, const PackedMatrix& up, const PackedMatrix& down,
                  int64_t n_ff, const float* in, int64_t n, ThreadPool& pool, float* a, float* b,
                  float* out, const float* gate_bias, const float* up_bias, float limit);
-  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch);
+  // The experts of an MoE layer: router over `router_in`, experts over `in` ([n][n_embd]),
+  // into out [n][n_embd]; the shared experts too unless the layer runs its dense FFN beside.
+  void moe_ffn(const Layer& l, int64_t n, ThreadPool& pool, const Batch& batch,
+               const float* router_in, const float* in, float* out);
+  // Gemma 4's MoE layer: the dense FFN and the experts side by side, each normed, summed
+  // into ffn_out (x: the layer's residual stream [n][n_embd]; h holds RMSNorm(x) * ffn_norm).
+  // Whole layers only (the norms of the two parts need their whole sums: such models refuse
+  // tensor parallelism, resolve_slice).
+  void moe_beside_dense_ffn(const Layer& l, const float* x, int64_t n, ThreadPool& pool,
+                            const Batch& batch);
+  // Gemma 4's per-layer inputs of the shard's layers for the batch: per_layer [n][layers][P].
+  void per_layer_inputs(const Batch& batch, const float* embedded, ThreadPool& pool);
+  // x += RMSNorm(proj (gelu(gate x) * P[layer])) * post_norm for layer `layer` of the shard.
+  void add_per_layer_input(const Layer& l, int64_t layer, float* x, int64_t n, ThreadPool& pool);
   // Compressed attention of a layer (compressed_attention.h) from h into out [n][n_embd].
   void compressed_attention_layer(const Layer& l, int64_t layer, const Batch& batch,
                                   ThreadPool& pool, float* out);
@@ -402,8 +459,9 @@ struct Shard::State {
   // rows, ssm_dt and ssm_a of the held V heads; ssm_out's columns of them. The conv weight
   // is stored transposed for the kernel.
   void load_linear(const gguf::File& file, Layer& l, int64_t il);
-  // The cache's shape for this shard.
-  CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
+  // The cache's shape for this shard: per layer a recurrent state (linear layers) or its
+  // KV rows (its slice's KV heads; none for a layer that reads another layer's).
+  CacheLayout cache_layout(int64_t n_ctx) const;
 };
 
 // The compressed cache a shard of these layers holds (compressed_kv_cache.h).

@@ -116,6 +116,12 @@ void Writer::set_i32_array(std::string_view key, std::span<const int32_t> values
   set(key, numeric_array<int32_t>(ValueType::I32, values));
 }
 
+void Writer::set_bool_array(std::string_view key, std::span<const uint8_t> values) {
+  std::vector<uint8_t> bools(values.begin(), values.end());
+  for (uint8_t& b : bools) b = b != 0 ? 1 : 0;
+  set(key, numeric_array<uint8_t>(ValueType::BOOL, std::span<const uint8_t>(bools)));
+}
+
 void Writer::set_value(std::string_view key, const Value& value) {
   auto out = typed(value.type);
   switch (value.type) {

@@ -30,6 +30,7 @@ class Writer {
   void set_string_array(std::string_view key, const std::vector<std::string>& values);
   void set_f32_array(std::string_view key, std::span<const float> values);
   void set_i32_array(std::string_view key, std::span<const int32_t> values);
+  void set_bool_array(std::string_view key, std::span<const uint8_t> values);  // 0: false
   // Copies a value read from another file (e.g. a vocabulary's tokenizer.* keys).
   void set_value(std::string_view key, const Value& value);
   // Appends (or replaces) every metadata entry of `other`, in its order.

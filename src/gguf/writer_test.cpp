@@ -72,6 +72,20 @@ TEST(Writer, RoundTripsThroughReader) {
   EXPECT_EQ(q.data[33], 133);
 }
 
+TEST(Writer, BoolArraysAreBoolsOnDisk) {
+  // Gemma 4's sliding_window_pattern is a bool array, as its converter writes it.
+  std::string path = ::testing::TempDir() + "/writer_bools.gguf";
+  Writer w;
+  const std::vector<uint8_t> pattern = {1, 0, 7, 0};
+  w.set_bool_array("test.pattern", pattern);
+  w.write(path, [](size_t, std::span<uint8_t>) {});
+  File f = File::open(path);
+  const Value* v = f.find("test.pattern");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->elem_type, ValueType::BOOL);
+  EXPECT_EQ(f.get_i32_array("test.pattern"), (std::vector<int32_t>{1, 0, 1, 0}));
+}
+
 TEST(Writer, SettingAKeyTwiceReplacesIt) {
   std::string path = ::testing::TempDir() + "/writer_replace.gguf";
   Writer w;

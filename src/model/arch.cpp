@@ -51,6 +51,35 @@ constexpr ArchSpec kArchs[] = {
                .rope_factor = 8.0f,  // its global layers only
                .sliding_window = 512,
                .window_ctx_div = 8}},
+    // Gemma 4 (26B-A4B with experts beside the dense MLP; E2B / E4B with per-layer inputs and
+    // shared KV; 31B dense): the layers' shapes and kinds are the file's. synth: the 26B-A4B's
+    // proportions (5 sliding layers then a global one, global heads twice as wide with a
+    // quarter of the KV heads, 8 of the experts, a quarter of the global pairs rotated).
+    {.name = "gemma4",
+     .rope_style = kNeox,
+     .norm = kSandwich,
+     .activation = kGelu,
+     .qk_norm = true,
+     .explicit_head_dim = true,
+     .embed_scale = true,
+     .swa_rope_base = 10000.0f,
+     .unit_attention_scale = true,
+     .v_norm = true,
+     .layer_shapes = true,
+     .moe_beside_dense = true,
+     .layer_output_scale = true,
+     .default_final_softcap = 30.0f,
+     .default_rms_eps = 1e-6f,
+     .default_rope_base = 1e6f,
+     .synth = {.n_expert = 128,
+               .n_expert_used = 8,
+               .tied_output = true,
+               .sliding_window = 1024,
+               .window_ctx_div = 8,
+               .rope_freqs_rotated = 0.25f,
+               .sliding_period = 6,
+               .global_head_dim_mul = 2,
+               .global_kv_div = 4}},
     {.name = "gpt-oss",
      .rope_style = kNeox,
      .activation = kOai,
@@ -216,11 +245,27 @@ std::vector<std::string_view> arch_names() {
   return names;
 }
 
+namespace {
+
+// Layer il attends to the last hp.sliding_window positions only: the file's pattern, or
+// the row's period.
+bool is_sliding(const ArchSpec& arch, const HParams& hp, int64_t il) {
+  if (hp.sliding_window <= 0) return false;
+  if (!hp.swa_layers.empty()) {
+    return il < static_cast<int64_t>(hp.swa_layers.size()) &&
+           hp.swa_layers[static_cast<size_t>(il)] != 0;
+  }
+  return arch.swa_period > 0 && (il + 1) % arch.swa_period != 0;
+}
+
+}  // namespace
+
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) {
   LayerOptions o;
-  o.moe = arch.moe && il >= hp.n_leading_dense;
+  const auto i = static_cast<size_t>(il);
+  o.moe = hp.n_expert > 0 && il >= hp.n_leading_dense;
   o.nextn = il >= hp.n_layer;
-  o.sliding = hp.sliding_window > 0 && arch.swa_period > 0 && (il + 1) % arch.swa_period != 0;
+  o.sliding = is_sliding(arch, hp, il);
   o.rope_base = hp.rope_base;
   o.rope_scaling = hp.rope_scaling;
   if (arch.delta_net) {
@@ -228,15 +273,36 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
                                                            : hp.full_attention_interval;
     o.linear = !o.nextn && every > 0 && (il + 1) % every != 0;  // a NextN block: full attention
   }
+  o.head_dim = hp.head_dim;
+  o.head_dim_v = hp.head_dim_v;
+  o.n_head_kv = i < hp.n_head_kv_of.size() ? hp.n_head_kv_of[i] : hp.n_head_kv;
+  o.n_rot = hp.n_rot;
+  o.n_ff = i < hp.n_ff_of.size() ? hp.n_ff_of[i] : hp.n_ff;
+  o.kv_layer = il;
   if (o.sliding && arch.swa_rope_base > 0) {
-    o.rope_base = arch.swa_rope_base;
+    // Their own rope: base, no scaling, no rope_freqs (those are the global layers').
+    o.rope_base = hp.rope_base_swa > 0 ? hp.rope_base_swa : arch.swa_rope_base;
     o.rope_scaling = RopeScaling::kNone;
+    o.rope_freqs = false;
+    if (hp.head_dim_swa > 0) o.head_dim = o.head_dim_v = hp.head_dim_swa;
+    if (hp.n_rot_swa > 0) o.n_rot = hp.n_rot_swa;
+  }
+  o.has_v = o.sliding || !hp.global_v_is_k;
+  // The last n_kv_shared layers cache nothing: they read the keys and values of the last
+  // earlier layer of their kind (the reference: the last two layers before them, which must
+  // be one sliding and one global). -1: there is none (read_model_info refuses it).
+  const int64_t first_shared = hp.n_layer - hp.n_kv_shared;
+  if (hp.n_kv_shared > 0 && il >= first_shared && !o.nextn) {
+    o.own_kv = false;
+    o.kv_layer = -1;
+    for (int64_t j = first_shared - 1; j >= 0 && o.kv_layer < 0; --j) {
+      if (is_sliding(arch, hp, j) == o.sliding) o.kv_layer = j;
+    }
   }
   if (arch.attention == AttentionKind::kCompressed) {
     // Every layer attends to its window; compressed layers add their entries and rope with
     // their own base and the scaling, window-only layers with the plain base and none.
     o.sliding = true;
-    const auto i = static_cast<size_t>(il);
     o.compress_ratio = i < hp.compress_ratios.size() ? hp.compress_ratios[i] : 0;
     o.compress_indexed = o.compress_ratio > 0 && o.compress_ratio == arch.sparse_compress_ratio;
     if (o.compress_ratio > 0) {
@@ -270,8 +336,6 @@ std::string tensor_alias(std::string_view name) {
 }
 
 std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
-  const int64_t hd = hp.head_dim, hdv = hp.head_dim_v;
-  const int64_t q_dim = hp.n_head * hd, o_dim = hp.n_head * hdv;
   // How a tensor-parallel slice cuts each weight (engine/shard.cpp packs exactly these).
   constexpr SplitBy kHeads = SplitBy::kHeads, kKv = SplitBy::kKvHeads;
   constexpr SplitBy kFf = SplitBy::kFf, kVocab = SplitBy::kVocab;
@@ -280,8 +344,17 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
   using W = LayerWeight;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {hp.n_embd, hp.n_vocab}, TensorRole::kEmbedding});
+  if (hp.n_embd_per_layer > 0) {
+    // Per-layer inputs: every stage computes its layers' own from the token ids.
+    const int64_t all = hp.n_embd_per_layer * hp.n_layer;
+    t.push_back({"per_layer_token_embd.weight", {all, hp.n_vocab}, TensorRole::kFfn});
+    t.push_back({"per_layer_model_proj.weight", {hp.n_embd, all}, TensorRole::kFfn});
+    t.push_back({"per_layer_proj_norm.weight", {hp.n_embd_per_layer}, TensorRole::kNorm});
+  }
   for (int il = 0; il < hp.n_layer + hp.n_nextn; ++il) {
     const LayerOptions lo = layer_options(arch, hp, il);
+    const int64_t hd = lo.head_dim, hdv = lo.head_dim_v;
+    const int64_t q_dim = hp.n_head * hd, o_dim = hp.n_head * hdv;
     // Block tensor `name` of `shape` loading into `weight`; a rank keeps units
     // [begin, end) of `split` along dimension `dim`, `unit` elements each. A NextN block
     // belongs to no stage's layers and is never cut (layer -1, whole).
@@ -384,12 +457,14 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kAttnVB, "attn_v_b.weight", {kv_lora, o_dim}, kAttnV, kHeads, 1, hdv);
       }
     } else {
-      const int64_t kv_dim = hp.n_head_kv * hd, kv_dim_v = hp.n_head_kv * hdv;
+      const int64_t kv_dim = lo.n_head_kv * hd, kv_dim_v = lo.n_head_kv * hdv;
       // Gated attention: each head's rows are [q | gate].
       const int64_t q_rows = arch.attn_output_gate ? 2 * hd : hd;
       add(W::kAttnQ, "attn_q.weight", {hp.n_embd, hp.n_head * q_rows}, kAttn, kHeads, 1, q_rows);
-      add(W::kAttnK, "attn_k.weight", {hp.n_embd, kv_dim}, kAttn, kKv, 1, hd);
-      add(W::kAttnV, "attn_v.weight", {hp.n_embd, kv_dim_v}, kAttnV, kKv, 1, hdv);
+      if (lo.own_kv) {
+        add(W::kAttnK, "attn_k.weight", {hp.n_embd, kv_dim}, kAttn, kKv, 1, hd);
+        if (lo.has_v) add(W::kAttnV, "attn_v.weight", {hp.n_embd, kv_dim_v}, kAttnV, kKv, 1, hdv);
+      }
       if (arch.qkv_bias) {
         add(W::kAttnQBias, "attn_q.bias", {q_dim}, kBias, kHeads, 0, hd);
         add(W::kAttnKBias, "attn_k.bias", {kv_dim}, kBias, kKv, 0, hd);
@@ -398,11 +473,11 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       if (arch.qk_norm && !hp.qk_norm_absent && arch.qk_norm_whole_row) {
         // One weight per element of the whole row: cut with the heads.
         add(W::kAttnQNorm, "attn_q_norm.weight", {q_dim}, kNorm, kHeads, 0, hd);
-        add(W::kAttnKNorm, "attn_k_norm.weight", {kv_dim}, kNorm, kKv, 0, hd);
+        if (lo.own_kv) add(W::kAttnKNorm, "attn_k_norm.weight", {kv_dim}, kNorm, kKv, 0, hd);
       } else if (arch.qk_norm && !hp.qk_norm_absent) {
         // Per head, the same for every head: whole on every rank.
         add(W::kAttnQNorm, "attn_q_norm.weight", {hd}, kNorm);
-        add(W::kAttnKNorm, "attn_k_norm.weight", {hd}, kNorm);
+        if (lo.own_kv) add(W::kAttnKNorm, "attn_k_norm.weight", {hd}, kNorm);
       }
       if (arch.attn_sinks) add(W::kAttnSinks, "attn_sinks.weight", {hp.n_head}, kBias, kHeads, 0);
     }
@@ -424,7 +499,35 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       add(W::kPostAttnNorm, "post_attention_norm.weight", {hp.n_embd}, kNorm);
     }
     add(W::kFfnNorm, std::string(arch.ffn_norm) + ".weight", {hp.n_embd}, kNorm);
-    if (lo.moe) {
+    // The dense FFN (n_ff rows) of a dense layer or of one whose experts run beside it.
+    auto add_dense_ffn = [&](int64_t n_ff) {
+      // A dense layer of a model whose other layers are MoE is cut in proportion to the
+      // experts' rows, which the slice's FFN range counts (0: it cannot be cut).
+      const int64_t unit = hp.n_expert == 0             ? 1
+                           : n_ff % hp.n_ff_expert == 0 ? n_ff / hp.n_ff_expert
+                                                        : 0;
+      add(W::kFfnGate, "ffn_gate.weight", {hp.n_embd, n_ff}, TensorRole::kFfn, kFf, 1, unit);
+      add(W::kFfnDown, "ffn_down.weight", {n_ff, hp.n_embd}, TensorRole::kFfnDown, kFf, 0, unit);
+      add(W::kFfnUp, "ffn_up.weight", {hp.n_embd, n_ff}, TensorRole::kFfn, kFf, 1, unit);
+    };
+    if (lo.moe && arch.moe_beside_dense) {
+      // Gemma 4: the layer's MLP, then its experts (whole rows: the fused gate and up rows
+      // of an expert are not one range of a slice's FFN rows).
+      const int64_t ff = hp.n_ff_expert, ne = hp.n_expert;
+      add_dense_ffn(lo.n_ff);
+      add(W::kPostFfnNorm, "post_ffw_norm.weight", {hp.n_embd}, kNorm);
+      add(W::kRouter, "ffn_gate_inp.weight", {hp.n_embd, ne}, TensorRole::kRouter);
+      add(W::kRouterScale, "ffn_gate_inp.scale", {hp.n_embd}, kNorm);
+      add(W::kPreFfnNorm2, "pre_ffw_norm_2.weight", {hp.n_embd}, kNorm);
+      add(W::kPostFfnNorm1, "post_ffw_norm_1.weight", {hp.n_embd}, kNorm);
+      add(W::kPostFfnNorm2, "post_ffw_norm_2.weight", {hp.n_embd}, kNorm);
+      add_experts(W::kGateUpExps, "ffn_gate_up_exps.weight", {hp.n_embd, 2 * ff, ne},
+                  TensorRole::kExperts);
+      add_experts(W::kDownExps, "ffn_down_exps.weight", {ff, hp.n_embd, ne},
+                  TensorRole::kExpertsDown);
+      // [n_expert], whole on every rank (indexed by expert id).
+      add(W::kDownExpsScale, "ffn_down_exps.scale", {ne}, kNorm);
+    } else if (lo.moe) {
       const int64_t ff = hp.n_ff_expert, ne = hp.n_expert;
       add(W::kRouter, "ffn_gate_inp.weight", {hp.n_embd, ne}, TensorRole::kRouter);
       if (arch.expert_bias) add(W::kRouterBias, "ffn_gate_inp.bias", {ne}, kBias);
@@ -461,17 +564,19 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kFfnUp, "ffn_up_shexp.weight", {hp.n_embd, sh}, TensorRole::kFfn, kFf, 1, unit);
       }
     } else {
-      // A dense layer of a model whose other layers are MoE is cut in proportion to the
-      // experts' rows, which the slice's FFN range counts (0: it cannot be cut).
-      const int64_t unit = !arch.moe                       ? 1
-                           : hp.n_ff % hp.n_ff_expert == 0 ? hp.n_ff / hp.n_ff_expert
-                                                           : 0;
-      add(W::kFfnGate, "ffn_gate.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
-      add(W::kFfnDown, "ffn_down.weight", {hp.n_ff, hp.n_embd}, TensorRole::kFfnDown, kFf, 0, unit);
-      add(W::kFfnUp, "ffn_up.weight", {hp.n_embd, hp.n_ff}, TensorRole::kFfn, kFf, 1, unit);
+      add_dense_ffn(lo.n_ff);
     }
-    if (arch.norm == NormPlacement::kSandwich) {
+    if (arch.norm == NormPlacement::kSandwich && !(lo.moe && arch.moe_beside_dense)) {
       add(W::kPostFfnNorm, "post_ffw_norm.weight", {hp.n_embd}, kNorm);
+    }
+    if (hp.n_embd_per_layer > 0 && !lo.nextn) {
+      const int64_t p = hp.n_embd_per_layer;
+      add(W::kPerLayerGate, "inp_gate.weight", {hp.n_embd, p}, TensorRole::kFfn);
+      add(W::kPerLayerProj, "proj.weight", {p, hp.n_embd}, TensorRole::kFfnDown);
+      add(W::kPerLayerPostNorm, "post_norm.weight", {hp.n_embd}, kNorm);
+    }
+    if (arch.layer_output_scale && !lo.nextn) {
+      add(W::kLayerOutputScale, "layer_output_scale.weight", {1}, kNorm);
     }
     if (lo.nextn) {
       // The MTP head's own parts: the projection of [embedding | hidden] and its norms

@@ -56,6 +56,7 @@ enum class RopeScaling { kNone, kLinear, kYarn };
 // of the real models of the family, at any size.
 struct SynthDefaults {
   Gating gating = Gating::kSoftmax;
+  int64_t n_expert = 8;
   int64_t n_expert_used = 2;
   int64_t n_expert_shared = 0;
   int64_t n_leading_dense = 0;  // at most n_layer - 1
@@ -84,6 +85,15 @@ struct SynthDefaults {
   int64_t sliding_window = 0;
   int64_t window_ctx_div = 1;
   bool rope_sections = false;  // write rope.dimension_sections (Qwen3.5's M-RoPE)
+  // Proportional rope (Gemma 4's global layers): the first fraction of the pairs rotate,
+  // the others get rope_freqs divisors of 1e30; 0: no rope_freqs written.
+  float rope_freqs_rotated = 0.0f;
+  // Rows with per-layer shapes (layer_shapes): every sliding_period-th layer is global,
+  // whose head size is global_head_dim_mul times the sliding layers' and whose KV heads
+  // are the sliding layers' divided by global_kv_div.
+  int64_t sliding_period = 0;
+  int64_t global_head_dim_mul = 1;
+  int64_t global_kv_div = 1;
 };
 
 // One architecture: every switch the loader, the forward pass, the slicer and the synthesizer
@@ -127,6 +137,29 @@ struct ArchSpec {
   // kCompressed: layers whose compress ratio is this one are sparse (overlapping blocks and a
   // lightning indexer, CSA); other compressed layers use every entry (HCA).
   int64_t sparse_compress_ratio = 0;
+  // Gemma 4: attention logits are q . k unscaled (its q and k norms set their size).
+  bool unit_attention_scale = false;
+  // Gemma 4: each value head goes through an RMSNorm without weight.
+  bool v_norm = false;
+  // Gemma 4: the attention shapes, FFN widths and kinds of the layers come from the file:
+  // attention.sliding_window_pattern (required), key_length_swa / value_length_swa,
+  // rope.dimension_count_swa and rope.freq_base_swa of the sliding layers,
+  // attention.head_count_kv and feed_forward_length as per-layer arrays,
+  // attention.shared_kv_layers (the last layers reuse an earlier layer's keys and values)
+  // and embedding_length_per_layer_input (required; > 0: per-layer inputs). rope_freqs
+  // divides the angles of the global layers only.
+  bool layer_shapes = false;
+  // Gemma 4: experts when the file names expert_count (26B-A4B; E2B / E4B / 31B are dense),
+  // beside the layer's dense FFN rather than instead of it: the router reads
+  // RMSNorm(x) * ffn_gate_inp.scale / sqrt(n_embd), the experts RMSNorm(x) * pre_ffw_norm_2
+  // through fused ffn_gate_up_exps and ffn_down_exps times ffn_down_exps.scale[e]; the two
+  // outputs are normed (post_ffw_norm_1 / _2) and added before post_ffw_norm.
+  bool moe_beside_dense = false;
+  // Gemma 4: layer_output_scale: the residual stream is multiplied by it after each block.
+  bool layer_output_scale = false;
+  // Final logit soft-capping c: logits -> c tanh(logits / c) (key final_logit_softcapping
+  // overrides it); 0: none.
+  float default_final_softcap = 0.0f;
   Gating default_gating = Gating::kSoftmax;  // without expert_gating_func in the file
   bool default_expert_weights_norm = true;   // without expert_weights_norm in the file
   // A file without expert_weights_scale is refused, as the reference refuses it (GLM: its
@@ -169,7 +202,7 @@ std::vector<std::string_view> arch_names();
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_ff = 0;     // dense FFN width (0 for a model whose every layer is MoE)
+  int64_t n_ff = 0;     // dense FFN width (0: every layer MoE; the widest of n_ff_of)
   int64_t n_layer = 0;  // blocks the forward pass runs
   // NextN (multi-token prediction) blocks the converter appends after those (block_count =
   // n_layer + n_nextn): listed and checked, kept for speculative decoding, never run by the
@@ -246,6 +279,19 @@ struct HParams {
   std::vector<int64_t> compress_ratios;      // [n_layer]: 0 window only, else positions per entry
   float compress_rope_base = 0.0f;           // rope base of the compressed layers (with scaling)
   int64_t n_out_group = 0, o_lora_rank = 0;  // attn_output_a's groups and rows per group
+  // Per-layer shapes (ArchSpec::layer_shapes); empty vectors and zeros: every layer alike.
+  std::vector<uint8_t> swa_layers;    // [n_layer] 1: a sliding-window layer
+  int64_t head_dim_swa = 0;           // key (= value) size of the sliding layers
+  int64_t n_rot_swa = 0;              // rope width of the sliding layers
+  float rope_base_swa = 0.0f;         // rope base of the sliding layers (0: the row's)
+  std::vector<int64_t> n_head_kv_of;  // [n_layer] KV heads of each layer
+  std::vector<int64_t> n_ff_of;       // [n_layer] dense FFN width of each layer
+  int64_t n_kv_shared = 0;            // the last layers read an earlier layer's cache
+  int64_t n_embd_per_layer = 0;       // width of each layer's input (0: none)
+  float final_softcap = 0.0f;         // logits -> c tanh(logits / c); 0: none
+  // Gemma 4 26B / 31B (attention_k_eq_v): the global layers have no attn_v; their values
+  // are the keys' projection (before the k norm and rope).
+  bool global_v_is_k = false;
 };
 
 // What a weight is, so that type policies (the Q4_K_M mix) and loaders need not parse names.
@@ -342,6 +388,18 @@ enum class LayerWeight : uint8_t {
   kIndexerCompApe,
   kIndexerCompNorm,
   kHashExperts,  // ffn_gate_tid2eid: int32 [n_used, n_vocab]
+  // Gemma 4's experts beside the dense FFN (ArchSpec::moe_beside_dense).
+  kRouterScale,    // ffn_gate_inp.scale [n_embd]
+  kGateUpExps,     // [n_embd, 2 n_ff_expert, n_expert]: per expert gate rows, then up rows
+  kDownExpsScale,  // ffn_down_exps.scale [n_expert], whole
+  kPreFfnNorm2,
+  kPostFfnNorm1,
+  kPostFfnNorm2,
+  // Gemma 4's per-layer inputs and output scale.
+  kPerLayerGate,      // inp_gate [n_embd -> n_embd_per_layer]
+  kPerLayerProj,      // proj [n_embd_per_layer -> n_embd]
+  kPerLayerPostNorm,  // post_norm [n_embd]
+  kLayerOutputScale,  // layer_output_scale [1]
 };
 
 // Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.
@@ -378,6 +436,13 @@ struct LayerOptions {
   bool hash_routed = false;  // the experts come from ffn_gate_tid2eid[token]
   bool nextn = false;        // a NextN block (il >= hp.n_layer): listed, not run
   bool linear = false;       // a Gated DeltaNet layer: no attention, a recurrent state per sequence
+  // Attention shapes (Gemma 4's sliding and global layers differ; else the model's).
+  int64_t head_dim = 0, head_dim_v = 0, n_head_kv = 0, n_rot = 0;
+  int64_t n_ff = 0;        // rows of a dense FFN here (feed_forward_length, per layer)
+  bool rope_freqs = true;  // rope_freqs.weight divides this layer's angles
+  bool has_v = true;       // attn_v present (else the values are the keys' projection)
+  bool own_kv = true;      // computes and caches its keys and values
+  int64_t kv_layer = 0;    // the layer whose cached keys and values it reads (own: il)
 };
 LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il);
 

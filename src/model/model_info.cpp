@@ -17,6 +17,62 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Gemma 4's per-layer shapes (ArchSpec::layer_shapes); head_count_kv and feed_forward_length
+// arrays are read with the other sizes.
+void read_layer_shapes(const gguf::File& f, const std::string& a, HParams& hp) {
+  const std::string pattern = a + "attention.sliding_window_pattern";
+  if (!f.has(pattern)) fail(f, "missing '" + pattern + "' (which layers are sliding-window)");
+  const std::vector<int32_t> swa = f.get_i32_array(pattern);
+  if (static_cast<int64_t>(swa.size()) != hp.n_layer + hp.n_nextn) {
+    fail(f, "'" + pattern + "' has " + std::to_string(swa.size()) + " values for " +
+                std::to_string(hp.n_layer + hp.n_nextn) + " layers");
+  }
+  for (int32_t x : swa) hp.swa_layers.push_back(x != 0 ? 1 : 0);
+  if (hp.sliding_window == 0) fail(f, "missing '" + a + "attention.sliding_window'");
+  auto size = [&](const std::string& key, int64_t fallback, uint64_t least = 1) {
+    const std::optional<uint64_t> v = f.get_u64_opt(key);
+    if (!v) return fallback;
+    if (*v < least || *v > 65536)
+      fail(f, "'" + key + "' = " + std::to_string(*v) + " is out of range");
+    return static_cast<int64_t>(*v);
+  };
+  hp.head_dim_swa = size(a + "attention.key_length_swa", hp.head_dim);
+  if (size(a + "attention.value_length_swa", hp.head_dim_swa) != hp.head_dim_swa) {
+    fail(f, "different key and value head sizes are not supported for grouped-query attention");
+  }
+  hp.n_rot_swa = size(a + "rope.dimension_count_swa", hp.head_dim_swa);
+  if (hp.n_rot_swa != hp.head_dim_swa || hp.head_dim_swa % 2 != 0) {
+    fail(f, "the sliding layers' rope.dimension_count_swa " + std::to_string(hp.n_rot_swa) +
+                " must equal their even key size " + std::to_string(hp.head_dim_swa));
+  }
+  hp.rope_base_swa = f.get_f32_opt(a + "rope.freq_base_swa").value_or(0.0f);
+  const std::string per_layer = a + "embedding_length_per_layer_input";
+  if (!f.has(per_layer)) fail(f, "missing '" + per_layer + "'");
+  hp.n_embd_per_layer = size(per_layer, 0, 0);
+  hp.n_kv_shared =
+      static_cast<int64_t>(f.get_u64_opt(a + "attention.shared_kv_layers").value_or(0));
+  if (hp.n_kv_shared >= hp.n_layer) {
+    fail(f, "attention.shared_kv_layers " + std::to_string(hp.n_kv_shared) +
+                " leaves no layer of the " + std::to_string(hp.n_layer) + " with its own cache");
+  }
+}
+
+// What the file's tensors say of the per-layer shapes (Gemma 4's global layers without
+// attn_v), and whether every shared-KV layer has a layer to read.
+void check_layer_shapes(const gguf::File& f, const ArchSpec& arch, HParams& hp) {
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const LayerOptions lo = layer_options(arch, hp, il);
+    if (!lo.own_kv && lo.kv_layer < 0) {
+      fail(f, "layer " + std::to_string(il) + " shares the keys and values of an earlier " +
+                  (lo.sliding ? "sliding" : "global") + " layer, and there is none");
+    }
+    const std::string blk = "blk." + std::to_string(il) + ".";
+    if (lo.sliding || !lo.own_kv || f.find_tensor(blk + "attn_k.weight") == nullptr) continue;
+    hp.global_v_is_k = f.find_tensor(blk + "attn_v.weight") == nullptr;
+    break;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -115,8 +171,29 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   }
   hp.n_layer -= hp.n_nextn;
   hp.n_head = positive(a + "attention.head_count");
-  hp.n_head_kv =
-      f.has(a + "attention.head_count_kv") ? positive(a + "attention.head_count_kv") : hp.n_head;
+  // A per-layer key (Gemma 4's head_count_kv, feed_forward_length): a number, or an array
+  // of one positive value per layer (then `per_layer` gets it; the result is the largest).
+  auto number_or_layers = [&](const std::string& key, std::vector<int64_t>& per_layer) {
+    const gguf::Value* v = f.find(key);
+    if (v == nullptr || v->type != gguf::ValueType::ARRAY || !arch.layer_shapes) {
+      return positive(key);
+    }
+    const std::vector<int32_t> values = f.get_i32_array(key);
+    if (static_cast<int64_t>(values.size()) != hp.n_layer + hp.n_nextn) {
+      fail(f, "'" + key + "' has " + std::to_string(values.size()) + " values for " +
+                  std::to_string(hp.n_layer + hp.n_nextn) + " layers");
+    }
+    int64_t largest = 0;
+    for (int32_t x : values) {
+      if (x <= 0) fail(f, "'" + key + "' has a value " + std::to_string(x) + " out of range");
+      per_layer.push_back(x);
+      largest = std::max<int64_t>(largest, x);
+    }
+    return largest;
+  };
+  hp.n_head_kv = f.has(a + "attention.head_count_kv")
+                     ? number_or_layers(a + "attention.head_count_kv", hp.n_head_kv_of)
+                     : hp.n_head;
   hp.n_ctx = positive(a + "context_length");
   hp.rms_eps = f.get_f32_opt(a + "attention.layer_norm_rms_epsilon").value_or(arch.default_rms_eps);
   hp.rope_base = f.get_f32_opt(a + "rope.freq_base").value_or(arch.default_rope_base);
@@ -134,9 +211,12 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     if (hp.n_embd % hp.n_head != 0) fail(f, "embedding_length is not a multiple of head_count");
     hp.head_dim = hp.head_dim_v = hp.n_embd / hp.n_head;
   }
-  if (hp.n_head % hp.n_head_kv != 0) {
-    fail(f, "head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
-                std::to_string(hp.n_head_kv));
+  for (int64_t kv :
+       hp.n_head_kv_of.empty() ? std::vector<int64_t>{hp.n_head_kv} : hp.n_head_kv_of) {
+    if (hp.n_head % kv != 0) {
+      fail(f, "head_count " + std::to_string(hp.n_head) + " is not a multiple of head_count_kv " +
+                  std::to_string(kv));
+    }
   }
   hp.n_rot = f.has(a + "rope.dimension_count") ? positive(a + "rope.dimension_count") : hp.head_dim;
   if (mla) {
@@ -215,8 +295,9 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   if (f.has(a + "attention.sliding_window")) {
     hp.sliding_window = positive(a + "attention.sliding_window");
   }
+  if (arch.layer_shapes) read_layer_shapes(f, a, hp);
 
-  if (arch.moe) {
+  if (arch.moe || (arch.moe_beside_dense && f.has(a + "expert_count"))) {
     hp.n_expert = positive(a + "expert_count");
     hp.n_expert_used = positive(a + "expert_used_count");
     if (hp.n_expert_used > hp.n_expert) fail(f, "expert_used_count exceeds expert_count");
@@ -234,7 +315,9 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
                      : gate != nullptr && gate->shape.size() == 3 ? gate->shape[1]
                                                                   : 0;
     if (hp.n_ff_expert == 0) fail(f, "missing '" + a + "expert_feed_forward_length'");
-    if (hp.n_leading_dense > 0) hp.n_ff = positive(a + "feed_forward_length");
+    if (hp.n_leading_dense > 0 || arch.moe_beside_dense) {
+      hp.n_ff = number_or_layers(a + "feed_forward_length", hp.n_ff_of);
+    }
     hp.n_expert_shared = static_cast<int64_t>(f.get_u64_opt(a + "expert_shared_count").value_or(0));
     if (hp.n_expert_shared > 64) fail(f, "expert_shared_count is out of range");
     // Qwen3-Next / Qwen3.5 state one shared expert by its width.
@@ -289,7 +372,7 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
       if (!partial) break;
     }
   } else {
-    hp.n_ff = positive(a + "feed_forward_length");
+    hp.n_ff = number_or_layers(a + "feed_forward_length", hp.n_ff_of);
   }
   if (arch.delta_net) {
     hp.delta_conv_kernel = positive(a + "ssm.conv_kernel");
@@ -330,6 +413,15 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
     info.file_slice = held->slice;
   }
   hp.tied_output = head == nullptr;
+  if (arch.layer_shapes) check_layer_shapes(f, arch, hp);
+  // Soft-capping, for the rows that have it (another row's file may carry the key unused).
+  hp.final_softcap = arch.default_final_softcap;
+  if (hp.final_softcap > 0) {
+    hp.final_softcap = f.get_f32_opt(a + "final_logit_softcapping").value_or(hp.final_softcap);
+    if (!(hp.final_softcap >= 0) || hp.final_softcap > 1e6f) {
+      fail(f, "final_logit_softcapping " + std::to_string(hp.final_softcap) + " is out of range");
+    }
+  }
 
   for (TensorSpec spec : model_tensors(arch, hp)) {
     const gguf::TensorInfo* t = f.find_tensor(spec.name);

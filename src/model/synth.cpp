@@ -169,12 +169,24 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
   u32("embedding_length", hp.n_embd);
   u32("block_count", hp.n_layer + hp.n_nextn);
   if (hp.n_nextn > 0) u32("nextn_predict_layers", hp.n_nextn);
+  auto per_layer = [&](const std::string& key, const std::vector<int64_t>& values) {
+    const std::vector<int32_t> v(values.begin(), values.end());
+    w.set_i32_array(a + "." + key, v);
+  };
   // An MoE model without dense layers states its experts' width here, as gpt-oss's converter.
-  u32("feed_forward_length", hp.n_ff > 0 ? hp.n_ff : hp.n_ff_expert);
+  if (!hp.n_ff_of.empty()) {
+    per_layer("feed_forward_length", hp.n_ff_of);
+  } else {
+    u32("feed_forward_length", hp.n_ff > 0 ? hp.n_ff : hp.n_ff_expert);
+  }
   u32("attention.head_count", hp.n_head);
-  // MLA: every head has its own decompressed keys and values (the reference's layout), or
-  // one KV head, the latent (mainline's).
-  u32("attention.head_count_kv", mla && !hp.mla_3d_b ? hp.n_head : hp.n_head_kv);
+  if (!hp.n_head_kv_of.empty()) {
+    per_layer("attention.head_count_kv", hp.n_head_kv_of);
+  } else {
+    // MLA: every head has its own decompressed keys and values (the reference's layout), or
+    // one KV head, the latent (mainline's).
+    u32("attention.head_count_kv", mla && !hp.mla_3d_b ? hp.n_head : hp.n_head_kv);
+  }
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
   w.set_f32(a + ".rope.freq_base", hp.rope_base);
   u32("rope.dimension_count", hp.n_rot);
@@ -218,6 +230,17 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
     u32("hyper_connection.sinkhorn_iterations", hp.hc_sinkhorn_iters);
     w.set_f32(a + ".hyper_connection.epsilon", hp.hc_eps);
   }
+  if (arch.layer_shapes) {
+    // Gemma 4's converter: the sliding layers' sizes and rope, the pattern as bools.
+    u32("attention.key_length_swa", hp.head_dim_swa);
+    u32("attention.value_length_swa", hp.head_dim_swa);
+    u32("rope.dimension_count_swa", hp.n_rot_swa);
+    w.set_f32(a + ".rope.freq_base_swa", hp.rope_base_swa);
+    w.set_bool_array(a + ".attention.sliding_window_pattern", hp.swa_layers);
+    u32("attention.shared_kv_layers", hp.n_kv_shared);
+    u32("embedding_length_per_layer_input", hp.n_embd_per_layer);
+  }
+  if (hp.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", hp.final_softcap);
   if (hp.rope_scaling == RopeScaling::kLinear) {
     w.set_string(a + ".rope.scaling.type", "linear");
     w.set_f32(a + ".rope.scaling.factor", hp.rope_factor);
@@ -247,7 +270,7 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
     }
   }
   if (hp.n_ff_shared > 0) u32("expert_shared_feed_forward_length", hp.n_ff_shared);
-  if (arch.moe) {
+  if (hp.n_expert > 0) {
     u32("expert_count", hp.n_expert);
     u32("expert_used_count", hp.n_expert_used);
     u32("expert_feed_forward_length", hp.n_ff_expert);
@@ -267,6 +290,59 @@ void write_hparams(gguf::Writer& w, const ArchSpec& arch, const HParams& hp, con
 
 [[noreturn]] void bad_option(const std::string& message) {
   throw Error("synth", message);
+}
+
+// Gemma 4's per-layer shapes (ArchSpec::layer_shapes) in the real models' proportions:
+// every sliding_period-th layer and the last are global, with heads global_head_dim_mul
+// times as wide (the --head-dim of the sliding ones) and a global_kv_div-th of the KV heads;
+// with per-layer inputs (E2B / E4B) about half the layers share the keys and values of the
+// last two with their own (one sliding, one global, as the reference reads them) and have a
+// doubled MLP, and every layer has attn_v (26B-A4B and 31B: V = K on the global layers).
+void layer_shapes(const SynthOptions& o, const ArchSpec& arch, HParams& hp) {
+  const SynthDefaults& d = arch.synth;
+  const int64_t n_blocks = hp.n_layer + hp.n_nextn;
+  const int64_t period = o.sliding_period > 0 ? o.sliding_period : d.sliding_period;
+  for (int64_t il = 0; il < n_blocks; ++il) {
+    const bool global = (il + 1) % period == 0 || il == hp.n_layer - 1;
+    hp.swa_layers.push_back(global ? 0 : 1);
+  }
+  hp.head_dim_swa = hp.n_rot_swa = hp.head_dim;
+  hp.head_dim = hp.head_dim_v = hp.n_rot = hp.head_dim * d.global_head_dim_mul;
+  hp.rope_base_swa = arch.swa_rope_base;
+  const int64_t kv_global = std::max<int64_t>(1, hp.n_head_kv / d.global_kv_div);
+  if (hp.n_head % kv_global != 0) {
+    bad_option("--heads " + std::to_string(hp.n_head) + " is not a multiple of the global " +
+               "layers' " + std::to_string(kv_global) + " KV heads");
+  }
+  if (kv_global != hp.n_head_kv) {
+    for (uint8_t swa : hp.swa_layers) hp.n_head_kv_of.push_back(swa ? hp.n_head_kv : kv_global);
+  }
+  hp.n_embd_per_layer = std::max<int64_t>(0, o.n_embd_per_layer);
+  hp.global_v_is_k = hp.n_embd_per_layer == 0;
+  // The layers before the shared ones must end [sliding, global].
+  auto shareable = [&](int64_t k) {
+    const int64_t first = hp.n_layer - k;
+    return k == 0 || (first >= 2 && hp.swa_layers[static_cast<size_t>(first - 1)] == 0 &&
+                      hp.swa_layers[static_cast<size_t>(first - 2)] != 0);
+  };
+  if (o.n_kv_shared >= 0) {
+    hp.n_kv_shared = o.n_kv_shared;
+    if (hp.n_kv_shared >= hp.n_layer || !shareable(hp.n_kv_shared)) {
+      bad_option("--shared-kv-layers " + std::to_string(hp.n_kv_shared) +
+                 ": the layers before the shared ones must end with a sliding and a global one");
+    }
+  } else if (hp.n_embd_per_layer > 0) {
+    for (int64_t k = hp.n_layer / 2; k > 0 && hp.n_kv_shared == 0; --k) {
+      if (shareable(k)) hp.n_kv_shared = k;
+    }
+  }
+  if (hp.n_kv_shared > 0) {
+    for (int64_t il = 0; il < n_blocks; ++il) {
+      hp.n_ff_of.push_back(hp.n_ff * (il >= hp.n_layer - hp.n_kv_shared ? 2 : 1));
+    }
+    hp.n_ff *= 2;  // the widest, as read_model_info has it
+  }
+  hp.final_softcap = arch.default_final_softcap;
 }
 
 }  // namespace
@@ -436,16 +512,19 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   if (hp.n_nextn > 16) bad_option("--nextn is out of range (at most 16)");
   hp.tied_output = o.tied_output >= 0 ? o.tied_output != 0 : d.tied_output;
 
-  // Sliding window: the row says which layers are local; a window for an architecture
-  // without local layers would be written and never used.
-  // (Compressed attention: every layer has a window.)
-  const bool windows = arch->swa_period > 0 || compressed;
-  if (o.sliding_window > 0 && !windows) {
+  // Sliding window: the row says which layers are local (compressed attention: every layer
+  // has a window); a window for an architecture without local layers would be written and
+  // never used.
+  const bool has_swa = arch->swa_period > 0 || arch->layer_shapes || compressed;
+  if (o.sliding_window > 0 && !has_swa) {
     bad_option("--window: " + o.arch + " has no sliding-window layers");
   }
   if (o.sliding_window == 0 && compressed) bad_option("--window: " + o.arch + " needs one");
+  if (o.sliding_window == 0 && arch->layer_shapes) {
+    bad_option("--window: " + o.arch + " needs a window for its sliding layers");
+  }
   hp.sliding_window = o.sliding_window >= 0 ? o.sliding_window
-                      : !windows
+                      : !has_swa
                           ? 0
                           : std::clamp<int64_t>(hp.n_ctx / d.window_ctx_div, 1, d.sliding_window);
 
@@ -489,8 +568,9 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   }
 
   hp.n_ff = o.n_ff > 0 ? o.n_ff : (3 * hp.n_embd + 63) / 64 * 64;
-  if (arch->moe) {
-    hp.n_expert = o.n_expert;
+  const int64_t n_expert = o.n_expert >= 0 ? o.n_expert : d.n_expert;
+  if (arch->moe || (arch->moe_beside_dense && n_expert > 0)) {
+    hp.n_expert = n_expert;
     // The family's count, at most every expert of a small model.
     hp.n_expert_used =
         o.n_expert_used > 0 ? o.n_expert_used : std::min(d.n_expert_used, hp.n_expert);
@@ -504,7 +584,7 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
     if (hp.n_expert < 1 || hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert) {
       bad_option("need 1 <= --experts-used <= --experts");
     }
-    if (hp.n_leading_dense == 0) hp.n_ff = 0;
+    if (hp.n_leading_dense == 0 && !arch->moe_beside_dense) hp.n_ff = 0;
     hp.n_expert_shared = o.n_expert_shared >= 0 ? o.n_expert_shared : d.n_expert_shared;
     if (hp.n_expert_shared > 64) bad_option("--shared-experts is out of range (at most 64)");
     // A gated shared expert is stated by its width (expert_shared_feed_forward_length).
@@ -554,6 +634,11 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
       if (set) bad_option(std::string(flag) + ": " + o.arch + " has no mixture of experts");
     }
   }
+  if (arch->layer_shapes) {
+    layer_shapes(o, *arch, hp);
+  } else if (o.n_embd_per_layer >= 0 || o.n_kv_shared >= 0 || o.sliding_period > 0) {
+    bad_option("--per-layer-embd, --shared-kv-layers and --global-every are Gemma 4's (gemma4)");
+  }
   return hp;
 }
 
@@ -580,6 +665,9 @@ void synthesize(const SynthOptions& o) {
   w.append(vocab_keys);
 
   std::vector<TensorSpec> specs = model_tensors(*arch, hp);
+  // Proportional rope (Gemma 4's global layers): rope_freqs, not drawn (see the fill below).
+  const float rotated = arch->synth.rope_freqs_rotated;
+  if (rotated > 0) specs.push_back({"rope_freqs.weight", {hp.n_rot / 2}, TensorRole::kNorm});
   std::vector<TensorType> types;
   for (const TensorSpec& t : specs) {
     types.push_back(tensor_type_for(*ft, t, hp));
@@ -614,6 +702,17 @@ void synthesize(const SynthOptions& o) {
       return;
     }
     const TypeTraits& traits = type_traits(types[index]);
+    if (t.name == "rope_freqs.weight") {
+      // The first `rotated` of the pairs turn; the others' angles are divided by 1e30 (the
+      // converter's encoding of partial rotary).
+      std::vector<float> freqs(static_cast<size_t>(t.shape[0]), 1e30f);
+      const auto turning = static_cast<int64_t>(static_cast<float>(t.shape[0]) * rotated);
+      std::fill_n(freqs.begin(), turning, 1.0f);
+      traits.quantize(freqs.data(), out.data(), t.shape[0]);
+      done += out.size();
+      if (o.progress) o.progress(done, total);
+      return;
+    }
     const int64_t n_cols = t.shape[0];
     const int64_t n_rows = static_cast<int64_t>(t.shape.size() > 1 ? t.shape[1] : 1) *
                            (t.shape.size() > 2 ? t.shape[2] : 1);

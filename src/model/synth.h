@@ -28,7 +28,7 @@ struct SynthOptions {
   int64_t n_head_kv = 0;  // 0: n_head / 2 (at least 1)
   int64_t head_dim = 0;   // 0: the row's (glm4moe, minimax-m2: 128), else n_embd / n_head
   int64_t n_ctx = 4096;
-  int64_t n_expert = 8;
+  int64_t n_expert = -1;      // -1: the architecture's (gemma4: 128, as 26B-A4B; else 8)
   int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
   int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
   int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied
@@ -57,6 +57,15 @@ struct SynthOptions {
   // Attention window of the local layers (gpt-oss: 128, gemma3: 512, less for a short
   // context); 0: none. Only architectures with sliding-window layers take one.
   int64_t sliding_window = -1;
+  // Gemma 4: each layer's own input of this width (the E2B / E4B models; default 0: none),
+  // and the last layers that read an earlier layer's keys and values (default: with
+  // per-layer inputs, about half the layers, as E2B / E4B; else 0). --experts 0 gives the
+  // dense models (31B, E2B / E4B).
+  int64_t n_embd_per_layer = -1;
+  int64_t n_kv_shared = -1;
+  // Gemma 4: every this-many-th layer (and the last) is global (default 6, 26B-A4B's 5:1;
+  // E2B / E4B: 5).
+  int64_t sliding_period = -1;
   // Rope scaling: none|linear|yarn. deepseek2: yarn 40 over 4096 with log-multiplier 0.1
   // (V3); gpt-oss: yarn 32 over 4096; gemma3: linear 8 (its global layers); else none.
   std::string rope_scaling;

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -12,35 +12,18 @@
 #include "model/builtin_vocab.h"
 #include "model/file_type.h"
 #include "model/model_info.h"
+#include "model/synth_test_util.h"
 #include "quant/types.h"
 #include "util/error.h"
 
 namespace herd {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
+using namespace synth_testing;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-SynthOptions small(const std::string& arch, const std::string& type, const std::string& out) {
-  SynthOptions o;
-  o.arch = arch;
-  o.type = type;
-  o.out_path = temp_path(out);
-  o.n_embd = 256;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.n_ff = 512;
-  o.n_expert = 4;
-  o.n_expert_used = 2;
-  o.threads = 2;
-  return o;
 }
 
 TEST(Synth, LlamaHasEveryTensorAndKey) {
@@ -162,31 +145,6 @@ TEST(Synth, BadOptionsAreNamed) {
   EXPECT_THROW(synthesize(o), Error);
 }
 
-// Small shapes of the three architectures that main made data rows (deepseek2's MLA, gpt-oss,
-// gemma3): head sizes that differ from embd / heads and rows that fit the quant blocks.
-SynthOptions small_new(const std::string& arch, const std::string& type, const std::string& out) {
-  SynthOptions o = small(arch, type, out);
-  o.n_embd = 128;
-  o.n_ff = 256;
-  o.n_layer = arch == "gemma3" ? 6 : 3;  // gemma3: five local layers, then a global one
-  o.n_head_kv = arch == "deepseek2" || arch == "deepseek4" ? 0 : 2;
-  o.head_dim = 64;
-  o.n_expert = 8;
-  o.n_expert_used = 0;  // the architecture's default (gpt-oss: 4)
-  o.n_ff_expert = 64;
-  o.n_ctx = 256;
-  if (arch == "deepseek2" || arch == "glm-dsa") {
-    o.n_head_kv = 0;
-    o.head_dim = 96;  // 64 nope + 32 rope: k_b's rows of 64 fit q8_0 / q5_0 blocks
-    o.rope_dim = 32;
-  }
-  if (arch == "glm-dsa") {  // GLM-5's 256-wide values and 512 latent are its defaults
-    o.head_dim_v = 64;
-    o.kv_lora_rank = 64;
-  }
-  return o;
-}
-
 std::vector<float> dequantized(const gguf::File& f, const std::string& name) {
   const gguf::TensorInfo& t = f.tensor(name);
   int64_t n = 1;
@@ -198,64 +156,6 @@ std::vector<float> dequantized(const gguf::File& f, const std::string& name) {
                                    out.data() + r * t.shape[0], t.shape[0]);
   }
   return out;
-}
-
-// The file says what synth_hparams meant, and holds exactly the tensors of the arch's list.
-void expect_reads_back(const SynthOptions& o) {
-  gguf::File f = gguf::File::open(o.out_path);
-  ModelInfo info = read_model_info(f);
-  const int64_t n_vocab = info.hp.n_vocab;
-  HParams want = synth_hparams(o, n_vocab);
-  const HParams& got = info.hp;
-  EXPECT_EQ(got.n_embd, want.n_embd);
-  EXPECT_EQ(got.n_ff, want.n_ff);
-  EXPECT_EQ(got.n_head, want.n_head);
-  EXPECT_EQ(got.n_head_kv, want.n_head_kv);
-  EXPECT_EQ(got.head_dim, want.head_dim);
-  EXPECT_EQ(got.head_dim_v, want.head_dim_v);
-  EXPECT_EQ(got.n_rot, want.n_rot);
-  EXPECT_EQ(got.rms_eps, want.rms_eps);
-  EXPECT_EQ(got.rope_base, want.rope_base);
-  EXPECT_EQ(got.rope_scaling, want.rope_scaling);
-  EXPECT_EQ(got.rope_factor, want.rope_factor);
-  EXPECT_EQ(got.rope_original_ctx, want.rope_original_ctx);
-  EXPECT_EQ(got.yarn_log_multiplier, want.yarn_log_multiplier);
-  EXPECT_EQ(got.sliding_window, want.sliding_window);
-  EXPECT_EQ(got.q_lora_rank, want.q_lora_rank);
-  EXPECT_EQ(got.kv_lora_rank, want.kv_lora_rank);
-  EXPECT_EQ(got.mla_kv_b, want.mla_kv_b);
-  EXPECT_EQ(got.mla_split_b, want.mla_split_b);
-  EXPECT_EQ(got.mla_3d_b, want.mla_3d_b);
-  EXPECT_EQ(got.n_expert, want.n_expert);
-  EXPECT_EQ(got.n_expert_used, want.n_expert_used);
-  EXPECT_EQ(got.n_ff_expert, want.n_ff_expert);
-  EXPECT_EQ(got.n_expert_shared, want.n_expert_shared);
-  EXPECT_EQ(got.n_leading_dense, want.n_leading_dense);
-  EXPECT_EQ(got.gating, want.gating);
-  EXPECT_EQ(got.expert_weights_norm, want.expert_weights_norm);
-  EXPECT_EQ(got.expert_weights_scale, want.expert_weights_scale);
-  EXPECT_EQ(got.n_expert_group, want.n_expert_group);
-  EXPECT_EQ(got.n_expert_group_used, want.n_expert_group_used);
-  EXPECT_EQ(got.expert_selection_bias, want.expert_selection_bias);
-  EXPECT_EQ(got.tied_output, want.tied_output);
-  EXPECT_EQ(got.compress_ratios, want.compress_ratios);
-  EXPECT_EQ(got.n_hc, want.n_hc);
-  EXPECT_EQ(got.n_hash_layers, want.n_hash_layers);
-  EXPECT_EQ(got.swiglu_limit, want.swiglu_limit);
-  EXPECT_EQ(got.n_nextn, want.n_nextn);
-  EXPECT_EQ(got.qk_norm_absent, want.qk_norm_absent);
-  EXPECT_EQ(got.n_indexer_head, want.n_indexer_head);
-  EXPECT_EQ(got.indexer_head_dim, want.indexer_head_dim);
-  EXPECT_EQ(got.indexer_top_k, want.indexer_top_k);
-  std::vector<TensorSpec> specs = model_tensors(*info.arch, want);
-  ASSERT_EQ(f.tensors().size(), specs.size());
-  ASSERT_EQ(info.tensors.size(), specs.size());
-  const FileType ft = *find_file_type(o.type);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    EXPECT_EQ(f.tensors()[i].name, specs[i].name);
-    EXPECT_EQ(f.tensors()[i].shape, specs[i].shape) << specs[i].name;
-    EXPECT_EQ(f.tensors()[i].type, tensor_type_for(ft, specs[i], want)) << specs[i].name;
-  }
 }
 
 // attn_k_b and attn_v_b are attn_kv_b cut per head (frontier README): kv = attn_kv_b as
@@ -282,8 +182,8 @@ float mla_cut_error(const gguf::File& f, const HParams& hp, int il) {
 }
 
 TEST(Synth, NewArchitecturesReadBackInEveryType) {
-  for (const std::string arch :
-       {"deepseek2", "gpt-oss", "gemma3", "glm4moe", "minimax-m2", "glm-dsa", "deepseek4"}) {
+  for (const std::string arch : {"deepseek2", "gpt-oss", "gemma3", "glm4moe", "minimax-m2",
+                                 "glm-dsa", "deepseek4", "gemma4"}) {
     for (const std::string type : {"f32", "q8_0", "q4_k_m"}) {
       SCOPED_TRACE(arch + " " + type);
       SynthOptions o = small_new(arch, type, "synth_" + arch + "_" + type + ".gguf");
@@ -330,53 +230,6 @@ TEST(Synth, NextNBlocksAreListedAndCheckedNotRun) {
 // full_attention_interval-th layer (qwen3next: always 4), the ssm.* keys, and each variant's
 // own tensors (ssm_ba or ssm_beta / ssm_alpha, attn_q of [q | gate] per head, the shared
 // expert's gate).
-TEST(Synth, GatedDeltaNetHybridsReadBack) {
-  for (const std::string arch : {"qwen35moe", "qwen35", "qwen3next"}) {
-    for (const std::string type : {"f32", "q8_0"}) {
-      SCOPED_TRACE(arch + " " + type);
-      SynthOptions o = small(arch, type, "synth_" + arch + "_" + type + ".gguf");
-      o.n_layer = 6;
-      o.n_embd = 128;
-      o.delta_n_k_heads = 2;
-      o.delta_n_v_heads = 4;
-      o.delta_head_dim = 64;
-      if (arch == "qwen35") o.full_attention_interval = 3;
-      synthesize(o);
-      expect_reads_back(o);
-      gguf::File f = gguf::File::open(o.out_path);
-      const ModelInfo info = read_model_info(f);
-      const HParams& hp = info.hp;
-      EXPECT_EQ(hp.delta_n_k_heads, 2);
-      EXPECT_EQ(hp.delta_n_v_heads, 4);
-      EXPECT_EQ(hp.delta_head_k, 64);
-      EXPECT_EQ(hp.delta_head_v, 64);
-      EXPECT_EQ(hp.delta_conv_kernel, 4);
-      EXPECT_EQ(hp.n_rot, hp.head_dim / 4);
-      const int every = arch == "qwen35" ? 3 : 4;
-      for (int64_t il = 0; il < hp.n_layer; ++il) {
-        const bool linear = layer_options(*info.arch, hp, il).linear;
-        EXPECT_EQ(linear, (il + 1) % every != 0) << "layer " << il;
-        const std::string blk = "blk." + std::to_string(il) + ".";
-        EXPECT_EQ(f.find_tensor(blk + "ssm_out.weight") != nullptr, linear);
-        EXPECT_EQ(f.find_tensor(blk + "ssm_ba.weight") != nullptr, linear && arch == "qwen3next");
-        EXPECT_EQ(f.find_tensor(blk + "ssm_beta.weight") != nullptr, linear && arch != "qwen3next");
-        if (!linear) {
-          EXPECT_EQ(f.tensor(blk + "attn_q.weight").shape[1], 2 * hp.n_head * hp.head_dim);
-        }
-        EXPECT_EQ(f.find_tensor(blk + "ffn_gate_inp_shexp.weight") != nullptr, arch != "qwen35");
-      }
-      EXPECT_EQ(f.tensor("blk.0.ssm_conv1d.weight").type, TensorType::F32);
-      EXPECT_EQ(f.has(arch + ".rope.dimension_sections"), arch != "qwen3next");
-    }
-  }
-  SynthOptions fixed = small("qwen3next", "f32", "synth_qwen3next_interval.gguf");
-  fixed.full_attention_interval = 2;
-  EXPECT_THROW(synth_hparams(fixed, 384), Error);
-  SynthOptions llama = small("llama", "f32", "synth_llama_linear.gguf");
-  llama.delta_n_v_heads = 4;
-  EXPECT_THROW(synth_hparams(llama, 384), Error);
-}
-
 TEST(Synth, DeepSeek2HasV3Layout) {
   SynthOptions o = small_new("deepseek2", "f32", "synth_ds2_layout.gguf");
   synthesize(o);
@@ -416,46 +269,6 @@ TEST(Synth, DeepSeek2HasV3Layout) {
 
 // DeepSeek V4: its keys as frontier2's README lists them, the hyper-connection matrices kept
 // f32 in a q8_0 file, and a hash table of distinct expert ids per token.
-TEST(Synth, DeepSeek4HasV4Layout) {
-  SynthOptions o = small_new("deepseek4", "q8_0", "synth_ds4_layout.gguf");
-  o.n_layer = 4;
-  synthesize(o);
-  gguf::File f = gguf::File::open(o.out_path);
-  EXPECT_EQ(f.get_u32("deepseek4.attention.head_count_kv"), 1u);
-  EXPECT_EQ(f.get_i32_array("deepseek4.attention.compress_ratios"),
-            (std::vector<int32_t>{0, 4, 128, 4}));
-  EXPECT_EQ(f.get_u32("deepseek4.expert_gating_func"), 4u);
-  EXPECT_EQ(f.get_u32("deepseek4.hyper_connection.count"), 4u);
-  EXPECT_EQ(f.get_u32("deepseek4.hash_layer_count"), 2u);
-  EXPECT_EQ(f.get_f32("deepseek4.swiglu_clamp_exp"), 10.0f);
-  EXPECT_FALSE(f.has("deepseek4.attention.kv_lora_rank"));  // read from attn_kv_a_norm
-  const ModelInfo info = read_model_info(f);
-  EXPECT_EQ(info.hp.kv_lora_rank, 64);
-  EXPECT_EQ(f.tensor("blk.0.hc_attn_fn.weight").type, TensorType::F32);
-  EXPECT_EQ(f.tensor("output_hc_fn.weight").type, TensorType::F32);
-  EXPECT_EQ(f.tensor("blk.1.attn_compressor_kv.weight").type, TensorType::Q8_0);
-  EXPECT_EQ(f.tensor("blk.1.attn_compressor_kv.weight").shape, (std::vector<int64_t>{128, 128}));
-  EXPECT_EQ(f.tensor("blk.2.attn_compressor_kv.weight").shape, (std::vector<int64_t>{128, 64}));
-  EXPECT_NE(f.find_tensor("blk.3.indexer.proj.weight"), nullptr);
-  EXPECT_EQ(f.find_tensor("blk.2.indexer.proj.weight"), nullptr);  // HCA: no indexer
-  EXPECT_EQ(f.find_tensor("blk.1.exp_probs_b.bias"), nullptr);     // hash-routed
-  EXPECT_NE(f.find_tensor("blk.2.exp_probs_b.bias"), nullptr);
-  const gguf::TensorInfo& map = f.tensor("blk.0.ffn_gate_tid2eid.weight");
-  ASSERT_EQ(map.type, TensorType::I32);
-  std::vector<int32_t> ids(static_cast<size_t>(map.n_elements));
-  std::memcpy(ids.data(), map.data, ids.size() * sizeof(int32_t));
-  std::set<int32_t> used;
-  for (size_t t = 0; t < ids.size(); t += 2) {
-    EXPECT_NE(ids[t], ids[t + 1]);
-    for (size_t j = t; j < t + 2; ++j) {
-      EXPECT_GE(ids[j], 0);
-      EXPECT_LT(ids[j], 8);
-      used.insert(ids[j]);
-    }
-  }
-  EXPECT_EQ(used.size(), 8u);
-}
-
 TEST(Synth, DeepSeek2CutSurvivesRounding) {
   // f16 and bf16 round each value alone: still exact. q8_0 quantizes each of the three on
   // its own (as llama-quantize): equal within a q8_0 step of these N(0, 1/64) values.
@@ -637,6 +450,108 @@ TEST(Synth, FrontierShapesGiveFrontierLayout) {
   }
 }
 
+// Synthesized with the shapes of ../shared/models/frontier2's Gemma 4 files (26B-A4B style
+// with experts and V = K on the global layer; E2B style with per-layer inputs, shared KV and
+// a doubled MLP on the shared layers, tied output), a model has their keys and tensors.
+TEST(Synth, Gemma4ShapesGiveFrontier2Layout) {
+  for (const bool e : {false, true}) {
+    SynthOptions o;
+    o.arch = "gemma4";
+    o.type = "f32";
+    o.n_ctx = 256;
+    o.threads = 2;
+    o.n_embd = 64;
+    o.n_head = 4;
+    o.n_head_kv = e ? 1 : 2;
+    o.head_dim = 32;  // the sliding layers'; the global ones' twice that
+    o.n_ff = 96;
+    o.sliding_window = 8;
+    o.n_layer = e ? 6 : 4;
+    o.n_expert = e ? 0 : 8;
+    o.n_ff_expert = 32;
+    o.n_expert_used = 2;
+    o.tied_output = e ? 1 : 0;
+    if (e) {
+      o.n_embd_per_layer = 32;
+      o.sliding_period = 3;
+    }
+    const std::string name = e ? "gemma4e" : "gemma4";
+    SCOPED_TRACE(name);
+    const std::string ref_path = "../shared/models/frontier2/" + name + "-f32.gguf";
+    o.vocab_path = ref_path;
+    o.out_path = temp_path("synth_frontier2_" + name + ".gguf");
+    synthesize(o);
+    gguf::File ref = gguf::File::open(ref_path);
+    gguf::File f = gguf::File::open(o.out_path);
+    for (const auto& [key, want] : ref.metadata()) {
+      if (!key.starts_with("gemma4.")) continue;
+      const gguf::Value* got = f.find(key);
+      ASSERT_NE(got, nullptr) << key;
+      EXPECT_EQ(got->type, want.type) << key;
+      EXPECT_EQ(got->u, want.u) << key;
+      EXPECT_EQ(got->i, want.i) << key;
+      EXPECT_EQ(static_cast<float>(got->f), static_cast<float>(want.f)) << key;
+      if (want.type == gguf::ValueType::ARRAY) {
+        EXPECT_EQ(got->elem_type, want.elem_type) << key;
+        EXPECT_EQ(f.get_i32_array(key), ref.get_i32_array(key)) << key;
+      }
+    }
+    ASSERT_EQ(f.tensors().size(), ref.tensors().size());
+    for (const gguf::TensorInfo& t : ref.tensors()) {
+      const gguf::TensorInfo* got = f.find_tensor(t.name);
+      ASSERT_NE(got, nullptr) << t.name;
+      EXPECT_EQ(got->shape, t.shape) << t.name;
+    }
+    // Proportional rope: the first quarter of the global layers' pairs turn.
+    const auto* freqs = reinterpret_cast<const float*>(f.tensor("rope_freqs.weight").data);
+    const auto* want = reinterpret_cast<const float*>(ref.tensor("rope_freqs.weight").data);
+    EXPECT_TRUE(std::equal(freqs, freqs + 32, want));
+    expect_reads_back(o);
+  }
+}
+
+TEST(Synth, Gemma4DefaultsAndOptions) {
+  SynthOptions o = small_new("gemma4", "q8_0", "synth_gemma4.gguf");
+  o.n_layer = 12;
+  o.n_expert = -1;
+  HParams hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.n_expert, 128);
+  o.n_expert = 16;
+  hp = synth_hparams(o, 1000);
+  // 26B-A4B: 5 sliding then a global layer, the global heads twice as wide with a quarter of
+  // the KV heads (at least one), V = K there, 8 experts used, soft-capping 30, tied.
+  EXPECT_EQ(hp.swa_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(hp.head_dim_swa, 64);
+  EXPECT_EQ(hp.head_dim, 128);
+  EXPECT_EQ(hp.n_head_kv_of[0], 2);
+  EXPECT_EQ(hp.n_head_kv_of[5], 1);
+  EXPECT_TRUE(hp.global_v_is_k);
+  EXPECT_EQ(hp.n_expert_used, 8);
+  EXPECT_EQ(hp.final_softcap, 30.0f);
+  EXPECT_TRUE(hp.tied_output);
+  EXPECT_EQ(hp.n_kv_shared, 0);
+  // E2B style: per-layer inputs bring shared KV (the second half, after [sliding, global])
+  // with a doubled MLP, and attn_v everywhere.
+  o.n_expert = 0;
+  o.n_embd_per_layer = 32;
+  hp = synth_hparams(o, 1000);
+  EXPECT_EQ(hp.n_expert, 0);
+  EXPECT_EQ(hp.n_kv_shared, 6);
+  EXPECT_EQ(hp.n_ff_of[5], 256);
+  EXPECT_EQ(hp.n_ff_of[6], 512);
+  EXPECT_FALSE(hp.global_v_is_k);
+  synthesize(o);
+  expect_reads_back(o);
+  o.n_kv_shared = 5;  // layer 6 (sliding) would be the last with its own cache
+  EXPECT_THROW(synth_hparams(o, 1000), Error);
+  o.n_kv_shared = -1;
+  o.sliding_window = 0;
+  EXPECT_THROW(synth_hparams(o, 1000), Error);
+  SynthOptions llama = small("llama", "f32", "unused.gguf");
+  llama.n_embd_per_layer = 16;
+  EXPECT_THROW(synth_hparams(llama, 1000), Error);
+}
+
 // llama-quantize --pure Q8_0 left deepseek2-q8_0's router and 1-D tensors f32 and made every
 // other weight q8_0, attn_k_b's rows of 32 included: the q8_0 mix does the same.
 TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
@@ -650,65 +565,6 @@ TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
 
 // GLM-4.5 (and Air without q/k norm), MiniMax-M2 and GLM-5 as their converters write them
 // (../shared/models/frontier2/README.md).
-TEST(Synth, GlmAndMiniMaxLayouts) {
-  SynthOptions o = small_new("glm4moe", "q8_0", "synth_glm4moe_layout.gguf");
-  synthesize(o);
-  gguf::File f = gguf::File::open(o.out_path);
-  EXPECT_EQ(f.get_u32("glm4moe.block_count"), 4u);  // 3 + 1 NextN
-  EXPECT_EQ(f.get_u32("glm4moe.nextn_predict_layers"), 1u);
-  EXPECT_EQ(f.get_u32("glm4moe.rope.dimension_count"), 32u);  // half of the 64-wide heads
-  EXPECT_EQ(f.get_u32("glm4moe.expert_gating_func"), 2u);
-  EXPECT_EQ(f.get_f32("glm4moe.expert_weights_scale"), 2.5f);
-  EXPECT_EQ(f.get_u32("glm4moe.expert_shared_count"), 1u);
-  EXPECT_EQ(f.get_u32("glm4moe.leading_dense_block_count"), 1u);
-  for (const char* name : {"blk.0.attn_q.bias", "blk.0.post_attention_norm.weight",
-                           "blk.1.exp_probs_b.bias", "blk.3.nextn.eh_proj.weight"}) {
-    EXPECT_NE(f.find_tensor(name), nullptr) << name;
-  }
-  EXPECT_EQ(f.tensor("blk.0.attn_q_norm.weight").shape, std::vector<int64_t>{64});
-  EXPECT_FALSE(read_model_info(f).hp.qk_norm_absent);
-  // GLM-4.5-Air: no q/k norm, which the file says.
-  SynthOptions air = small_new("glm4moe", "f32", "synth_glm4moe_air.gguf");
-  air.qk_norm = 0;
-  synthesize(air);
-  expect_reads_back(air);
-  gguf::File fa = gguf::File::open(air.out_path);
-  EXPECT_EQ(fa.find_tensor("blk.0.attn_q_norm.weight"), nullptr);
-  EXPECT_TRUE(read_model_info(fa).hp.qk_norm_absent);
-
-  // MiniMax-M2: one q/k norm weight per element of the whole row.
-  SynthOptions mm = small_new("minimax-m2", "f32", "synth_minimax_layout.gguf");
-  synthesize(mm);
-  gguf::File fm = gguf::File::open(mm.out_path);
-  EXPECT_EQ(fm.tensor("blk.0.attn_q_norm.weight").shape, std::vector<int64_t>{4 * 64});
-  EXPECT_EQ(fm.tensor("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{2 * 64});
-  EXPECT_EQ(fm.get_u32("minimax-m2.expert_gating_func"), 2u);  // the reference's default is softmax
-
-  // GLM-5: mainline's MLA layout and the DSA indexer.
-  SynthOptions g5 = small_new("glm-dsa", "q8_0", "synth_glm_dsa_layout.gguf");
-  synthesize(g5);
-  gguf::File fg = gguf::File::open(g5.out_path);
-  EXPECT_EQ(fg.get_u32("glm-dsa.attention.head_count_kv"), 1u);
-  EXPECT_EQ(fg.get_u32("glm-dsa.attention.key_length"), 64u + 32u);  // latent + rope key
-  EXPECT_EQ(fg.get_u32("glm-dsa.attention.key_length_mla"), 96u);
-  EXPECT_EQ(fg.get_u32("glm-dsa.attention.value_length_mla"), 64u);
-  EXPECT_EQ(fg.get_u32("glm-dsa.attention.indexer.top_k"), 2048u);
-  EXPECT_EQ(fg.find_tensor("blk.0.attn_kv_b.weight"), nullptr);
-  EXPECT_EQ(fg.tensor("blk.0.attn_k_b.weight").shape, (std::vector<int64_t>{64, 64, 4}));
-  EXPECT_EQ(fg.tensor("blk.0.indexer.attn_q_b.weight").shape, (std::vector<int64_t>{64, 32 * 128}));
-  EXPECT_TRUE(read_model_info(fg).hp.mla_3d_b);
-  // At any size the defaults are GLM-5's attention: 192 + 64 keys, 256 values, a 512 latent.
-  SynthOptions big = small("glm-dsa", "f32", "unused.gguf");
-  big.n_head_kv = 0;
-  const HParams hp = synth_hparams(big, 1000);
-  EXPECT_EQ(hp.head_dim, 256);
-  EXPECT_EQ(hp.n_rot, 64);
-  EXPECT_EQ(hp.head_dim_v, 256);
-  EXPECT_EQ(hp.kv_lora_rank, 512);
-  EXPECT_EQ(hp.n_indexer_head, 32);
-  EXPECT_FALSE(hp.mla_kv_b);
-}
-
 TEST(Synth, NewOptionsAreChecked) {
   auto fails = [](SynthOptions o, const std::string& needle) {
     try {

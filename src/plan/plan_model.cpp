@@ -21,13 +21,20 @@ PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
   m.n_head_kv = hp.n_head_kv;
   m.head_dim = hp.head_dim;
   m.n_ctx_train = hp.n_ctx;
-  m.n_ff = arch.moe ? hp.n_ff_expert : hp.n_ff;
-  m.n_expert = arch.moe ? hp.n_expert : 0;
-  m.n_expert_used = arch.moe ? hp.n_expert_used : 0;
+  const bool moe = hp.n_expert > 0;
+  m.n_ff = moe ? hp.n_ff_expert : hp.n_ff;
+  m.n_expert = moe ? hp.n_expert : 0;
+  m.n_expert_used = moe ? hp.n_expert_used : 0;
   m.tied_output = hp.tied_output;
   m.layers.assign(static_cast<size_t>(std::max<int64_t>(hp.n_layer, 0)), PlanLayer{});
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    m.layers[static_cast<size_t>(il)].recurrent = layer_options(arch, hp, il).linear;
+    const LayerOptions lo = layer_options(arch, hp, il);
+    PlanLayer& l = m.layers[static_cast<size_t>(il)];
+    l.recurrent = lo.linear;
+    const int64_t values = arch.attention == AttentionKind::kMla
+                               ? hp.kv_lora_rank + hp.n_rot
+                               : lo.n_head_kv * (lo.head_dim + lo.head_dim_v);
+    l.kv_cache_bytes = lo.own_kv && !lo.linear ? 2 * static_cast<uint64_t>(values) : 0;
   }
   if (arch.delta_net) {
     const int64_t conv_dim =
@@ -35,6 +42,12 @@ PlanModel shape_of(const ArchSpec& arch, const HParams& hp) {
     m.recurrent_state_bytes =
         4 * static_cast<uint64_t>((hp.delta_conv_kernel - 1) * conv_dim +
                                   hp.delta_n_v_heads * hp.delta_head_k * hp.delta_head_v);
+  }
+  m.earliest_kv_read.assign(m.layers.size(), 0);
+  int64_t earliest = hp.n_layer;
+  for (int64_t il = hp.n_layer - 1; il >= 0; --il) {
+    earliest = std::min({earliest, il, layer_options(arch, hp, il).kv_layer});
+    m.earliest_kv_read[static_cast<size_t>(il)] = earliest;
   }
   return m;
 }
@@ -104,6 +117,11 @@ int64_t PlanModel::recurrent_layers(int64_t begin, int64_t end) const {
   int64_t n = 0;
   for (int64_t il = begin; il < end; ++il) n += layers[static_cast<size_t>(il)].recurrent;
   return n;
+}
+
+bool PlanModel::can_start_stage(int64_t il) const {
+  if (il <= 0 || il >= static_cast<int64_t>(earliest_kv_read.size())) return true;
+  return earliest_kv_read[static_cast<size_t>(il)] >= il;
 }
 
 double PlanModel::layer_flops_per_token() const {

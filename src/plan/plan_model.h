@@ -26,6 +26,9 @@ struct PlanLayer {
 
   // A linear-attention layer (Gated DeltaNet): a recurrent state per sequence, no KV cache.
   bool recurrent = false;
+  // Besides the weights: the F16 keys and values it caches per position of one sequence,
+  // all its KV heads (0: it reads an earlier layer's, Gemma 4's shared-KV layers).
+  uint64_t kv_cache_bytes = 0;
 
   uint64_t total() const { return replicated_bytes + attn_q_bytes + attn_kv_bytes + ffn_bytes; }
   bool operator==(const PlanLayer&) const = default;
@@ -61,12 +64,17 @@ struct PlanModel {
   // F32 state of one recurrent layer for one sequence (the conv window and the delta rule's
   // per-head matrices; engine/kv_cache.h's RecurrentShape).
   uint64_t recurrent_state_bytes = 0;
+  // [n_layer] the earliest layer whose cache layers il.. read (il itself when none reads an
+  // earlier one's): can_start_stage in O(1).
+  std::vector<int64_t> earliest_kv_read;
 
   bool moe() const { return n_expert > 0; }
-  // Whether a layer can be cut over tensor-parallel ranks (compressed attention and its
-  // hyper-connections cannot yet: such models split by pipeline only).
+  // Whether a layer can be cut over tensor-parallel ranks: not yet with compressed attention
+  // and its hyper-connections, nor where the layers differ in shape (layer_shapes(): the
+  // engine refuses such a slice). Such models split by pipeline only.
   bool tensor_splittable() const {
-    return arch_row == nullptr || arch_row->attention != AttentionKind::kCompressed;
+    return arch_row == nullptr ||
+           (arch_row->attention != AttentionKind::kCompressed && !arch_row->layer_shapes);
   }
   // Multiply-adds x 2 of one layer's matrices for one token (the experts a token runs
   // through, for MoE): the work of prefill, where a node's matmul speed sets the pace.
@@ -78,6 +86,12 @@ struct PlanModel {
   uint64_t kv_bytes_per_head_per_token() const;
   // Layers of [begin, end) that keep a recurrent state instead of a KV cache.
   int64_t recurrent_layers(int64_t begin, int64_t end) const;
+  // Whether a stage may begin at layer il: no layer from il on reads the cache of a layer
+  // before it (Gemma 4's shared-KV layers and the layers they read stay in one stage).
+  bool can_start_stage(int64_t il) const;
+  // Layers differ in KV heads or head size (Gemma 4): the KV cache is the sum of the layers'
+  // own (PlanLayer::kv_cache_bytes), and such a model is not cut by tensor parallelism.
+  bool layer_shapes() const { return arch_row != nullptr && arch_row->layer_shapes; }
 };
 
 // Reads the per-tensor byte sizes of the model's tensors from its file.

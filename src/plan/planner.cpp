@@ -77,13 +77,17 @@ class LayerSums {
       p.attn_q_bytes = prefix_[i].attn_q_bytes + l.attn_q_bytes;
       p.attn_kv_bytes = prefix_[i].attn_kv_bytes + l.attn_kv_bytes;
       p.ffn_bytes = prefix_[i].ffn_bytes + l.ffn_bytes;
+      p.kv_cache_bytes = prefix_[i].kv_cache_bytes + l.kv_cache_bytes;
     }
   }
   PlanLayer range(int64_t begin, int64_t end) const {
     const PlanLayer& a = prefix_[static_cast<size_t>(begin)];
     const PlanLayer& b = prefix_[static_cast<size_t>(end)];
-    return {b.replicated_bytes - a.replicated_bytes, b.attn_q_bytes - a.attn_q_bytes,
-            b.attn_kv_bytes - a.attn_kv_bytes, b.ffn_bytes - a.ffn_bytes};
+    return {.replicated_bytes = b.replicated_bytes - a.replicated_bytes,
+            .attn_q_bytes = b.attn_q_bytes - a.attn_q_bytes,
+            .attn_kv_bytes = b.attn_kv_bytes - a.attn_kv_bytes,
+            .ffn_bytes = b.ffn_bytes - a.ffn_bytes,
+            .kv_cache_bytes = b.kv_cache_bytes - a.kv_cache_bytes};
   }
 
  private:
@@ -200,6 +204,7 @@ Slicing Planner::slicing(int64_t n_ranks) const {
 // vocabulary): what it holds whole. Callers add the slices.
 RankLoad Planner::load(int64_t begin, int64_t end, bool embedding) const {
   RankLoad l;
+  l.layer_begin = begin;
   l.n_layers = end - begin;
   l.n_recurrent = m_.recurrent_layers(begin, end);
   l.layers = sums_.range(begin, end);
@@ -365,7 +370,7 @@ std::optional<Plan> Planner::pipeline(const std::vector<std::vector<int>>& group
       // A longer range needs more memory: once one does not fit, none longer does.
       for (int64_t begin = end - 1; begin >= 0; --begin) {
         const Best& before = best[g][static_cast<size_t>(begin)];
-        if (!before.ok) continue;
+        if (!before.ok || !m_.can_start_stage(begin)) continue;
         const GroupFit fit = fit_group(groups[g], begin, end);
         if (!fit.fits) break;
         const Best candidate{true, std::max(before.worst, fit.seconds), before.total + fit.seconds,
@@ -527,23 +532,28 @@ Plan plan(const PlanModel& model, const std::vector<NodeProfile>& nodes,
     return std::move(*plan);
   };
 
-  const bool wide =
-      options.mode == Mode::kTensor || (options.mode == Mode::kHybrid && options.tensor_ranks > 1);
-  if (wide && !model.tensor_splittable()) {
-    throw Error("plan", model.arch +
-                            "'s layers are not cut by tensor parallelism yet: use --parallel "
-                            "pipeline");
-  }
+  // Models whose layers tensor parallelism does not cut (PlanModel::tensor_splittable): pipeline
+  // stages only.
+  const bool tensor_ok = model.tensor_splittable();
+  auto no_tensor = [&](const std::string& asked) {
+    const char* why =
+        model.layer_shapes() ? "its layers differ in shape" : "its compressed attention";
+    return Error("plan", asked + ": tensor parallelism is not supported for " + model.arch + " (" +
+                             why + "); use --parallel pipeline");
+  };
   switch (options.mode) {
     case Mode::kPipeline:
       return finish(planner.pipeline(singles(candidates)), candidates, "pipeline split");
     case Mode::kTensor: {
+      if (!tensor_ok && candidates.size() > 1) throw no_tensor("--parallel tensor");
       const std::vector<int> ranks = planner.drop_small_ranks(candidates, notes);
       return finish(planner.pipeline({ranks}), ranks, "tensor split");
     }
     case Mode::kHybrid: {
       const size_t stages = static_cast<size_t>(options.pipeline_stages);
       const size_t width = static_cast<size_t>(options.tensor_ranks);
+      if (!tensor_ok && width > 1)
+        throw no_tensor("--parallel ...,tensor:" + std::to_string(width));
       if (stages * width > candidates.size()) {
         throw Error("plan", "--parallel pipeline:" + std::to_string(stages) + ",tensor:" +
                                 std::to_string(width) + " needs " + nodes_text(stages * width) +
@@ -572,8 +582,8 @@ Plan plan(const PlanModel& model, const std::vector<NodeProfile>& nodes,
     slowest = std::min(slowest, nodes[static_cast<size_t>(node)].bandwidth_gbs);
     fastest = std::max(fastest, nodes[static_cast<size_t>(node)].bandwidth_gbs);
   }
-  if (fastest <= slowest * kSimilarBandwidth && candidates.size() <= kAutoTensorMaxRanks &&
-      model.tensor_splittable()) {
+  if (tensor_ok && fastest <= slowest * kSimilarBandwidth &&
+      candidates.size() <= kAutoTensorMaxRanks) {
     std::vector<std::string> tensor_notes;
     const std::vector<int> ranks = planner.drop_small_ranks(candidates, tensor_notes);
     if (ranks.size() == candidates.size()) {

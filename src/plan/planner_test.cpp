@@ -545,6 +545,40 @@ TEST(PlanModelFrom, CompressedCacheIsWhatTheShardAllocates) {
   EXPECT_EQ(checked_plan(m, nodes, options(PlanOptions::Mode::kAuto)).stages.size(), 2u);
 }
 
+TEST(PlanModelFrom, Gemma4CachesAreEachLayersOwnAndStagesKeepSharedKv) {
+  // gemma4: sliding layers 0-2 cache 2 KV heads of 32, the global layer 3 one of 64;
+  // gemma4e: 1 KV head of 32 / 64, and layers 3-5 read the caches of layers 1 and 2 (none
+  // of their own), so no stage may start at layers 2-5.
+  for (const char* name : {"gemma4-q8_0", "gemma4e-q8_0"}) {
+    SCOPED_TRACE(name);
+    const gguf::File f =
+        gguf::File::open(std::string("../shared/models/frontier2/") + name + ".gguf");
+    const ModelInfo info = read_model_info(f);
+    const PlanModel m = plan_model_from(info, f);
+    const bool e = info.hp.n_embd_per_layer > 0;
+    uint64_t per_position = 0;
+    for (const PlanLayer& l : m.layers) per_position += l.kv_cache_bytes;
+    EXPECT_EQ(per_position, e ? uint64_t{2} * (32 + 32 + 64) * 2 : (uint64_t{3} * 64 + 64) * 2 * 2);
+    for (int64_t il = 2; il < 6; ++il) EXPECT_EQ(m.can_start_stage(il), !e) << il;
+    PlanOptions o = options(PlanOptions::Mode::kPipeline);
+    o.n_ctx = 256;
+    const Plan p = checked_plan(m, {node("local", 1, 10), node("b", 1, 10), node("c", 1, 10)}, o);
+    EXPECT_GE(p.stages.size(), 2u);
+    for (const Stage& s : p.stages) {
+      EXPECT_TRUE(m.can_start_stage(s.layer_begin)) << s.layer_begin;
+      const uint64_t kv = estimate_memory(m, o, rank_load(m, s, s.ranks[0])).kv_cache;
+      engine::ShardOptions so;
+      so.n_ctx = o.n_ctx;
+      so.n_seq = o.n_seq;
+      EXPECT_EQ(kv, engine::Shard::sizes(info, shard_spec(s, s.ranks[0], true), so).kv_bytes);
+    }
+    const std::string refused =
+        error_of(m, {node("local", 1, 10), node("b", 1, 10)}, options(PlanOptions::Mode::kTensor));
+    EXPECT_NE(refused.find("tensor parallelism is not supported for gemma4"), std::string::npos)
+        << refused;
+  }
+}
+
 TEST(PlanModelFrom, MatchesTheFile) {
   for (const char* name : {"llama-q4_0", "qwen3moe-f16", "llama3r-f32"}) {
     const gguf::File f = gguf::File::open(std::string("../shared/models/") + name + ".gguf");

@@ -102,15 +102,18 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
   if (m.arch_row != nullptr && m.arch_row->attention == AttentionKind::kCompressed) {
     e.kv_cache = compressed_cache_bytes(m, o, load);
   } else {
-    // Attention layers cache their KV heads' rows of every position; recurrent layers one
-    // state per sequence (engine/kv_cache.h), counted whole on every rank: a rank holds its
-    // V heads' share of it.
+    // Attention layers cache their KV heads' rows of every position: each layer its own
+    // when the layers differ in shape (whole: such a model is not cut by tensor
+    // parallelism), else the rank's KV heads of each. Recurrent layers keep one state per
+    // sequence (engine/kv_cache.h), counted whole on every rank: a rank holds its V heads'
+    // share of it.
+    const uint64_t n_ctx = static_cast<uint64_t>(o.n_ctx), n_seq = static_cast<uint64_t>(o.n_seq);
     e.kv_cache =
-        capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
-                        static_cast<uint64_t>(load.kv_heads), m.kv_bytes_per_head_per_token(),
-                        static_cast<uint64_t>(o.n_ctx), static_cast<uint64_t>(o.n_seq)}) +
-        capped_product({static_cast<uint64_t>(load.n_recurrent), m.recurrent_state_bytes,
-                        static_cast<uint64_t>(o.n_seq)});
+        (m.layer_shapes() ? capped_product({load.layers.kv_cache_bytes, n_ctx, n_seq})
+                          : capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
+                                            static_cast<uint64_t>(load.kv_heads),
+                                            m.kv_bytes_per_head_per_token(), n_ctx, n_seq})) +
+        capped_product({static_cast<uint64_t>(load.n_recurrent), m.recurrent_state_bytes, n_seq});
   }
   e.scratch = scratch_bytes(m, o, load);
   return e;
@@ -129,6 +132,7 @@ RankLoad rank_load(const PlanModel& m, const Stage& stage, const Rank& rank) {
     load.layers.attn_q_bytes += l.attn_q_bytes;
     load.layers.attn_kv_bytes += l.attn_kv_bytes;
     load.layers.ffn_bytes += l.ffn_bytes;
+    load.layers.kv_cache_bytes += l.kv_cache_bytes;
   }
   load.heads = rank.head_end - rank.head_begin;
   load.kv_heads = rank.kv_head_end - rank.kv_head_begin;
