@@ -99,7 +99,8 @@ TEST_P(DecodeAllocations, NoneOnceWarm) {
 INSTANTIATE_TEST_SUITE_P(Architectures, DecodeAllocations,
                          ::testing::Values("llama-q4_0", "qwen3moe-f16", "qwen2-f32",
                                            "frontier/deepseek2-q8_0", "frontier/gemma3-f32",
-                                           "frontier/gpt-oss-f32"),
+                                           "frontier/gpt-oss-f32", "frontier2/gemma4-q8_0",
+                                           "frontier2/gemma4e-q8_0"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param.substr(p.param.rfind('/') + 1);
                            for (char& c : name) {
