@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(Architectures, DecodeAllocations,
                                            "frontier/gpt-oss-f32", "frontier2/glm4moe-q8_0",
                                            "frontier2/qwen35moe-q8_0", "frontier2/qwen3next-f32",
                                            "frontier2/minimax-m2-f32", "frontier2/glm-dsa-q8_0",
-                                           "frontier2/deepseek4-q8_0"),
+                                           "frontier2/deepseek4-q8_0", "frontier2/gemma4-q8_0",
+                                           "frontier2/gemma4e-q8_0"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param.substr(p.param.rfind('/') + 1);
                            for (char& c : name) {
