@@ -405,6 +405,21 @@ done
 frontier_case deepseek4-f32 pipeline "$peers3" --parallel pipeline:3
 echo "cluster_e2e: frontier models: $fcases cases across nodes ok ($((SECONDS - fstart)) s)"
 
+# --- The models of 2026: Gated DeltaNet hybrids (qwen35moe, qwen3next), whose linear layers
+# keep a recurrent state per sequence on the node that holds them. The pipelines' micro-
+# batches cut a prompt into runs, which the recurrence does not see: identical to one
+# process. Tensor-parallel ranks (the linear layers cut by V head): close.
+frontier=$models/frontier2
+for m in qwen35moe-f32 qwen35moe-q8_0 qwen3next-f32; do
+  eval_model "$frontier/$m.gguf" "$dir/ref-$m.f32"
+  frontier_case "$m" pipeline "$peers2" --parallel pipeline:2
+  frontier_case "$m" pipeline "$peers3" --parallel pipeline:3
+done
+frontier_case qwen35moe-f32 close "$peers2" --parallel tensor --moe expert-parallel
+frontier_case qwen35moe-q8_0 close "$peers3" --parallel tensor --moe split-experts
+frontier_case qwen3next-f32 close "$peers3" --parallel tensor --moe split-experts
+echo "cluster_e2e: Gated DeltaNet hybrids across nodes ok"
+
 # --- Keys. ---------------------------------------------------------------------------------
 printf '%s\n' 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef >"$dir/k1"
 printf '%s\n' fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210 >"$dir/k2"

@@ -189,16 +189,22 @@ void add_bench(CLI::App& app) {
     // each after its own copy of the prompt.
     double batch_tps = 0, batch_cpu_ms = 0;  // tokens per second; CPU ms per token
     if (o->seqs > 1) {
-      for (int64_t s = 1; s < o->seqs; ++s) {
-        batch.clear();
-        for (int64_t i = 0; i < o->n_prompt; ++i) {
-          batch.add(ids[static_cast<size_t>(i)], static_cast<int32_t>(s), static_cast<int32_t>(i),
-                    i + 1 == o->n_prompt);
+      // Slots [first, seqs) get the prompt (not timed).
+      auto prefill_slots = [&](int64_t first) {
+        for (int64_t s = first; s < o->seqs; ++s) {
+          batch.clear();
+          for (int64_t i = 0; i < o->n_prompt; ++i) {
+            batch.add(ids[static_cast<size_t>(i)], static_cast<int32_t>(s), static_cast<int32_t>(i),
+                      i + 1 == o->n_prompt);
+          }
+          runner->forward(batch, logits);
         }
-        runner->forward(batch, logits);
-      }
+      };
+      prefill_slots(1);
       std::vector<double> tps, cpu;
       for (int r = 0; r < o->reps; ++r) {
+        // A recurrent state cannot go back to the prompt's end: every slot starts again.
+        if (runner->recurrent()) prefill_slots(0);
         double t0 = now_seconds(), c0 = cpu_seconds();
         for (int64_t i = 0; i < o->n_gen; ++i) {
           batch.clear();

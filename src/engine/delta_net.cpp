@@ -89,8 +89,12 @@ void delta_net_mix(const DeltaNetDims& d, const DeltaNetWeights& w, const Batch&
   // The delta rule, (run, V head) per task; each task normalizes and gates its own output.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
   const int64_t rule_floats = kernels::delta_rule_scratch_floats(d.dk, d.dv);
+  // Always the recurrence: its result for a token does not depend on how the sequence's
+  // tokens are grouped into batches (pipeline micro-batches, replay after a lost node,
+  // prefix reuse from a checkpoint, prompt chunks all stay bit-identical to one pass), and
+  // the rule is a few percent of a layer's work (at Qwen3.6-35B-A3B's sizes about 2% of
+  // the matmuls' multiply-adds), so the chunked form's gain on it does not pay for that.
   const kernels::DeltaRuleFn recurrent = kernels::delta_rule_kernel(isa, d.dv, false);
-  const kernels::DeltaRuleFn chunked = kernels::delta_rule_kernel(isa, d.dv, true);
   auto rule = [&](int64_t r, int64_t j, int thread) {
     const auto& run = runs[static_cast<size_t>(r)];
     const int64_t len = run.end - run.begin;
@@ -114,7 +118,7 @@ void delta_net_mix(const DeltaNetDims& d, const DeltaNetWeights& w, const Batch&
                                 out,
                                 value_dim,
                                 scratch.rule.data() + thread * rule_floats};
-    (len >= kernels::kDeltaChunk ? chunked : recurrent)(args);
+    recurrent(args);
     for (int64_t t = 0; t < len; ++t) {
       float* o = out + t * value_dim;
       const float* z = io.z + (run.begin + t) * value_dim + j * d.dv;

@@ -5,7 +5,8 @@
 //   qkv -> causal conv (ssm_conv1d, state: the last conv_kernel - 1 inputs) -> SiLU
 //       -> q, k per K head (L2-normalized), v per V head
 //   beta = sigmoid(b), g = softplus(alpha + ssm_dt.bias) * ssm_a       (per V head)
-//   o = gated delta rule of V head j with K head k_head[j] (kernels/delta_net.h)
+//   o = gated delta rule of V head j with K head k_head[j] (kernels/delta_net.h, the
+//       recurrence: results independent of how tokens are grouped into batches)
 //   out = RMSNorm(o) * ssm_norm * silu(z)                              (per V head)
 //
 // Threads split the conv over channels and the delta rule over (run, V head). A

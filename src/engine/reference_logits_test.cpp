@@ -153,6 +153,25 @@ TEST_P(ReferenceLogits, ChunkedPrefillAndThreads) {
   check_model(GetParam(), {2, 1, best});  // token by token, as decoding does
 }
 
+// A model with recurrent state gives the same bits however a sequence is cut into batches
+// (pipelines' micro-batches, replay after a lost node and prefix reuse rely on it): the
+// recurrence sees tokens one by one whatever the batch.
+TEST(ReferenceLogits, RecurrentModelsGiveTheSameBitsHoweverBatched) {
+  for (const char* model : {"qwen35moe-q8_0", "qwen35-f32", "qwen3next-f32"}) {
+    SCOPED_TRACE(model);
+    LocalOptions options;
+    options.threads = 2;
+    options.n_ctx = 256;
+    auto runner =
+        LocalRunner::open(std::string("../shared/models/frontier2/") + model + ".gguf", options);
+    const std::vector<int32_t> tokens =
+        read_tokens(std::string("../shared/models/frontier2/") + model + ".1.tokens");
+    const std::vector<float> whole = forward_sequence(*runner, tokens, 0, 256, true);
+    EXPECT_EQ(forward_sequence(*runner, tokens, 0, 7, true), whole);
+    EXPECT_EQ(forward_sequence(*runner, tokens, 0, 1, true), whole);
+  }
+}
+
 // The models with multi-head latent attention.
 std::vector<std::string> mla_model_names() {
   std::vector<std::string> names;

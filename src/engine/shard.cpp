@@ -313,8 +313,8 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       const Range whole_rows{0, t.shape.size() > 1 ? t.shape[1] : 1};
       const Range rows = cut.dim == 1 ? Range{cut.begin, cut.end} : whole_rows;
       l.*member.matrix = pack(t.name, rows, cols);
-    } else if (member.values != nullptr && !t.per_expert && t.shape.size() == 2) {
-      // A small 2-D weight every rank holds whole (ssm_conv1d, a compressor's position
+    } else if (member.values != nullptr && !t.per_expert && t.shape.size() > 1) {
+      // A small 2-D table every rank holds whole (ssm_conv1d, a compressor's position
       // embeddings).
       HERD_CHECK(t.split == SplitBy::kNone);
       l.*member.values = load_vector(file.tensor(t.name));
@@ -365,6 +365,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     l.options = layer_options(arch, hp, il);
     l.rope = make_rope(arch, hp, l.options, s->rope_freqs.empty() ? nullptr : s->rope_freqs.data());
     for (const TensorSpec* t : layer_tensors[static_cast<size_t>(il)]) {
+      if (is_delta_weight(t->weight)) continue;  // load_linear cuts them by head
       bind(*t, l);
       // The dense FFN's (or shared experts') rows held: gate's cut (model/arch.cpp says by
       // how much a slice's FFN range cuts them).
@@ -373,7 +374,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
         l.n_ff = cut.dim == 1 ? cut.end - cut.begin : t->shape[1];
       }
     }
-    if (l.options.linear) s->prepare_linear(l);
+    if (l.options.linear) s->load_linear(file, l, il);
     if (l.options.moe) {
       l.ffn_runs = hp.n_expert_shared > 0 && l.n_ff > 0 && whole_ffn_once;
     } else {
@@ -464,10 +465,7 @@ void Shard::State::resolve_slice() {
   } else {
     slice.experts.reset();  // a dense model has no experts to slice
   }
-  if (arch->delta_net) {
-    delta_dims = {hp.delta_n_k_heads, hp.delta_n_v_heads,   hp.delta_head_k,
-                  hp.delta_head_v,    hp.delta_conv_kernel, hp.rms_eps};
-  }
+  if (arch->delta_net) resolve_delta_slice();
   partial_sums = spec.layer_end > spec.layer_begin &&
                  (n_head < hp.n_head || n_ff < (moe ? hp.n_ff_expert : hp.n_ff) ||
                   static_cast<int64_t>(experts.size()) < (moe ? hp.n_expert : 0));
@@ -743,8 +741,8 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
       rms_norm(x + t * n_embd, l.attn_norm.data(), n_embd, hp.rms_eps, h + t * n_embd);
     });
     if (l.options.linear) {
-      // Not cut by tensor parallelism: the rank holding the first heads runs the layer.
-      if (s.spec.slice.head_begin == 0 && s.n_head > 0) {
+      // A rank runs its V heads (none: it adds zeros).
+      if (s.delta_dims.n_v_heads > 0) {
         s.linear_attention(l, il - s.spec.layer_begin, batch, pool, proj);
       } else {
         std::fill_n(proj, n * n_embd, 0.0f);

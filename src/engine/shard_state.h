@@ -61,6 +61,16 @@ struct Layer {
   std::vector<PackedMatrix> gate_exps, up_exps, down_exps;  // kGate/Up/DownExps: per held expert
   std::vector<float> gate_exps_b, up_exps_b;  // kGate/UpExpsBias: [held][n_ff_expert slice]
   std::vector<float> down_exps_b;             // kDownExpsBias: [held][n_embd] (ff_begin == 0)
+  std::vector<float> shexp_gate;              // kSharedExpertGate: [n_embd]
+  // Gated DeltaNet (options.linear; shard_linear.cpp).
+  PackedMatrix delta_qkv, delta_z;       // kDeltaQkv, kDeltaZ: [conv_dim x n_embd], [n_v dv x ..]
+  PackedMatrix delta_beta, delta_alpha;  // kDeltaBeta, kDeltaAlpha: [n_v x n_embd]
+  PackedMatrix delta_ba;   // kDeltaBa: [2 n_v x n_embd], rows [b of the held V heads | a of them]
+  PackedMatrix delta_out;  // kDeltaOut: [n_embd x n_v dv]
+  std::vector<float> delta_conv;              // kDeltaConv: [kernel][held conv channels]
+  std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
+  std::vector<float> delta_norm;              // kDeltaNorm: [dv]
+  std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
   std::vector<int32_t> hash_experts;          // kHashExperts: [n_vocab][n_expert_used]
   // Hyper-connections: the mixes of the residual streams around each sublayer.
   PackedMatrix hc_attn_fn, hc_ffn_fn;              // kHcAttnFn, kHcFfnFn: [n_mixes x n_hc n_embd]
@@ -75,17 +85,15 @@ struct Layer {
   PackedMatrix idx_q_b, idx_proj;           // kIndexerQB, kIndexerProj
   PackedMatrix idx_comp_kv, idx_comp_gate;  // kIndexerCompKv, kIndexerCompGate: [2 di x n_embd]
   std::vector<float> idx_comp_ape, idx_comp_norm;  // kIndexerCompApe, kIndexerCompNorm
-  std::vector<float> shexp_gate;                   // kSharedExpertGate: [n_embd]
-  // Gated DeltaNet (options.linear; shard_linear.cpp).
-  PackedMatrix delta_qkv, delta_z;       // kDeltaQkv, kDeltaZ: [conv_dim x n_embd], [n_v dv x ..]
-  PackedMatrix delta_beta, delta_alpha;  // kDeltaBeta, kDeltaAlpha: [n_v x n_embd]
-  PackedMatrix delta_ba;                 // kDeltaBa: [2 n_v x n_embd], grouped per K head
-  PackedMatrix delta_out;                // kDeltaOut: [n_embd x n_v dv]
-  std::vector<float> delta_conv;         // kDeltaConv: [conv_dim][kernel], then transposed
-  std::vector<float> delta_dt_bias, delta_a;  // kDeltaDtBias, kDeltaA: [n_v]
-  std::vector<float> delta_norm;              // kDeltaNorm: [dv]
-  std::vector<int32_t> delta_k_head;          // [n_v]: the K head each V head reads
 };
+
+// The Gated DeltaNet tensors, which Shard::State::load_linear cuts by head itself.
+inline bool is_delta_weight(LayerWeight w) {
+  using W = LayerWeight;
+  return w == W::kDeltaQkv || w == W::kDeltaZ || w == W::kDeltaBeta || w == W::kDeltaAlpha ||
+         w == W::kDeltaBa || w == W::kDeltaConv || w == W::kDeltaDtBias || w == W::kDeltaA ||
+         w == W::kDeltaNorm || w == W::kDeltaOut;
+}
 
 // Where the loader puts a block tensor: exactly one of the four is set.
 struct LayerMember {
@@ -169,6 +177,28 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::up_exps_b};
     case W::kDownExpsBias:
       return {.values = &Layer::down_exps_b};
+    case W::kSharedExpertGate:
+      return {.values = &Layer::shexp_gate};
+    case W::kDeltaQkv:
+      return {.matrix = &Layer::delta_qkv};
+    case W::kDeltaZ:
+      return {.matrix = &Layer::delta_z};
+    case W::kDeltaBeta:
+      return {.matrix = &Layer::delta_beta};
+    case W::kDeltaAlpha:
+      return {.matrix = &Layer::delta_alpha};
+    case W::kDeltaBa:
+      return {.matrix = &Layer::delta_ba};
+    case W::kDeltaConv:
+      return {.values = &Layer::delta_conv};
+    case W::kDeltaDtBias:
+      return {.values = &Layer::delta_dt_bias};
+    case W::kDeltaA:
+      return {.values = &Layer::delta_a};
+    case W::kDeltaNorm:
+      return {.values = &Layer::delta_norm};
+    case W::kDeltaOut:
+      return {.matrix = &Layer::delta_out};
     case W::kHcAttnFn:
       return {.matrix = &Layer::hc_attn_fn};
     case W::kHcAttnScale:
@@ -209,28 +239,6 @@ inline LayerMember layer_member(LayerWeight w) {
       return {.values = &Layer::idx_comp_norm};
     case W::kHashExperts:
       return {.ids = &Layer::hash_experts};
-    case W::kSharedExpertGate:
-      return {.values = &Layer::shexp_gate};
-    case W::kDeltaQkv:
-      return {.matrix = &Layer::delta_qkv};
-    case W::kDeltaZ:
-      return {.matrix = &Layer::delta_z};
-    case W::kDeltaBeta:
-      return {.matrix = &Layer::delta_beta};
-    case W::kDeltaAlpha:
-      return {.matrix = &Layer::delta_alpha};
-    case W::kDeltaBa:
-      return {.matrix = &Layer::delta_ba};
-    case W::kDeltaConv:
-      return {.values = &Layer::delta_conv};
-    case W::kDeltaDtBias:
-      return {.values = &Layer::delta_dt_bias};
-    case W::kDeltaA:
-      return {.values = &Layer::delta_a};
-    case W::kDeltaNorm:
-      return {.values = &Layer::delta_norm};
-    case W::kDeltaOut:
-      return {.matrix = &Layer::delta_out};
   }
   return {};
 }
@@ -242,13 +250,13 @@ struct ScratchSizes {
          mla_out = 0;
   size_t moe_in = 0, moe_a = 0, moe_b = 0, moe_out = 0, moe_acc = 0;
   size_t moe_choices = 0;  // [n][n_expert_used] ids and weights
-  size_t hc_flat = 0, hc_mixes = 0, hc_coeffs = 0;
-  size_t qk_sums = 0;    // [n][2]: a whole-row q/k norm's sums of squares
-  size_t attn_gate = 0;  // gated attention: [n][n_head * head_dim]
+  size_t qk_sums = 0;      // [n][2]: a whole-row q/k norm's sums of squares
+  size_t attn_gate = 0;    // gated attention: [n][n_head * head_dim]
   // Gated DeltaNet: projections [n][conv_dim], [n][value_dim], [n][2 n_v] (beta and alpha),
   // output [n][value_dim]; and delta_net_mix's own (DeltaNetScratch::bytes_for).
   size_t delta_qkv = 0, delta_z = 0, delta_ba = 0, delta_out = 0;
   size_t delta_mix_bytes = 0;
+  size_t hc_flat = 0, hc_mixes = 0, hc_coeffs = 0;
   size_t bytes() const;  // all of them, and the matmul workspace
 };
 
@@ -316,15 +324,15 @@ struct Shard::State {
   std::vector<float> moe_weights;    // [n][n_expert_used]
   std::vector<int64_t> moe_rows;     // tokens routed to one expert
   std::vector<float> moe_row_weights;
-  // Hyper-connections: the normed streams [n][n_hc n_embd], each token's mixes [n][n_mixes]
-  // and its pre, post and combination weights [n][n_mixes] (pre, post, comb in that order).
-  std::vector<float> hc_flat, hc_mixes, hc_coeffs;
   std::vector<float> attn_gate;  // [n][n_head * head_dim]
   // Gated DeltaNet: [n][conv_dim], [n][value_dim], [n][2 n_v] (beta, then alpha: [n][n_v]
   // each), [n][value_dim].
   std::vector<float> delta_qkv_buf, delta_z_buf, delta_ba_buf, delta_out_buf;
   DeltaNetScratch delta_scratch;
   DeltaNetDims delta_dims;  // the layers' sizes (the whole model's)
+  // Hyper-connections: the normed streams [n][n_hc n_embd], each token's mixes [n][n_mixes]
+  // and its pre, post and combination weights [n][n_mixes] (pre, post, comb in that order).
+  std::vector<float> hc_flat, hc_mixes, hc_coeffs;
 
   // Resolves spec.slice's -1 ends, checks it against the model and sets the slice sizes.
   void resolve_slice();
@@ -384,9 +392,16 @@ struct Shard::State {
   // all-reduce).
   void linear_attention(const Layer& l, int64_t layer, const Batch& batch, ThreadPool& pool,
                         float* out);
-  // After binding a DeltaNet layer's tensors: the conv weight transposed for the kernel, and
-  // each V head's K head.
-  void prepare_linear(Layer& l) const;
+  // DeltaNet layers of a tensor-parallel slice (shard_linear.cpp): V heads in proportion to
+  // the query heads (n_v / n_head per head; when that is not whole, the rank of the first
+  // heads holds them all), and the K heads they read (grouped: their own; tiled: all).
+  int64_t delta_v_begin = 0, delta_k_begin = 0;  // first held V / K head of the model
+  void resolve_delta_slice();
+  // Loads layer il's DeltaNet tensors, cut to the held heads: attn_qkv's rows and
+  // ssm_conv1d's channels of the held q, k and v; attn_gate, ssm_beta / ssm_alpha / ssm_ba
+  // rows, ssm_dt and ssm_a of the held V heads; ssm_out's columns of them. The conv weight
+  // is stored transposed for the kernel.
+  void load_linear(const gguf::File& file, Layer& l, int64_t il);
   // The cache's shape for this shard.
   CacheLayout cache_layout(int64_t n_ctx, int64_t k_dim, int64_t v_dim) const;
 };

@@ -5,12 +5,14 @@
 //   S <- exp(g) S;  S <- S + beta (v - S k) k^T;  o = S (scale q)
 //
 // (S as the map k -> v; stored transposed, one row of dv values per key dimension, as the
-// reference stores it). Decode runs it token by token (delta_rule_recurrent); a long prompt
-// may run it in chunks (delta_rule_chunked: the products with the state at a chunk's start
-// are done for all its tokens at once, the tokens inside a chunk interact through a small
-// triangular system). Both give the recurrence's result within float rounding
-// (delta_net_test.cpp). One kernel per ISA, chosen once (delta_rule_kernel); the scalar
-// recurrence is the reference.
+// reference stores it). delta_rule_recurrent runs it token by token; delta_rule_chunked in
+// chunks (the products with the state at a chunk's start done for all its tokens at once,
+// the tokens inside a chunk interacting through a small triangular system), 1.8x the
+// recurrence's speed on long runs of 128-wide heads (delta_net_bench) but with other
+// rounding, which depends on where runs start: the engine uses the recurrence, whose
+// result does not depend on how tokens are batched (engine/delta_net.cpp says why). Both
+// give the recurrence's result within float rounding (delta_net_test.cpp). One kernel per
+// ISA, chosen once (delta_rule_kernel); the scalar recurrence is the reference.
 #pragma once
 
 #include <cstdint>

@@ -310,26 +310,7 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
       }
     }
     add(W::kAttnNorm, "attn_norm.weight", {hp.n_embd}, kNorm);
-    if (lo.linear) {
-      // Gated DeltaNet. Not cut by tensor parallelism: the rank holding the first heads
-      // runs the whole layer.
-      const int64_t n_v = hp.delta_n_v_heads, dv = hp.delta_head_v;
-      const int64_t conv_dim = 2 * hp.delta_n_k_heads * hp.delta_head_k + n_v * dv;
-      add(W::kDeltaQkv, "attn_qkv.weight", {hp.n_embd, conv_dim}, kAttn);
-      add(W::kDeltaZ, "attn_gate.weight", {hp.n_embd, n_v * dv}, kAttn);
-      if (arch.delta_ba_fused) {
-        add(W::kDeltaBa, "ssm_ba.weight", {hp.n_embd, 2 * n_v}, kAttn);
-      } else {
-        add(W::kDeltaBeta, "ssm_beta.weight", {hp.n_embd, n_v}, kAttn);
-        add(W::kDeltaAlpha, "ssm_alpha.weight", {hp.n_embd, n_v}, kAttn);
-      }
-      // Kept f32 by the converter and the quantizer, as biases are.
-      add(W::kDeltaConv, "ssm_conv1d.weight", {hp.delta_conv_kernel, conv_dim}, kBias);
-      add(W::kDeltaDtBias, "ssm_dt.bias", {n_v}, kBias);
-      add(W::kDeltaA, "ssm_a", {n_v}, kBias);
-      add(W::kDeltaNorm, "ssm_norm.weight", {dv}, kNorm);
-      add(W::kDeltaOut, "ssm_out.weight", {n_v * dv, hp.n_embd}, kAttnV);
-    } else if (arch.attention == AttentionKind::kCompressed) {
+    if (arch.attention == AttentionKind::kCompressed) {
       // Not cut by tensor parallelism: one latent head, and output groups over the heads.
       const int64_t group = q_dim / hp.n_out_group, o_rows = hp.n_out_group * hp.o_lora_rank;
       add(W::kAttnQA, "attn_q_a.weight", {hp.n_embd, hp.q_lora_rank}, kAttn);
@@ -357,6 +338,25 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
         add(W::kIndexerCompApe, "indexer_compressor_ape.weight", {2 * di, r}, kAttn);
         add(W::kIndexerCompNorm, "indexer_compressor_norm.weight", {di}, kNorm);
       }
+    } else if (lo.linear) {
+      // Gated DeltaNet. Listed whole (shipped and counted so); a tensor-parallel rank's
+      // loader keeps the rows and columns of its V heads (engine/shard_linear.cpp).
+      const int64_t n_v = hp.delta_n_v_heads, dv = hp.delta_head_v;
+      const int64_t conv_dim = 2 * hp.delta_n_k_heads * hp.delta_head_k + n_v * dv;
+      add(W::kDeltaQkv, "attn_qkv.weight", {hp.n_embd, conv_dim}, kAttn);
+      add(W::kDeltaZ, "attn_gate.weight", {hp.n_embd, n_v * dv}, kAttn);
+      if (arch.delta_ba_fused) {
+        add(W::kDeltaBa, "ssm_ba.weight", {hp.n_embd, 2 * n_v}, kAttn);
+      } else {
+        add(W::kDeltaBeta, "ssm_beta.weight", {hp.n_embd, n_v}, kAttn);
+        add(W::kDeltaAlpha, "ssm_alpha.weight", {hp.n_embd, n_v}, kAttn);
+      }
+      // Kept f32 by the converter and the quantizer, as biases are.
+      add(W::kDeltaConv, "ssm_conv1d.weight", {hp.delta_conv_kernel, conv_dim}, kBias);
+      add(W::kDeltaDtBias, "ssm_dt.bias", {n_v}, kBias);
+      add(W::kDeltaA, "ssm_a", {n_v}, kBias);
+      add(W::kDeltaNorm, "ssm_norm.weight", {dv}, kNorm);
+      add(W::kDeltaOut, "ssm_out.weight", {n_v * dv, hp.n_embd}, kAttnV);
     } else if (arch.attention == AttentionKind::kMla) {
       const int64_t nope = hd - hp.n_rot, kv_lora = hp.kv_lora_rank;
       if (hp.q_lora_rank > 0) {

@@ -220,6 +220,16 @@ struct HParams {
 
   bool tied_output = false;  // no output.weight: token_embd is also the output matrix
 
+  // Rows of the shared experts (expert_shared_feed_forward_length); 0: n_ff_expert each.
+  int64_t n_ff_shared = 0;
+
+  // Gated DeltaNet layers (ArchSpec::delta_net; ssm.* keys).
+  int64_t full_attention_interval = 0;
+  int64_t delta_conv_kernel = 0;  // ssm.conv_kernel
+  int64_t delta_n_k_heads = 0;    // ssm.group_count
+  int64_t delta_n_v_heads = 0;    // ssm.time_step_rank
+  int64_t delta_head_k = 0;       // ssm.state_size
+  int64_t delta_head_v = 0;       // ssm.inner_size / ssm.time_step_rank
   // Clamped SwiGLU (DeepSeek V4): min(silu(g), L) * clamp(u, -L, L) with L = swiglu_limit
   // for routed experts and swiglu_limit_shared for shared ones; 0: plain SwiGLU.
   float swiglu_limit = 0.0f, swiglu_limit_shared = 0.0f;
@@ -236,17 +246,6 @@ struct HParams {
   std::vector<int64_t> compress_ratios;      // [n_layer]: 0 window only, else positions per entry
   float compress_rope_base = 0.0f;           // rope base of the compressed layers (with scaling)
   int64_t n_out_group = 0, o_lora_rank = 0;  // attn_output_a's groups and rows per group
-
-  // Rows of the shared experts (expert_shared_feed_forward_length); 0: n_ff_expert each.
-  int64_t n_ff_shared = 0;
-
-  // Gated DeltaNet layers (ArchSpec::delta_net; ssm.* keys).
-  int64_t full_attention_interval = 0;
-  int64_t delta_conv_kernel = 0;  // ssm.conv_kernel
-  int64_t delta_n_k_heads = 0;    // ssm.group_count
-  int64_t delta_n_v_heads = 0;    // ssm.time_step_rank
-  int64_t delta_head_k = 0;       // ssm.state_size
-  int64_t delta_head_v = 0;       // ssm.inner_size / ssm.time_step_rank
 };
 
 // What a weight is, so that type policies (the Q4_K_M mix) and loaders need not parse names.
@@ -310,6 +309,18 @@ enum class LayerWeight : uint8_t {
   kGateExpsBias,  // per expert: [rows, n_expert]
   kUpExpsBias,
   kDownExpsBias,
+  kSharedExpertGate,  // ffn_gate_inp_shexp: [n_embd]
+  // Gated DeltaNet (linear attention).
+  kDeltaQkv,    // attn_qkv: [conv_dim x n_embd], rows [q | k | v]
+  kDeltaZ,      // attn_gate: [n_v * dv x n_embd]
+  kDeltaBeta,   // ssm_beta: [n_v x n_embd]
+  kDeltaAlpha,  // ssm_alpha: [n_v x n_embd]
+  kDeltaBa,     // ssm_ba: [2 n_v x n_embd], grouped per K head
+  kDeltaConv,   // ssm_conv1d: [conv_dim][conv_kernel]
+  kDeltaDtBias,
+  kDeltaA,
+  kDeltaNorm,  // ssm_norm: [dv]
+  kDeltaOut,   // ssm_out: [n_embd x n_v * dv]
   // DeepSeek V4: hyper-connections, the latent head, grouped output, compressors, indexer.
   kHcAttnFn,
   kHcAttnScale,
@@ -330,19 +341,7 @@ enum class LayerWeight : uint8_t {
   kIndexerCompGate,
   kIndexerCompApe,
   kIndexerCompNorm,
-  kHashExperts,       // ffn_gate_tid2eid: int32 [n_used, n_vocab]
-  kSharedExpertGate,  // ffn_gate_inp_shexp: [n_embd]
-  // Gated DeltaNet (linear attention).
-  kDeltaQkv,    // attn_qkv: [conv_dim x n_embd], rows [q | k | v]
-  kDeltaZ,      // attn_gate: [n_v * dv x n_embd]
-  kDeltaBeta,   // ssm_beta: [n_v x n_embd]
-  kDeltaAlpha,  // ssm_alpha: [n_v x n_embd]
-  kDeltaBa,     // ssm_ba: [2 n_v x n_embd], grouped per K head
-  kDeltaConv,   // ssm_conv1d: [conv_dim][conv_kernel]
-  kDeltaDtBias,
-  kDeltaA,
-  kDeltaNorm,  // ssm_norm: [dv]
-  kDeltaOut,   // ssm_out: [n_embd x n_v * dv]
+  kHashExperts,  // ffn_gate_tid2eid: int32 [n_used, n_vocab]
 };
 
 // Which range of a tensor-parallel rank's slice (model/tensor_slice.h) cuts a weight.

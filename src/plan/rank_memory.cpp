@@ -103,7 +103,8 @@ MemoryEstimate estimate_memory(const PlanModel& m, const PlanOptions& o, const R
     e.kv_cache = compressed_cache_bytes(m, o, load);
   } else {
     // Attention layers cache their KV heads' rows of every position; recurrent layers one
-    // state per sequence, on every rank (engine/kv_cache.h).
+    // state per sequence (engine/kv_cache.h), counted whole on every rank: a rank holds its
+    // V heads' share of it.
     e.kv_cache =
         capped_product({static_cast<uint64_t>(load.n_layers - load.n_recurrent),
                         static_cast<uint64_t>(load.kv_heads), m.kv_bytes_per_head_per_token(),

@@ -96,7 +96,9 @@ void GemmaCallReader::feed(std::string_view text, bool at_end) {
   if (state_ == State::kName) {
     const size_t brace = buffer_.find('{');
     if (brace == std::string::npos) {
-      if (!at_end || trim(buffer_).empty()) return;
+      // Past the longest name the text is no name, whatever ends it.
+      if (!at_end && call_name(buffer_).size() <= kMaxNameBytes) return;
+      if (trim(buffer_).empty()) return;
       state_ = State::kDone;
       if (!plausible_name(call_name(buffer_))) return;  // prose: the block is text
       ReadCall call;                                    // a call without arguments

@@ -48,7 +48,11 @@ void GlmCallReader::feed(std::string_view text, bool at_end) {
             name_from == std::string::npos ? std::string::npos : buffer_.find('\n', name_from);
         const size_t end = std::min(key, newline);
         if (end == std::string::npos) {
-          if (!at_end) return;
+          // Past the longest name the text is no name, whatever ends it (start_call says so);
+          // an <arg_key> that may be coming is not the name's.
+          const std::string_view head = std::string_view(buffer_).substr(
+              0, buffer_.size() - partial_marker(buffer_, kGlmArgKey));
+          if (!at_end && trim(head).size() <= kMaxNameBytes) return;
           if (name_from == std::string::npos) return;  // an empty block: no call
           if (start_call(buffer_)) close();
           return;

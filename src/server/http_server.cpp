@@ -518,11 +518,8 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
   }
   const bool parse_tools = !r.tools.is_null() && r.tool_choice.kind != ToolChoice::Kind::kNone;
   OutputParserOptions po;
-  const std::optional<ReasoningMarkers> markers = reasoning_markers(m.template_source);
-  po.reasoning = markers.has_value();
-  po.reasoning_markers = markers.value_or(ReasoningMarkers{});
+  set_reasoning(po, m.template_source, prompt);
   po.harmony = uses_harmony(m.template_source);
-  po.starts_in_reasoning = po.reasoning && prompt_opens_reasoning(prompt, po.reasoning_markers);
   po.tools = parse_tools ? detect_tool_format(m.template_source) : ToolFormat::kNone;
   po.id_prefix = "call_" + std::to_string(n) + "_";
   if (parse_tools) po.parameter_types = parameter_types(r.tools);
@@ -550,16 +547,12 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
     po.forced_name = r.tool_choice.function;
     po.tool_names = tool_names(r.tools);
     prompt += forced_reply_opening(po);
-    // Where arguments are not JSON (DSML, XML, GLM's, Gemma 4's) the opening alone forces the
-    // call: its arguments are the model's.
+    // Where arguments are not JSON the opening alone forces the call (and a stop ends it).
     grammar = grammar_holds_arguments(po.tools) ? forced_call_grammar(po, r.tools) : nullptr;
   }
 
   GenerationParams g = generation_params(r.sampling);
-  // A call forced by its opening alone ends with its block, as a grammar would end it.
-  if (po.forced_call && !grammar_holds_arguments(po.tools)) {
-    g.stop.emplace_back(call_block_end(po.tools));
-  }
+  if (po.forced_call && !grammar) g.stop.emplace_back(call_block_end(po.tools));
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>), and so are
   // harmony's channel markers.
   g.render_special = po.tools != ToolFormat::kNone || po.harmony;

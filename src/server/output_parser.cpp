@@ -294,6 +294,13 @@ bool prompt_opens_reasoning(std::string_view prompt, const ReasoningMarkers& mar
   return close == std::string_view::npos || close < open;
 }
 
+void set_reasoning(OutputParserOptions& o, std::string_view source, std::string_view prompt) {
+  const std::optional<ReasoningMarkers> markers = reasoning_markers(source);
+  o.reasoning = markers.has_value();
+  o.reasoning_markers = markers.value_or(ReasoningMarkers{});
+  o.starts_in_reasoning = o.reasoning && prompt_opens_reasoning(prompt, o.reasoning_markers);
+}
+
 // The openings are written as each family's template writes a call into the history, so
 // that the model continues a text it has been shown.
 std::string forced_call_prefix(ToolFormat format, std::string_view name, std::string_view call_id) {

@@ -89,6 +89,11 @@ struct ReasoningMarkers {
 std::optional<ReasoningMarkers> reasoning_markers(std::string_view template_source);
 // Whether a rendered prompt ends inside an open reasoning block (the template opened it).
 bool prompt_opens_reasoning(std::string_view prompt, const ReasoningMarkers& markers = {});
+struct OutputParserOptions;
+// Sets options.reasoning, reasoning_markers and starts_in_reasoning as a chat template and the
+// prompt it rendered imply.
+void set_reasoning(OutputParserOptions& options, std::string_view template_source,
+                   std::string_view prompt);
 // Whether a chat template writes OpenAI's harmony format (gpt-oss): every reply is a series of
 // messages on channels, tools or not.
 bool uses_harmony(std::string_view template_source);

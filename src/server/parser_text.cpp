@@ -48,7 +48,7 @@ std::string json_escaped(std::string_view text) {
 }
 
 bool plausible_name(std::string_view name) {
-  return !name.empty() && name.size() <= 256 &&
+  return !name.empty() && name.size() <= kMaxNameBytes &&
          name.find_first_of(" \t\r\n\"'<>{}") == std::string_view::npos;
 }
 

@@ -31,6 +31,9 @@ std::string json_escaped(std::string_view text);
 // Gemma 4's) read a block whose name is not one as text: prose that mentions a marker is
 // not a call.
 bool plausible_name(std::string_view name);
+// The longest plausible name: a reader whose name has grown past it without ending stops
+// waiting for its end (prose would otherwise be scanned again with every piece).
+constexpr size_t kMaxNameBytes = 256;
 
 // The listed name closest to `written`: itself when listed (or nothing is listed), else the
 // one sharing the longest prefix with it, the first on a tie.

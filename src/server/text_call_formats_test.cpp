@@ -4,6 +4,8 @@
 // as content or as the call it began.
 #include <gtest/gtest.h>
 
+#include <span>
+
 #include <nlohmann/json.hpp>
 
 #include "server/argument_types.h"
@@ -237,11 +239,27 @@ TEST(TextCallFormats, ProseMentioningAMarkerIsContent) {
       {ToolFormat::kGemma, "Gemma writes <|tool_call>call:a name{...}<tool_call|> then"},
       {ToolFormat::kGemma, "Gemma writes <|tool_call>as text"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.text);
-    const ParsedDelta d = both(options(c.format), c.text, false);
-    EXPECT_TRUE(d.tool_calls.empty());
-    EXPECT_EQ(d.content, c.text);
+  // Spaces after a name are not the name's, nor is a marker cut between pieces
+  // (output_parser_fuzz: the pieces read "f" and 300 spaces then "<arg_k" as a long name).
+  const ParsedDelta spaced = both(options(ToolFormat::kGlm),
+                                  "<tool_call>f" + std::string(300, ' ') + "<arg_key>s</arg_key>" +
+                                      "<arg_value>x</arg_value></tool_call>");
+  ASSERT_EQ(spaced.tool_calls.size(), 1u);
+  EXPECT_EQ(spaced.tool_calls[0].arguments, R"({"s":"x"})");
+  // A "name" longer than any is not waited on to its end.
+  const std::string long_text(300, 'x');
+  const Case long_cases[] = {
+      {ToolFormat::kGlm, "<tool_call>" + long_text + "<arg_key>a</arg_key></tool_call>"},
+      {ToolFormat::kQwenXml, "<tool_call>\n<function=" + long_text + ">\n</function></tool_call>"},
+      {ToolFormat::kGemma, "<|tool_call>call:" + long_text + "{}<tool_call|>"},
+  };
+  for (const auto& list : {std::span<const Case>(cases), std::span<const Case>(long_cases)}) {
+    for (const Case& c : list) {
+      SCOPED_TRACE(c.text.substr(0, 60));
+      const ParsedDelta d = both(options(c.format), c.text, false);
+      EXPECT_TRUE(d.tool_calls.empty());
+      EXPECT_EQ(d.content, c.text);
+    }
   }
   // Forced, the block holds the call whatever is written.
   OutputParserOptions o = options(ToolFormat::kGlm);
@@ -290,7 +308,10 @@ TEST(TextCallFormats, GemmaCalls) {
 // Gemma 4 thinks in <|channel>thought ... <channel|>, which it opens itself.
 TEST(TextCallFormats, GemmaThinking) {
   OutputParserOptions o = options(ToolFormat::kGemma);
-  o.reasoning_markers = *reasoning_markers("{{ '<|channel>thought\\n<channel|>' }}");
+  set_reasoning(o, "{{ '<|channel>thought\\n<channel|>' }}", "<|turn>model\n");
+  EXPECT_TRUE(o.reasoning);
+  EXPECT_FALSE(o.starts_in_reasoning);  // Gemma 4 opens it itself
+  EXPECT_EQ(o.reasoning_markers.close, "<channel|>");
   const ParsedDelta d = both(o,
                              "<|channel>thought\nThe weather.<channel|>Let me look."
                              "<|tool_call>call:now{}<tool_call|>");

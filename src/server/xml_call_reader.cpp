@@ -30,9 +30,20 @@ void XmlCallReader::feed(std::string_view text, bool at_end) {
         state_ = State::kName;
         continue;
       }
-      case State::kName: {
+      case State::kName:
+      case State::kSkipName: {
         const size_t at = buffer_.find('>');
-        if (at == std::string::npos) return;
+        if (at == std::string::npos) {
+          // Past the longest name the text is no name, whatever ends it.
+          if (trim(buffer_).size() > kMaxNameBytes) state_ = State::kSkipName;
+          if (state_ == State::kSkipName) buffer_.clear();
+          return;
+        }
+        if (state_ == State::kSkipName) {
+          buffer_.erase(0, at + 1);
+          state_ = State::kBefore;
+          continue;
+        }
         const std::string_view name = trim(std::string_view(buffer_).substr(0, at));
         if (!plausible_name(name)) {  // prose that mentions the marker: not a call
           buffer_.erase(0, at + 1);

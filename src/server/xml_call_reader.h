@@ -42,7 +42,8 @@ class XmlCallReader {
   std::string partial_name() const;
 
  private:
-  enum class State { kBefore, kName, kParameters, kKey, kValue };
+  // kSkipName: what was opened as a name is none; it runs to its '>', which is dropped with it.
+  enum class State { kBefore, kName, kSkipName, kParameters, kKey, kValue };
 
   std::shared_ptr<const ParameterTypes> types_;
   State state_ = State::kBefore;
