@@ -206,7 +206,7 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     release_if_copied(t, copied);
     return m;
   };
-  const Range all_embd{0, hp.n_embd}, whole_embd = all_embd;
+  const Range all_embd{0, hp.n_embd};
   // The model's tensors as the file names them (model_info.cpp reads either spelling).
   const std::vector<TensorSpec>& all_tensors = info.tensors;
   auto file_name = [&](const std::string& name) {
@@ -326,9 +326,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
       bool copied = false;
       for (int64_t e : s->experts) {
         const MatrixView m = expert_view(all, expert_in_file(t.name, e));
-        l.gate_exps.push_back(pack_slice(m, t.name, ff, whole_embd, copied));
+        l.gate_exps.push_back(pack_slice(m, t.name, ff, all_embd, copied));
         l.up_exps.push_back(
-            pack_slice(m, t.name, {half + ff.begin, half + ff.end}, whole_embd, copied));
+            pack_slice(m, t.name, {half + ff.begin, half + ff.end}, all_embd, copied));
       }
       release_if_copied(all, copied);
       return;

@@ -27,12 +27,9 @@ float* grown(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
-// The rows of `m` as floats: [rows][cols].
+// The rows of `m` as floats: [rows][cols] (its rows are whole blocks, stored back to back).
 void dequantize_rows(const MatrixView& m, float* out) {
-  const TypeTraits& tt = type_traits(m.type);
-  const size_t row = row_bytes(m.type, m.cols);
-  for (int64_t r = 0; r < m.rows; ++r)
-    tt.dequantize(m.data + row * static_cast<size_t>(r), out + r * m.cols, m.cols);
+  type_traits(m.type).dequantize(m.data, out, m.rows * m.cols);
 }
 
 }  // namespace
