@@ -471,11 +471,17 @@ struct HubServer::State {
     const AnswerLimits limits = limits_of(call, chosen, max_ids);
     StreamReader reader(call.client_wants_usage, max_ids);
     const bool hold = verifier.untrusted(chosen.node);
-    std::string held;
+    // From the event that finishes the answer on, the bytes wait for the charge: a client
+    // never holds a finished answer that a replica killed at that moment had not charged.
+    std::string held, tail;
     auto send = [&](const std::string& out) {
       if (out.empty() || client_gone) return;
       if (hold) {
         held += out;
+        return;
+      }
+      if (reader.facts().finished) {
+        tail += out;
         return;
       }
       wrote = true;
@@ -511,13 +517,14 @@ struct HubServer::State {
       wrote = !held.empty();
       if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
     }
-    if (!wrote && failed) return Attempt::FAILED;
+    if (!wrote && tail.empty() && failed) return Attempt::FAILED;
     // Charged only when the answer was whole: it finished and the pod said what it used.
     if (whole && !client_gone) {
       served(answer_of(call, chosen, facts), checked);
     } else {
       view.request_failed(call.model_name);
     }
+    if (!tail.empty() && !client_gone) sink.write(tail.data(), tail.size());
     return Attempt::ANSWERED;
   }
 

@@ -457,6 +457,26 @@ struct ModelPod {
       EXPECT_EQ(body.value("herd_token_ids", false), true);
       const int64_t n = body.value("max_tokens", 4);
       const json ids = std::vector<int32_t>(static_cast<size_t>(n), this->token);
+      if (body.value("stream", false)) {
+        // A chunk per token, then one with the finish reason, usage and ids, then [DONE].
+        res.set_chunked_content_provider(
+            "text/event-stream", [n, ids](size_t, httplib::DataSink& sink) {
+              std::string events;
+              for (int64_t i = 0; i < n; ++i) {
+                events +=
+                    "data: " + json{{"choices", {{{"delta", {{"content", "x"}}}}}}}.dump() + "\n\n";
+              }
+              const json last = {
+                  {"choices", {{{"finish_reason", "length"}, {"delta", json::object()}}}},
+                  {"usage", {{"prompt_tokens", 10}, {"completion_tokens", n}}},
+                  {"herd", {{"completion_token_ids", ids}}}};
+              events += "data: " + last.dump() + "\n\ndata: [DONE]\n\n";
+              sink.write(events.data(), events.size());
+              sink.done();
+              return true;
+            });
+        return;
+      }
       json answer = {{"choices", {{{"finish_reason", "length"}, {"message", {{"content", "x"}}}}}},
                      {"usage", {{"prompt_tokens", 10}, {"completion_tokens", n}}},
                      {"herd", {{"completion_token_ids", ids}}}};
@@ -610,6 +630,49 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
     EXPECT_EQ(history[i]["transfer"].get<std::string>().rfind("request:", 0), 0u);
   }
   EXPECT_EQ(history.back()["balance_after"], 100000 - paid);
+}
+
+// A streamed answer's finish reason reaches the client only after the charge is in the books:
+// a replica killed between the two leaves an answer cut (and perhaps paid), never one the
+// client holds whole and nobody paid for (docs/network.md, "Replicas").
+TEST(HubServerTest, AStreamedAnswerFinishesOnlyOnceCharged) {
+  HubOptions o;
+  o.api_keys = {"client-key"};
+  o.secret = std::string(net::kKeySecretBytes, 's');
+  o.grant_credits = 100000;
+  ModelPod pod("pod", 7);
+  const net::NodeIdentity id = net::NodeIdentity::generate();
+  o.trusted_pods = {id.id().to_text()};  // trusted: its stream is passed on as it comes
+  RunningHub h(o);
+  Registration r = sample(id);
+  r.url = pod.url();
+  const std::string body = registration_body(r);
+  ASSERT_EQ(post_registration(*h.client, body, sign_registration(id, body))->status, 200);
+  const std::string account = Credits::client_account(o.secret, "client-key");
+  std::string received;
+  size_t charges_at_finish = 0;
+  bool finish_seen = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.headers = kClient;
+  req.body = R"({"model": "llama-3.1-8b-q4_0", "messages": [], "max_tokens": 6, "stream": true})";
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    if (!finish_seen && received.find("finish_reason") != std::string::npos) {
+      finish_seen = true;
+      charges_at_finish = h.books.ledger.history(account).size() - 1;  // less the grant
+    }
+    return true;
+  };
+  const httplib::Result res = h.client->send(req);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  ASSERT_TRUE(finish_seen) << received;
+  EXPECT_EQ(charges_at_finish, 1u);
+  EXPECT_THAT(received, HasSubstr("data: [DONE]"));
+  EXPECT_EQ(received.find("completion_token_ids"), std::string::npos);  // herd's, not the client's
 }
 
 // A client whose credits do not cover a request's most is refused before any pod works.
