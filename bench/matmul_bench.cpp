@@ -212,6 +212,19 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  // The experts of Qwen3.5/3.6-35B-A3B (hidden 2048, expert FFN 512): gate/up 512x2048,
+  // down 2048x512, in the types of its Q4_K_M files; decode and batched decode.
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    for (const Shape& s : {Shape{512, 2048}, Shape{2048, 512}}) {
+      const std::string name = "matmul/" + std::string(herd::type_traits(type).name) + "/" +
+                               std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(name.c_str(), bm_matmul, type, s.rows, s.cols)
+          ->ArgNames({"tokens", "threads"})
+          ->ArgsProduct({{1, 8}, {1, 2}})
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
   // The grid types of 1T-parameter MoE files (DeepSeek V3, Kimi K2: hidden 7168, expert
   // FFN 2048): decode, batched decode and prefill.
   for (TensorType type :
@@ -224,9 +237,9 @@ void register_all() {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }
-  for (TensorType type :
-       {TensorType::Q4_K, TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,
-        TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M}) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::IQ2_XXS,
+                          TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
+                          TensorType::IQ3_S, TensorType::IQ1_S, TensorType::IQ1_M}) {
     const std::string name =
         "matmul_cached/" + std::string(herd::type_traits(type).name) + "/256x7168/tokens:1";
     benchmark::RegisterBenchmark(name.c_str(), bm_matmul_cached, type)

@@ -164,29 +164,25 @@ inline typename Ops::I dot_u8_groups(typename Ops::I acc, const typename Ops::I*
   return acc;
 }
 
-// ---- software prefetch for tiles of several tokens ------------------------------------------
+// ---- software prefetch -------------------------------------------------------------------
 
-// With one token a tile is memory-bound and the hardware prefetchers keep up. With several
-// tokens (batched decode: a few sequences, one token each) the tile is compute-bound yet
-// still streams its weights from memory once, and the prefetchers alone left the loads
-// exposed: compute and memory time added up (q4_0 8 tokens: 392 us of CPU per 2048x2048
-// product against 208 us in cache and 111 us for one token). Asking for the bytes this far
-// ahead of the block being computed overlaps the two. One q6_K token is the exception to
-// "memory-bound, leave it to the hardware": its unpacking is heavy enough that the same
-// prefetch took ~10% off its CPU time per product (8192x2048, one thread; q4_K lost as much
-// with it, so it is per unpacker: kPrefetchOneToken).
-inline constexpr size_t kPrefetchDistance = 4096;
+// Every tile streams its weights from memory once, and the hardware prefetchers alone left
+// the loads exposed: compute and memory time added up. Asking for the bytes this far ahead
+// of the block being computed overlaps the two, for one token as for many. Measured on
+// this project's Xeon (docs/kernels.md, "Prefetch"), one thread, 8192x2048: one q6_K token
+// 6.1 -> 11 GB/s, one q4_0 token 11.1 -> 13.1 GB/s, 64 q8_0 tokens 110 -> 380 GFLOP/s, 8
+// q4_K tokens 143 -> 210 GFLOP/s, against prefetchnta 4 KiB ahead for batched tiles and one
+// q6_K token only (tuned on a Zen 4). Into L2 (locality 2), 16 KiB ahead.
+inline constexpr size_t kPrefetchDistance = 16384;
 
 // Part `part` of `parts` of the panel block kPrefetchDistance bytes after p (K-quant
 // blocks are large: their prefetches are spread over the block's chunks).
-template <bool kOn, typename Panel>
+template <typename Panel>
 inline void prefetch_ahead(const Panel& p, int part = 0, int parts = 1) {
-  if constexpr (kOn) {
-    constexpr size_t kLines = (sizeof(Panel) + 63) / 64;
-    const char* ahead = reinterpret_cast<const char*>(&p) + kPrefetchDistance;
-    for (size_t line = kLines * part / parts; line < kLines * (part + 1) / parts; ++line)
-      __builtin_prefetch(ahead + 64 * line, 0, 0);
-  }
+  constexpr size_t kLines = (sizeof(Panel) + 63) / 64;
+  const char* ahead = reinterpret_cast<const char*>(&p) + kPrefetchDistance;
+  for (size_t line = kLines * part / parts; line < kLines * (part + 1) / parts; ++line)
+    __builtin_prefetch(ahead + 64 * line, 0, 2);
 }
 
 // ---- legacy tile: 16 rows x T tokens, over all blocks of the panel ---------------------
@@ -210,7 +206,7 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
   for (int t = 0; t < T; ++t) acc[t] = Ops::zerof();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const typename U::Panel& p = panel[b];
-    prefetch_ahead<(T > 1)>(p);
+    prefetch_ahead(p);
     typename U::W w[8];
     U::weights(p, w);
     const auto d = block_scale<Ops, U>(p);
@@ -250,7 +246,6 @@ struct UnpackQ4_K {
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = true;  // mins pair with bsum32
   static constexpr int kMaxWeight = 15;
-  static constexpr bool kPrefetchOneToken = false;  // see prefetch_ahead
   // Per-lane int32 scale of sub-block 2c+e.
   static I scale(const Panel& p, int c, int e) { return pair_half(Ops::widen_u8(p.scales[c]), e); }
   // int16 pairs (sub-block 2j, 2j+1) for the correction sum.
@@ -326,7 +321,6 @@ struct UnpackQ6_K {
   static constexpr int kOffsetShift = 5;  // offset 32
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 63;
-  static constexpr bool kPrefetchOneToken = true;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -357,7 +351,6 @@ struct UnpackQ3_K {
   static constexpr int kOffsetShift = 2;  // offset 4
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 7;
-  static constexpr bool kPrefetchOneToken = false;
   static I scale(const Panel& p, int c, int e) { return signed_scale<Ops>(p, c, e); }
   static I correction_pairs(const Panel& p, int j) {
     return Ops::widen_s8(reinterpret_cast<const uint8_t*>(p.scales[j]));
@@ -391,7 +384,6 @@ struct UnpackQ2_K {
   static constexpr KCorrection kCorrection = KCorrection::kMins;
   static constexpr bool kPairsOf32 = false;
   static constexpr int kMaxWeight = 3;
-  static constexpr bool kPrefetchOneToken = false;
   static I scale(const Panel& p, int c, int e) {
     const auto pairs = Ops::and_(Ops::widen_u8(p.scales[c]), Ops::set1_8(0x0f));
     return UnpackQ4_K<Ops>::pair_half(pairs, e);
@@ -436,7 +428,7 @@ void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act
     typename Ops::I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = Ops::zero();
     for (int c = 0; c < U::kChunks; ++c) {
-      prefetch_ahead<(T > 1 || U::kPrefetchOneToken)>(p, c, U::kChunks);
+      prefetch_ahead(p, c, U::kChunks);
       k_sub_block<Ops, U, T, 0>(p, c, act, act_stride, b, isum);
       k_sub_block<Ops, U, T, 1>(p, c, act, act_stride, b, isum);
     }
