@@ -28,10 +28,13 @@ bool is_plain(TokenType t) {
 }
 
 // Texts that end a turn or a document in common chat models (llama.cpp's list).
-// <|return|> and <|call|>: gpt-oss (o200k_harmony); [EOT] and [EOS]: Kimi K2.
+// <|return|> and <|call|>: gpt-oss (o200k_harmony); [EOT] and [EOS]: Kimi K2; <turn|> (a
+// turn's end) and <|tool_response> (a call made: the tool's turn comes next): Gemma 4.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>",      "[EOT]",      "[EOS]",   "<|return|>",    "<|call|>",
+    "<|eot_id|>",    "<|im_end|>",       "<|end|>",         "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>",       "<EOT>",           "[EOT]",
+    "[EOS]",         "<|return|>",       "<|call|>",        "<eos>",
+    "<turn|>",       "<|tool_response>", "<|end_of_text|>",
 };
 // In gpt-oss's harmony format <|end|> closes one message of a turn (the analysis before
 // the final answer), and generation goes on with the next message; the turn ends with
@@ -44,6 +47,7 @@ constexpr std::string_view kEotTexts[] = {
     "<|im_end|>",
     "<|end|>",
     "<end_of_turn>",
+    "<turn|>",  // Gemma 4
     "<|endoftext|>",
     "<EOT>",
     "[EOT]",  // Kimi K2

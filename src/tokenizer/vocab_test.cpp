@@ -119,6 +119,17 @@ TEST(Vocab, ChatEndTokensAreFoundByText) {
   const Vocab p = Vocab::build(spec);
   EXPECT_EQ(p.eog_ids(), (std::vector<int32_t>{1}));
   EXPECT_EQ(p.eot(), 1);
+
+  // Gemma 4: a turn ends with <turn|> (its end of turn), and a tool call with
+  // <|tool_response> (the tool answers next); <|turn> opens a turn and <|tool_call> a call.
+  const std::vector<std::string_view> gemma4 = {"a",       "<eos>",        "<|turn>",
+                                                "<turn|>", "<|tool_call>", "<|tool_response>"};
+  spec.tokens = gemma4;
+  spec.token_types = {1, 3, 3, 3, 3, 3};
+  spec.eos = 1;
+  const Vocab g = Vocab::build(spec);
+  EXPECT_EQ(g.eog_ids(), (std::vector<int32_t>{1, 3, 5}));
+  EXPECT_EQ(g.eot(), 3);
 }
 
 TEST(Vocab, MalformedSpecsAreClearErrors) {
