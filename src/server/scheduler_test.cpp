@@ -4,9 +4,11 @@
 #include "server/scheduler.h"
 
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 
 #include "engine/generate.h"
@@ -40,6 +42,7 @@ struct TinyModel {
     tok = std::make_unique<tokenizer::Tokenizer>(
         tokenizer::Tokenizer::from_gguf(gguf::File::open(path)));
   }
+  ~TinyModel() { std::filesystem::remove(path); }  // at exit: every test is done with it
 };
 TinyModel& tiny() {
   static TinyModel m;
@@ -516,6 +519,10 @@ TEST_P(StateThatCannotBeCutBack, ReusesSnapshotsAndMatchesColdRuns) {
     o.sliding_window = 8;
   }
   synthesize(o);
+  struct RemovedAtEnd {
+    std::string path;
+    ~RemovedAtEnd() { std::filesystem::remove(path); }
+  } file{o.out_path};
   engine::LocalOptions lo;
   lo.threads = 2;
   lo.n_ctx = 128;

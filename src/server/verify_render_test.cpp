@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "gguf/reader.h"
 #include "model/synth.h"
 
@@ -24,7 +26,9 @@ const tokenizer::Tokenizer& vocabulary() {
     o.n_ff = 128;
     o.threads = 1;
     synthesize(o);
-    return tokenizer::Tokenizer::from_gguf(gguf::File::open(o.out_path));
+    tokenizer::Tokenizer t = tokenizer::Tokenizer::from_gguf(gguf::File::open(o.out_path));
+    std::filesystem::remove(o.out_path);
+    return t;
   }();
   return tok;
 }
