@@ -476,12 +476,12 @@ struct HubServer::State {
     std::string held, tail;
     auto send = [&](const std::string& out) {
       if (out.empty() || client_gone) return;
-      if (hold) {
-        held += out;
-        return;
-      }
       if (reader.facts().finished) {
         tail += out;
+        return;
+      }
+      if (hold) {
+        held += out;
         return;
       }
       wrote = true;
@@ -517,7 +517,7 @@ struct HubServer::State {
       wrote = !held.empty();
       if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
     }
-    if (!wrote && tail.empty() && failed) return Attempt::FAILED;
+    if (!wrote && failed) return Attempt::FAILED;  // nothing sent: another pod may answer
     // Charged only when the answer was whole: it finished and the pod said what it used.
     if (whole && !client_gone) {
       served(answer_of(call, chosen, facts), checked);

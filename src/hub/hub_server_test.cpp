@@ -636,43 +636,49 @@ TEST(HubServerTest, ACheaterIsCaughtAndTheBooksBalance) {
 // a replica killed between the two leaves an answer cut (and perhaps paid), never one the
 // client holds whole and nobody paid for (docs/network.md, "Replicas").
 TEST(HubServerTest, AStreamedAnswerFinishesOnlyOnceCharged) {
-  HubOptions o;
-  o.api_keys = {"client-key"};
-  o.secret = std::string(net::kKeySecretBytes, 's');
-  o.grant_credits = 100000;
-  ModelPod pod("pod", 7);
-  const net::NodeIdentity id = net::NodeIdentity::generate();
-  o.trusted_pods = {id.id().to_text()};  // trusted: its stream is passed on as it comes
-  RunningHub h(o);
-  Registration r = sample(id);
-  r.url = pod.url();
-  const std::string body = registration_body(r);
-  ASSERT_EQ(post_registration(*h.client, body, sign_registration(id, body))->status, 200);
-  const std::string account = Credits::client_account(o.secret, "client-key");
-  std::string received;
-  size_t charges_at_finish = 0;
-  bool finish_seen = false;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.headers = kClient;
-  req.body = R"({"model": "llama-3.1-8b-q4_0", "messages": [], "max_tokens": 6, "stream": true})";
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    received.append(data, n);
-    if (!finish_seen && received.find("finish_reason") != std::string::npos) {
-      finish_seen = true;
-      charges_at_finish = h.books.ledger.history(account).size() - 1;  // less the grant
-    }
-    return true;
-  };
-  const httplib::Result res = h.client->send(req);
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  ASSERT_TRUE(finish_seen) << received;
-  EXPECT_EQ(charges_at_finish, 1u);
-  EXPECT_THAT(received, HasSubstr("data: [DONE]"));
-  EXPECT_EQ(received.find("completion_token_ids"), std::string::npos);  // herd's, not the client's
+  // Trusted: the stream is passed on as it comes. Untrusted (no pod may check it, so it is
+  // served unchecked): held until the pod's answer is whole, then passed on.
+  for (const bool trusted : {true, false}) {
+    SCOPED_TRACE(trusted ? "trusted pod" : "untrusted pod");
+    HubOptions o;
+    o.api_keys = {"client-key"};
+    o.secret = std::string(net::kKeySecretBytes, 's');
+    o.grant_credits = 100000;
+    ModelPod pod("pod", 7);
+    const net::NodeIdentity id = net::NodeIdentity::generate();
+    if (trusted) o.trusted_pods = {id.id().to_text()};
+    RunningHub h(o);
+    Registration r = sample(id);
+    r.url = pod.url();
+    const std::string body = registration_body(r);
+    ASSERT_EQ(post_registration(*h.client, body, sign_registration(id, body))->status, 200);
+    const std::string account = Credits::client_account(o.secret, "client-key");
+    std::string received;
+    size_t charges_at_finish = 0;
+    bool finish_seen = false;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.headers = kClient;
+    req.body = R"({"model": "llama-3.1-8b-q4_0", "messages": [], "max_tokens": 6, "stream": true})";
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      received.append(data, n);
+      if (!finish_seen && received.find("finish_reason") != std::string::npos) {
+        finish_seen = true;
+        charges_at_finish = h.books.ledger.history(account).size() - 1;  // less the grant
+      }
+      return true;
+    };
+    const httplib::Result res = h.client->send(req);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    ASSERT_TRUE(finish_seen) << received;
+    EXPECT_EQ(charges_at_finish, 1u);
+    EXPECT_THAT(received, HasSubstr(R"({"content":"x"})"));  // the tokens before the finish
+    EXPECT_THAT(received, HasSubstr("data: [DONE]"));
+    EXPECT_EQ(received.find("completion_token_ids"), std::string::npos);  // herd's, not theirs
+  }
 }
 
 // A client whose credits do not cover a request's most is refused before any pod works.
