@@ -1,0 +1,146 @@
+#include "vulkan/kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "util/error.h"
+
+namespace herd::vulkan {
+namespace {
+
+// Rows of a matvec workgroup: each x value loaded serves this many rows.
+constexpr uint32_t kMatvecRows = 2;
+
+struct MatvecShader {
+  TensorType type;
+  const char* name;
+};
+const MatvecShader kMatvecShaders[] = {
+    {TensorType::F32, "matvec_f32"},   {TensorType::F16, "matvec_f16"},
+    {TensorType::Q4_0, "matvec_q4_0"}, {TensorType::Q8_0, "matvec_q8_0"},
+    {TensorType::Q4_K, "matvec_q4_K"}, {TensorType::Q6_K, "matvec_q6_K"},
+};
+
+const char* matvec_shader(TensorType type) {
+  for (const MatvecShader& s : kMatvecShaders) {
+    if (s.type == type) return s.name;
+  }
+  return nullptr;
+}
+
+// Shaders index with 32-bit unsigned integers.
+uint32_t u32(int64_t value, const char* what) {
+  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
+    throw Error("vulkan", std::string(what) + " " + std::to_string(value) +
+                              " is beyond the shaders' 32-bit indices");
+  }
+  return static_cast<uint32_t>(value);
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+Kernels::Kernels(Context& context, KernelOptions options) : context_(context) {
+  const DeviceInfo& info = context.info();
+  subgroups_ = options.subgroups && info.subgroup_arithmetic && info.subgroup_size > 0;
+  // Powers of two (the shared-memory tree needs one) within the device's limit, at least
+  // one whole subgroup where that fits.
+  const uint32_t limit = std::bit_floor(std::max<uint32_t>(info.max_workgroup_size, 1));
+  reduce_size_ = std::min<uint32_t>(std::max<uint32_t>(128, info.subgroup_size), limit);
+  elementwise_size_ = std::min<uint32_t>(256, limit);
+}
+
+Kernels::~Kernels() = default;
+
+bool Kernels::has_matvec(TensorType type) {
+  return matvec_shader(type) != nullptr;
+}
+
+const Pipeline& Kernels::pipeline(const std::string& shader, uint32_t n_buffers,
+                                  uint32_t push_bytes, std::vector<uint32_t> spec_constants) {
+  std::unique_ptr<Pipeline>& slot = pipelines_[shader];
+  if (slot == nullptr) {
+    PipelineOptions options;
+    options.shader = shader;
+    options.n_buffers = n_buffers;
+    options.push_bytes = push_bytes;
+    options.spec_constants = spec_constants;
+    slot = std::make_unique<Pipeline>(context_, options);
+  }
+  return *slot;
+}
+
+void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+                     int64_t cols) {
+  const char* name = matvec_shader(type);
+  if (name == nullptr) {
+    throw Error("vulkan", "no matrix-vector shader for " + std::string(type_traits(type).name) +
+                              " weights yet");
+  }
+  struct Push {
+    uint32_t rows, cols, row_bytes;
+  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes")};
+  u32(rows * int64_t(push.row_bytes), "matrix bytes");
+  const uint32_t size =
+      std::min<uint32_t>(reduce_size_, std::max<uint32_t>(64, context_.info().subgroup_size));
+  const std::string shader = std::string(name) + (subgroups_ ? "_subgroup" : "_shared");
+  const Pipeline& p =
+      pipeline(shader, 3, sizeof(Push), {size, context_.info().subgroup_size, kMatvecRows});
+  r.dispatch(p, {w, x, y}, push, ceil_div(uint64_t(rows), kMatvecRows));
+}
+
+void Kernels::rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n,
+                       int64_t n_rows, float eps) {
+  struct Push {
+    uint32_t n, n_rows;
+    float eps;
+  } push{u32(n, "n"), u32(n_rows, "rows"), eps};
+  u32(n * n_rows, "elements");
+  const Pipeline& p = pipeline(subgroups_ ? "rms_norm_subgroup" : "rms_norm_shared", 3,
+                               sizeof(Push), {reduce_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x, weight, out}, push, uint64_t(n_rows));
+}
+
+void Kernels::softmax(Recorder& r, Binding x, int64_t n, int64_t n_rows) {
+  struct Push {
+    uint32_t n, n_rows;
+  } push{u32(n, "n"), u32(n_rows, "rows")};
+  u32(n * n_rows, "elements");
+  const Pipeline& p = pipeline(subgroups_ ? "softmax_subgroup" : "softmax_shared", 1, sizeof(Push),
+                               {reduce_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x}, push, uint64_t(n_rows));
+}
+
+void Kernels::silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n) {
+  const struct { uint32_t n; } push{u32(n, "n")};
+  const Pipeline& p =
+      pipeline("silu_mul", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {gate, up, out}, push, ceil_div(uint64_t(n), elementwise_size_));
+}
+
+void Kernels::add(Recorder& r, Binding a, Binding b, Binding out, int64_t n) {
+  const struct { uint32_t n; } push{u32(n, "n")};
+  const Pipeline& p =
+      pipeline("add", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {a, b, out}, push, ceil_div(uint64_t(n), elementwise_size_));
+}
+
+void Kernels::rope(Recorder& r, Binding x, Binding angles, const RopeShape& s) {
+  HERD_CHECK_MSG(s.n_rot % 2 == 0 && s.rot_offset + s.n_rot <= s.head_dim,
+                 "n_rot " + std::to_string(s.n_rot) + ", head_dim " + std::to_string(s.head_dim));
+  struct Push {
+    uint32_t n_tokens, n_head, head_dim, n_rot, rot_offset, neox;
+  } push{u32(s.n_tokens, "tokens"), u32(s.n_head, "heads"),          u32(s.head_dim, "head_dim"),
+         u32(s.n_rot, "n_rot"),     u32(s.rot_offset, "rot_offset"), s.neox ? 1u : 0u};
+  const uint64_t pairs = uint64_t(s.n_tokens) * uint64_t(s.n_head) * uint64_t(s.n_rot / 2);
+  u32(int64_t(s.n_tokens * s.n_head * s.head_dim), "elements");
+  const Pipeline& p =
+      pipeline("rope", 2, sizeof(Push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x, angles}, push, ceil_div(pairs, elementwise_size_));
+}
+
+}  // namespace herd::vulkan

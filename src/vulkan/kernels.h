@@ -1,0 +1,74 @@
+// The operations of a forward pass as Vulkan dispatches: each records into a Recorder, on
+// buffers already on the device. The shader variant of each is chosen once, from the
+// device's features (subgroup reductions where offered, shared memory where not); its
+// pipeline is made on first use and kept.
+// Shapes are in the comments; every buffer holds row-major floats unless said otherwise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quant/types.h"
+#include "vulkan/recorder.h"
+
+namespace herd::vulkan {
+
+struct KernelOptions {
+  // false: the shared-memory reductions even where the device offers subgroup arithmetic
+  // (tests run both variants on one device).
+  bool subgroups = true;
+};
+
+struct RopeShape {
+  int64_t n_tokens = 1;
+  int64_t n_head = 1;
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;       // rotated dimensions of each head (even)
+  int64_t rot_offset = 0;  // the first rotated dimension (0, or head_dim - n_rot)
+  bool neox = false;       // RopeStyle::kNeoxHalves; false: kAdjacentPairs
+};
+
+class Kernels {
+ public:
+  explicit Kernels(Context& context, KernelOptions options = {});
+  ~Kernels();
+  Kernels(const Kernels&) = delete;
+  Kernels& operator=(const Kernels&) = delete;
+
+  bool uses_subgroups() const { return subgroups_; }
+  // Whether matvec has a shader for this weight type.
+  static bool has_matvec(TensorType type);
+
+  // y[r] = sum_c W[r][c] * x[c]. w: [rows] rows of `type` in GGUF's layout
+  // (row_bytes(type, cols) each); x: [cols]; y: [rows].
+  // Throws herd::Error("[vulkan] ...") for a type without a shader.
+  void matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+              int64_t cols);
+  // out[i][j] = x[i][j] / rms(x[i]) * weight[j]. x, out: [n_rows][n]; weight: [n].
+  void rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n, int64_t n_rows,
+                float eps);
+  // x[i] = softmax(x[i]) for each row. x: [n_rows][n].
+  void softmax(Recorder& r, Binding x, int64_t n, int64_t n_rows);
+  // out[i] = silu(gate[i]) * up[i]. gate, up, out: [n]; out may be gate.
+  void silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n);
+  // out[i] = a[i] + b[i]. a, b, out: [n].
+  void add(Recorder& r, Binding a, Binding b, Binding out, int64_t n);
+  // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
+  // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
+  void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
+
+ private:
+  const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
+                           std::vector<uint32_t> spec_constants);
+
+  Context& context_;
+  bool subgroups_ = false;
+  uint32_t reduce_size_ = 0;       // invocations of a workgroup that reduces (power of two)
+  uint32_t elementwise_size_ = 0;  // invocations of an element-wise workgroup
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+}  // namespace herd::vulkan

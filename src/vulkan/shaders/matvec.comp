@@ -1,0 +1,174 @@
+#version 450
+// Matrix-vector product for decode: y[r] = sum_c W[r][c] * x[c], W in its GGUF layout as
+// uploaded (quant/blocks.h), x and y floats. Weights are dequantized in registers and
+// multiplied with f32 activations (no activation rounding, unlike the CPU's Q8 kernels).
+// One workgroup computes NUM_ROWS rows; its invocations stride over a row's 32-weight units
+// (a legacy block, or an eighth of a K-quant super-block), so neighbouring invocations read
+// neighbouring bytes, each weight byte read once; the x values of a unit are shared by the
+// NUM_ROWS rows. Then one workgroup_sum per row.
+// One variant per weight type: WEIGHT_F32, WEIGHT_F16, WEIGHT_Q4_0, WEIGHT_Q8_0,
+// WEIGHT_Q4_K, WEIGHT_Q6_K.
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(constant_id = 2) const uint NUM_ROWS = 2;
+
+layout(std430, binding = 0) readonly buffer W { uint w[]; };  // the rows' bytes, as words
+layout(std430, binding = 1) readonly buffer X { float x[]; };  // [cols]
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [rows]
+layout(push_constant) uniform Push {
+  uint rows;
+  uint cols;
+  uint row_bytes;  // bytes of one row in W
+} p;
+
+// ---- byte-packed reads (off: a byte offset into W)
+uint load_u8(uint off) {
+  return (w[off >> 2] >> ((off & 3u) * 8u)) & 0xffu;
+}
+int load_i8(uint off) {
+  return int(load_u8(off) << 24) >> 24;
+}
+// REQUIRES: off even (every f16 of a GGUF block is).
+float load_f16(uint off) {
+  const uint word = w[off >> 2];
+  return unpackHalf2x16((off & 2u) != 0u ? word >> 16 : word).x;
+}
+// Four bytes from any offset; reads only words that hold at least one of them, so a
+// buffer rounded up to 4 bytes is never read past its end.
+uint load_u32(uint off) {
+  const uint shift = (off & 3u) * 8u;
+  const uint lo = w[off >> 2];
+  return shift == 0u ? lo : (lo >> shift) | (w[(off >> 2) + 1u] << (32u - shift));
+}
+
+// ---- one 32-weight unit u of a row (starting at byte `row`) against x[32u .. 32u + 32)
+#if defined(WEIGHT_Q4_0)
+// 18 bytes: d f16 | qs[16]: byte j = q[j] lo, q[j+16] hi; x = d * (q - 8)
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * 18u;
+  const uint xb = u * 32u;
+  float sum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      sum += (float(q & 15u) - 8.0) * x[xb + i] + (float(q >> 4) - 8.0) * x[xb + i + 16u];
+    }
+  }
+  return load_f16(off) * sum;
+}
+#elif defined(WEIGHT_Q8_0)
+// 34 bytes: d f16 | qs[32] int8; x = d * q
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * 34u;
+  const uint xb = u * 32u;
+  float sum = 0.0;
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const int q = int(q4 << (24u - 8u * j)) >> 24;
+      sum += float(q) * x[xb + 4u * k + j];
+    }
+  }
+  return load_f16(off) * sum;
+}
+#elif defined(WEIGHT_Q4_K)
+// 144 bytes per 256: d f16 | dmin f16 | scales[12] | qs[128]; sub-block s of 32:
+// x = d * sc[s] * q - dmin * mn[s]; qs byte 32 (s / 2) + l holds q lo (s even) or hi (odd).
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 144u;
+  const uint xb = u * 32u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = load_u8(off + 4u + s) & 63u;
+    mn = load_u8(off + 8u + s) & 63u;
+  } else {
+    const uint b = load_u8(off + 8u + s);  // scales[s + 4]
+    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);       // scales[s - 4] top bits
+    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);  // scales[s] top bits
+  }
+  const uint qs = (off + 16u + 32u * (s / 2u)) >> 2;  // word index (144 and 16 are 4-aligned)
+  const uint shift = (s & 1u) * 4u;
+  float qsum = 0.0, xsum = 0.0;
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> shift;
+    for (uint j = 0; j < 4; ++j) {
+      const float xv = x[xb + 4u * k + j];
+      qsum += float((q4 >> (8u * j)) & 15u) * xv;
+      xsum += xv;
+    }
+  }
+  return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
+}
+#elif defined(WEIGHT_Q6_K)
+// 210 bytes per 256: ql[128] | qh[64] | scales[16] int8 | d f16; x = d * sc[i/16] * (q - 32).
+// Unit s = 4h + j covers q[128h + 32j + l], l < 32: its low 4 bits are ql[64h + l] (j = 0),
+// ql[64h + 32 + l] (1), the high nibbles of those (2, 3); its top 2 bits are bits 2j, 2j+1
+// of qh[32h + l].
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint h = s / 4u, j = s % 4u;
+  const uint off = row + (u / 8u) * 210u;
+  const uint xb = u * 32u;
+  const uint ql = off + 64u * h + 32u * (j & 1u);
+  const uint ql_shift = (j / 2u) * 4u;
+  const uint qh = off + 128u + 32u * h;
+  float sums[2] = {0.0, 0.0};
+  for (uint k = 0; k < 8; ++k) {
+    const uint lo4 = load_u32(ql + 4u * k) >> ql_shift;
+    const uint hi4 = load_u32(qh + 4u * k) >> (2u * j);
+    for (uint b = 0; b < 4; ++b) {
+      const uint q = ((lo4 >> (8u * b)) & 15u) | (((hi4 >> (8u * b)) & 3u) << 4);
+      sums[k / 4u] += (float(q) - 32.0) * x[xb + 4u * k + b];
+    }
+  }
+  const uint sc = off + 192u + 8u * h + 2u * j;
+  return load_f16(off + 208u) * (float(load_i8(sc)) * sums[0] + float(load_i8(sc + 1u)) * sums[1]);
+}
+#endif
+
+void main() {
+  const uint first = group_index() * NUM_ROWS;
+  if (first >= p.rows) return;  // the whole workgroup
+  const uint tid = gl_LocalInvocationID.x;
+  float sums[NUM_ROWS];
+  for (uint r = 0; r < NUM_ROWS; ++r) sums[r] = 0.0;
+
+#if defined(WEIGHT_F32)
+  for (uint c = tid; c < p.cols; c += WG_SIZE) {
+    const float xv = x[c];
+    for (uint r = 0; r < NUM_ROWS; ++r) {
+      if (first + r < p.rows) sums[r] += uintBitsToFloat(w[(first + r) * p.cols + c]) * xv;
+    }
+  }
+#elif defined(WEIGHT_F16)
+  // Each word holds two weights; a row of odd length starts mid-word, so the words are
+  // walked by their global index and each half kept if it belongs to the row.
+  for (uint r = 0; r < NUM_ROWS; ++r) {
+    if (first + r >= p.rows) break;
+    const uint e0 = (first + r) * p.cols;  // the row's first element
+    const uint w_end = (e0 + p.cols + 1u) >> 1;
+    for (uint wi = (e0 >> 1) + tid; wi < w_end; wi += WG_SIZE) {
+      const vec2 v = unpackHalf2x16(w[wi]);
+      const int c = int(2u * wi) - int(e0);  // the column of the low half
+      if (c >= 0) sums[r] += v.x * x[c];
+      if (c + 1 < int(p.cols)) sums[r] += v.y * x[c + 1];
+    }
+  }
+#else
+  const uint n_units = p.cols / 32u;
+  for (uint u = tid; u < n_units; u += WG_SIZE) {
+    for (uint r = 0; r < NUM_ROWS; ++r) {
+      if (first + r < p.rows) sums[r] += unit_dot((first + r) * p.row_bytes, u);
+    }
+  }
+#endif
+
+  for (uint r = 0; r < NUM_ROWS; ++r) {
+    const float total = workgroup_sum(sums[r]);
+    if (tid == 0 && first + r < p.rows) y[first + r] = total;
+  }
+}
