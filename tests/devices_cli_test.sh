@@ -36,6 +36,8 @@ one=$("$herd" devices --device vulkan:0) || fail "--device vulkan:0 exited $?"
 [[ "$one" == vulkan:0* && "$one" == *subgroups* && "$one" == *heap\ 0* ]] ||
   fail "--device vulkan:0 printed: $one"
 [[ "$one" != cpu* ]] || fail "--device vulkan:0 printed the CPU"
+measured=$("$herd" devices --device vulkan:0 --bandwidth) || fail "--bandwidth exited $?"
+[[ "$measured" == *"GB/s copy"* ]] || fail "--bandwidth printed: $measured"
 
 if [[ $failures -ne 0 ]]; then exit 1; fi
 echo "devices_cli_test: ok"

@@ -1,8 +1,9 @@
-// herd devices [--json] [--device auto|cpu|vulkan[:N]]
+// herd devices [--json] [--device auto|cpu|vulkan[:N]] [--bandwidth]
 // What this machine can compute on: its CPU (cores, memory, the kernels' instruction set)
 // and every Vulkan device (memory heaps, subgroups, the features herd's shaders use). With
 // --device, only that device, and an error when it is not there (as a model command's
-// --device would say).
+// --device would say). --bandwidth measures each one's memory bandwidth: the CPU's read
+// bandwidth (util/bandwidth.h), each Vulkan device's buffer-to-buffer copy (vulkan/bandwidth.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "kernels/matmul.h"
+#include "util/bandwidth.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -24,7 +26,25 @@ namespace {
 struct DevicesArgs {
   bool json = false;
   std::string device;  // empty: every device
+  bool bandwidth = false;
 };
+
+// GB/s (10^9 bytes per second) of the CPU's reads over all its threads.
+double cpu_bandwidth_gbs() {
+  ThreadPool pool(default_thread_count());
+  return measure_read_bandwidth(pool) / 1e9;
+}
+
+// GB/s of a Vulkan device's copies (reads plus writes), or 0 with a note on stderr when it
+// cannot be measured (too little memory free): a listing goes on.
+double vulkan_bandwidth_gbs(const vulkan::DeviceInfo& d) {
+  try {
+    return vulkan::measure_copy_bandwidth_gbs(d.index);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "herd devices: vulkan:%d: no bandwidth measured: %s\n", d.index, e.what());
+    return 0;
+  }
+}
 
 std::string gib(uint64_t bytes) {
   char text[32];
@@ -102,17 +122,36 @@ void run_devices(const DevicesArgs& args) {
       }
     }
   }
+  const double cpu_gbs = show_cpu && args.bandwidth ? cpu_bandwidth_gbs() : 0;
+  std::vector<double> vulkan_gbs;
+  for (const vulkan::DeviceInfo& d : devices) {
+    vulkan_gbs.push_back(args.bandwidth ? vulkan_bandwidth_gbs(d) : 0);
+  }
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
-    if (show_cpu) out.push_back(cpu_json());
-    for (const vulkan::DeviceInfo& d : devices) out.push_back(vulkan_json(d));
+    if (show_cpu) {
+      out.push_back(cpu_json());
+      if (args.bandwidth) out.back()["read_bandwidth_gbs"] = cpu_gbs;
+    }
+    for (size_t i = 0; i < devices.size(); ++i) {
+      out.push_back(vulkan_json(devices[i]));
+      if (args.bandwidth) out.back()["copy_bandwidth_gbs"] = vulkan_gbs[i];
+    }
     nlohmann::json result = {{"devices", out}};
     if (!vulkan_error.empty()) result["vulkan_error"] = vulkan_error;
     std::printf("%s\n", result.dump(2).c_str());
     return;
   }
-  if (show_cpu) print_cpu();
-  for (const vulkan::DeviceInfo& d : devices) std::printf("%s", vulkan::describe(d).c_str());
+  if (show_cpu) {
+    print_cpu();
+    if (args.bandwidth) std::printf("  bandwidth   %.1f GB/s read\n", cpu_gbs);
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::printf("%s", vulkan::describe(devices[i]).c_str());
+    if (args.bandwidth && vulkan_gbs[i] > 0) {
+      std::printf("  bandwidth   %.1f GB/s copy (read + write)\n", vulkan_gbs[i]);
+    }
+  }
   if (!vulkan_error.empty()) std::printf("vulkan    none: %s\n", vulkan_error.c_str());
 }
 
@@ -125,6 +164,8 @@ void add_devices(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print JSON instead of text");
   cmd->add_option("--device", args->device,
                   "Only this device: auto, cpu, vulkan or vulkan:N (an error when absent)");
+  cmd->add_flag("--bandwidth", args->bandwidth,
+                "Measure each device's memory bandwidth (a second or so each)");
   cmd->callback([args] { run_devices(*args); });
 }
 

@@ -58,6 +58,11 @@ struct DeviceInfo {
 // (libvulkan) cannot be opened, or when it reports no device, each saying what to install.
 std::vector<DeviceInfo> list_devices();
 
+// GB/s (reads plus writes) of device `index`'s buffer-to-buffer copies, measured now
+// (vulkan/bandwidth.h: 8 copies of 256 MiB). Throws herd::Error("[vulkan] ...") as
+// list_devices() does, or when the device cannot hold two such buffers.
+double measure_copy_bandwidth_gbs(int index);
+
 // Whether this binary was built with the Vulkan runtime (CMake found Vulkan and glslc).
 bool built_with_vulkan();
 
