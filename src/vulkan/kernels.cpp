@@ -17,9 +17,14 @@ struct MatvecShader {
   const char* name;
 };
 const MatvecShader kMatvecShaders[] = {
-    {TensorType::F32, "matvec_f32"},   {TensorType::F16, "matvec_f16"},
-    {TensorType::Q4_0, "matvec_q4_0"}, {TensorType::Q8_0, "matvec_q8_0"},
-    {TensorType::Q4_K, "matvec_q4_K"}, {TensorType::Q6_K, "matvec_q6_K"},
+    {TensorType::F32, "matvec_f32"},       {TensorType::F16, "matvec_f16"},
+    {TensorType::BF16, "matvec_bf16"},     {TensorType::Q4_0, "matvec_q4_0"},
+    {TensorType::Q4_1, "matvec_q4_1"},     {TensorType::Q5_0, "matvec_q5_0"},
+    {TensorType::Q5_1, "matvec_q5_1"},     {TensorType::Q8_0, "matvec_q8_0"},
+    {TensorType::Q2_K, "matvec_q2_K"},     {TensorType::Q3_K, "matvec_q3_K"},
+    {TensorType::Q4_K, "matvec_q4_K"},     {TensorType::Q5_K, "matvec_q5_K"},
+    {TensorType::Q6_K, "matvec_q6_K"},     {TensorType::IQ4_NL, "matvec_iq4_nl"},
+    {TensorType::IQ4_XS, "matvec_iq4_xs"}, {TensorType::MXFP4, "matvec_mxfp4"},
 };
 
 const char* matvec_shader(TensorType type) {

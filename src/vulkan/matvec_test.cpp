@@ -25,8 +25,12 @@ struct TypeCase {
   double cpu_bound;  // kernels/matmul_test.cpp's bound against the float reference
 };
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6},  {TensorType::F16, 1e-6},  {TensorType::Q4_0, 6e-3},
-    {TensorType::Q8_0, 6e-3}, {TensorType::Q4_K, 3e-3}, {TensorType::Q6_K, 3e-3},
+    {TensorType::F32, 1e-6},   {TensorType::F16, 1e-6},    {TensorType::BF16, 3e-3},
+    {TensorType::Q4_0, 6e-3},  {TensorType::Q4_1, 6e-3},   {TensorType::Q5_0, 6e-3},
+    {TensorType::Q5_1, 6e-3},  {TensorType::Q8_0, 6e-3},   {TensorType::Q2_K, 3e-3},
+    {TensorType::Q3_K, 3e-3},  {TensorType::Q4_K, 3e-3},   {TensorType::Q5_K, 3e-3},
+    {TensorType::Q6_K, 3e-3},  {TensorType::IQ4_NL, 6e-3}, {TensorType::IQ4_XS, 3e-3},
+    {TensorType::MXFP4, 6e-3},
 };
 constexpr double kBound = 1e-5;
 
