@@ -148,4 +148,33 @@ void Kernels::rope(Recorder& r, Binding x, Binding angles, const RopeShape& s) {
   r.dispatch(p, {x, angles}, push, ceil_div(pairs, elementwise_size_));
 }
 
+void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
+                     Binding scores, Binding out, const AttentionShape& s) {
+  HERD_CHECK_MSG(s.k_dim % 2 == 0 && s.stride % 2 == 0 && s.head_stride % 2 == 0 &&
+                     s.k_dim <= 1024 && s.v_dim <= s.stride && s.n_kv_head > 0 &&
+                     s.n_head % s.n_kv_head == 0,
+                 "k_dim " + std::to_string(s.k_dim) + ", stride " + std::to_string(s.stride) +
+                     ", heads " + std::to_string(s.n_head) + "/" + std::to_string(s.n_kv_head));
+  struct Push {
+    uint32_t n_head, n_kv_head, n_pos, k_dim, v_dim, stride, head_stride;
+    float scale;
+    uint32_t has_sinks;
+  } push{u32(s.n_head, "heads"),
+         u32(s.n_kv_head, "KV heads"),
+         u32(s.n_pos, "positions"),
+         u32(s.k_dim, "k_dim"),
+         u32(s.v_dim, "v_dim"),
+         u32(s.stride, "stride"),
+         u32(s.head_stride, "head stride"),
+         s.scale,
+         sinks != nullptr ? 1u : 0u};
+  u32(s.n_pos * s.stride, "cache elements");
+  u32(s.n_head * s.n_pos, "scores");
+  const Pipeline& p = pipeline(subgroups_ ? "attend_subgroup" : "attend_shared", 6, sizeof(Push),
+                               {reduce_size_, context_.info().subgroup_size});
+  // Without sinks the binding is unused: any buffer does.
+  r.dispatch(p, {q, keys, values, sinks != nullptr ? *sinks : q, scores, out}, push,
+             uint64_t(s.n_head));
+}
+
 }  // namespace herd::vulkan

@@ -31,6 +31,20 @@ struct RopeShape {
   bool neox = false;       // RopeStyle::kNeoxHalves; false: kAdjacentPairs
 };
 
+// One token's attention over the F16 KV cache (decode). Head h reads KV head
+// h / (n_head / n_kv_head); row j of KV head g starts at element j * stride + g * head_stride
+// of the keys (and of the values: MLA binds the keys' buffer as values, v_dim <= k_dim).
+struct AttentionShape {
+  int64_t n_head = 1;
+  int64_t n_kv_head = 1;
+  int64_t n_pos = 0;
+  int64_t k_dim = 0;
+  int64_t v_dim = 0;
+  int64_t stride = 0;       // f16 elements from one position's row to the next
+  int64_t head_stride = 0;  // f16 elements from one KV head's row to the next
+  float scale = 1.0f;       // on q . k
+};
+
 class Kernels {
  public:
   explicit Kernels(Context& context, KernelOptions options = {});
@@ -59,6 +73,12 @@ class Kernels {
   // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
   // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
   void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
+  // out[h] = sum_j softmax_j(q[h] . k_j * scale) v_j (kernels/attention.h's attend), with
+  // sinks[h] as an extra logit without a value when `sinks` is given. q: [n_head][k_dim];
+  // keys, values: f16 (AttentionShape); scores: [n_head][n_pos] scratch; out: [n_head][v_dim].
+  // REQUIRES: k_dim, stride, head_stride even; k_dim <= 1024; n_kv_head divides n_head.
+  void attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
+              Binding scores, Binding out, const AttentionShape& shape);
 
  private:
   const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
