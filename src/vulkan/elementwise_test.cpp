@@ -107,6 +107,44 @@ TEST(VulkanElementwise, SiluMulMatchesTheEngine) {
   expect_close(host_copy(context, bg), want, 1e-5, 1e-6);
 }
 
+TEST(VulkanElementwise, GatedActivationsMatchTheEngine) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  const int64_t n = 5000;
+  const std::vector<float> gate = random_floats(size_t(n), 5.0f, 5);
+  const std::vector<float> up = random_floats(size_t(n), 4.0f, 6);
+  struct Kind {
+    GatedActivation kind;
+    void (*reference)(float* x, const float* up, int64_t n);
+    const char* name;
+  };
+  const Kind kinds[] = {
+      {GatedActivation::kSiluMul, engine::silu_mul, "silu"},
+      {GatedActivation::kGeluTanhMul, engine::gelu_tanh_mul, "gelu_tanh"},
+      {GatedActivation::kSwigluOaiMul, engine::swiglu_oai_mul, "swiglu_oai"},
+      {GatedActivation::kSiluClampMul,
+       [](float* x, const float* u, int64_t count) { engine::silu_clamp_mul(x, u, count, 2.5f); },
+       "silu_clamp"},
+  };
+  Buffer bg = device_copy(context, gate), bu = device_copy(context, up);
+  Buffer out(context, size_t(n) * 4, BufferKind::kDevice);
+  for (const Kind& k : kinds) {
+    SCOPED_TRACE(k.name);
+    std::vector<float> want = gate;
+    k.reference(want.data(), up.data(), n);
+    Recorder rec(context);
+    rec.begin();
+    herd_test_device.kernels->gated(rec, k.kind, bg, bu, out, n, 2.5f);
+    rec.submit_and_wait();
+    // 1e-5 relative, plus float rounding of the activation's terms before they cancel
+    // (gelu's 1 + tanh near -1): a millionth of |gate * up|.
+    const std::vector<float> got = host_copy(context, out);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-6 * std::fabs(gate[i] * up[i]))
+          << "element " << i << ", gate " << gate[i] << ", up " << up[i];
+    }
+  }
+}
+
 TEST(VulkanElementwise, AddMatchesTheHost) {
   HERD_TEST_VULKAN_CONTEXT(context);
   const int64_t n = 1000;

@@ -120,10 +120,14 @@ void Kernels::softmax(Recorder& r, Binding x, int64_t n, int64_t n_rows) {
   r.dispatch(p, {x}, push, uint64_t(n_rows));
 }
 
-void Kernels::silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n) {
-  const struct { uint32_t n; } push{u32(n, "n")};
+void Kernels::gated(Recorder& r, GatedActivation kind, Binding gate, Binding up, Binding out,
+                    int64_t n, float limit) {
+  const struct {
+    uint32_t n, kind;
+    float limit;
+  } push{u32(n, "n"), static_cast<uint32_t>(kind), limit};
   const Pipeline& p =
-      pipeline("silu_mul", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+      pipeline("gated", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
   r.dispatch(p, {gate, up, out}, push, ceil_div(uint64_t(n), elementwise_size_));
 }
 

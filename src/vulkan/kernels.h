@@ -22,6 +22,9 @@ struct KernelOptions {
   bool subgroups = true;
 };
 
+// The gated products of the FFN, as engine/ops.h names them.
+enum class GatedActivation { kSiluMul, kGeluTanhMul, kSwigluOaiMul, kSiluClampMul };
+
 struct RopeShape {
   int64_t n_tokens = 1;
   int64_t n_head = 1;
@@ -67,7 +70,13 @@ class Kernels {
   // x[i] = softmax(x[i]) for each row. x: [n_rows][n].
   void softmax(Recorder& r, Binding x, int64_t n, int64_t n_rows);
   // out[i] = silu(gate[i]) * up[i]. gate, up, out: [n]; out may be gate.
-  void silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n);
+  void silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n) {
+    gated(r, GatedActivation::kSiluMul, gate, up, out, n);
+  }
+  // out[i] = act(gate[i]) * up[i] (engine/ops.h: silu_mul, gelu_tanh_mul, swiglu_oai_mul,
+  // silu_clamp_mul, the last with `limit`). gate, up, out: [n]; out may be gate.
+  void gated(Recorder& r, GatedActivation kind, Binding gate, Binding up, Binding out, int64_t n,
+             float limit = 0.0f);
   // out[i] = a[i] + b[i]. a, b, out: [n].
   void add(Recorder& r, Binding a, Binding b, Binding out, int64_t n);
   // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
