@@ -80,16 +80,18 @@ const Pipeline& Kernels::pipeline(const std::string& shader, uint32_t n_buffers,
 }
 
 void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
-                     int64_t cols) {
+                     int64_t cols, int64_t n_tokens) {
   const char* name = matvec_shader(type);
   if (name == nullptr) {
     throw Error("vulkan", "no matrix-vector shader for " + std::string(type_traits(type).name) +
                               " weights yet");
   }
   struct Push {
-    uint32_t rows, cols, row_bytes;
-  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes")};
+    uint32_t rows, cols, row_bytes, n_tokens;
+  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes"),
+         u32(n_tokens, "tokens")};
   u32(rows * int64_t(push.row_bytes), "matrix bytes");
+  u32(n_tokens * std::max(rows, cols), "activations");
   const uint32_t size =
       std::min<uint32_t>(reduce_size_, std::max<uint32_t>(64, context_.info().subgroup_size));
   const std::string shader = std::string(name) + (subgroups_ ? "_subgroup" : "_shared");

@@ -59,11 +59,12 @@ class Kernels {
   // Whether matvec has a shader for this weight type.
   static bool has_matvec(TensorType type);
 
-  // y[r] = sum_c W[r][c] * x[c]. w: [rows] rows of `type` in GGUF's layout
-  // (row_bytes(type, cols) each); x: [cols]; y: [rows].
+  // y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens. w: [rows] rows of `type` in GGUF's
+  // layout (row_bytes(type, cols) each); x: [n_tokens][cols]; y: [n_tokens][rows]. Made for
+  // one token (decode) or a few (batched decode): each token passes over the weights again.
   // Throws herd::Error("[vulkan] ...") for a type without a shader.
   void matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
-              int64_t cols);
+              int64_t cols, int64_t n_tokens = 1);
   // out[i][j] = x[i][j] / rms(x[i]) * weight[j]. x, out: [n_rows][n]; weight: [n].
   void rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n, int64_t n_rows,
                 float eps);

@@ -36,12 +36,13 @@ constexpr double kBound = 1e-5;
 
 struct Problem {
   std::vector<uint8_t> weights;   // [rows] GGUF rows
-  std::vector<float> x;           // [cols]
-  std::vector<double> reference;  // [rows]
-  std::vector<double> scale;      // [rows]: sum_c |w * x|
+  std::vector<float> x;           // [n_tokens][cols]
+  std::vector<double> reference;  // [n_tokens][rows]
+  std::vector<double> scale;      // [n_tokens][rows]: sum_c |w * x|
 };
 
-Problem make_problem(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+Problem make_problem(TensorType type, int64_t rows, int64_t cols, uint32_t seed,
+                     int64_t n_tokens = 1) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -49,39 +50,46 @@ Problem make_problem(TensorType type, int64_t rows, int64_t cols, uint32_t seed)
   const size_t row_size = row_bytes(type, cols);
   Problem p;
   p.weights.resize(row_size * size_t(rows));
-  p.x.resize(size_t(cols));
+  p.x.resize(size_t(n_tokens * cols));
   for (float& v : p.x) v = uniform(rng) * 1.5f;
-  std::vector<float> w(static_cast<size_t>(cols)), dequantized(static_cast<size_t>(cols));
+  std::vector<float> w(static_cast<size_t>(cols));
+  std::vector<float> dequantized(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
     const float row_scale = std::exp2(float(r % 7) - 3.0f);  // blocks' scales must matter
     for (float& v : w) v = normal(rng) * row_scale * (rng() % 97 == 0 ? 6.0f : 1.0f);
     uint8_t* row = p.weights.data() + size_t(r) * row_size;
     traits.quantize(w.data(), row, cols);
-    traits.dequantize(row, dequantized.data(), cols);
-    double sum = 0, abs_sum = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      const double product = double(dequantized[size_t(c)]) * p.x[size_t(c)];
-      sum += product;
-      abs_sum += std::fabs(product);
+    traits.dequantize(row, &dequantized[size_t(r * cols)], cols);
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double product =
+            double(dequantized[size_t(r * cols + c)]) * p.x[size_t(t * cols + c)];
+        sum += product;
+        abs_sum += std::fabs(product);
+      }
+      p.reference.push_back(sum);
+      p.scale.push_back(abs_sum);
     }
-    p.reference.push_back(sum);
-    p.scale.push_back(abs_sum);
   }
   return p;
 }
 
 std::vector<float> run_on_device(Context& context, Kernels& kernels, TensorType type,
-                                 const Problem& p, int64_t rows, int64_t cols) {
+                                 const Problem& p, int64_t rows, int64_t cols,
+                                 int64_t n_tokens = 1) {
   Buffer w(context, p.weights.size(), BufferKind::kDevice, "weights");
   Buffer x(context, p.x.size() * 4, BufferKind::kDevice, "x");
-  Buffer y(context, size_t(rows) * 4, BufferKind::kDevice, "y");
+  Buffer y(context, size_t(n_tokens * rows) * 4, BufferKind::kDevice, "y");
   upload(context, w, p.weights.data(), p.weights.size());
   upload(context, x, p.x.data(), p.x.size() * 4);
   Recorder r(context);
   r.begin();
-  kernels.matvec(r, type, w, x, y, rows, cols);
+  kernels.matvec(r, type, w, x, y, rows, cols, n_tokens);
   r.submit_and_wait();
-  std::vector<float> out(static_cast<size_t>(rows));
+  std::vector<float> out(static_cast<size_t>(n_tokens * rows));
   download(context, y, out.data(), out.size() * 4);
   return out;
 }
@@ -107,22 +115,25 @@ TEST_P(VulkanMatvecTest, MatchesTheFloatReferenceAndTheScalarKernel) {
   const int64_t block = type_traits(type).block_size;
   ThreadPool pool(1);
   struct Shape {
-    int64_t rows, blocks;
+    int64_t rows, blocks, n_tokens;
   };
   uint32_t seed = 1;
-  for (const Shape s : {Shape{1, 1}, Shape{35, 1}, Shape{48, 4}, Shape{301, 8}, Shape{7, 17}}) {
+  for (const Shape s :
+       {Shape{1, 1, 1}, Shape{35, 1, 1}, Shape{48, 4, 3}, Shape{301, 8, 1}, Shape{7, 17, 2}}) {
     // Float types get odd widths (f16 rows then start mid-word).
     const int64_t cols = block == 1 ? s.blocks * 37 : s.blocks * block;
-    SCOPED_TRACE("rows " + std::to_string(s.rows) + ", cols " + std::to_string(cols));
-    const Problem p = make_problem(type, s.rows, cols, seed++);
-    const std::vector<float> y = run_on_device(context, device_kernels, type, p, s.rows, cols);
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + ", cols " + std::to_string(cols) + ", tokens " +
+                 std::to_string(s.n_tokens));
+    const Problem p = make_problem(type, s.rows, cols, seed++, s.n_tokens);
+    const std::vector<float> y =
+        run_on_device(context, device_kernels, type, p, s.rows, cols, s.n_tokens);
     EXPECT_LE(max_error(y, p.reference, p.scale), kBound);
 
     const kernels::PackedMatrix packed =
         kernels::pack_matrix({type, s.rows, cols, p.weights.data()}, kernels::Isa::kScalar);
     kernels::Workspace workspace;
-    std::vector<float> cpu(static_cast<size_t>(s.rows));
-    kernels::matmul(packed, p.x.data(), 1, cpu.data(), pool, workspace);
+    std::vector<float> cpu(static_cast<size_t>(s.n_tokens * s.rows));
+    kernels::matmul(packed, p.x.data(), s.n_tokens, cpu.data(), pool, workspace);
     const std::vector<double> cpu_double(cpu.begin(), cpu.end());
     EXPECT_LE(max_error(y, cpu_double, p.scale), type_case.cpu_bound + kBound);
   }

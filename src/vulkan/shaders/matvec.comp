@@ -1,5 +1,6 @@
 #version 450
-// Matrix-vector product for decode: y[r] = sum_c W[r][c] * x[c], W in its GGUF layout as
+// Matrix-vector product for decode: y[t][r] = sum_c W[r][c] * x[t][c] for a few tokens t,
+// W in its GGUF layout as
 // uploaded (quant/blocks.h), x and y floats. Weights are dequantized in registers and
 // multiplied with f32 activations (no activation rounding, unlike the CPU's Q8 kernels).
 // One workgroup computes NUM_ROWS rows; its invocations stride over a row's 32-weight units
@@ -14,13 +15,16 @@
 layout(constant_id = 2) const uint NUM_ROWS = 2;
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };  // the rows' bytes, as words
-layout(std430, binding = 1) readonly buffer X { float x[]; };  // [cols]
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [rows]
+layout(std430, binding = 1) readonly buffer X { float x[]; };  // [n_tokens][cols]
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [n_tokens][rows]
 layout(push_constant) uniform Push {
   uint rows;
   uint cols;
   uint row_bytes;  // bytes of one row in W
+  uint n_tokens;
 } p;
+
+uint x_base = 0;  // the token's first element in x
 
 // ---- byte-packed reads (off: a byte offset into W)
 uint load_u8(uint off) {
@@ -47,7 +51,7 @@ uint load_u32(uint off) {
 // 18 bytes: d f16 | qs[16]: byte j = q[j] lo, q[j+16] hi; x = d * (q - 8)
 float unit_dot(uint row, uint u) {
   const uint off = row + u * 18u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   float sum = 0.0;
   for (uint k = 0; k < 4; ++k) {
     const uint q4 = load_u32(off + 2u + 4u * k);
@@ -63,7 +67,7 @@ float unit_dot(uint row, uint u) {
 // 20 bytes: d f16 | m f16 | qs[16] as q4_0; x = d * q + m
 float unit_dot(uint row, uint u) {
   const uint off = row + u * 20u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   float qsum = 0.0, xsum = 0.0;
   for (uint k = 0; k < 4; ++k) {
     const uint q4 = load_u32(off + 4u + 4u * k);
@@ -87,7 +91,7 @@ const uint kBlock = 24u, kQh = 4u;
 #endif
 float unit_dot(uint row, uint u) {
   const uint off = row + u * kBlock;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   const uint qh = load_u32(off + kQh);
   float qsum = 0.0, xsum = 0.0;
   for (uint k = 0; k < 4; ++k) {
@@ -121,7 +125,7 @@ const uint kBlock = 17u, kQs = 1u;
 #endif
 float unit_dot(uint row, uint u) {
   const uint off = row + u * kBlock;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   float sum = 0.0;
   for (uint k = 0; k < 4; ++k) {
     const uint q4 = load_u32(off + kQs + 4u * k);
@@ -146,7 +150,7 @@ const float kLevels[16] = {-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -1
 float unit_dot(uint row, uint u) {
   const uint s = u % 8u;
   const uint off = row + (u / 8u) * 136u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   const uint ls = ((load_u8(off + 4u + s / 2u) >> (4u * (s % 2u))) & 15u) |
                   (((load_u32(off) >> (16u + 2u * s)) & 3u) << 4);
   const uint qs = (off + 8u + 16u * s) >> 2;  // word index (136 and 8 are 4-aligned)
@@ -169,7 +173,7 @@ float unit_dot(uint row, uint u) {
   const uint t = u % 8u;
   const uint h = t / 4u, j = t % 4u;
   const uint off = row + (u / 8u) * 84u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   const uint qs = (off + 16u + 32u * h) >> 2;  // word index (84 and 16 are 4-aligned)
   float qsums[2] = {0.0, 0.0}, xsums[2] = {0.0, 0.0};
   for (uint k = 0; k < 8; ++k) {
@@ -198,7 +202,7 @@ float unit_dot(uint row, uint u) {
   const uint t = u % 8u;
   const uint h = t / 4u, j = t % 4u;
   const uint off = row + (u / 8u) * 110u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   float sums[2] = {0.0, 0.0};
   for (uint k = 0; k < 8; ++k) {
     const uint lo4 = load_u32(off + 32u + 32u * h + 4u * k) >> (2u * j);
@@ -215,7 +219,7 @@ float unit_dot(uint row, uint u) {
 // 34 bytes: d f16 | qs[32] int8; x = d * q
 float unit_dot(uint row, uint u) {
   const uint off = row + u * 34u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   float sum = 0.0;
   for (uint k = 0; k < 8; ++k) {
     const uint q4 = load_u32(off + 2u + 4u * k);
@@ -232,7 +236,7 @@ float unit_dot(uint row, uint u) {
 float unit_dot(uint row, uint u) {
   const uint s = u % 8u;
   const uint off = row + (u / 8u) * 144u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   uint sc, mn;
   if (s < 4u) {
     sc = load_u8(off + 4u + s) & 63u;
@@ -261,7 +265,7 @@ float unit_dot(uint row, uint u) {
 float unit_dot(uint row, uint u) {
   const uint s = u % 8u;
   const uint off = row + (u / 8u) * 176u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   uint sc, mn;
   if (s < 4u) {
     sc = load_u8(off + 4u + s) & 63u;
@@ -296,7 +300,7 @@ float unit_dot(uint row, uint u) {
   const uint s = u % 8u;
   const uint h = s / 4u, j = s % 4u;
   const uint off = row + (u / 8u) * 210u;
-  const uint xb = u * 32u;
+  const uint xb = x_base + u * 32u;
   const uint ql = off + 64u * h + 32u * (j & 1u);
   const uint ql_shift = (j / 2u) * 4u;
   const uint qh = off + 128u + 32u * h;
@@ -318,45 +322,50 @@ void main() {
   const uint first = group_index() * NUM_ROWS;
   if (first >= p.rows) return;  // the whole workgroup
   const uint tid = gl_LocalInvocationID.x;
-  float sums[NUM_ROWS];
-  for (uint r = 0; r < NUM_ROWS; ++r) sums[r] = 0.0;
+  // Tokens one after the other, each over the same rows: their bytes come from the cache
+  // after the first token (a batch of decode tokens; prefill wants a tiled matrix product).
+  for (uint t = 0; t < p.n_tokens; ++t) {
+    x_base = t * p.cols;
+    float sums[NUM_ROWS];
+    for (uint r = 0; r < NUM_ROWS; ++r) sums[r] = 0.0;
 
 #if defined(WEIGHT_F32)
-  for (uint c = tid; c < p.cols; c += WG_SIZE) {
-    const float xv = x[c];
-    for (uint r = 0; r < NUM_ROWS; ++r) {
-      if (first + r < p.rows) sums[r] += uintBitsToFloat(w[(first + r) * p.cols + c]) * xv;
+    for (uint c = tid; c < p.cols; c += WG_SIZE) {
+      const float xv = x[x_base + c];
+      for (uint r = 0; r < NUM_ROWS; ++r) {
+        if (first + r < p.rows) sums[r] += uintBitsToFloat(w[(first + r) * p.cols + c]) * xv;
+      }
     }
-  }
 #elif defined(WEIGHT_F16) || defined(WEIGHT_BF16)
-  // Each word holds two weights; a row of odd length starts mid-word, so the words are
-  // walked by their global index and each half kept if it belongs to the row.
-  for (uint r = 0; r < NUM_ROWS; ++r) {
-    if (first + r >= p.rows) break;
-    const uint e0 = (first + r) * p.cols;  // the row's first element
-    const uint w_end = (e0 + p.cols + 1u) >> 1;
-    for (uint wi = (e0 >> 1) + tid; wi < w_end; wi += WG_SIZE) {
-#if defined(WEIGHT_F16)
-      const vec2 v = unpackHalf2x16(w[wi]);
-#else
-      const vec2 v = vec2(uintBitsToFloat(w[wi] << 16), uintBitsToFloat(w[wi] & 0xffff0000u));
-#endif
-      const int c = int(2u * wi) - int(e0);  // the column of the low half
-      if (c >= 0) sums[r] += v.x * x[c];
-      if (c + 1 < int(p.cols)) sums[r] += v.y * x[c + 1];
-    }
-  }
-#else
-  const uint n_units = p.cols / 32u;
-  for (uint u = tid; u < n_units; u += WG_SIZE) {
+    // Each word holds two weights; a row of odd length starts mid-word, so the words are
+    // walked by their global index and each half kept if it belongs to the row.
     for (uint r = 0; r < NUM_ROWS; ++r) {
-      if (first + r < p.rows) sums[r] += unit_dot((first + r) * p.row_bytes, u);
+      if (first + r >= p.rows) break;
+      const uint e0 = (first + r) * p.cols;  // the row's first element
+      const uint w_end = (e0 + p.cols + 1u) >> 1;
+      for (uint wi = (e0 >> 1) + tid; wi < w_end; wi += WG_SIZE) {
+#if defined(WEIGHT_F16)
+        const vec2 v = unpackHalf2x16(w[wi]);
+#else
+        const vec2 v = vec2(uintBitsToFloat(w[wi] << 16), uintBitsToFloat(w[wi] & 0xffff0000u));
+#endif
+        const int c = int(2u * wi) - int(e0);  // the column of the low half
+        if (c >= 0) sums[r] += v.x * x[x_base + uint(c)];
+        if (c + 1 < int(p.cols)) sums[r] += v.y * x[x_base + uint(c + 1)];
+      }
     }
-  }
+#else
+    const uint n_units = p.cols / 32u;
+    for (uint u = tid; u < n_units; u += WG_SIZE) {
+      for (uint r = 0; r < NUM_ROWS; ++r) {
+        if (first + r < p.rows) sums[r] += unit_dot((first + r) * p.row_bytes, u);
+      }
+    }
 #endif
 
-  for (uint r = 0; r < NUM_ROWS; ++r) {
-    const float total = workgroup_sum(sums[r]);
-    if (tid == 0 && first + r < p.rows) y[first + r] = total;
+    for (uint r = 0; r < NUM_ROWS; ++r) {
+      const float total = workgroup_sum(sums[r]);
+      if (tid == 0 && first + r < p.rows) y[t * p.rows + first + r] = total;
+    }
   }
 }
