@@ -154,6 +154,16 @@ void Kernels::rope(Recorder& r, Binding x, Binding angles, const RopeShape& s) {
   r.dispatch(p, {x, angles}, push, ceil_div(pairs, elementwise_size_));
 }
 
+void Kernels::store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset) {
+  HERD_CHECK_MSG(n % 2 == 0 && offset % 2 == 0,
+                 "n " + std::to_string(n) + ", offset " + std::to_string(offset));
+  const struct { uint32_t n, offset; } push{u32(n, "n"), u32(offset, "offset")};
+  u32(n + offset, "elements");
+  const Pipeline& p =
+      pipeline("store_f16", 2, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {src, dst}, push, ceil_div(uint64_t(n / 2), elementwise_size_));
+}
+
 void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
                      Binding scores, Binding out, const AttentionShape& s) {
   HERD_CHECK_MSG(s.k_dim % 2 == 0 && s.stride % 2 == 0 && s.head_stride % 2 == 0 &&

@@ -83,6 +83,9 @@ class Kernels {
   // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
   // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
   void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
+  // dst[offset + i] = f16(src[i]) for i < n: a token's keys or values into the F16 cache.
+  // src: [n] floats; dst: f16. REQUIRES: n and offset even.
+  void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);
   // out[h] = sum_j softmax_j(q[h] . k_j * scale) v_j (kernels/attention.h's attend), with
   // sinks[h] as an extra logit without a value when `sinks` is given. q: [n_head][k_dim];
   // keys, values: f16 (AttentionShape); scores: [n_head][n_pos] scratch; out: [n_head][v_dim].
