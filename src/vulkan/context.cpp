@@ -6,6 +6,33 @@
 
 namespace herd::vulkan {
 
+namespace {
+
+// A compute queue family: one with compute and, where one exists, without graphics (an
+// asynchronous compute queue on discrete GPUs), else the first with compute.
+uint32_t compute_family(const Instance& instance, VkPhysicalDevice device,
+                        const std::string& name) {
+  const Api& api = instance.api();
+  uint32_t n_families = 0;
+  api.vkGetPhysicalDeviceQueueFamilyProperties(device, &n_families, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n_families);
+  api.vkGetPhysicalDeviceQueueFamilyProperties(device, &n_families, families.data());
+  uint32_t family = std::numeric_limits<uint32_t>::max();
+  for (uint32_t f = 0; f < n_families; ++f) {
+    if (!(families[f].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (family == std::numeric_limits<uint32_t>::max() ||
+        !(families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+      family = f;
+    }
+  }
+  if (family == std::numeric_limits<uint32_t>::max()) {
+    throw Error("vulkan", name + ": the device has no compute queue");
+  }
+  return family;
+}
+
+}  // namespace
+
 std::unique_ptr<Context> Context::create(int index) {
   std::unique_ptr<Context> self(new Context());
   self->instance_ = Instance::create();
@@ -27,23 +54,7 @@ std::unique_ptr<Context> Context::create(int index) {
   api.vkGetPhysicalDeviceProperties(self->physical_, &properties);
   self->limits_ = properties.limits;
 
-  // A compute queue: a family with compute and, where one exists, without graphics (an
-  // asynchronous compute queue on discrete GPUs), else the first with compute.
-  uint32_t n_families = 0;
-  api.vkGetPhysicalDeviceQueueFamilyProperties(self->physical_, &n_families, nullptr);
-  std::vector<VkQueueFamilyProperties> families(n_families);
-  api.vkGetPhysicalDeviceQueueFamilyProperties(self->physical_, &n_families, families.data());
-  uint32_t family = std::numeric_limits<uint32_t>::max();
-  for (uint32_t f = 0; f < n_families; ++f) {
-    if (!(families[f].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-    if (family == std::numeric_limits<uint32_t>::max() ||
-        !(families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
-      family = f;
-    }
-  }
-  if (family == std::numeric_limits<uint32_t>::max()) {
-    throw Error("vulkan", self->info_.name + ": the device has no compute queue");
-  }
+  const uint32_t family = compute_family(*self->instance_, self->physical_, self->info_.name);
   self->queue_family_ = family;
 
   const float priority = 1.0f;

@@ -89,21 +89,30 @@ std::vector<std::string> device_extensions(const Instance& instance, VkPhysicalD
   return names;
 }
 
-DeviceInfo read_device_info(const Instance& instance, VkPhysicalDevice device, int index) {
-  const Api& api = instance.api();
-  const std::vector<std::string> extensions = device_extensions(instance, device);
-  const auto has = [&](const char* name) {
+namespace {
+
+// What one physical device offers, as read_device_info asks for it: `has` says whether the
+// device offers an extension; structures are chained only where the version or an extension
+// says the driver knows them.
+struct Query {
+  const Api& api;
+  VkPhysicalDevice device;
+  const std::vector<std::string>& extensions;
+  VkPhysicalDeviceProperties basic;
+
+  bool has(const char* name) const {
     for (const std::string& e : extensions) {
       if (e == name) return true;
     }
     return false;
-  };
-  VkPhysicalDeviceProperties basic{};
-  api.vkGetPhysicalDeviceProperties(device, &basic);
-  const bool v12 = basic.apiVersion >= VK_API_VERSION_1_2;
-  const bool v13 = basic.apiVersion >= VK_API_VERSION_1_3;
+  }
+  bool v12() const { return basic.apiVersion >= VK_API_VERSION_1_2; }
+  bool v13() const { return basic.apiVersion >= VK_API_VERSION_1_3; }
+};
 
-  // ---- properties
+// Name, type, vendor, driver, subgroups and limits.
+void read_properties(const Query& query, DeviceInfo& info) {
+  const VkPhysicalDeviceProperties& basic = query.basic;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   VkPhysicalDeviceMaintenance3Properties maintenance3{};
@@ -111,51 +120,13 @@ DeviceInfo read_device_info(const Instance& instance, VkPhysicalDevice device, i
   subgroup.pNext = &maintenance3;
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
-  const bool has_driver = v12 || has(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  const bool has_driver = query.v12() || query.has(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
   if (has_driver) maintenance3.pNext = &driver;
   VkPhysicalDeviceProperties2 properties{};
   properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   properties.pNext = &subgroup;
-  api.vkGetPhysicalDeviceProperties2(device, &properties);
+  query.api.vkGetPhysicalDeviceProperties2(query.device, &properties);
 
-  // ---- features
-  VkPhysicalDevice16BitStorageFeatures storage16{};
-  storage16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
-  void** next = &storage16.pNext;
-  VkPhysicalDevice8BitStorageFeatures storage8{};
-  storage8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
-  if (v12 || has(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) {
-    *next = &storage8;
-    next = &storage8.pNext;
-  }
-  VkPhysicalDeviceShaderFloat16Int8Features float16_int8{};
-  float16_int8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
-  if (v12 || has(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
-    *next = &float16_int8;
-    next = &float16_int8.pNext;
-  }
-  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
-  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
-  if (v13 || has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
-    *next = &dot;
-    next = &dot.pNext;
-  }
-  VkPhysicalDeviceFeatures2 features{};
-  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  features.pNext = &storage16;
-  api.vkGetPhysicalDeviceFeatures2(device, &features);
-
-  // ---- memory
-  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
-  budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
-  const bool has_budget = has(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-  VkPhysicalDeviceMemoryProperties2 memory{};
-  memory.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
-  if (has_budget) memory.pNext = &budget;
-  api.vkGetPhysicalDeviceMemoryProperties2(device, &memory);
-
-  DeviceInfo info;
-  info.index = index;
   info.name = basic.deviceName;
   info.type = device_type(basic.deviceType);
   info.vendor_id = basic.vendorID;
@@ -163,6 +134,72 @@ DeviceInfo read_device_info(const Instance& instance, VkPhysicalDevice device, i
   info.driver = has_driver ? std::string(driver.driverName) + " " + driver.driverInfo
                            : "driver " + std::to_string(basic.driverVersion);
   info.api_version = version_string(basic.apiVersion);
+
+  const bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  info.subgroup_size = subgroup.subgroupSize;
+  for (const SubgroupOp& op : kSubgroupOps) {
+    if (compute_subgroups && (subgroup.supportedOperations & op.bit)) {
+      info.subgroup_operations.emplace_back(op.name);
+    }
+  }
+  info.subgroup_arithmetic =
+      compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.subgroup_shuffle =
+      compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+
+  info.max_workgroup_size = basic.limits.maxComputeWorkGroupInvocations;
+  info.max_shared_memory = basic.limits.maxComputeSharedMemorySize;
+  info.max_storage_buffer_range = basic.limits.maxStorageBufferRange;
+  info.max_allocation = maintenance3.maxMemoryAllocationSize;
+}
+
+// float16 / int8, 8- and 16-bit storage, integer dot product, cooperative matrix.
+void read_features(const Query& query, DeviceInfo& info) {
+  VkPhysicalDevice16BitStorageFeatures storage16{};
+  storage16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  void** next = &storage16.pNext;
+  VkPhysicalDevice8BitStorageFeatures storage8{};
+  storage8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  if (query.v12() || query.has(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) {
+    *next = &storage8;
+    next = &storage8.pNext;
+  }
+  VkPhysicalDeviceShaderFloat16Int8Features float16_int8{};
+  float16_int8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  if (query.v12() || query.has(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
+    *next = &float16_int8;
+    next = &float16_int8.pNext;
+  }
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  if (query.v13() || query.has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+    *next = &dot;
+    next = &dot.pNext;
+  }
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &storage16;
+  query.api.vkGetPhysicalDeviceFeatures2(query.device, &features);
+
+  info.shader_float16 = float16_int8.shaderFloat16;
+  info.shader_int8 = float16_int8.shaderInt8;
+  info.storage_16bit = storage16.storageBuffer16BitAccess;
+  info.storage_8bit = storage8.storageBuffer8BitAccess;
+  info.integer_dot_product = dot.shaderIntegerDotProduct;
+  // The headers herd builds with may predate the extension's structures: offered is enough.
+  info.cooperative_matrix = query.has("VK_KHR_cooperative_matrix");
+}
+
+// The heaps (size, budget, device-local, host-visible) and whether memory is unified.
+// REQUIRES: info.type set (read_properties).
+void read_memory(const Query& query, DeviceInfo& info) {
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+  budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+  const bool has_budget = query.has(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  VkPhysicalDeviceMemoryProperties2 memory{};
+  memory.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+  if (has_budget) memory.pNext = &budget;
+  query.api.vkGetPhysicalDeviceMemoryProperties2(query.device, &memory);
 
   const VkPhysicalDeviceMemoryProperties& m = memory.memoryProperties;
   bool device_local_host_visible = false;
@@ -186,30 +223,19 @@ DeviceInfo read_device_info(const Instance& instance, VkPhysicalDevice device, i
   // that are integrated (or the CPU itself) share all their memory with the host.
   info.unified_memory = device_local_host_visible &&
                         (info.type == DeviceType::kIntegrated || info.type == DeviceType::kCpu);
+}
 
-  const bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
-  info.subgroup_size = subgroup.subgroupSize;
-  for (const SubgroupOp& op : kSubgroupOps) {
-    if (compute_subgroups && (subgroup.supportedOperations & op.bit)) {
-      info.subgroup_operations.emplace_back(op.name);
-    }
-  }
-  info.subgroup_arithmetic =
-      compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
-  info.subgroup_shuffle =
-      compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+}  // namespace
 
-  info.shader_float16 = float16_int8.shaderFloat16;
-  info.shader_int8 = float16_int8.shaderInt8;
-  info.storage_16bit = storage16.storageBuffer16BitAccess;
-  info.storage_8bit = storage8.storageBuffer8BitAccess;
-  info.integer_dot_product = dot.shaderIntegerDotProduct;
-  info.cooperative_matrix = has("VK_KHR_cooperative_matrix");
-
-  info.max_workgroup_size = basic.limits.maxComputeWorkGroupInvocations;
-  info.max_shared_memory = basic.limits.maxComputeSharedMemorySize;
-  info.max_storage_buffer_range = basic.limits.maxStorageBufferRange;
-  info.max_allocation = maintenance3.maxMemoryAllocationSize;
+DeviceInfo read_device_info(const Instance& instance, VkPhysicalDevice device, int index) {
+  const std::vector<std::string> extensions = device_extensions(instance, device);
+  Query query{instance.api(), device, extensions, {}};
+  instance.api().vkGetPhysicalDeviceProperties(device, &query.basic);
+  DeviceInfo info;
+  info.index = index;
+  read_properties(query, info);
+  read_features(query, info);
+  read_memory(query, info);
   return info;
 }
 

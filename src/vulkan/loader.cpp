@@ -74,22 +74,69 @@ bool has_extension(const std::vector<VkExtensionProperties>& list, const char* n
   return false;
 }
 
+// The loader's library, or an error naming the ones tried.
+void* open_loader() {
+  std::string tried;
+  for (const char* name : kLibraries) {
+    void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (library != nullptr) return library;
+    if (!tried.empty()) tried += ", ";
+    tried += name;
+  }
+  throw Error("vulkan", "no Vulkan loader on this machine (tried " + tried +
+                            "): install libvulkan1 and a driver (mesa-vulkan-drivers), or "
+                            "vulkan-loader and molten-vk on macOS (scripts/install-deps)");
+}
+
+// A Vulkan 1.1 instance, with MoltenVK's portability enumeration where the loader offers it.
+// REQUIRES: api's global functions loaded.
+VkInstance create_instance(const Api& api) {
+  uint32_t version = VK_API_VERSION_1_0;
+  if (api.vkEnumerateInstanceVersion != nullptr) api.vkEnumerateInstanceVersion(&version);
+  if (version < VK_API_VERSION_1_1) {
+    throw Error("vulkan", "the Vulkan loader offers version " +
+                              std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
+                              std::to_string(VK_API_VERSION_MINOR(version)) +
+                              "; herd needs 1.1 (update libvulkan1)");
+  }
+  uint32_t n_extensions = 0;
+  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_extensions, nullptr);
+  std::vector<VkExtensionProperties> extensions(n_extensions);
+  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_extensions, extensions.data());
+  std::vector<const char*> enabled;
+  VkInstanceCreateFlags flags = 0;
+  // MoltenVK is a "portability" driver: the loader lists it only when asked to.
+  if (has_extension(extensions, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    enabled.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+  app.pApplicationName = "herd";
+  app.pEngineName = "herd";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+  info.flags = flags;
+  info.pApplicationInfo = &app;
+  info.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
+  info.ppEnabledExtensionNames = enabled.data();
+  VkInstance instance = VK_NULL_HANDLE;
+  const VkResult result = api.vkCreateInstance(&info, nullptr, &instance);
+  if (result == VK_ERROR_INCOMPATIBLE_DRIVER) {
+    throw Error("vulkan",
+                "the Vulkan loader found no driver (VK_ERROR_INCOMPATIBLE_DRIVER): "
+                "install one (mesa-vulkan-drivers has lavapipe, a CPU driver)");
+  }
+  check(result, "vkCreateInstance");
+  return instance;
+}
+
 }  // namespace
 
 std::shared_ptr<Instance> Instance::create() {
   std::shared_ptr<Instance> self(new Instance());
-  std::string tried;
-  for (const char* name : kLibraries) {
-    self->library_ = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (self->library_ != nullptr) break;
-    if (!tried.empty()) tried += ", ";
-    tried += name;
-  }
-  if (self->library_ == nullptr) {
-    throw Error("vulkan", "no Vulkan loader on this machine (tried " + tried +
-                              "): install libvulkan1 and a driver (mesa-vulkan-drivers), or "
-                              "vulkan-loader and molten-vk on macOS (scripts/install-deps)");
-  }
+  self->library_ = open_loader();
   Api& api = self->api_;
   api.vkGetInstanceProcAddr =
       reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(self->library_, "vkGetInstanceProcAddr"));
@@ -103,50 +150,16 @@ std::shared_ptr<Instance> Instance::create() {
   if (api.vkCreateInstance == nullptr || api.vkEnumerateInstanceExtensionProperties == nullptr) {
     throw Error("vulkan", "the Vulkan loader lacks vkCreateInstance");
   }
-  uint32_t version = VK_API_VERSION_1_0;
-  if (api.vkEnumerateInstanceVersion != nullptr) api.vkEnumerateInstanceVersion(&version);
-  if (version < VK_API_VERSION_1_1) {
-    throw Error("vulkan", "the Vulkan loader offers version " +
-                              std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
-                              std::to_string(VK_API_VERSION_MINOR(version)) +
-                              "; herd needs 1.1 (update libvulkan1)");
-  }
-
-  uint32_t n_extensions = 0;
-  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_extensions, nullptr);
-  std::vector<VkExtensionProperties> extensions(n_extensions);
-  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_extensions, extensions.data());
-  std::vector<const char*> enabled;
-  VkInstanceCreateFlags flags = 0;
-  // MoltenVK is a "portability" driver: the loader lists it only when asked to.
-  if (has_extension(extensions, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
-    enabled.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
-    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-  }
-
-  VkApplicationInfo app{};
-  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
-  app.pApplicationName = "herd";
-  app.pEngineName = "herd";
-  app.apiVersion = VK_API_VERSION_1_1;
-  VkInstanceCreateInfo info{};
-  info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
-  info.flags = flags;
-  info.pApplicationInfo = &app;
-  info.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
-  info.ppEnabledExtensionNames = enabled.data();
-  const VkResult result = api.vkCreateInstance(&info, nullptr, &self->instance_);
-  if (result == VK_ERROR_INCOMPATIBLE_DRIVER) {
-    throw Error("vulkan",
-                "the Vulkan loader found no driver (VK_ERROR_INCOMPATIBLE_DRIVER): "
-                "install one (mesa-vulkan-drivers has lavapipe, a CPU driver)");
-  }
-  check(result, "vkCreateInstance");
+  self->instance_ = create_instance(api);
 #define HERD_VK_LOAD(name) \
   api.name = reinterpret_cast<PFN_##name>(api.vkGetInstanceProcAddr(self->instance_, #name));
   HERD_VK_INSTANCE_FUNCTIONS(HERD_VK_LOAD)
   HERD_VK_DEVICE_FUNCTIONS(HERD_VK_LOAD)
 #undef HERD_VK_LOAD
+  // vkDestroyInstance first: the destructor needs it even when another is missing.
+  if (api.vkDestroyInstance == nullptr) {
+    throw Error("vulkan", "the Vulkan loader lacks vkDestroyInstance");
+  }
 #define HERD_VK_REQUIRE(name) \
   if (api.name == nullptr) throw Error("vulkan", "the Vulkan loader lacks " #name);
   HERD_VK_INSTANCE_FUNCTIONS(HERD_VK_REQUIRE)
