@@ -154,6 +154,34 @@ void Kernels::rope(Recorder& r, Binding x, Binding angles, const RopeShape& s) {
   r.dispatch(p, {x, angles}, push, ceil_div(pairs, elementwise_size_));
 }
 
+void Kernels::route(Recorder& r, Binding logits, const Binding* bias, Binding experts,
+                    Binding weights, const RouterShape& s) {
+  HERD_CHECK_MSG(s.n_expert > 0 && s.n_expert <= 512 && s.n_used > 0 && s.n_used <= 64 &&
+                     s.n_used <= s.n_expert && s.n_group >= 1 && s.n_group <= 64 &&
+                     s.n_expert % s.n_group == 0 && s.n_group_used >= 1 &&
+                     s.n_group_used <= s.n_group,
+                 "experts " + std::to_string(s.n_expert) + ", used " + std::to_string(s.n_used) +
+                     ", groups " + std::to_string(s.n_group));
+  struct Push {
+    uint32_t n_tokens, n_expert, n_used, gating, has_bias, norm_weights;
+    float weights_scale;
+    uint32_t n_group, n_group_used;
+  } push{u32(s.n_tokens, "tokens"),
+         u32(s.n_expert, "experts"),
+         u32(s.n_used, "experts used"),
+         static_cast<uint32_t>(s.gating),
+         bias != nullptr ? 1u : 0u,
+         s.norm_weights ? 1u : 0u,
+         s.weights_scale,
+         u32(s.n_group, "groups"),
+         u32(s.n_group_used, "groups used")};
+  const Pipeline& p =
+      pipeline("router", 4, sizeof(Push), {reduce_size_, context_.info().subgroup_size});
+  // Without a bias the binding is unused: any buffer does.
+  r.dispatch(p, {logits, bias != nullptr ? *bias : logits, experts, weights}, push,
+             uint64_t(s.n_tokens));
+}
+
 void Kernels::store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset) {
   HERD_CHECK_MSG(n % 2 == 0 && offset % 2 == 0,
                  "n " + std::to_string(n) + ", offset " + std::to_string(offset));

@@ -48,6 +48,17 @@ struct AttentionShape {
   float scale = 1.0f;       // on q . k
 };
 
+// The MoE router's options, as engine/router.h's RouterOptions (gating as model/arch.h's).
+struct RouterShape {
+  enum Gating { kSoftmax, kSigmoid, kSqrtSoftplus } gating = kSoftmax;
+  int64_t n_tokens = 1;
+  int64_t n_expert = 0;
+  int64_t n_used = 0;
+  bool norm_weights = true;
+  float weights_scale = 1.0f;
+  int64_t n_group = 1, n_group_used = 1;
+};
+
 class Kernels {
  public:
   explicit Kernels(Context& context, KernelOptions options = {});
@@ -83,6 +94,12 @@ class Kernels {
   // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
   // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
   void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
+  // The experts of each token and their weights (engine/router.h's route): logits:
+  // [n_tokens][n_expert]; bias: [n_expert] selection bias or null; experts: [n_tokens][n_used]
+  // int32 ids, best first; weights: [n_tokens][n_used].
+  // REQUIRES: n_expert <= 512, n_used <= 64, n_group <= 64 and divides n_expert.
+  void route(Recorder& r, Binding logits, const Binding* bias, Binding experts, Binding weights,
+             const RouterShape& shape);
   // dst[offset + i] = f16(src[i]) for i < n: a token's keys or values into the F16 cache.
   // src: [n] floats; dst: f16. REQUIRES: n and offset even.
   void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);
