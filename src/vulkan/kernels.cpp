@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <string_view>
 
 #include "util/error.h"
 
@@ -81,23 +82,51 @@ const Pipeline& Kernels::pipeline(const std::string& shader, uint32_t n_buffers,
 
 void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
                      int64_t cols, int64_t n_tokens) {
-  const char* name = matvec_shader(type);
+  MatvecCall call{type, rows, cols, n_tokens};
+  record_matvec(r, call, w, x, y, nullptr);
+}
+
+void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,
+                             Binding y, const ExpertShape& shape) {
+  MatvecCall call{type, shape.rows, shape.cols, shape.n_tokens};
+  call.n_used = shape.n_used;
+  call.n_expert = shape.n_expert;
+  call.x_per_slot = shape.x_per_slot;
+  record_matvec(r, call, w, x, y, &ids);
+}
+
+void Kernels::record_matvec(Recorder& r, const MatvecCall& c, Binding w, Binding x, Binding y,
+                            const Binding* ids) {
+  const char* name = matvec_shader(c.type);
   if (name == nullptr) {
-    throw Error("vulkan", "no matrix-vector shader for " + std::string(type_traits(type).name) +
+    throw Error("vulkan", "no matrix-vector shader for " + std::string(type_traits(c.type).name) +
                               " weights yet");
   }
+  const int64_t matrix_bytes = c.rows * int64_t(row_bytes(c.type, c.cols));
   struct Push {
-    uint32_t rows, cols, row_bytes, n_tokens;
-  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes"),
-         u32(n_tokens, "tokens")};
-  u32(rows * int64_t(push.row_bytes), "matrix bytes");
-  u32(n_tokens * std::max(rows, cols), "activations");
+    uint32_t rows, cols, row_bytes, n_tokens, n_used, expert_bytes, x_per_slot;
+  } push{u32(c.rows, "rows"),
+         u32(c.cols, "cols"),
+         u32(int64_t(row_bytes(c.type, c.cols)), "row bytes"),
+         u32(c.n_tokens, "tokens"),
+         u32(c.n_used, "experts used"),
+         u32(matrix_bytes, "matrix bytes"),
+         c.x_per_slot ? 1u : 0u};
+  // Byte offsets into the weights are 32-bit: a larger stack of experts is bound in parts.
+  u32(matrix_bytes * std::max<int64_t>(c.n_expert, 1), "bytes of the experts' weights");
+  u32(c.n_tokens * c.n_used * std::max(c.rows, c.cols), "activations");
   const uint32_t size =
       std::min<uint32_t>(reduce_size_, std::max<uint32_t>(64, context_.info().subgroup_size));
-  const std::string shader = std::string(name) + (subgroups_ ? "_subgroup" : "_shared");
-  const Pipeline& p =
-      pipeline(shader, 3, sizeof(Push), {size, context_.info().subgroup_size, kMatvecRows});
-  r.dispatch(p, {w, x, y}, push, ceil_div(uint64_t(rows), kMatvecRows));
+  const std::string shader = std::string(ids != nullptr ? "matvec_ids_" : "matvec_") +
+                             (name + std::string_view("matvec_").size()) +
+                             (subgroups_ ? "_subgroup" : "_shared");
+  const std::vector<uint32_t> spec = {size, context_.info().subgroup_size, kMatvecRows};
+  const uint64_t groups = ceil_div(uint64_t(c.rows), kMatvecRows);
+  if (ids != nullptr) {
+    r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, x, y, *ids}, push, groups);
+  } else {
+    r.dispatch(pipeline(shader, 3, sizeof(Push), spec), {w, x, y}, push, groups);
+  }
 }
 
 void Kernels::rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n,

@@ -48,6 +48,15 @@ struct AttentionShape {
   float scale = 1.0f;       // on q . k
 };
 
+// The expert products of an MoE layer (Kernels::matvec_experts).
+struct ExpertShape {
+  int64_t n_expert = 0;  // matrices in the weights
+  int64_t rows = 0, cols = 0;
+  int64_t n_tokens = 1;
+  int64_t n_used = 1;       // experts per token
+  bool x_per_slot = false;  // x is [n_tokens][n_used][cols] (ffn_down) not [n_tokens][cols]
+};
+
 // The MoE router's options, as engine/router.h's RouterOptions (gating as model/arch.h's).
 struct RouterShape {
   enum Gating { kSoftmax, kSigmoid, kSqrtSoftplus } gating = kSoftmax;
@@ -70,6 +79,11 @@ class Kernels {
   // Whether matvec has a shader for this weight type.
   static bool has_matvec(TensorType type);
 
+  // The experts' products: y[t][j] = W[ids[t][j]] x[t] (x_per_slot: x[t][j]) for j < n_used.
+  // w: [n_expert][rows] rows of `type`; ids: [n_tokens][n_used] int32 (Kernels::route's);
+  // y: [n_tokens][n_used][rows]. Each expert's bytes are read where its id says.
+  void matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids, Binding y,
+                      const ExpertShape& shape);
   // y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens. w: [rows] rows of `type` in GGUF's
   // layout (row_bytes(type, cols) each); x: [n_tokens][cols]; y: [n_tokens][rows]. Made for
   // one token (decode) or a few (batched decode): each token passes over the weights again.
@@ -111,6 +125,14 @@ class Kernels {
               Binding scores, Binding out, const AttentionShape& shape);
 
  private:
+  struct MatvecCall {
+    TensorType type;
+    int64_t rows, cols, n_tokens;
+    int64_t n_used = 1, n_expert = 0;
+    bool x_per_slot = false;
+  };
+  void record_matvec(Recorder& r, const MatvecCall& call, Binding w, Binding x, Binding y,
+                     const Binding* ids);
   const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
                            std::vector<uint32_t> spec_constants);
 

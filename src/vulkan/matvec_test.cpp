@@ -151,6 +151,75 @@ TEST(VulkanMatvec, RowsBeyondOneDispatchDimension) {
   EXPECT_LE(max_error(y, p.reference, p.scale), kBound);
 }
 
+// The experts of an MoE layer: each token's slots multiply the experts the ids name, with
+// the token's x (ffn_gate, ffn_up) or the slot's own (ffn_down).
+TEST(VulkanMatvec, ExpertsChosenByIds) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  const TensorType types[] = {TensorType::F32,  TensorType::F16,    TensorType::Q4_0,
+                              TensorType::Q4_K, TensorType::IQ4_XS, TensorType::MXFP4};
+  const int64_t n_expert = 5, rows = 33, n_tokens = 3, n_used = 2;
+  const int32_t ids[n_tokens * n_used] = {4, 0, 2, 4, 1, 3};
+  uint32_t seed = 7;
+  for (const TensorType type : types) {
+    const int64_t block = type_traits(type).block_size;
+    const int64_t cols = block == 1 ? 37 : 2 * block;
+    // n_expert matrices back to back: one problem of n_expert * rows rows.
+    const Problem p = make_problem(type, n_expert * rows, cols, seed++);
+    std::vector<float> w(size_t(n_expert * rows * cols));
+    const size_t row_size = row_bytes(type, cols);
+    for (int64_t r = 0; r < n_expert * rows; ++r) {
+      type_traits(type).dequantize(p.weights.data() + size_t(r) * row_size, &w[size_t(r * cols)],
+                                   cols);
+    }
+    Buffer bw(context, p.weights.size(), BufferKind::kDevice, "experts");
+    upload(context, bw, p.weights.data(), p.weights.size());
+    Buffer bids(context, sizeof(ids), BufferKind::kDevice, "ids");
+    upload(context, bids, ids, sizeof(ids));
+    for (const bool per_slot : {false, true}) {
+      for (const bool subgroups : {false, true}) {
+        SCOPED_TRACE(std::string(type_traits(type).name) + (per_slot ? ", x per slot" : "") +
+                     (subgroups ? ", subgroup" : ", shared"));
+        std::mt19937 rng(seed++);
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        std::vector<float> x(size_t((per_slot ? n_tokens * n_used : n_tokens) * cols));
+        for (float& v : x) v = uniform(rng);
+        std::vector<double> want, scale;
+        for (int64_t slot = 0; slot < n_tokens * n_used; ++slot) {
+          const float* xs = &x[size_t((per_slot ? slot : slot / n_used) * cols)];
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* wr = &w[size_t((ids[slot] * rows + r) * cols)];
+            double sum = 0, abs_sum = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              sum += double(wr[c]) * xs[c];
+              abs_sum += std::fabs(double(wr[c]) * xs[c]);
+            }
+            want.push_back(sum);
+            scale.push_back(abs_sum);
+          }
+        }
+        Buffer bx(context, x.size() * 4, BufferKind::kDevice, "x");
+        upload(context, bx, x.data(), x.size() * 4);
+        Buffer by(context, want.size() * 4, BufferKind::kDevice, "y");
+        ExpertShape shape;
+        shape.n_expert = n_expert;
+        shape.rows = rows;
+        shape.cols = cols;
+        shape.n_tokens = n_tokens;
+        shape.n_used = n_used;
+        shape.x_per_slot = per_slot;
+        Kernels& k = subgroups ? *herd_test_device.kernels : *herd_test_device.shared;
+        Recorder r(context);
+        r.begin();
+        k.matvec_experts(r, type, bw, bx, bids, by, shape);
+        r.submit_and_wait();
+        std::vector<float> y(want.size());
+        download(context, by, y.data(), y.size() * 4);
+        EXPECT_LE(max_error(y, want, scale), kBound);
+      }
+    }
+  }
+}
+
 TEST(VulkanMatvec, SaysWhichTypesHaveNoShader) {
   HERD_TEST_VULKAN_CONTEXT(context);
   EXPECT_FALSE(Kernels::has_matvec(TensorType::IQ2_XXS));
