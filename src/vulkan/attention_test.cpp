@@ -3,6 +3,7 @@
 // latent form (values are the first v_dim of each key row), in both reduction variants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -19,7 +20,9 @@ namespace {
 struct Case {
   int64_t n_head, n_kv_head, k_dim, v_dim, n_pos;
   bool sinks;
-  bool mla;  // values are the keys' first v_dim
+  bool mla;              // values are the keys' first v_dim
+  int64_t n_tokens = 1;  // the last n_tokens positions, causal (a prefill chunk)
+  int64_t window = 0;
 };
 
 class VulkanAttentionTest : public testing::TestWithParam<bool> {};
@@ -28,15 +31,18 @@ TEST_P(VulkanAttentionTest, MatchesTheScalarKernel) {
   HERD_TEST_VULKAN_CONTEXT(context);
   Kernels& device_kernels = GetParam() ? *herd_test_device.kernels : *herd_test_device.shared;
   const Case cases[] = {
-      {1, 1, 2, 2, 1, false, false},      {8, 2, 64, 64, 7, false, false},
-      {8, 2, 64, 64, 300, true, false},   {4, 4, 128, 128, 2049, false, false},
-      {16, 1, 576, 512, 37, false, true}, {6, 3, 80, 80, 130, true, false},
+      {1, 1, 2, 2, 1, false, false},          {8, 2, 64, 64, 7, false, false},
+      {8, 2, 64, 64, 300, true, false},       {4, 4, 128, 128, 2049, false, false},
+      {16, 1, 576, 512, 37, false, true},     {6, 3, 80, 80, 130, true, false},
+      {4, 2, 32, 32, 40, false, false, 9},    {4, 2, 32, 32, 40, true, false, 9, 6},
+      {8, 1, 64, 48, 20, false, true, 20, 5},
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
     SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head) +
                  ", dims " + std::to_string(c.k_dim) + "/" + std::to_string(c.v_dim) +
-                 ", positions " + std::to_string(c.n_pos));
+                 ", positions " + std::to_string(c.n_pos) + ", tokens " +
+                 std::to_string(c.n_tokens) + ", window " + std::to_string(c.window));
     std::mt19937 rng(seed++);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     // The cache: [n_pos][n_kv_head][k_dim] keys, and as much of values (MLA: none).
@@ -44,31 +50,34 @@ TEST_P(VulkanAttentionTest, MatchesTheScalarKernel) {
     std::vector<uint16_t> keys(size_t(c.n_pos * stride)), values(keys.size());
     for (uint16_t& k : keys) k = fp32_to_fp16(normal(rng));
     for (uint16_t& v : values) v = fp32_to_fp16(normal(rng));
-    std::vector<float> q(size_t(c.n_head * c.k_dim)), sinks(size_t(c.n_head));
+    std::vector<float> q(size_t(c.n_tokens * c.n_head * c.k_dim)), sinks(size_t(c.n_head));
     for (float& v : q) v = normal(rng);
     for (float& v : sinks) v = normal(rng) * 2.0f;
     const float scale = 1.0f / std::sqrt(float(c.k_dim));
     const uint16_t* value_rows = c.mla ? keys.data() : values.data();
 
-    std::vector<float> want(size_t(c.n_head * c.v_dim));
+    std::vector<float> want(size_t(c.n_tokens * c.n_head * c.v_dim));
     std::vector<float> scratch(
         size_t(kernels::attend_scratch_floats(1, c.n_pos, c.k_dim, c.v_dim)));
     const kernels::AttendFn attend =
         kernels::attend_kernel(kernels::Isa::kScalar, c.k_dim, c.v_dim);
-    for (int64_t h = 0; h < c.n_head; ++h) {
+    for (int64_t th = 0; th < c.n_tokens * c.n_head; ++th) {
+      const int64_t h = th % c.n_head;
+      const int64_t pos = c.n_pos - c.n_tokens + th / c.n_head;
+      const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
       const int64_t g = h / (c.n_head / c.n_kv_head);
       kernels::AttendArgs a;
-      a.q = &q[size_t(h * c.k_dim)];
-      a.keys = keys.data() + g * c.k_dim;
-      a.values = value_rows + g * c.k_dim;
+      a.q = &q[size_t(th * c.k_dim)];
+      a.keys = keys.data() + first * stride + g * c.k_dim;
+      a.values = value_rows + first * stride + g * c.k_dim;
       a.stride = stride;
-      a.n_pos = c.n_pos;
+      a.n_pos = pos - first + 1;
       a.k_dim = c.k_dim;
       a.v_dim = c.v_dim;
       a.scale = scale;
       a.sinks = c.sinks ? &sinks[size_t(h)] : nullptr;
       a.scores = scratch.data();
-      a.out = &want[size_t(h * c.v_dim)];
+      a.out = &want[size_t(th * c.v_dim)];
       attend(a);
     }
 
@@ -76,7 +85,7 @@ TEST_P(VulkanAttentionTest, MatchesTheScalarKernel) {
         bs(context, sinks.size() * 4, BufferKind::kDevice);
     Buffer bk(context, keys.size() * 2, BufferKind::kDevice),
         bv(context, values.size() * 2, BufferKind::kDevice);
-    Buffer scores(context, size_t(c.n_head * c.n_pos) * 4, BufferKind::kDevice);
+    Buffer scores(context, size_t(c.n_tokens * c.n_head * c.n_pos) * 4, BufferKind::kDevice);
     Buffer out(context, want.size() * 4, BufferKind::kDevice);
     upload(context, bq, q.data(), q.size() * 4);
     upload(context, bs, sinks.data(), sinks.size() * 4);
@@ -91,6 +100,8 @@ TEST_P(VulkanAttentionTest, MatchesTheScalarKernel) {
     shape.stride = stride;
     shape.head_stride = c.k_dim;
     shape.scale = scale;
+    shape.n_tokens = c.n_tokens;
+    shape.window = c.window;
     Recorder r(context);
     r.begin();
     const Binding sink_binding(bs);

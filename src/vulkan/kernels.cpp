@@ -228,10 +228,14 @@ void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const
                      s.n_head % s.n_kv_head == 0,
                  "k_dim " + std::to_string(s.k_dim) + ", stride " + std::to_string(s.stride) +
                      ", heads " + std::to_string(s.n_head) + "/" + std::to_string(s.n_kv_head));
+  const int64_t pos0 = s.pos0 >= 0 ? s.pos0 : s.n_pos - s.n_tokens;
+  HERD_CHECK_MSG(s.n_tokens >= 1 && pos0 >= 0 && pos0 + s.n_tokens <= s.n_pos && s.window >= 0,
+                 "pos0 " + std::to_string(pos0) + ", tokens " + std::to_string(s.n_tokens) +
+                     ", positions " + std::to_string(s.n_pos));
   struct Push {
     uint32_t n_head, n_kv_head, n_pos, k_dim, v_dim, stride, head_stride;
     float scale;
-    uint32_t has_sinks;
+    uint32_t has_sinks, n_tokens, pos0, window;
   } push{u32(s.n_head, "heads"),
          u32(s.n_kv_head, "KV heads"),
          u32(s.n_pos, "positions"),
@@ -240,14 +244,17 @@ void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const
          u32(s.stride, "stride"),
          u32(s.head_stride, "head stride"),
          s.scale,
-         sinks != nullptr ? 1u : 0u};
+         sinks != nullptr ? 1u : 0u,
+         u32(s.n_tokens, "tokens"),
+         u32(pos0, "pos0"),
+         u32(s.window, "window")};
   u32(s.n_pos * s.stride, "cache elements");
-  u32(s.n_head * s.n_pos, "scores");
+  u32(s.n_tokens * s.n_head * std::max(s.n_pos, s.k_dim), "scores");
   const Pipeline& p = pipeline(subgroups_ ? "attend_subgroup" : "attend_shared", 6, sizeof(Push),
                                {reduce_size_, context_.info().subgroup_size});
   // Without sinks the binding is unused: any buffer does.
   r.dispatch(p, {q, keys, values, sinks != nullptr ? *sinks : q, scores, out}, push,
-             uint64_t(s.n_head));
+             uint64_t(s.n_tokens * s.n_head));
 }
 
 }  // namespace herd::vulkan

@@ -34,18 +34,22 @@ struct RopeShape {
   bool neox = false;       // RopeStyle::kNeoxHalves; false: kAdjacentPairs
 };
 
-// One token's attention over the F16 KV cache (decode). Head h reads KV head
+// Attention over the F16 KV cache: one token (decode) or a prefill chunk's tokens, token t
+// at position pos0 + t seeing positions [max(0, pos - window + 1), pos]. Head h reads KV head
 // h / (n_head / n_kv_head); row j of KV head g starts at element j * stride + g * head_stride
 // of the keys (and of the values: MLA binds the keys' buffer as values, v_dim <= k_dim).
 struct AttentionShape {
   int64_t n_head = 1;
   int64_t n_kv_head = 1;
-  int64_t n_pos = 0;
+  int64_t n_pos = 0;  // positions in the cache; a token's scores row is this long
   int64_t k_dim = 0;
   int64_t v_dim = 0;
   int64_t stride = 0;       // f16 elements from one position's row to the next
   int64_t head_stride = 0;  // f16 elements from one KV head's row to the next
   float scale = 1.0f;       // on q . k
+  int64_t n_tokens = 1;
+  int64_t pos0 = -1;   // the position of token 0; -1: n_pos - n_tokens (the chunk is the end)
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 // The expert products of an MoE layer (Kernels::matvec_experts).
@@ -118,8 +122,9 @@ class Kernels {
   // src: [n] floats; dst: f16. REQUIRES: n and offset even.
   void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);
   // out[h] = sum_j softmax_j(q[h] . k_j * scale) v_j (kernels/attention.h's attend), with
-  // sinks[h] as an extra logit without a value when `sinks` is given. q: [n_head][k_dim];
-  // keys, values: f16 (AttentionShape); scores: [n_head][n_pos] scratch; out: [n_head][v_dim].
+  // sinks[h] as an extra logit without a value when `sinks` is given. q:
+  // [n_tokens][n_head][k_dim]; keys, values: f16 (AttentionShape); scores:
+  // [n_tokens][n_head][n_pos] scratch; out: [n_tokens][n_head][v_dim].
   // REQUIRES: k_dim, stride, head_stride even; k_dim <= 1024; n_kv_head divides n_head.
   void attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
               Binding scores, Binding out, const AttentionShape& shape);
