@@ -95,6 +95,24 @@ void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x,
   record_matvec(r, call, w, x, y, &ids);
 }
 
+void Kernels::get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Binding out,
+                       int64_t cols, int64_t n_tokens) {
+  const char* name = matvec_shader(type);
+  if (name == nullptr) {
+    throw Error("vulkan",
+                "no row-gather shader for " + std::string(type_traits(type).name) + " weights yet");
+  }
+  struct Push {
+    uint32_t cols, row_bytes, n_tokens;
+  } push{u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes"),
+         u32(n_tokens, "tokens")};
+  u32(n_tokens * cols, "values");
+  const std::string shader = std::string("get_rows_") + (name + std::string_view("matvec_").size());
+  const Pipeline& p =
+      pipeline(shader, 3, sizeof(Push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {w, ids, out}, push, ceil_div(uint64_t(n_tokens * cols), elementwise_size_));
+}
+
 void Kernels::record_matvec(Recorder& r, const MatvecCall& c, Binding w, Binding x, Binding y,
                             const Binding* ids) {
   const char* name = matvec_shader(c.type);

@@ -83,6 +83,10 @@ class Kernels {
   // Whether matvec has a shader for this weight type.
   static bool has_matvec(TensorType type);
 
+  // out[t] = W[ids[t]] as floats (the token embedding's gather). w: rows of `type` in GGUF's
+  // layout; ids: [n_tokens] int32 row ids; out: [n_tokens][cols].
+  void get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Binding out, int64_t cols,
+                int64_t n_tokens);
   // The experts' products: y[t][j] = W[ids[t][j]] x[t] (x_per_slot: x[t][j]) for j < n_used.
   // w: [n_expert][rows] rows of `type`; ids: [n_tokens][n_used] int32 (Kernels::route's);
   // y: [n_tokens][n_used][rows]. Each expert's bytes are read where its id says.
