@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "engine/router.h"
 #include "kernels/attention.h"
 #include "quant/float16.h"
 #include "quant/types.h"
@@ -200,6 +201,95 @@ TEST(VulkanBlock, OneDecodeStepInOneSubmission) {
         << i;
   }
   EXPECT_EQ(k_device[0], k_cache[0]);  // earlier rows untouched
+}
+
+// y = W x over rows [first, first + rows) of a dequantized matrix of `cols` columns.
+std::vector<float> host_rows(const Weight& w, int64_t first, int64_t rows, const float* x) {
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < w.cols; ++c) {
+      sum += double(w.dequantized[size_t((first + r) * w.cols + c)]) * x[c];
+    }
+    y[size_t(r)] = float(sum);
+  }
+  return y;
+}
+
+// An MoE FFN for a few tokens, on the device in one submission: router logits, routing,
+// the chosen experts' gate and up products, SwiGLU, their down products, the weighted sum.
+TEST(VulkanBlock, MoeFfnInOneSubmission) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  Kernels& k = *herd_test_device.kernels;
+  constexpr int64_t kTokens = 3, kExpert = 8, kUsed = 2, kExpertFf = 64;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Weight gate_inp = make_weight(context, TensorType::F32, kExpert, kEmbd, rng);
+  Weight gate = make_weight(context, TensorType::Q4_0, kExpert * kExpertFf, kEmbd, rng);
+  Weight up = make_weight(context, TensorType::Q8_0, kExpert * kExpertFf, kEmbd, rng);
+  Weight down = make_weight(context, TensorType::IQ4_NL, kExpert * kEmbd, kExpertFf, rng);
+  std::vector<float> x(size_t(kTokens * kEmbd));
+  for (float& v : x) v = normal(rng);
+
+  // ---- the CPU
+  engine::RouterOptions options;
+  options.n_expert = kExpert;
+  options.n_used = kUsed;
+  engine::Router router(options);
+  std::vector<float> want(x.size(), 0.0f);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    const float* xt = &x[size_t(t * kEmbd)];
+    const std::vector<float> logits = host_rows(gate_inp, 0, kExpert, xt);
+    int32_t experts[kUsed];
+    float weights[kUsed];
+    router.route(logits.data(), nullptr, experts, weights);
+    for (int64_t j = 0; j < kUsed; ++j) {
+      std::vector<float> g = host_rows(gate, experts[j] * kExpertFf, kExpertFf, xt);
+      const std::vector<float> u = host_rows(up, experts[j] * kExpertFf, kExpertFf, xt);
+      engine::silu_mul(g.data(), u.data(), kExpertFf);
+      const std::vector<float> d = host_rows(down, experts[j] * kEmbd, kEmbd, g.data());
+      for (int64_t c = 0; c < kEmbd; ++c) want[size_t(t * kEmbd + c)] += weights[j] * d[size_t(c)];
+    }
+  }
+
+  // ---- the device
+  Buffer bx = device_floats(context, x);
+  const auto scratch = [&](int64_t n) {
+    return Buffer(context, size_t(n) * 4, BufferKind::kDevice);
+  };
+  Buffer logits = scratch(kTokens * kExpert), ids = scratch(kTokens * kUsed),
+         weights = scratch(kTokens * kUsed), g = scratch(kTokens * kUsed * kExpertFf),
+         u = scratch(kTokens * kUsed * kExpertFf), d = scratch(kTokens * kUsed * kEmbd),
+         out = scratch(kTokens * kEmbd);
+  RouterShape route;
+  route.n_tokens = kTokens;
+  route.n_expert = kExpert;
+  route.n_used = kUsed;
+  ExpertShape up_shape;
+  up_shape.n_expert = kExpert;
+  up_shape.rows = kExpertFf;
+  up_shape.cols = kEmbd;
+  up_shape.n_tokens = kTokens;
+  up_shape.n_used = kUsed;
+  ExpertShape down_shape = up_shape;
+  down_shape.rows = kEmbd;
+  down_shape.cols = kExpertFf;
+  down_shape.x_per_slot = true;
+  Recorder r(context);
+  r.begin();
+  k.matvec(r, gate_inp.type, gate_inp.buffer, bx, logits, kExpert, kEmbd, kTokens);
+  k.route(r, logits, nullptr, ids, weights, route);
+  k.matvec_experts(r, gate.type, gate.buffer, bx, ids, g, up_shape);
+  k.matvec_experts(r, up.type, up.buffer, bx, ids, u, up_shape);
+  k.silu_mul(r, g, u, g, kTokens * kUsed * kExpertFf);
+  k.matvec_experts(r, down.type, down.buffer, g, ids, d, down_shape);
+  k.moe_combine(r, d, weights, out, kEmbd, kUsed, kTokens);
+  r.submit_and_wait();
+  std::vector<float> got(x.size());
+  download(context, out, got.data(), got.size() * 4);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+  }
 }
 
 }  // namespace

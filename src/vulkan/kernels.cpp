@@ -95,6 +95,17 @@ void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x,
   record_matvec(r, call, w, x, y, &ids);
 }
 
+void Kernels::moe_combine(Recorder& r, Binding y, Binding weights, Binding out, int64_t n,
+                          int64_t n_used, int64_t n_tokens) {
+  struct Push {
+    uint32_t n, n_used, n_tokens;
+  } push{u32(n, "n"), u32(n_used, "experts used"), u32(n_tokens, "tokens")};
+  u32(n * n_used * n_tokens, "values");
+  const Pipeline& p =
+      pipeline("moe_combine", 3, sizeof(Push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {y, weights, out}, push, ceil_div(uint64_t(n * n_tokens), elementwise_size_));
+}
+
 void Kernels::get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Binding out,
                        int64_t cols, int64_t n_tokens) {
   const char* name = matvec_shader(type);

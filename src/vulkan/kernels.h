@@ -83,6 +83,10 @@ class Kernels {
   // Whether matvec has a shader for this weight type.
   static bool has_matvec(TensorType type);
 
+  // out[t][c] = sum_j weights[t][j] * y[t][j][c]: an MoE layer's experts summed with the
+  // router's weights. y: [n_tokens][n_used][n]; weights: [n_tokens][n_used]; out: [n_tokens][n].
+  void moe_combine(Recorder& r, Binding y, Binding weights, Binding out, int64_t n, int64_t n_used,
+                   int64_t n_tokens);
   // out[t] = W[ids[t]] as floats (the token embedding's gather). w: rows of `type` in GGUF's
   // layout; ids: [n_tokens] int32 row ids; out: [n_tokens][cols].
   void get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Binding out, int64_t cols,
