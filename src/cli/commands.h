@@ -19,5 +19,6 @@ void add_node(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_nodes(CLI::App& app);
 void add_hub(CLI::App& app);
+void add_devices(CLI::App& app);
 
 }  // namespace herd::cli

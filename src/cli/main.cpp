@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   herd::cli::add_serve(app);
   herd::cli::add_nodes(app);
   herd::cli::add_hub(app);
+  herd::cli::add_devices(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,159 @@
+// The operations of a forward pass as Vulkan dispatches: each records into a Recorder, on
+// buffers already on the device. The shader variant of each is chosen once, from the
+// device's features (subgroup reductions where offered, shared memory where not); its
+// pipeline is made on first use and kept.
+// Shapes are in the comments; every buffer holds row-major floats unless said otherwise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quant/types.h"
+#include "vulkan/recorder.h"
+
+namespace herd::vulkan {
+
+struct KernelOptions {
+  // false: the shared-memory reductions even where the device offers subgroup arithmetic
+  // (tests run both variants on one device).
+  bool subgroups = true;
+};
+
+// The gated products of the FFN, as engine/ops.h names them.
+enum class GatedActivation { kSiluMul, kGeluTanhMul, kSwigluOaiMul, kSiluClampMul };
+
+struct RopeShape {
+  int64_t n_tokens = 1;
+  int64_t n_head = 1;
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;       // rotated dimensions of each head (even)
+  int64_t rot_offset = 0;  // the first rotated dimension (0, or head_dim - n_rot)
+  bool neox = false;       // RopeStyle::kNeoxHalves; false: kAdjacentPairs
+};
+
+// Attention over the F16 KV cache: one token (decode) or a prefill chunk's tokens, token t
+// at position pos0 + t seeing positions [max(0, pos - window + 1), pos]. Head h reads KV head
+// h / (n_head / n_kv_head); row j of KV head g starts at element j * stride + g * head_stride
+// of the keys (and of the values: MLA binds the keys' buffer as values, v_dim <= k_dim).
+struct AttentionShape {
+  int64_t n_head = 1;
+  int64_t n_kv_head = 1;
+  int64_t n_pos = 0;  // positions in the cache; a token's scores row is this long
+  int64_t k_dim = 0;
+  int64_t v_dim = 0;
+  int64_t stride = 0;       // f16 elements from one position's row to the next
+  int64_t head_stride = 0;  // f16 elements from one KV head's row to the next
+  float scale = 1.0f;       // on q . k
+  int64_t n_tokens = 1;
+  int64_t pos0 = -1;   // the position of token 0; -1: n_pos - n_tokens (the chunk is the end)
+  int64_t window = 0;  // sliding window (0: none)
+};
+
+// The expert products of an MoE layer (Kernels::matvec_experts).
+struct ExpertShape {
+  int64_t n_expert = 0;  // matrices in the weights
+  int64_t rows = 0, cols = 0;
+  int64_t n_tokens = 1;
+  int64_t n_used = 1;       // experts per token
+  bool x_per_slot = false;  // x is [n_tokens][n_used][cols] (ffn_down) not [n_tokens][cols]
+};
+
+// The MoE router's options, as engine/router.h's RouterOptions (gating as model/arch.h's).
+struct RouterShape {
+  enum Gating { kSoftmax, kSigmoid, kSqrtSoftplus } gating = kSoftmax;
+  int64_t n_tokens = 1;
+  int64_t n_expert = 0;
+  int64_t n_used = 0;
+  bool norm_weights = true;
+  float weights_scale = 1.0f;
+  int64_t n_group = 1, n_group_used = 1;
+};
+
+class Kernels {
+ public:
+  explicit Kernels(Context& context, KernelOptions options = {});
+  ~Kernels();
+  Kernels(const Kernels&) = delete;
+  Kernels& operator=(const Kernels&) = delete;
+
+  bool uses_subgroups() const { return subgroups_; }
+  // Whether matvec has a shader for this weight type.
+  static bool has_matvec(TensorType type);
+
+  // out[t][c] = sum_j weights[t][j] * y[t][j][c]: an MoE layer's experts summed with the
+  // router's weights. y: [n_tokens][n_used][n]; weights: [n_tokens][n_used]; out: [n_tokens][n].
+  void moe_combine(Recorder& r, Binding y, Binding weights, Binding out, int64_t n, int64_t n_used,
+                   int64_t n_tokens);
+  // out[t] = W[ids[t]] as floats (the token embedding's gather). w: rows of `type` in GGUF's
+  // layout; ids: [n_tokens] int32 row ids; out: [n_tokens][cols].
+  void get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Binding out, int64_t cols,
+                int64_t n_tokens);
+  // The experts' products: y[t][j] = W[ids[t][j]] x[t] (x_per_slot: x[t][j]) for j < n_used.
+  // w: [n_expert][rows] rows of `type`; ids: [n_tokens][n_used] int32 (Kernels::route's);
+  // y: [n_tokens][n_used][rows]. Each expert's bytes are read where its id says.
+  void matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids, Binding y,
+                      const ExpertShape& shape);
+  // y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens. w: [rows] rows of `type` in GGUF's
+  // layout (row_bytes(type, cols) each); x: [n_tokens][cols]; y: [n_tokens][rows]. Made for
+  // one token (decode) or a few (batched decode): each token passes over the weights again.
+  // Throws herd::Error("[vulkan] ...") for a type without a shader.
+  void matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+              int64_t cols, int64_t n_tokens = 1);
+  // out[i][j] = x[i][j] / rms(x[i]) * weight[j]. x, out: [n_rows][n]; weight: [n].
+  void rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n, int64_t n_rows,
+                float eps);
+  // x[i] = softmax(x[i]) for each row. x: [n_rows][n].
+  void softmax(Recorder& r, Binding x, int64_t n, int64_t n_rows);
+  // out[i] = silu(gate[i]) * up[i]. gate, up, out: [n]; out may be gate.
+  void silu_mul(Recorder& r, Binding gate, Binding up, Binding out, int64_t n) {
+    gated(r, GatedActivation::kSiluMul, gate, up, out, n);
+  }
+  // out[i] = act(gate[i]) * up[i] (engine/ops.h: silu_mul, gelu_tanh_mul, swiglu_oai_mul,
+  // silu_clamp_mul, the last with `limit`). gate, up, out: [n]; out may be gate.
+  void gated(Recorder& r, GatedActivation kind, Binding gate, Binding up, Binding out, int64_t n,
+             float limit = 0.0f);
+  // out[i] = a[i] + b[i]. a, b, out: [n].
+  void add(Recorder& r, Binding a, Binding b, Binding out, int64_t n);
+  // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
+  // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
+  void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
+  // The experts of each token and their weights (engine/router.h's route): logits:
+  // [n_tokens][n_expert]; bias: [n_expert] selection bias or null; experts: [n_tokens][n_used]
+  // int32 ids, best first; weights: [n_tokens][n_used].
+  // REQUIRES: n_expert <= 512, n_used <= 64, n_group <= 64 and divides n_expert.
+  void route(Recorder& r, Binding logits, const Binding* bias, Binding experts, Binding weights,
+             const RouterShape& shape);
+  // dst[offset + i] = f16(src[i]) for i < n: a token's keys or values into the F16 cache.
+  // src: [n] floats; dst: f16. REQUIRES: n and offset even.
+  void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);
+  // out[h] = sum_j softmax_j(q[h] . k_j * scale) v_j (kernels/attention.h's attend), with
+  // sinks[h] as an extra logit without a value when `sinks` is given. q:
+  // [n_tokens][n_head][k_dim]; keys, values: f16 (AttentionShape); scores:
+  // [n_tokens][n_head][n_pos] scratch; out: [n_tokens][n_head][v_dim].
+  // REQUIRES: k_dim, stride, head_stride even; k_dim <= 1024; n_kv_head divides n_head.
+  void attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
+              Binding scores, Binding out, const AttentionShape& shape);
+
+ private:
+  struct MatvecCall {
+    TensorType type;
+    int64_t rows, cols, n_tokens;
+    int64_t n_used = 1, n_expert = 0;
+    bool x_per_slot = false;
+  };
+  void record_matvec(Recorder& r, const MatvecCall& call, Binding w, Binding x, Binding y,
+                     const Binding* ids);
+  const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
+                           std::vector<uint32_t> spec_constants);
+
+  Context& context_;
+  bool subgroups_ = false;
+  uint32_t reduce_size_ = 0;       // invocations of a workgroup that reduces (power of two)
+  uint32_t elementwise_size_ = 0;  // invocations of an element-wise workgroup
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+}  // namespace herd::vulkan

@@ -1,0 +1,296 @@
+// The weights' side of matvec.comp and get_rows.comp: byte-packed reads of W and, per
+// weight type, unit_dot(row, u): the dot product of 32-weight unit u of the row at byte `row`
+// with X(x_base + 32 u + i), i < 32. The includer declares W (uint w[]), uint x_base, and
+// X(i): the activations (matvec) or a one-hot vector (get_rows: the weight itself).
+// ---- byte-packed reads (off: a byte offset into W)
+uint load_u8(uint off) {
+  return (w[off >> 2] >> ((off & 3u) * 8u)) & 0xffu;
+}
+int load_i8(uint off) {
+  return int(load_u8(off) << 24) >> 24;
+}
+// REQUIRES: off even (every f16 of a GGUF block is).
+float load_f16(uint off) {
+  const uint word = w[off >> 2];
+  return unpackHalf2x16((off & 2u) != 0u ? word >> 16 : word).x;
+}
+// Four bytes from any offset; reads only words that hold at least one of them, so a
+// buffer rounded up to 4 bytes is never read past its end.
+uint load_u32(uint off) {
+  const uint shift = (off & 3u) * 8u;
+  const uint lo = w[off >> 2];
+  return shift == 0u ? lo : (lo >> shift) | (w[(off >> 2) + 1u] << (32u - shift));
+}
+
+// ---- one 32-weight unit u of a row (starting at byte `row`) against X(xb .. xb + 32)
+#if defined(WEIGHT_Q4_0)
+// 18 bytes: d f16 | qs[16]: byte j = q[j] lo, q[j+16] hi; x = d * (q - 8)
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * 18u;
+  const uint xb = x_base + u * 32u;
+  float sum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      sum += (float(q & 15u) - 8.0) * X(xb + i) + (float(q >> 4) - 8.0) * X(xb + i + 16u);
+    }
+  }
+  return load_f16(off) * sum;
+}
+#elif defined(WEIGHT_Q4_1)
+// 20 bytes: d f16 | m f16 | qs[16] as q4_0; x = d * q + m
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * 20u;
+  const uint xb = x_base + u * 32u;
+  float qsum = 0.0, xsum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + 4u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      qsum += float(q & 15u) * X(xb + i) + float(q >> 4) * X(xb + i + 16u);
+      xsum += X(xb + i) + X(xb + i + 16u);
+    }
+  }
+  return load_f16(off) * qsum + load_f16(off + 2u) * xsum;
+}
+#elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
+// q5_0, 22 bytes: d f16 | qh u32 | qs[16]; x = d * (q - 16)
+// q5_1, 24 bytes: d f16 | m f16 | qh u32 | qs[16]; x = d * q + m
+// q: 4 low bits as in q4_0, bit 4 of q[i] is bit i of qh.
+#if defined(WEIGHT_Q5_0)
+const uint kBlock = 22u, kQh = 2u;
+#else
+const uint kBlock = 24u, kQh = 4u;
+#endif
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * kBlock;
+  const uint xb = x_base + u * 32u;
+  const uint qh = load_u32(off + kQh);
+  float qsum = 0.0, xsum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + kQh + 4u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      const uint lo = (q & 15u) | (((qh >> i) & 1u) << 4);
+      const uint hi = (q >> 4) | (((qh >> (i + 16u)) & 1u) << 4);
+      qsum += float(lo) * X(xb + i) + float(hi) * X(xb + i + 16u);
+      xsum += X(xb + i) + X(xb + i + 16u);
+    }
+  }
+#if defined(WEIGHT_Q5_0)
+  return load_f16(off) * (qsum - 16.0 * xsum);
+#else
+  return load_f16(off) * qsum + load_f16(off + 2u) * xsum;
+#endif
+}
+#elif defined(WEIGHT_IQ4_NL) || defined(WEIGHT_MXFP4)
+// iq4_nl, 18 bytes: d f16 | qs[16] as q4_0; x = d * kValuesIq4nl[q]
+// mxfp4, 17 bytes: e u8 | qs[16] as q4_0; x = 2^(e - 128) * kValuesMxfp4[q] (quant/iq4_quants.h)
+#if defined(WEIGHT_IQ4_NL)
+const float kLevels[16] = {-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                           1.0,    13.0,   25.0,  38.0,  53.0,  69.0,  89.0,  113.0};
+const uint kBlock = 18u, kQs = 2u;
+#else
+const float kLevels[16] = {0.0, 1.0,  2.0,  3.0,  4.0,  6.0,  8.0,  12.0,
+                           0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0};
+const uint kBlock = 17u, kQs = 1u;
+#endif
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * kBlock;
+  const uint xb = x_base + u * 32u;
+  float sum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + kQs + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      sum += kLevels[q & 15u] * X(xb + i) + kLevels[q >> 4] * X(xb + i + 16u);
+    }
+  }
+#if defined(WEIGHT_IQ4_NL)
+  return load_f16(off) * sum;
+#else
+  const uint e = load_u8(off);  // 2^(e - 128); e < 2 is a subnormal, as quant's mxfp4_scale
+  return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23) * sum;
+#endif
+}
+#elif defined(WEIGHT_IQ4_XS)
+// 136 bytes per 256: d f16 | scales_h u16 | scales_l[4] | qs[128]: sub-block s's 16 bytes at
+// 8 + 16 s as iq4_nl; x = d * (ls[s] - 32) * kValuesIq4nl[q]
+const float kLevels[16] = {-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                           1.0,    13.0,   25.0,  38.0,  53.0,  69.0,  89.0,  113.0};
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 136u;
+  const uint xb = x_base + u * 32u;
+  const uint ls = ((load_u8(off + 4u + s / 2u) >> (4u * (s % 2u))) & 15u) |
+                  (((load_u32(off) >> (16u + 2u * s)) & 3u) << 4);
+  const uint qs = (off + 8u + 16u * s) >> 2;  // word index (136 and 8 are 4-aligned)
+  float sum = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = w[qs + k];
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      sum += kLevels[q & 15u] * X(xb + i) + kLevels[q >> 4] * X(xb + i + 16u);
+    }
+  }
+  return load_f16(off) * (float(ls) - 32.0) * sum;
+}
+#elif defined(WEIGHT_Q2_K)
+// 84 bytes per 256: scales[16] | qs[64] | d f16 | dmin f16; 16 sub-blocks of 16:
+// x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits. Unit t = 4h + j covers
+// q[128h + 32j + l] = (qs[32h + l] >> 2j) & 3, l < 32 (scales 2t and 2t + 1).
+float unit_dot(uint row, uint u) {
+  const uint t = u % 8u;
+  const uint h = t / 4u, j = t % 4u;
+  const uint off = row + (u / 8u) * 84u;
+  const uint xb = x_base + u * 32u;
+  const uint qs = (off + 16u + 32u * h) >> 2;  // word index (84 and 16 are 4-aligned)
+  float qsums[2] = {0.0, 0.0}, xsums[2] = {0.0, 0.0};
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> (2u * j);
+    for (uint b = 0; b < 4; ++b) {
+      const float xv = X(xb + 4u * k + b);
+      qsums[k / 4u] += float((q4 >> (8u * b)) & 3u) * xv;
+      xsums[k / 4u] += xv;
+    }
+  }
+  const uint sc0 = load_u8(off + 2u * t), sc1 = load_u8(off + 2u * t + 1u);
+  return load_f16(off + 80u) * (float(sc0 & 15u) * qsums[0] + float(sc1 & 15u) * qsums[1]) -
+         load_f16(off + 82u) * (float(sc0 >> 4) * xsums[0] + float(sc1 >> 4) * xsums[1]);
+}
+#elif defined(WEIGHT_Q3_K)
+// 110 bytes per 256: hmask[32] | qs[64] | scales[12] | d f16; 16 sub-blocks of 16:
+// x = d * (sc[s] - 32) * (q - 4). Unit t = 4h + j covers i = 128h + 32j + l: low 2 bits
+// (qs[32h + l] >> 2j) & 3 as q2_K, bit 2 is bit t of hmask[l]. sc: quant/k_quants.h
+// get_scale_k3.
+int scale_k3(uint off, uint s) {
+  const uint low = s < 8u ? load_u8(off + 96u + s) & 15u : load_u8(off + 96u + s - 8u) >> 4;
+  const uint high = (load_u8(off + 104u + s % 4u) >> (2u * (s / 4u))) & 3u;
+  return int(low | (high << 4)) - 32;
+}
+float unit_dot(uint row, uint u) {
+  const uint t = u % 8u;
+  const uint h = t / 4u, j = t % 4u;
+  const uint off = row + (u / 8u) * 110u;
+  const uint xb = x_base + u * 32u;
+  float sums[2] = {0.0, 0.0};
+  for (uint k = 0; k < 8; ++k) {
+    const uint lo4 = load_u32(off + 32u + 32u * h + 4u * k) >> (2u * j);
+    const uint hi4 = load_u32(off + 4u * k) >> t;
+    for (uint b = 0; b < 4; ++b) {
+      const uint q = ((lo4 >> (8u * b)) & 3u) | (((hi4 >> (8u * b)) & 1u) << 2);
+      sums[k / 4u] += (float(q) - 4.0) * X(xb + 4u * k + b);
+    }
+  }
+  return load_f16(off + 108u) *
+         (float(scale_k3(off, 2u * t)) * sums[0] + float(scale_k3(off, 2u * t + 1u)) * sums[1]);
+}
+#elif defined(WEIGHT_Q8_0)
+// 34 bytes: d f16 | qs[32] int8; x = d * q
+float unit_dot(uint row, uint u) {
+  const uint off = row + u * 34u;
+  const uint xb = x_base + u * 32u;
+  float sum = 0.0;
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const int q = int(q4 << (24u - 8u * j)) >> 24;
+      sum += float(q) * X(xb + 4u * k + j);
+    }
+  }
+  return load_f16(off) * sum;
+}
+#elif defined(WEIGHT_Q4_K)
+// 144 bytes per 256: d f16 | dmin f16 | scales[12] | qs[128]; sub-block s of 32:
+// x = d * sc[s] * q - dmin * mn[s]; qs byte 32 (s / 2) + l holds q lo (s even) or hi (odd).
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 144u;
+  const uint xb = x_base + u * 32u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = load_u8(off + 4u + s) & 63u;
+    mn = load_u8(off + 8u + s) & 63u;
+  } else {
+    const uint b = load_u8(off + 8u + s);  // scales[s + 4]
+    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);       // scales[s - 4] top bits
+    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);  // scales[s] top bits
+  }
+  const uint qs = (off + 16u + 32u * (s / 2u)) >> 2;  // word index (144 and 16 are 4-aligned)
+  const uint shift = (s & 1u) * 4u;
+  float qsum = 0.0, xsum = 0.0;
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> shift;
+    for (uint j = 0; j < 4; ++j) {
+      const float xv = X(xb + 4u * k + j);
+      qsum += float((q4 >> (8u * j)) & 15u) * xv;
+      xsum += xv;
+    }
+  }
+  return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
+}
+#elif defined(WEIGHT_Q5_K)
+// 176 bytes per 256: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]: as q4_K (its scales
+// and nibbles, qs at 48) with bit 4 of q[32s + l] in bit s of qh[l].
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 176u;
+  const uint xb = x_base + u * 32u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = load_u8(off + 4u + s) & 63u;
+    mn = load_u8(off + 8u + s) & 63u;
+  } else {
+    const uint b = load_u8(off + 8u + s);
+    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);
+    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);
+  }
+  const uint qs = (off + 48u + 32u * (s / 2u)) >> 2;  // word indices (176, 16, 48 4-aligned)
+  const uint qh = (off + 16u) >> 2;
+  const uint shift = (s & 1u) * 4u;
+  float qsum = 0.0, xsum = 0.0;
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> shift;
+    const uint h4 = w[qh + k] >> s;
+    for (uint j = 0; j < 4; ++j) {
+      const float xv = X(xb + 4u * k + j);
+      const uint q = ((q4 >> (8u * j)) & 15u) | (((h4 >> (8u * j)) & 1u) << 4);
+      qsum += float(q) * xv;
+      xsum += xv;
+    }
+  }
+  return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
+}
+#elif defined(WEIGHT_Q6_K)
+// 210 bytes per 256: ql[128] | qh[64] | scales[16] int8 | d f16; x = d * sc[i/16] * (q - 32).
+// Unit s = 4h + j covers q[128h + 32j + l], l < 32: its low 4 bits are ql[64h + l] (j = 0),
+// ql[64h + 32 + l] (1), the high nibbles of those (2, 3); its top 2 bits are bits 2j, 2j+1
+// of qh[32h + l].
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint h = s / 4u, j = s % 4u;
+  const uint off = row + (u / 8u) * 210u;
+  const uint xb = x_base + u * 32u;
+  const uint ql = off + 64u * h + 32u * (j & 1u);
+  const uint ql_shift = (j / 2u) * 4u;
+  const uint qh = off + 128u + 32u * h;
+  float sums[2] = {0.0, 0.0};
+  for (uint k = 0; k < 8; ++k) {
+    const uint lo4 = load_u32(ql + 4u * k) >> ql_shift;
+    const uint hi4 = load_u32(qh + 4u * k) >> (2u * j);
+    for (uint b = 0; b < 4; ++b) {
+      const uint q = ((lo4 >> (8u * b)) & 15u) | (((hi4 >> (8u * b)) & 3u) << 4);
+      sums[k / 4u] += (float(q) - 32.0) * X(xb + 4u * k + b);
+    }
+  }
+  const uint sc = off + 192u + 8u * h + 2u * j;
+  return load_f16(off + 208u) * (float(load_i8(sc)) * sums[0] + float(load_i8(sc + 1u)) * sums[1]);
+}
+#endif
+
