@@ -19,6 +19,7 @@
 
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
+#include "kernels/prefetch.h"
 #include "quant/iq_grid_quants.h"
 
 namespace herd::kernels::iq_grid {
@@ -78,7 +79,10 @@ void grid_gemm(const GemmArgs& a) {
     const int64_t n_rows = std::min(chunk, a.row_end - r0);
     for (int64_t i = 0; i < n_rows; ++i) {
       const Block* blocks = reinterpret_cast<const Block*>(a.weights + size_t(r0 + i) * row_stride);
-      for (int64_t b = 0; b < n_blocks; ++b) Decoder::decode(blocks[b], rows[i * n_blocks + b]);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        prefetch_ahead(&blocks[b], sizeof(Block));
+        Decoder::decode(blocks[b], rows[i * n_blocks + b]);
+      }
     }
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += Dot::kMaxTokens) {
       const int n = int(std::min<int64_t>(Dot::kMaxTokens, a.n_tokens - t0));

@@ -30,6 +30,7 @@
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
 #include "kernels/panel_layout.h"
+#include "kernels/prefetch.h"
 
 namespace herd::kernels {
 namespace {
@@ -164,25 +165,15 @@ inline typename Ops::I dot_u8_groups(typename Ops::I acc, const typename Ops::I*
   return acc;
 }
 
-// ---- software prefetch -------------------------------------------------------------------
-
-// Every tile streams its weights from memory once, and the hardware prefetchers alone left
-// the loads exposed: compute and memory time added up. Asking for the bytes this far ahead
-// of the block being computed overlaps the two, for one token as for many. Measured on
-// this project's Xeon (docs/kernels.md, "Prefetch"), one thread, 8192x2048: one q6_K token
-// 6.1 -> 11 GB/s, one q4_0 token 11.1 -> 13.1 GB/s, 64 q8_0 tokens 110 -> 380 GFLOP/s, 8
-// q4_K tokens 143 -> 210 GFLOP/s, against prefetchnta 4 KiB ahead for batched tiles and one
-// q6_K token only (tuned on a Zen 4). Into L2 (locality 2), 16 KiB ahead.
-inline constexpr size_t kPrefetchDistance = 16384;
+// ---- software prefetch (prefetch.h) ------------------------------------------------------
 
 // Part `part` of `parts` of the panel block kPrefetchDistance bytes after p (K-quant
 // blocks are large: their prefetches are spread over the block's chunks).
 template <typename Panel>
-inline void prefetch_ahead(const Panel& p, int part = 0, int parts = 1) {
+inline void prefetch_panel(const Panel& p, int part = 0, int parts = 1) {
   constexpr size_t kLines = (sizeof(Panel) + 63) / 64;
-  const char* ahead = reinterpret_cast<const char*>(&p) + kPrefetchDistance;
-  for (size_t line = kLines * part / parts; line < kLines * (part + 1) / parts; ++line)
-    __builtin_prefetch(ahead + 64 * line, 0, 2);
+  const size_t first = kLines * part / parts, end = kLines * (part + 1) / parts;
+  prefetch_ahead(reinterpret_cast<const char*>(&p) + 64 * first, 64 * (end - first));
 }
 
 // ---- legacy tile: 16 rows x T tokens, over all blocks of the panel ---------------------
@@ -206,7 +197,7 @@ void legacy_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t
   for (int t = 0; t < T; ++t) acc[t] = Ops::zerof();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const typename U::Panel& p = panel[b];
-    prefetch_ahead(p);
+    prefetch_panel(p);
     typename U::W w[8];
     U::weights(p, w);
     const auto d = block_scale<Ops, U>(p);
@@ -428,7 +419,7 @@ void k_tile(const typename U::Panel* panel, int64_t n_blocks, const uint8_t* act
     typename Ops::I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = Ops::zero();
     for (int c = 0; c < U::kChunks; ++c) {
-      prefetch_ahead(p, c, U::kChunks);
+      prefetch_panel(p, c, U::kChunks);
       k_sub_block<Ops, U, T, 0>(p, c, act, act_stride, b, isum);
       k_sub_block<Ops, U, T, 1>(p, c, act, act_stride, b, isum);
     }

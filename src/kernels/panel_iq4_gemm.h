@@ -84,7 +84,7 @@ void iq4_xs_tile(const PanelIQ4_XS* panel, int64_t n_blocks, const uint8_t* act,
     I isum[T];
     for (int t = 0; t < T; ++t) isum[t] = Ops::zero();
     for (int s = 0; s < 8; ++s) {
-      if (s % 2 == 0) prefetch_ahead(p, s / 2, 4);
+      if (s % 2 == 0) prefetch_panel(p, s / 2, 4);
       typename Ops::Q8W w[8];
       lookup_nibbles<Ops>(p.qs[s], table, w);
       const I sc = signed_scale<Ops>(p, s / 2, s % 2);
