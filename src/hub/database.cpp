@@ -47,6 +47,13 @@ void Transaction::rollback() {
   db_.rollback();
 }
 
+void create_schema(Database& db, std::string_view sql) {
+  Transaction t(db);
+  if (!db.dialect().schema_lock.empty()) db.run(db.dialect().schema_lock);
+  db.exec(sql);
+  t.commit();
+}
+
 std::unique_ptr<Database> open_database(const std::string& spec) {
   if (spec.starts_with("postgresql://") || spec.starts_with("postgres://")) {
 #ifdef HERD_HAVE_POSTGRESQL

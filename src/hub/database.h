@@ -61,6 +61,9 @@ struct Dialect {
   std::string_view name;  // "sqlite", "postgresql"
   // A BIGINT primary key the database numbers in increasing order.
   std::string_view auto_id;
+  // Run first in create_schema()'s transaction so that two processes creating the same
+  // tables wait for each other (empty: the transaction's own lock does it).
+  std::string_view schema_lock;
 };
 
 class Database {
@@ -99,6 +102,12 @@ class Transaction {
   Database& db_;
   bool open_ = true;
 };
+
+// Runs `sql` (CREATE ... IF NOT EXISTS statements) in one transaction under the dialect's
+// schema lock. Two hub replicas starting at once on an empty PostgreSQL database both
+// create the tables: without the lock the later CREATE ... IF NOT EXISTS can fail on the
+// catalog ("relation ... already exists", or a UNIQUE violation) while the first commits.
+void create_schema(Database& db, std::string_view sql);
 
 // "postgresql://..." or "postgres://..." (a libpq connection URI): PostgreSQL; anything
 // else: the path of a SQLite file, created when missing. Throws herd::Error("hub", ...)

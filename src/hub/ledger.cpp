@@ -97,16 +97,7 @@ std::string_view account_kind_name(AccountKind kind) {
 }
 
 Ledger::Ledger(Database& db) : db_(db) {
-  // Two hubs creating the tables at once (PostgreSQL): the second's CREATE waits for the
-  // first's, then fails on the catalog's UNIQUE key. By then the tables exist.
-  for (int attempt = 1;; ++attempt) {
-    try {
-      db_.exec(schema(db_.dialect()));
-      return;
-    } catch (const ConstraintViolation&) {
-      if (attempt == 3) throw;
-    }
-  }
+  create_schema(db_, schema(db_.dialect()));  // two hubs at once: one after the other
 }
 
 void Ledger::open_account(const std::string& name, AccountKind kind) {

@@ -7,7 +7,10 @@
 namespace herd::hub {
 namespace {
 
-const Dialect kPostgresql{"postgresql", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"};
+// The schema lock: a transaction-scoped advisory lock on a key of herd's own ("herd" in
+// ASCII), released at COMMIT.
+const Dialect kPostgresql{"postgresql", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+                          "SELECT pg_advisory_xact_lock(1751478884)"};
 
 struct ClearResult {
   void operator()(PGresult* result) const { PQclear(result); }

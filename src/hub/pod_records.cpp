@@ -42,16 +42,7 @@ void PodCounts::add(const PodCounts& d) {
 }
 
 PodRecords::PodRecords(Database& db) : db_(db) {
-  // Two replicas creating it at once (PostgreSQL): the later CREATE fails on the catalog's
-  // UNIQUE key once the table exists (as the ledger's tables: ledger.cpp).
-  for (int attempt = 1;; ++attempt) {
-    try {
-      db_.exec(kSchema);
-      return;
-    } catch (const ConstraintViolation&) {
-      if (attempt == 3) throw;
-    }
-  }
+  create_schema(db_, kSchema);  // two replicas at once: one after the other
 }
 
 std::optional<PodCounts> PodRecords::load(const std::string& pod) {

@@ -7,7 +7,7 @@
 namespace herd::hub {
 namespace {
 
-const Dialect kSqlite{"sqlite", "INTEGER PRIMARY KEY AUTOINCREMENT"};
+const Dialect kSqlite{"sqlite", "INTEGER PRIMARY KEY AUTOINCREMENT", ""};  // BEGIN IMMEDIATE locks
 
 struct FinalizeStatement {
   void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }

@@ -206,7 +206,19 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * sum;
 }
-#elif defined(WEIGHT_Q4_K)
+#elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+// The 6-bit scale and min of sub-block s from the 12 scale bytes at off + 4 (q4_K, q5_K).
+void k_scale_min(uint off, uint s, out uint sc, out uint mn) {
+  if (s < 4u) {
+    sc = load_u8(off + 4u + s) & 63u;
+    mn = load_u8(off + 8u + s) & 63u;
+  } else {
+    const uint b = load_u8(off + 8u + s);                  // scales[s + 4]
+    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);       // scales[s - 4] top bits
+    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);  // scales[s] top bits
+  }
+}
+#if defined(WEIGHT_Q4_K)
 // 144 bytes per 256: d f16 | dmin f16 | scales[12] | qs[128]; sub-block s of 32:
 // x = d * sc[s] * q - dmin * mn[s]; qs byte 32 (s / 2) + l holds q lo (s even) or hi (odd).
 float unit_dot(uint row, uint u) {
@@ -214,14 +226,7 @@ float unit_dot(uint row, uint u) {
   const uint off = row + (u / 8u) * 144u;
   const uint xb = x_base + u * 32u;
   uint sc, mn;
-  if (s < 4u) {
-    sc = load_u8(off + 4u + s) & 63u;
-    mn = load_u8(off + 8u + s) & 63u;
-  } else {
-    const uint b = load_u8(off + 8u + s);  // scales[s + 4]
-    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);       // scales[s - 4] top bits
-    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);  // scales[s] top bits
-  }
+  k_scale_min(off, s, sc, mn);
   const uint qs = (off + 16u + 32u * (s / 2u)) >> 2;  // word index (144 and 16 are 4-aligned)
   const uint shift = (s & 1u) * 4u;
   float qsum = 0.0, xsum = 0.0;
@@ -235,7 +240,7 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
 }
-#elif defined(WEIGHT_Q5_K)
+#else
 // 176 bytes per 256: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]: as q4_K (its scales
 // and nibbles, qs at 48) with bit 4 of q[32s + l] in bit s of qh[l].
 float unit_dot(uint row, uint u) {
@@ -243,14 +248,7 @@ float unit_dot(uint row, uint u) {
   const uint off = row + (u / 8u) * 176u;
   const uint xb = x_base + u * 32u;
   uint sc, mn;
-  if (s < 4u) {
-    sc = load_u8(off + 4u + s) & 63u;
-    mn = load_u8(off + 8u + s) & 63u;
-  } else {
-    const uint b = load_u8(off + 8u + s);
-    sc = (b & 15u) | ((load_u8(off + s) >> 6) << 4);
-    mn = (b >> 4) | ((load_u8(off + 4u + s) >> 6) << 4);
-  }
+  k_scale_min(off, s, sc, mn);
   const uint qs = (off + 48u + 32u * (s / 2u)) >> 2;  // word indices (176, 16, 48 4-aligned)
   const uint qh = (off + 16u) >> 2;
   const uint shift = (s & 1u) * 4u;
@@ -267,6 +265,7 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
 }
+#endif
 #elif defined(WEIGHT_Q6_K)
 // 210 bytes per 256: ql[128] | qh[64] | scales[16] int8 | d f16; x = d * sc[i/16] * (q - 32).
 // Unit s = 4h + j covers q[128h + 32j + l], l < 32: its low 4 bits are ql[64h + l] (j = 0),
