@@ -4,7 +4,6 @@
 #include "server/scheduler.h"
 
 #include <gtest/gtest.h>
-#include <filesystem>
 
 #include <unistd.h>
 
