@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "util/memory.h"
 #include "util/thread_pool.h"
+#include "vulkan/device_info.h"
 
 namespace herd::cli {
 namespace {
@@ -226,7 +227,13 @@ void add_bench(CLI::App& app) {
     const double kv_bytes = local ? static_cast<double>(local->shard().kv_cache_bytes()) : 0;
     const double model_bytes = static_cast<double>(runner->info().weight_bytes) + kv_bytes;
     ThreadPool probe_pool(o->model.threads);
-    const double bandwidth = measure_read_bandwidth(probe_pool);
+    // The roofline of the memory the weights are read from: the device's when the model runs
+    // on one (its measured copy bandwidth), else the CPU's.
+    const std::string device = local ? local->shard().device() : "pod";
+    const int device_index = local ? local->shard().device_index() : -1;
+    const double bandwidth = device_index >= 0
+                                 ? vulkan::measure_copy_bandwidth_gbs(device_index) * 1e9
+                                 : measure_read_bandwidth(probe_pool);
     // Bytes one decoded token reads: every weight the forward pass uses once, but of each
     // MoE layer's experts only the ones a token runs through, and one row of the embedding.
     const auto& embd = runner->file().tensor("token_embd.weight");
@@ -250,6 +257,7 @@ void add_bench(CLI::App& app) {
       nlohmann::ordered_json j = {{"model", o->model.model},
                                   {"threads", probe_pool.size()},
                                   {"runner", runner->describe()},
+                                  {"device", device},
                                   {"n_prompt", o->n_prompt},
                                   {"n_gen", o->n_gen},
                                   {"depth", o->depth},

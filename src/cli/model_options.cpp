@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "cli/mpi_ranks.h"
 #include "cluster/cluster_runner.h"
 #include "net/activations.h"
 #include "plan/plan.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace herd::cli {
 
@@ -122,6 +124,20 @@ std::vector<std::string> resolve_peers(const std::vector<std::string>& peers,
   return out;
 }
 
+namespace {
+
+// The weights going to a device: a bar on a terminal, a line per 10% otherwise.
+engine::UploadProgress upload_progress_bar(FILE* out) {
+  auto bar = std::make_shared<std::unique_ptr<Progress>>();
+  return [out, bar](size_t done, size_t total) {
+    if (!*bar) *bar = std::make_unique<Progress>(out, "weights to the device", total);
+    (*bar)->update(done);
+    if (done >= total) (*bar)->finish();
+  };
+}
+
+}  // namespace
+
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "GGUF model file")->required();
   cmd.add_option("-t,--threads", threads,
@@ -135,6 +151,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "Multi-head latent attention of a prompt: auto (each head's keys and values "
                  "decompressed from the latent when that is fewer operations), absorbed, "
                  "decompressed")
+      ->capture_default_str();
+  cmd.add_option("--device", device,
+                 "Where the model runs: auto (a GPU that can run it, else the CPU), cpu, vulkan, "
+                 "vulkan:N (herd devices lists them)")
       ->capture_default_str();
   cmd.add_option("--wire-dtype", wire_dtype,
                  "Activations between stages and tensor-parallel all-reduces on the wire: f32 "
@@ -160,6 +180,8 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
   } else {
     throw Error("cli", "unknown --isa '" + isa + "' (auto, scalar, avx2, avx512)");
   }
+  options.device = device;
+  options.upload_progress = upload_progress_bar(stderr);
   if (mla_prefill == "auto") {
     options.mla_decompress_min_tokens = -1;
   } else if (mla_prefill == "absorbed") {
@@ -178,7 +200,11 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
   if (!cluster.distributed()) {
     if (cluster.spares > 0) throw Error("cli", "--spare needs nodes: give --peers");
-    return engine::LocalRunner::open(model, local);
+    auto runner = engine::LocalRunner::open(model, local);
+    if (!runner->device_note().empty()) {
+      std::fprintf(stderr, "herd: %s\n", runner->device_note().c_str());
+    }
+    return runner;
   }
   cluster::ClusterOptions o;
   if (cluster.transport == "mpi") {

@@ -71,6 +71,7 @@ struct ModelOptions {
   int64_t n_ctx = 0;
   std::string isa = "auto";
   std::string mla_prefill = "auto";  // auto | absorbed | decompressed
+  std::string device = "auto";       // auto | cpu | vulkan | vulkan:N
   std::string wire_dtype = "f32";
   bool no_stage_links = false;
   ClusterFlags cluster;

@@ -40,6 +40,7 @@ struct NodeArgs {
   std::string cache_dir;
   bool no_model_files = false;
   std::string isa = "auto";
+  std::string device = "auto";
   double bandwidth_gbs = 0;
   double matmul_gflops = 0;
   uint64_t memory_bytes = 0;
@@ -130,6 +131,10 @@ void add_node(CLI::App& app) {
                   "Where received weights are kept (default: $XDG_CACHE_HOME/herd)");
   cmd->add_flag("--no-model-files", a->no_model_files,
                 "Never map a model file the coordinator names; receive the weights");
+  cmd->add_option("--device", a->device,
+                  "Where this node's part of a model runs: auto (a GPU that can run it, else "
+                  "the CPU), cpu, vulkan, vulkan:N (herd devices lists them)")
+      ->capture_default_str();
   cmd->add_option("--isa", a->isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
   cmd->add_option("--bandwidth", a->bandwidth_gbs,
@@ -190,6 +195,7 @@ void add_node(CLI::App& app) {
     ModelOptions isa;
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;
+    o.device = a->device;
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
     log_line("node id " + o.identity->id().to_text() +

@@ -17,6 +17,7 @@
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
+#include "engine/backend.h"
 #include "engine/shard.h"
 #include "net/activations.h"
 #include "net/tcp_transport.h"
@@ -960,6 +961,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       so.isa = isa;
       so.n_threads = r.pool->size();
       try {
+        so.device = engine::choose_device(r.options.local.device, *r.info.arch, r.info.hp, nullptr);
         rank.shard = std::make_unique<engine::Shard>(
             engine::Shard::load(r.file, r.info, rank.assignment.shard, so));
         if (rank.assignment.n_ranks > 1) {

@@ -19,6 +19,7 @@
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
+#include "engine/backend.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -585,7 +586,11 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_seq = a.n_seq;
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
     so.n_threads = pool->size();
+    std::string note;
+    so.device = engine::choose_device(options.device, *info.arch, info.hp, &note);
+    if (!note.empty()) log(note);
     engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
+    if (so.device.kind != engine::Device::kCpu) log("layers on " + shard.device());
     std::unique_ptr<RingAllReduce> ring;
     if (a.n_ranks > 1 && !a.standby) {
       ring = join_ring(

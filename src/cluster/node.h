@@ -31,6 +31,7 @@ struct NodeOptions {
   bool plaintext = false;           // --insecure: frames unencrypted (peers must say the same)
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
+  std::string device = "cpu";       // --device: where a loaded part runs (engine::choose_device)
   double bandwidth_gbs = 0;         // 0: measured at start-up
   double matmul_gflops = 0;         // > 0: reported instead of measured (nodes sharing a machine)
   uint64_t memory_limit_bytes = 0;  // the most free memory to report; 0: what is free

@@ -1,6 +1,9 @@
 #include "engine/runner.h"
 
+#include "engine/backend.h"
+
 #include <algorithm>
+#include <optional>
 
 #include "util/cpu_info.h"
 #include "util/error.h"
@@ -26,13 +29,29 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   shard_options.mla_decompress_min_tokens = options.mla_decompress_min_tokens;
   shard_options.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
   shard_options.n_threads = options.threads > 0 ? options.threads : default_thread_count();
+  shard_options.upload_progress = options.upload_progress;
   // The shard points into the file's mapping, which moves with the File object unchanged.
-  Shard shard = Shard::load(file, info, ShardSpec{}, shard_options);
-  return std::unique_ptr<LocalRunner>(new LocalRunner(
-      std::move(file), std::move(info), std::move(shard), options.threads, shard_options.isa));
+  std::string note;
+  shard_options.device = choose_device(options.device, *info.arch, info.hp, &note);
+  std::optional<Shard> shard;
+  try {
+    shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
+  } catch (const Error& e) {
+    // auto: a GPU that fails (memory, a weight type without a shader) leaves the CPU.
+    if (options.device != "auto" || shard_options.device.kind == Device::kCpu) throw;
+    note = device_name(shard_options.device) + " could not take the model (" + e.what() +
+           "): running on the CPU";
+    shard_options.device = Device{};
+    shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
+  }
+  auto runner = std::unique_ptr<LocalRunner>(new LocalRunner(
+      std::move(file), std::move(info), std::move(*shard), options.threads, shard_options.isa));
+  runner->device_note_ = std::move(note);
+  return runner;
 }
 
 std::string LocalRunner::describe() const {
+  if (shard_.device() != "cpu") return shard_.device();
   return std::to_string(pool_.size()) + " threads, " + std::string(kernels::isa_name(isa_)) +
          " kernels";
 }

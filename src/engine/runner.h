@@ -59,6 +59,9 @@ struct LocalOptions {
   int64_t n_seq = 1;
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
   int64_t mla_decompress_min_tokens = -1;  // ShardOptions'
+  // --device: auto (a GPU that can run the model, else the CPU), cpu, vulkan, vulkan:N.
+  std::string device = "cpu";
+  UploadProgress upload_progress;  // ShardOptions'
 };
 constexpr int64_t kDefaultMaxCtx = 4096;
 
@@ -81,6 +84,9 @@ class LocalRunner : public ModelRunner {
   ThreadPool& pool() { return pool_; }
   kernels::Isa isa() const { return isa_; }
   const Shard& shard() const { return shard_; }
+  // Why --device auto runs on the CPU though the machine has a GPU ("" otherwise): a line for
+  // the user.
+  const std::string& device_note() const { return device_note_; }
 
  private:
   LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threads, kernels::Isa isa);
@@ -90,6 +96,7 @@ class LocalRunner : public ModelRunner {
   Shard shard_;
   ThreadPool pool_;
   kernels::Isa isa_;
+  std::string device_note_;
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;

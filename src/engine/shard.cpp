@@ -97,6 +97,16 @@ size_t Shard::packed_weight_bytes() const {
   return total;
 }
 
+std::string Shard::device() const {
+  return state_->device != nullptr ? state_->device->describe() : "cpu";
+}
+int Shard::device_index() const {
+  return state_->device != nullptr ? state_->options.device.index : -1;
+}
+size_t Shard::device_bytes() const {
+  return state_->device != nullptr ? state_->device->device_bytes() : 0;
+}
+
 Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec& spec_in,
                   const ShardOptions& options) {
   auto s = std::make_unique<State>();
@@ -131,7 +141,9 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
   const Range ff{slice.ff_begin, slice.ff_end};
   const Range vocab{slice.vocab_begin, slice.vocab_end};
 
-  const kernels::Isa isa = options.isa;
+  // A device shard reads the file's own bytes (uploaded as they are): nothing is repacked.
+  const bool on_device = options.device.kind != Device::kCpu;
+  const kernels::Isa isa = on_device ? kernels::Isa::kScalar : options.isa;
   // A repacked copy makes the mapped pages of its tensor dead weight: release them, so that
   // the process holds each weight once. (The embedding stays: rows are looked up from it.)
   // A rank's slice that the kernels read in place keeps only the pages of its own rows.
@@ -463,7 +475,11 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     }
   }
   s->kv = KvCache(sizes.cache);
-  s->reserve(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
+  if (on_device) {
+    s->device = make_vulkan_backend(*s, file, info, options.device.index, options.upload_progress);
+  } else {
+    s->reserve(std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
+  }
   return Shard(std::move(s));
 }
 
@@ -588,6 +604,10 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
       throw Error("engine", "token id " + std::to_string(batch.tokens[t]) +
                                 " is outside the vocabulary of " + std::to_string(hp.n_vocab));
     }
+  }
+  if (s.device != nullptr) {
+    s.device->forward(batch, input, output);
+    return;
   }
   s.reserve(n, static_cast<int>(pool.size()));
   // Checks that the batch continues each slot's recurrent states (before anything changes).

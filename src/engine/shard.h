@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/all_reduce.h"
 #include "engine/batch.h"
+#include "engine/device.h"
 #include "engine/kv_cache.h"
 #include "gguf/reader.h"
 #include "kernels/matmul.h"
@@ -50,6 +52,10 @@ struct ShardOptions {
   // that takes fewer operations than the absorbed form. -1: by that count; 0: never; n > 0:
   // whenever the batch has at least n tokens (tests).
   int64_t mla_decompress_min_tokens = -1;
+  // Where the forward pass runs (backend.h). A device shard uploads its weights at load
+  // (upload_progress reports the bytes) and keeps no repacked copy on the host.
+  Device device;
+  UploadProgress upload_progress;
 };
 
 // What a shard allocates besides its weights, known before loading it (the planner's
@@ -119,6 +125,10 @@ class Shard {
   // Bytes of weight copies the shard owns: repacked matrices, and column slices cut out of
   // the file for kernels that read the GGUF layout in place.
   size_t packed_weight_bytes() const;
+  // Where the forward pass runs: "cpu", or the device backend's description.
+  std::string device() const;
+  size_t device_bytes() const;  // device memory held (0 on the CPU)
+  int device_index() const;     // the Vulkan device's index; -1: the CPU
 
  public:
   struct State;  // engine-internal (shard_state.h)

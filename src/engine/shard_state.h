@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/compressed_attention.h"
 #include "engine/compressed_kv_cache.h"
 #include "engine/delta_net.h"
@@ -338,6 +339,8 @@ struct Shard::State {
   kernels::Workspace workspace;
   kernels::SiluMulFn silu_mul = nullptr;
   std::unique_ptr<Router> router;  // MoE
+  // The device the forward pass runs on; null: the CPU (this file's code).
+  std::unique_ptr<DeviceBackend> device;
 
   // Scratch for up to `capacity` tokens, allocated at load (reserve()) and grown only by a
   // batch larger than any before: nothing is allocated once warm.

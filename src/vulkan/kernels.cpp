@@ -250,6 +250,34 @@ void Kernels::store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_
   r.dispatch(p, {src, dst}, push, ceil_div(uint64_t(n / 2), elementwise_size_));
 }
 
+void Kernels::store_rows(Recorder& r, Binding src, Binding rows, Binding dst, int64_t n,
+                         int64_t n_tokens) {
+  HERD_CHECK_MSG(n % 2 == 0, "n " + std::to_string(n));
+  const struct { uint32_t n, n_tokens; } push{u32(n, "n"), u32(n_tokens, "tokens")};
+  const uint64_t pairs = uint64_t(n / 2) * uint64_t(n_tokens);
+  u32(int64_t(pairs), "pairs");
+  const Pipeline& p =
+      pipeline("store_rows", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {src, rows, dst}, push, ceil_div(pairs, elementwise_size_));
+}
+
+void Kernels::add_bias(Recorder& r, Binding x, Binding bias, int64_t n, int64_t n_rows) {
+  const struct { uint32_t n, n_rows; } push{u32(n, "n"), u32(n_rows, "rows")};
+  u32(n * n_rows, "elements");
+  const Pipeline& p =
+      pipeline("add_bias", 2, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x, bias}, push, ceil_div(uint64_t(n * n_rows), elementwise_size_));
+}
+
+void Kernels::add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids, int64_t n,
+                              int64_t n_rows) {
+  const struct { uint32_t n, n_rows; } push{u32(n, "n"), u32(n_rows, "rows")};
+  u32(n * n_rows, "elements");
+  const Pipeline& p =
+      pipeline("add_bias_ids", 3, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x, bias, ids}, push, ceil_div(uint64_t(n * n_rows), elementwise_size_));
+}
+
 void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
                      Binding scores, Binding out, const AttentionShape& s) {
   HERD_CHECK_MSG(s.k_dim % 2 == 0 && s.stride % 2 == 0 && s.head_stride % 2 == 0 &&
@@ -264,7 +292,7 @@ void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const
   struct Push {
     uint32_t n_head, n_kv_head, n_pos, k_dim, v_dim, stride, head_stride;
     float scale;
-    uint32_t has_sinks, n_tokens, pos0, window;
+    uint32_t has_sinks, n_tokens, pos0, window, q_offset, kv_offset, out_offset;
   } push{u32(s.n_head, "heads"),
          u32(s.n_kv_head, "KV heads"),
          u32(s.n_pos, "positions"),
@@ -276,8 +304,14 @@ void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const
          sinks != nullptr ? 1u : 0u,
          u32(s.n_tokens, "tokens"),
          u32(pos0, "pos0"),
-         u32(s.window, "window")};
-  u32(s.n_pos * s.stride, "cache elements");
+         u32(s.window, "window"),
+         u32(s.q_offset, "query offset"),
+         u32(s.kv_offset, "cache offset"),
+         u32(s.out_offset, "output offset")};
+  HERD_CHECK_MSG(s.kv_offset % 2 == 0, "cache offset " + std::to_string(s.kv_offset));
+  u32(s.kv_offset + s.n_pos * s.stride, "cache elements");
+  u32(s.q_offset + s.n_tokens * s.n_head * s.k_dim, "query elements");
+  u32(s.out_offset + s.n_tokens * s.n_head * s.v_dim, "output elements");
   u32(s.n_tokens * s.n_head * std::max(s.n_pos, s.k_dim), "scores");
   const Pipeline& p = pipeline(subgroups_ ? "attend_subgroup" : "attend_shared", 6, sizeof(Push),
                                {reduce_size_, context_.info().subgroup_size});

@@ -50,6 +50,9 @@ struct AttentionShape {
   int64_t n_tokens = 1;
   int64_t pos0 = -1;   // the position of token 0; -1: n_pos - n_tokens (the chunk is the end)
   int64_t window = 0;  // sliding window (0: none)
+  // Elements before this call's rows: token 0's queries and output, and position 0 of the
+  // keys and values (a sequence's slot in a cache of several; even).
+  int64_t q_offset = 0, kv_offset = 0, out_offset = 0;
 };
 
 // The expert products of an MoE layer (Kernels::matvec_experts).
@@ -126,6 +129,17 @@ class Kernels {
   // REQUIRES: n_expert <= 512, n_used <= 64, n_group <= 64 and divides n_expert.
   void route(Recorder& r, Binding logits, const Binding* bias, Binding experts, Binding weights,
              const RouterShape& shape);
+  // dst[rows[t] + i] = f16(src[t][i]) for i < n, t < n_tokens: a batch's keys or values
+  // into the F16 cache, each token's row where its slot and position are. src:
+  // [n_tokens][n] floats; rows: [n_tokens] uint32 element offsets; dst: f16.
+  // REQUIRES: n and every rows[t] even.
+  void store_rows(Recorder& r, Binding src, Binding rows, Binding dst, int64_t n, int64_t n_tokens);
+  // x[i][j] += bias[j] for i < n_rows: a projection's bias over the batch. x: [n_rows][n].
+  void add_bias(Recorder& r, Binding x, Binding bias, int64_t n, int64_t n_rows);
+  // x[i][j] += bias[ids[i]][j]: each expert's bias on the slots it serves. x: [n_rows][n];
+  // bias: [n_expert][n]; ids: [n_rows] int32 (Kernels::route's experts).
+  void add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids, int64_t n,
+                       int64_t n_rows);
   // dst[offset + i] = f16(src[i]) for i < n: a token's keys or values into the F16 cache.
   // src: [n] floats; dst: f16. REQUIRES: n and offset even.
   void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);

@@ -9,7 +9,8 @@
 // One workgroup per (token, head), three passes: scores (kept in `scores`, global scratch), their
 // exponentials and sum, then the weighted sum of values (invocations over dimensions).
 // Layout of the caches, in f16 elements: row j of KV head g starts at j * stride +
-// g * head_stride. REQUIRES: k_dim, stride and head_stride even; k_dim <= 1024.
+// g * head_stride (after kv_offset). REQUIRES: k_dim, stride, head_stride and kv_offset even;
+// k_dim <= 1024.
 #include "common.glsl"
 #include "reduce.glsl"
 
@@ -32,6 +33,11 @@ layout(push_constant) uniform Push {
   uint n_tokens;
   uint pos0;    // the position of token 0
   uint window;  // sliding window (0: none)
+  // Where this call's rows start, in elements: token 0's queries and output, position 0 of
+  // the keys and values (a sequence's slot in a cache of several).
+  uint q_offset;
+  uint kv_offset;
+  uint out_offset;
 } p;
 
 shared float q_shared[1024];
@@ -44,9 +50,9 @@ void main() {
   const uint first = p.window > 0u && pos + 1u > p.window ? pos + 1u - p.window : 0u;
   const uint end = pos + 1u;
   const uint tid = gl_LocalInvocationID.x;
-  const uint kv_base = (h / (p.n_head / p.n_kv_head)) * p.head_stride;
+  const uint kv_base = p.kv_offset + (h / (p.n_head / p.n_kv_head)) * p.head_stride;
   const uint row = th * p.n_pos;
-  for (uint d = tid; d < p.k_dim; d += WG_SIZE) q_shared[d] = q[th * p.k_dim + d];
+  for (uint d = tid; d < p.k_dim; d += WG_SIZE) q_shared[d] = q[p.q_offset + th * p.k_dim + d];
   barrier();
 
   float m = -1.0 / 0.0;
@@ -83,6 +89,6 @@ void main() {
       const vec2 vv = unpackHalf2x16(values[e >> 1]);
       acc += scores[row + j] * ((e & 1u) != 0u ? vv.y : vv.x);
     }
-    out_[th * p.v_dim + d] = acc * inv;
+    out_[p.out_offset + th * p.v_dim + d] = acc * inv;
   }
 }

@@ -1,0 +1,61 @@
+#include "engine/backend.h"
+
+#include "model/arch.h"
+#include "util/error.h"
+#include "vulkan/device_choice.h"
+#include "vulkan/device_info.h"
+
+namespace herd::engine {
+
+std::string device_name(const Device& device) {
+  return device.kind == Device::kCpu ? "cpu" : "vulkan:" + std::to_string(device.index);
+}
+
+std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sliced) {
+  // Each capability the forward pass on the device lacks, in the words a user reads.
+  if (arch.attention == AttentionKind::kMla) return "multi-head latent attention";
+  if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
+  if (arch.hyper_connections) return "hyper-connections";
+  if (arch.delta_net) return "linear attention (Gated DeltaNet)";
+  if (arch.layer_shapes || hp.n_embd_per_layer > 0) return "per-layer attention shapes and inputs";
+  if (arch.moe_beside_dense) return "experts beside a dense FFN";
+  if (arch.layer_output_scale) return "layer output scales";
+  if (arch.v_norm) return "value norms";
+  if (arch.attn_output_gate) return "gated attention output";
+  if (arch.shared_expert_gate) return "a gated shared expert";
+  if (hp.head_dim != hp.head_dim_v) return "keys and values of different sizes";
+  if (hp.head_dim > 1024) return "heads wider than 1024";
+  if (hp.n_expert > 512 || hp.n_expert_used > 64) return "more than 512 experts or 64 per token";
+  if (sliced) return "tensor-parallel slices";
+  return {};
+}
+
+Device choose_device(const std::string& text, const ArchSpec& arch, const HParams& hp,
+                     std::string* note) {
+  const vulkan::DeviceChoice choice = vulkan::parse_device_choice(text);
+  if (choice.kind == vulkan::DeviceChoice::kCpu) return {};
+  if (choice.kind == vulkan::DeviceChoice::kVulkan) {
+    return {Device::kVulkan, vulkan::resolve_vulkan_device(choice)};
+  }
+  std::vector<vulkan::DeviceInfo> devices;
+  try {
+    devices = vulkan::list_devices();
+  } catch (const Error&) {
+    return {};  // no loader, no driver, no device: the CPU, as on any machine without a GPU
+  }
+  for (const vulkan::DeviceInfo& d : devices) {
+    if (d.type != vulkan::DeviceType::kDiscrete && d.type != vulkan::DeviceType::kIntegrated) {
+      continue;
+    }
+    const std::string missing = vulkan_unsupported(arch, hp, false);
+    if (missing.empty()) return {Device::kVulkan, d.index};
+    if (note != nullptr) {
+      *note = "vulkan:" + std::to_string(d.index) + " (" + d.name + ") cannot run " +
+              std::string(arch.name) + " yet (" + missing + "): running on the CPU";
+    }
+    return {};
+  }
+  return {};
+}
+
+}  // namespace herd::engine

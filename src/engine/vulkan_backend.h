@@ -1,0 +1,101 @@
+// The Vulkan backend of a shard (backend.h): its weights uploaded once in their GGUF layout,
+// its F16 KV cache and its activations in device memory, and a forward pass that records
+// every operation of a step (vulkan/kernels.h) into one command buffer and submits it once.
+// vulkan_backend.cpp loads; vulkan_forward.cpp records the forward pass. Internal to the
+// engine module; built only where herd is built with Vulkan (else vulkan_backend_stub.cpp).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/shard_state.h"
+#include "vulkan/kernels.h"
+
+namespace herd::engine {
+
+// A matrix (or a stack of experts' matrices) in its GGUF layout on the device.
+struct DeviceMatrix {
+  TensorType type = TensorType::F32;
+  int64_t rows = 0, cols = 0;  // of one expert's matrix for a stack
+  int64_t n_expert = 0;        // matrices in a stack; 0: one plain matrix
+  vulkan::Buffer buffer;
+};
+
+// A layer's weights on the device, by the member of engine::Layer they mirror; a vector or
+// matrix the layer does not have is absent (has()).
+struct DeviceLayer {
+  const Layer* host = nullptr;  // options, rope, scale; its matrices are not read
+  std::map<LayerWeight, DeviceMatrix> matrices;
+  std::map<LayerWeight, vulkan::Buffer> vectors;  // floats, as the host Layer holds them
+  vulkan::Buffer k_cache, v_cache;                // F16 [n_seq][n_ctx][kv_dim]
+  int rope_group = 0;  // the angles it reads (layers with the same rope share them)
+  bool has(LayerWeight w) const { return matrices.count(w) + vectors.count(w) > 0; }
+  const DeviceMatrix& matrix(LayerWeight w) const { return matrices.at(w); }
+  const vulkan::Buffer& vector(LayerWeight w) const { return vectors.at(w); }
+};
+
+// A Vulkan device opened once per process and shared by the shards on it (the stages of a
+// pipeline run here, tests opening many models): its context, its kernels with their
+// compiled pipelines, and a lock, as one queue takes one submission at a time.
+struct VulkanRuntime {
+  std::unique_ptr<vulkan::Context> context;
+  std::unique_ptr<vulkan::Kernels> kernels;
+  std::mutex mutex;  // held while a forward records and runs
+};
+std::shared_ptr<VulkanRuntime> vulkan_runtime(int index);
+
+class VulkanBackend : public DeviceBackend {
+ public:
+  VulkanBackend(const Shard::State& s, const gguf::File& file, const ModelInfo& info, int index,
+                const UploadProgress& progress);
+  void forward(const Batch& batch, const float* input, std::vector<float>& output) override;
+  std::string describe() const override;
+  size_t device_bytes() const override { return device_bytes_; }
+
+ private:
+  // Activations for up to `capacity` tokens (grown by a larger batch, never shrunk).
+  void reserve(int64_t n);
+  vulkan::Buffer make_buffer(size_t bytes, const std::string& what,
+                             vulkan::BufferKind kind = vulkan::BufferKind::kDevice);
+  // Records y = W x for n tokens ([n][cols] -> [n][rows]).
+  void mul(const DeviceMatrix& w, const vulkan::Buffer& x, const vulkan::Buffer& y, int64_t n);
+  // Records one layer of the batch (attention, then the FFN) on x.
+  void record_attention(const DeviceLayer& l, const Batch& batch);
+  void record_ffn(const DeviceLayer& l, int64_t n);
+  void record_gated(const DeviceMatrix& gate, const DeviceMatrix& up, const DeviceMatrix& down,
+                    int64_t n, float limit, const vulkan::Buffer& out);
+  void record_experts(const DeviceLayer& l, int64_t n);
+
+  const Shard::State& s_;
+  std::shared_ptr<VulkanRuntime> runtime_;  // outlives every buffer below
+  vulkan::Context* context_ = nullptr;
+  vulkan::Kernels* kernels_ = nullptr;
+  std::unique_ptr<vulkan::Recorder> recorder_;
+  size_t device_bytes_ = 0;
+  int64_t n_embd_ = 0, q_dim_ = 0, kv_dim_ = 0, max_ff_ = 0;
+  std::vector<DeviceLayer> layers_;
+  DeviceMatrix output_;
+  vulkan::Buffer output_norm_;
+  std::vector<const Rope*> ropes_;  // one per rope group
+  int64_t max_rot_ = 0;
+
+  // Per batch, [capacity] rows: the residual stream x, the normed h, q, k, v, the heads'
+  // outputs, a projection back to n_embd, the FFN's gate and up (of every used expert),
+  // router logits, chosen experts and their weights, the experts' outputs, logits.
+  int64_t capacity_ = 0;
+  vulkan::Buffer x_, h_, q_, k_, v_, attn_, proj_, ffn_a_, ffn_b_, shared_, logits_, ids_, weights_,
+      expert_out_, out_;
+  std::vector<vulkan::Buffer> angles_;  // per rope group [capacity][n_rot]: cos, then sin
+  vulkan::Buffer k_rows_;               // [capacity] element offsets into the caches
+  vulkan::Buffer scores_;               // the attention's scores, scores_floats_ of them
+  int64_t scores_floats_ = 0;
+  // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.
+  vulkan::Buffer upload_, download_;
+  std::vector<float> staging_;  // the step's upload, assembled on the host
+};
+
+}  // namespace herd::engine
