@@ -7,7 +7,7 @@
 # deepseek4 in pipelines;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
-# garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
+# a mixed pod of a node on a Vulkan device and a CPU node; garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
 # it serving; a node that stops answering or dies is named by the coordinator, which goes
 # on without it; nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
@@ -187,6 +187,29 @@ for case in "$synth pipeline:2" "$models/llama-q4_0.gguf tensor" "$f16model pipe
   quantized_logits "$dir/ref-$m.f32" "$dir/q8.f32" "${model%.gguf}.0.tokens" \
     "q8_0 wire, $m, $how"
 done
+
+# --- A mixed pod: one node computes on a Vulkan device (lavapipe here: Mesa's CPU driver),
+# the other on its CPU; the stages' logits within the quantized tolerances of one process
+# (the device's f32 activations against the CPU's rounded ones), and the device node says it
+# ran its layers there.
+if "$herd" devices --device vulkan >/dev/null 2>&1; then
+  start_node nv --device vulkan
+  wait_nodes nv
+  eval_model "$f16model" "$dir/ref-mixed.f32"
+  mv=$(mark nv) m1=$(mark n1)
+  eval_model "$f16model" "$dir/mixed.f32" --peers "${addr[nv]},${addr[n1]}" --no-local \
+    --parallel pipeline:2
+  since nv "$mv" | grep -q "layers on vulkan:" ||
+    fail "mixed pod: the Vulkan node did not run its layers on its device"
+  since n1 "$m1" | grep -q "loaded layers" || fail "mixed pod: the CPU node ran no stage"
+  quantized_logits "$dir/ref-mixed.f32" "$dir/mixed.f32" "${f16model%.gguf}.0.tokens" \
+    "mixed pod (a Vulkan node and a CPU node)"
+  stop_node nv
+elif [ "${CI:-}" = true ]; then
+  fail "no Vulkan device for the mixed pod (CI=true: a missing dependency fails, it does not skip)"
+else
+  echo "cluster_e2e: SKIP the mixed pod: no Vulkan device (scripts/install-deps installs lavapipe)"
+fi
 
 # --- Tensor parallelism: 2 node ranks, then 3 ranks with this process as one of them. -------
 # Partial sums are added in another order than one process adds them: close, not identical.
