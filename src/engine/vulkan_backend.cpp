@@ -102,6 +102,9 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     m.buffer = make_buffer(t.n_bytes, what);
     vulkan::upload(*context_, m.buffer, t.data, t.n_bytes);
     report(t.n_bytes);
+    // The host's pages of it are dead weight now (the forward reads the device's copy), but
+    // for the token embedding, whose rows the host looks up.
+    if (t.name != "token_embd.weight") file.release(t);
     return m;
   };
 
