@@ -107,6 +107,9 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
     m.node_info["isa"] = std::string(kernels::isa_name(local->isa()));
     m.node_info["kv_cache_bytes"] = local->shard().kv_cache_bytes();
     m.node_info["packed_weight_bytes"] = local->shard().packed_weight_bytes();
+    // Where the forward pass runs: "cpu", or the device and the memory it holds there.
+    m.node_info["device"] = local->shard().device();
+    m.node_info["device_bytes"] = local->shard().device_bytes();
     // What GET /api/cluster's one-node view shows of this machine (read once, at load).
     const SystemMemory memory = system_memory();
     m.node_info["cores"] = cpu_cores().logical;

@@ -58,6 +58,8 @@ json single_node_status(const json& node_info, const Scheduler::ForwardStats& fo
                      {"cores", int_or(node_info, "cores", int_or(node_info, "threads", 1))},
                      {"threads", int_or(node_info, "threads", 1)},
                      {"isa", node_info.value("isa", "")},
+                     {"device", node_info.value("device", "cpu")},
+                     {"device_bytes", int_or(node_info, "device_bytes", 0)},
                      {"free_memory_bytes", int_or(node_info, "free_memory_bytes", 0)},
                      {"total_memory_bytes", int_or(node_info, "total_memory_bytes", 0)},
                      {"bandwidth_gbs", number_or(node_info, "bandwidth_gbs", 0)},

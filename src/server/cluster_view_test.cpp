@@ -38,6 +38,13 @@ TEST(ClusterView, SingleNodeHasTheDocumentedKeys) {
   EXPECT_EQ(s["nodes"][0]["name"], "local");
   EXPECT_EQ(s["nodes"][0]["state"], "up");
   EXPECT_EQ(s["nodes"][0]["cores"], 4);
+  EXPECT_EQ(s["nodes"][0]["device"], "cpu");  // the node info names none: the CPU
+  json on_gpu = local_node_info();
+  on_gpu["device"] = "vulkan:0 Some GPU, 640 MiB";
+  on_gpu["device_bytes"] = 671088640;
+  const json g = single_node_status(on_gpu, {});
+  EXPECT_EQ(g["nodes"][0]["device"], "vulkan:0 Some GPU, 640 MiB");
+  EXPECT_EQ(g["nodes"][0]["device_bytes"], 671088640);
   ASSERT_EQ(s["plan"]["stages"].size(), 1u);
   const json& stage = s["plan"]["stages"][0];
   EXPECT_EQ(stage["layers"], json({0, 4}));
