@@ -12,6 +12,9 @@ std::string device_name(const Device& device) {
 }
 
 std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sliced) {
+  if (sliced && arch.qk_norm && arch.qk_norm_whole_row) {
+    return "a q/k norm over the whole row across tensor-parallel ranks";
+  }
   // Each capability the forward pass on the device lacks, in the words a user reads.
   if (arch.attention == AttentionKind::kMla) return "multi-head latent attention";
   if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
@@ -26,7 +29,6 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   if (hp.head_dim != hp.head_dim_v) return "keys and values of different sizes";
   if (hp.head_dim > 1024) return "heads wider than 1024";
   if (hp.n_expert > 512 || hp.n_expert_used > 64) return "more than 512 experts or 64 per token";
-  if (sliced) return "tensor-parallel slices";
   return {};
 }
 

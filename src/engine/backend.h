@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/all_reduce.h"
 #include "engine/batch.h"
 #include "engine/device.h"
 #include "engine/shard.h"
@@ -22,8 +23,10 @@ namespace herd::engine {
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
-  // Shard::forward's contract (shard.h), the batch already checked by the shard.
-  virtual void forward(const Batch& batch, const float* input, std::vector<float>& output) = 0;
+  // Shard::forward's contract (shard.h), the batch already checked by the shard; all_reduce:
+  // the stage's, for a tensor-parallel slice (null: a whole shard).
+  virtual void forward(const Batch& batch, const float* input, std::vector<float>& output,
+                       AllReduce* all_reduce) = 0;
   // "vulkan:0 NVIDIA GeForce RTX 4090 (discrete)"
   virtual std::string describe() const = 0;
   // Device memory held: weights, cache, activations.

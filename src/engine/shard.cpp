@@ -606,7 +606,7 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     }
   }
   if (s.device != nullptr) {
-    s.device->forward(batch, input, output);
+    s.device->forward(batch, input, output, all_reduce);
     return;
   }
   s.reserve(n, static_cast<int>(pool.size()));

@@ -57,6 +57,20 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     throw Error("engine", std::string(arch.name) + " on a Vulkan device: " + missing +
                               " not yet on the Vulkan backend (run it with --device cpu)");
   }
+  // The attention shader maps head h to KV head h / (n_head / n_kv): a slice's heads must be
+  // whole groups of the KV heads it holds.
+  const TensorSlice& slice = s.spec.slice;
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    if (s.n_head % std::max<int64_t>(1, s.n_head_kv) != 0 ||
+        (slice.head_begin + h) / group - slice.kv_head_begin != h / (s.n_head / s.n_head_kv)) {
+      throw Error("engine",
+                  "a tensor-parallel slice that cuts a group of query heads sharing a "
+                  "KV head is not yet on the Vulkan backend (heads " +
+                      std::to_string(slice.head_begin) + ".." + std::to_string(slice.head_end) +
+                      ")");
+    }
+  }
   runtime_ = vulkan_runtime(index);
   context_ = runtime_->context.get();
   kernels_ = runtime_->kernels.get();
@@ -67,44 +81,49 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
   q_dim_ = s.n_head * hp.head_dim;
   kv_dim_ = s.n_head_kv * hp.head_dim;
 
-  // Every tensor of the shard's layers (and its head), and the bytes to upload.
-  std::vector<const TensorSpec*> tensors;
+  // The matrices as the shard holds them (its slice's rows, columns and experts; views of
+  // the file, or column cuts copied out of it), and the bytes to upload.
+  auto bytes_of = [](const PackedMatrix& m) {
+    return row_bytes(m.type(), m.cols()) * size_t(m.rows());
+  };
   size_t total = 0, done = 0;
-  for (const TensorSpec& t : info.tensors) {
-    if (t.layer < s.spec.layer_begin || t.layer >= s.spec.layer_end) continue;
-    const LayerMember member = layer_member(t.weight);
-    if (member.matrix == nullptr && member.matrices == nullptr && member.values == nullptr) {
-      continue;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const Layer& l = s.layers[i];
+    for (const TensorSpec& t : info.tensors) {
+      if (t.layer != s.spec.layer_begin + int64_t(i)) continue;
+      const LayerMember member = layer_member(t.weight);
+      if (member.matrix != nullptr) total += bytes_of(l.*member.matrix);
+      if (member.matrices != nullptr) {
+        for (const PackedMatrix& m : l.*member.matrices) total += bytes_of(m);
+      }
     }
-    const gguf::TensorInfo* in_file = file.find_tensor(t.name);
-    if (in_file == nullptr) continue;  // optional (a bias, a q/k norm) and absent
-    tensors.push_back(&t);
-    total += member.values != nullptr ? 0 : in_file->n_bytes;
   }
-  const char* head_name = hp.tied_output ? "token_embd.weight" : "output.weight";
-  if (s.spec.output) total += file.tensor(head_name).n_bytes;
+  if (s.spec.output && s.n_vocab > 0) total += bytes_of(s.output);
   auto report = [&](size_t bytes) {
     done += bytes;
     if (progress) progress(done, total);
   };
-  // A matrix (or a stack of experts) as the file holds it.
-  auto upload_matrix = [&](const gguf::TensorInfo& t, const std::string& what) {
-    if (!vulkan::Kernels::has_matvec(t.type)) {
-      throw Error("engine", "tensor '" + std::string(t.name) + "' is " +
-                                std::string(type_traits(t.type).name) +
+  // One matrix, or a stack of equal matrices (the experts the shard holds, in its order).
+  auto upload_matrices = [&](const std::vector<const PackedMatrix*>& ms, const std::string& what) {
+    const PackedMatrix& first = *ms.front();
+    if (!vulkan::Kernels::has_matvec(first.type())) {
+      throw Error("engine", "tensor '" + what + "' is " +
+                                std::string(type_traits(first.type()).name) +
                                 ", which the Vulkan backend has no shader for yet");
     }
     DeviceMatrix m;
-    m.type = t.type;
-    m.cols = t.shape[0];
-    m.rows = t.shape.size() > 1 ? t.shape[1] : 1;
-    m.n_expert = t.shape.size() > 2 ? t.shape[2] : 0;
-    m.buffer = make_buffer(t.n_bytes, what);
-    vulkan::upload(*context_, m.buffer, t.data, t.n_bytes);
-    report(t.n_bytes);
-    // The host's pages of it are dead weight now (the forward reads the device's copy), but
-    // for the token embedding, whose rows the host looks up.
-    if (t.name != "token_embd.weight") file.release(t);
+    m.type = first.type();
+    m.rows = first.rows();
+    m.cols = first.cols();
+    m.n_expert = ms.size() > 1 ? int64_t(ms.size()) : 0;
+    const size_t each = bytes_of(first);
+    m.buffer = make_buffer(each * ms.size(), what);
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const kernels::MatrixView v = ms[i]->gguf_view();
+      HERD_CHECK(v.data != nullptr && v.rows == m.rows && v.cols == m.cols);
+      vulkan::upload(*context_, m.buffer, v.data, each, i * each);
+      report(each);
+    }
     return m;
   };
 
@@ -135,23 +154,51 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     l.k_cache = make_buffer(cache_bytes, "keys of layer " + std::to_string(i));
     l.v_cache = make_buffer(cache_bytes, "values of layer " + std::to_string(i));
   }
-  for (const TensorSpec* t : tensors) {
-    DeviceLayer& l = layers_[size_t(t->layer - s.spec.layer_begin)];
-    const LayerMember member = layer_member(t->weight);
-    if (member.values != nullptr) {
-      const std::vector<float>& v = l.host->*member.values;
-      if (v.empty()) continue;
-      vulkan::Buffer b = make_buffer(v.size() * 4, t->name);
-      vulkan::upload(*context_, b, v.data(), v.size() * 4);
-      l.vectors.emplace(t->weight, std::move(b));
-    } else {
-      l.matrices.emplace(t->weight, upload_matrix(file.tensor(t->name), t->name));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    DeviceLayer& l = layers_[i];
+    const int64_t il = s.spec.layer_begin + int64_t(i);
+    for (const TensorSpec& t : info.tensors) {
+      if (t.layer != il) continue;
+      const LayerMember member = layer_member(t.weight);
+      if (member.values != nullptr) {
+        const std::vector<float>& v = l.host->*member.values;
+        if (v.empty() || l.vectors.count(t.weight) > 0) continue;
+        vulkan::Buffer b = make_buffer(v.size() * 4, t.name);
+        vulkan::upload(*context_, b, v.data(), v.size() * 4);
+        l.vectors.emplace(t.weight, std::move(b));
+      } else if (member.matrix != nullptr) {
+        const PackedMatrix& m = l.host->*member.matrix;
+        if (m.rows() > 0) l.matrices.emplace(t.weight, upload_matrices({&m}, t.name));
+      } else if (member.matrices != nullptr) {
+        std::vector<const PackedMatrix*> ms;
+        for (const PackedMatrix& m : l.host->*member.matrices) ms.push_back(&m);
+        if (ms.empty()) continue;
+        DeviceMatrix stack = upload_matrices(ms, t.name);
+        stack.n_expert = int64_t(ms.size());  // a stack even of one expert
+        l.matrices.emplace(t.weight, std::move(stack));
+      }
     }
   }
-  if (s.spec.output) {
-    output_ = upload_matrix(file.tensor(head_name), head_name);
+  if (s.spec.output && s.n_vocab > 0) {
+    output_ = upload_matrices({&s.output}, "output");
     output_norm_ = make_buffer(s.output_norm.size() * 4, "output_norm.weight");
     vulkan::upload(*context_, output_norm_, s.output_norm.data(), s.output_norm.size() * 4);
+  }
+  // The experts the shard holds, by global id: their index in its stacks, or none.
+  if (hp.n_expert > 0 && int64_t(s.experts.size()) < hp.n_expert) {
+    std::vector<uint32_t> local(size_t(hp.n_expert), 0xffffffffu);
+    for (size_t i = 0; i < s.experts.size(); ++i) local[size_t(s.experts[i])] = uint32_t(i);
+    expert_index_ = make_buffer(local.size() * 4, "held experts");
+    vulkan::upload(*context_, expert_index_, local.data(), local.size() * 4);
+  }
+  // The host's pages of the weights are dead weight now (the forward reads the device's
+  // copies), but for the token embedding, whose rows the host looks up.
+  for (const TensorSpec& t : info.tensors) {
+    if (t.name == "token_embd.weight" || t.layer < s.spec.layer_begin ||
+        t.layer >= s.spec.layer_end) {
+      continue;
+    }
+    if (const gguf::TensorInfo* in_file = file.find_tensor(t.name)) file.release(*in_file);
   }
   reserve(std::max<int64_t>(1, s.options.n_batch));
 }

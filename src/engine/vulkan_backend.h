@@ -52,7 +52,8 @@ class VulkanBackend : public DeviceBackend {
  public:
   VulkanBackend(const Shard::State& s, const gguf::File& file, const ModelInfo& info, int index,
                 const UploadProgress& progress);
-  void forward(const Batch& batch, const float* input, std::vector<float>& output) override;
+  void forward(const Batch& batch, const float* input, std::vector<float>& output,
+               AllReduce* all_reduce) override;
   std::string describe() const override;
   size_t device_bytes() const override { return device_bytes_; }
 
@@ -66,6 +67,13 @@ class VulkanBackend : public DeviceBackend {
   // Records one layer of the batch (attention, then the FFN) on x.
   void record_attention(const DeviceLayer& l, const Batch& batch);
   void record_ffn(const DeviceLayer& l, int64_t n);
+  // The attention's summed output proj: its bias, sandwich norm and the residual add.
+  void add_attention_output(const DeviceLayer& l, int64_t n);
+  // proj [n][n_embd] summed over the stage's ranks (a tensor-parallel slice): the recording
+  // so far runs, proj comes to the host for the all-reduce and goes back, and a new recording
+  // begins. zeros: this rank contributes nothing (no heads, no FFN rows) and proj is not read.
+  void reduce_projection(int64_t n, bool zeros);
+  AllReduce* all_reduce_ = nullptr;  // this forward's
   void record_gated(const DeviceMatrix& gate, const DeviceMatrix& up, const DeviceMatrix& down,
                     int64_t n, float limit, const vulkan::Buffer& out);
   void record_experts(const DeviceLayer& l, int64_t n);
@@ -80,6 +88,9 @@ class VulkanBackend : public DeviceBackend {
   std::vector<DeviceLayer> layers_;
   DeviceMatrix output_;
   vulkan::Buffer output_norm_;
+  // MoE, where the shard holds some experts: [n_expert] uint32 index into its stacks, or
+  // 0xffffffff (Kernels::remap_experts). Empty when it holds every expert.
+  vulkan::Buffer expert_index_;
   std::vector<const Rope*> ropes_;  // one per rope group
   int64_t max_rot_ = 0;
 

@@ -6,9 +6,11 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <thread>
 
 #include "engine/backend.h"
 #include "engine/reference_check.h"
+#include "engine/shared_memory_sum.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "util/error.h"
@@ -149,6 +151,109 @@ TEST(VulkanBackend, ABadDeviceIsAClearError) {
   }
   options.device = "vulkan:99";
   EXPECT_THROW(LocalRunner::open("../shared/models/llama-q4_0.gguf", options), Error);
+}
+
+// Runs one sequence through a stage of two ranks, rank 0 on the Vulkan device and rank 1 on
+// the CPU, each in its own thread, their partial sums meeting in shared memory; whole, then
+// token by token. Returns rank 0's logits (it holds the whole vocabulary in these tests).
+std::vector<float> run_device_and_cpu(const std::string& model, const TensorSlice& on_device,
+                                      const TensorSlice& on_cpu, int64_t chunk) {
+  const gguf::File file = gguf::File::open("../shared/" + model + ".gguf");
+  const ModelInfo info = read_model_info(file);
+  ShardOptions device_options, cpu_options;
+  device_options.n_ctx = cpu_options.n_ctx = 64;
+  device_options.device = {Device::kVulkan, 0};
+  if (const char* index = std::getenv("HERD_VULKAN_TEST_DEVICE")) {
+    device_options.device.index = std::atoi(index);
+  }
+  cpu_options.isa = kernels::best_isa(kernels::detect_cpu());
+  ShardSpec a, b;
+  a.slice = on_device;
+  b.slice = on_cpu;
+  Shard shards[2] = {Shard::load(file, info, a, device_options),
+                     Shard::load(file, info, b, cpu_options)};
+  EXPECT_NE(shards[0].device(), "cpu");
+  EXPECT_EQ(shards[1].device(), "cpu");
+  const std::vector<int32_t> tokens = read_tokens("../shared/" + model + ".1.tokens");
+  SharedMemorySum shared(2);
+  std::vector<float> logits[2];
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        ThreadPool pool(1);
+        SharedMemoryRank sum(shared, rank);
+        std::vector<float> out;
+        for (size_t t0 = 0; t0 < tokens.size(); t0 += size_t(chunk)) {
+          Batch batch;
+          for (size_t t = t0; t < std::min(tokens.size(), t0 + size_t(chunk)); ++t) {
+            batch.add(tokens[t], 0, int32_t(t), true);
+          }
+          shards[rank].forward(batch, nullptr, out, pool, &sum);
+          logits[rank].insert(logits[rank].end(), out.begin(), out.end());
+        }
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  return logits[0];
+}
+
+void expect_close_to_one_process(const std::string& model, const std::vector<float>& got) {
+  LocalOptions options;
+  options.n_ctx = 64;
+  auto runner = LocalRunner::open("../shared/" + model + ".gguf", options);
+  const std::vector<int32_t> tokens = read_tokens("../shared/" + model + ".1.tokens");
+  const std::vector<float> want = forward_sequence(*runner, tokens, 0, 256, true);
+  ASSERT_EQ(got.size(), want.size());
+  double max_diff = 0, range = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(double(got[i]) - want[i]));
+    range = std::max(range, std::fabs(double(want[i])));
+  }
+  EXPECT_LE(max_diff, 2e-3 * range) << model;
+  std::printf("  %-30s max diff %.2e of %.2f\n", model.c_str(), max_diff, range);
+}
+
+// One stage over the GPU and the CPU of one machine: tensor-parallel halves (heads, FFN rows
+// or experts, vocabulary split), and the placement for big MoE models, every expert on the
+// CPU and the rest on the device: both are slices of the plans herd has, summed by the
+// all-reduce, not a path of their own.
+TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  for (const char* model :
+       {"models/qwen3-f32", "models/qwen3moe-f32", "models/frontier/gpt-oss-f32"}) {
+    SCOPED_TRACE(model);
+    const HParams hp = info_of(model).hp;
+    // Halves: rank 0 the first half of the heads (whole groups), FFN rows or experts; the
+    // vocabulary on rank 0 (whose logits are compared).
+    TensorSlice first, second;
+    first.head_end = second.head_begin = hp.n_head / 2;
+    first.kv_head_end = second.kv_head_begin = hp.n_head_kv / 2;
+    second.vocab_begin = second.vocab_end = 0;
+    if (hp.n_expert > 0) {
+      first.experts.emplace();
+      second.experts.emplace();
+      for (int64_t e = 0; e < hp.n_expert; ++e) (e % 2 ? second : first).experts->push_back(e);
+    } else {
+      first.ff_end = second.ff_begin = hp.n_ff / 2;
+    }
+    expect_close_to_one_process(model, run_device_and_cpu(model, first, second, 256));
+    if (hp.n_expert == 0) continue;
+    // Every routed expert on the CPU, attention (and the head) on the device.
+    TensorSlice device_part, cpu_part;
+    device_part.experts.emplace();  // none
+    cpu_part.head_end = cpu_part.kv_head_end = 0;
+    cpu_part.vocab_end = 0;
+    expect_close_to_one_process(model, run_device_and_cpu(model, device_part, cpu_part, 256));
+    expect_close_to_one_process(model, run_device_and_cpu(model, device_part, cpu_part, 1));
+  }
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {

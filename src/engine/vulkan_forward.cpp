@@ -53,12 +53,28 @@ void VulkanBackend::mul(const DeviceMatrix& w, const Buffer& x, const Buffer& y,
   kernels_->matvec(*recorder_, w.type, w.buffer, x, y, w.rows, w.cols, n);
 }
 
-void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<float>& output) {
+void VulkanBackend::reduce_projection(int64_t n, bool zeros) {
+  vulkan::Recorder& r = *recorder_;
+  const size_t count = size_t(n * n_embd_);
+  auto* host = reinterpret_cast<float*>(download_.mapped());
+  if (!zeros) r.copy(proj_, 0, download_, 0, count * 4);
+  r.submit_and_wait();
+  if (zeros) std::fill_n(host, count, 0.0f);
+  all_reduce_->sum(host, count);
+  // The step's input rows at the start of the upload buffer went to the device already.
+  std::memcpy(upload_.mapped(), host, count * 4);
+  r.begin();
+  r.copy(upload_, 0, proj_, 0, count * 4);
+}
+
+void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<float>& output,
+                            AllReduce* all_reduce) {
   const HParams& hp = s_.hp;
   const ArchSpec& arch = *s_.arch;
   const int64_t n = batch.size(), width = hp.hidden_width();
   std::lock_guard<std::mutex> lock(runtime_->mutex);
   reserve(n);
+  all_reduce_ = all_reduce;
   vulkan::Kernels& k = *kernels_;
   vulkan::Recorder& r = *recorder_;
 
@@ -131,7 +147,7 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     }
   }
   output.resize(size_t(m * s_.n_vocab));
-  if (m == 0) {
+  if (m == 0 || s_.n_vocab == 0) {
     r.submit_and_wait();  // the cache rows are written all the same
     return;
   }
@@ -153,6 +169,11 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
   vulkan::Kernels& k = *kernels_;
   vulkan::Recorder& r = *recorder_;
   const int64_t n = batch.size(), hd = hp.head_dim, n_head = s_.n_head, n_kv = s_.n_head_kv;
+  if (n_head == 0) {  // a tensor-parallel rank without heads adds zeros to the others'
+    reduce_projection(n, true);
+    add_attention_output(l, n);
+    return;
+  }
   k.rms_norm(r, x_, l.vector(W::kAttnNorm), h_, n_embd_, n, hp.rms_eps);
   mul(l.matrix(W::kAttnQ), h_, q_, n);
   mul(l.matrix(W::kAttnK), h_, k_, n);
@@ -216,6 +237,15 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
     t0 = t1;
   }
   mul(l.matrix(W::kAttnOutput), attn_, proj_, n);
+  if (s_.partial_sums) reduce_projection(n, false);
+  add_attention_output(l, n);
+}
+
+void VulkanBackend::add_attention_output(const DeviceLayer& l, int64_t n) {
+  const HParams& hp = s_.hp;
+  vulkan::Kernels& k = *kernels_;
+  vulkan::Recorder& r = *recorder_;
+  // Once the ranks' shares are summed: the bias (added once), the sandwich norm, the residual.
   if (l.has(W::kAttnOutputBias)) k.add_bias(r, proj_, l.vector(W::kAttnOutputBias), n_embd_, n);
   if (l.has(W::kPostAttnNorm)) {
     k.rms_norm(r, proj_, l.vector(W::kPostAttnNorm), proj_, n_embd_, n, hp.rms_eps);
@@ -253,6 +283,8 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   std::optional<vulkan::Binding> selection;
   if (l.has(W::kSelectionBias)) selection.emplace(l.vector(W::kSelectionBias));
   k.route(r, logits_, selection ? &*selection : nullptr, ids_, weights_, route);
+  // A rank holding some experts: the others' slots give 0 here, their ranks' sums bring them.
+  if (expert_index_.bytes() > 0) k.remap_experts(r, ids_, expert_index_, n * n_used);
 
   const DeviceMatrix& gate = l.matrix(W::kGateExps);
   const DeviceMatrix& up = l.matrix(W::kUpExps);
@@ -293,16 +325,23 @@ void VulkanBackend::record_ffn(const DeviceLayer& l, int64_t n) {
   vulkan::Recorder& r = *recorder_;
   const Layer& host = *l.host;
   k.rms_norm(r, x_, l.vector(W::kFfnNorm), h_, n_embd_, n, hp.rms_eps);
-  if (host.options.moe) {
+  // What this shard adds to proj: routed experts it holds, shared experts or the dense FFN
+  // where it runs them (a tensor-parallel rank may have none of these: zeros).
+  bool wrote = false;
+  if (host.options.moe && l.has(W::kGateExps)) {
     record_experts(l, n);
-    if (host.ffn_runs) {  // shared experts: every token, weight 1
-      record_gated(l.matrix(W::kFfnGate), l.matrix(W::kFfnUp), l.matrix(W::kFfnDown), n,
-                   hp.swiglu_limit_shared, shared_);
-      k.add(r, proj_, shared_, proj_, n * n_embd_);
-    }
-  } else {
+    wrote = true;
+  }
+  if (host.ffn_runs) {  // the dense FFN, or an MoE layer's shared experts (every token, weight 1)
     record_gated(l.matrix(W::kFfnGate), l.matrix(W::kFfnUp), l.matrix(W::kFfnDown), n,
-                 hp.swiglu_limit_shared, proj_);
+                 hp.swiglu_limit_shared, wrote ? shared_ : proj_);
+    if (wrote) k.add(r, proj_, shared_, proj_, n * n_embd_);
+    wrote = true;
+  }
+  if (s_.partial_sums) {
+    reduce_projection(n, !wrote);
+  } else {
+    HERD_CHECK(wrote);
   }
   if (l.has(W::kPostFfnNorm)) {
     k.rms_norm(r, proj_, l.vector(W::kPostFfnNorm), proj_, n_embd_, n, hp.rms_eps);

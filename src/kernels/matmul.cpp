@@ -86,6 +86,10 @@ int64_t PackedMatrix::rows() const {
 int64_t PackedMatrix::cols() const {
   return impl_->cols;
 }
+MatrixView PackedMatrix::gguf_view() const {
+  const bool as_stored = impl_->kernel == nullptr || impl_->kernel->packed_bytes == nullptr;
+  return {impl_->type, impl_->rows, impl_->cols, as_stored ? impl_->data : nullptr};
+}
 size_t PackedMatrix::owned_bytes() const {
   return impl_->owned_bytes;
 }

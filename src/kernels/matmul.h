@@ -57,6 +57,9 @@ class PackedMatrix {
   int64_t rows() const;
   int64_t cols() const;
   size_t owned_bytes() const;  // bytes of the repacked copy (0 when it is a view)
+  // The rows in GGUF's layout, where the kernels read them as stored (not repacked); null
+  // data otherwise. A device backend uploads these bytes.
+  MatrixView gguf_view() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -278,6 +278,13 @@ void Kernels::add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids,
   r.dispatch(p, {x, bias, ids}, push, ceil_div(uint64_t(n * n_rows), elementwise_size_));
 }
 
+void Kernels::remap_experts(Recorder& r, Binding ids, Binding local, int64_t n) {
+  const struct { uint32_t n; } push{u32(n, "ids")};
+  const Pipeline& p = pipeline("remap_experts", 2, sizeof(push),
+                               {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {ids, local}, push, ceil_div(uint64_t(n), elementwise_size_));
+}
+
 void Kernels::attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
                      Binding scores, Binding out, const AttentionShape& s) {
   HERD_CHECK_MSG(s.k_dim % 2 == 0 && s.stride % 2 == 0 && s.head_stride % 2 == 0 &&

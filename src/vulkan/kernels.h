@@ -140,6 +140,10 @@ class Kernels {
   // bias: [n_expert][n]; ids: [n_rows] int32 (Kernels::route's experts).
   void add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids, int64_t n,
                        int64_t n_rows);
+  // ids[i] = local[ids[i]] for i < n: the router's expert ids as indices into a rank's own
+  // experts, 0xffffffff for one it does not hold (matvec_experts writes 0 for that slot and
+  // add_expert_bias skips it). ids: [n] uint32; local: [n_expert] uint32.
+  void remap_experts(Recorder& r, Binding ids, Binding local, int64_t n);
   // dst[offset + i] = f16(src[i]) for i < n: a token's keys or values into the F16 cache.
   // src: [n] floats; dst: f16. REQUIRES: n and offset even.
   void store_f16(Recorder& r, Binding src, Binding dst, int64_t n, int64_t offset);

@@ -18,6 +18,7 @@ void main() {
   if (i >= p.n * p.n_rows) return;
   const uint r = i / p.n, c = i % p.n;
 #ifdef WITH_IDS
+  if (ids[r] == 0xffffffffu) return;  // an expert this rank does not hold
   x[i] += bias[ids[r] * p.n + c];
 #else
   x[i] += bias[c];

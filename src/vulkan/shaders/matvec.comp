@@ -52,6 +52,13 @@ void main() {
 #endif
   for (uint t = 0; t < n_slots; ++t) {
 #ifdef WITH_IDS
+    // An expert this rank does not hold (Kernels::remap_experts): the slot's product is 0.
+    if (ids[t] == 0xffffffffu) {
+      for (uint r = tid; r < NUM_ROWS; r += WG_SIZE) {
+        if (first + r < p.rows) y[t * p.rows + first + r] = 0.0;
+      }
+      continue;
+    }
     const uint w_base = ids[t] * p.expert_bytes;  // the slot's expert, in bytes
     x_base = (p.x_per_slot != 0u ? t : t / p.n_used) * p.cols;
 #else
