@@ -452,10 +452,10 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     if (l.options.linear) s->load_linear(file, l, il);
     if (l.options.moe) {
       // The shared experts, or Gemma 4's dense FFN beside the experts.
-      l.ffn_runs =
-          (hp.n_expert_shared > 0 || arch.moe_beside_dense) && l.n_ff > 0 && whole_ffn_once;
+      l.ffn_runs = (hp.n_expert_shared > 0 || arch.moe_beside_dense) && l.n_ff > 0 &&
+                   whole_ffn_once && slice.dense_ffn;
     } else {
-      l.ffn_runs = l.n_ff > 0 && (hp.n_expert == 0 || whole_ffn_once);
+      l.ffn_runs = l.n_ff > 0 && (hp.n_expert == 0 || whole_ffn_once) && slice.dense_ffn;
     }
     // The router reads RMSNorm(x) * scale / sqrt(n_embd) (the reference folds it in at load).
     for (float& x : l.router_scale) x /= std::sqrt(static_cast<float>(hp.n_embd));

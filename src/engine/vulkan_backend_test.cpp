@@ -227,8 +227,8 @@ void expect_close_to_one_process(const std::string& model, const std::vector<flo
 TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
   HERD_TEST_VULKAN_CONTEXT(context);
   static_cast<void>(context);
-  for (const char* model :
-       {"models/qwen3-f32", "models/qwen3moe-f32", "models/frontier/gpt-oss-f32"}) {
+  for (const char* model : {"models/qwen3-f32", "models/qwen3moe-f32",
+                            "models/frontier/gpt-oss-f32", "models/frontier2/glm4moe-f32"}) {
     SCOPED_TRACE(model);
     const HParams hp = info_of(model).hp;
     // Halves: rank 0 the first half of the heads (whole groups), FFN rows or experts; the
@@ -238,6 +238,8 @@ TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
     first.kv_head_end = second.kv_head_begin = hp.n_head_kv / 2;
     second.vocab_begin = second.vocab_end = 0;
     if (hp.n_expert > 0) {
+      // Expert-parallel halves (GLM's dense first layer and shared expert: on the rank
+      // holding expert 0).
       first.experts.emplace();
       second.experts.emplace();
       for (int64_t e = 0; e < hp.n_expert; ++e) (e % 2 ? second : first).experts->push_back(e);
@@ -251,6 +253,7 @@ TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
     device_part.experts.emplace();  // none
     cpu_part.head_end = cpu_part.kv_head_end = 0;
     cpu_part.vocab_end = 0;
+    cpu_part.dense_ffn = false;  // GLM's dense layer and shared expert stay on the device
     expect_close_to_one_process(model, run_device_and_cpu(model, device_part, cpu_part, 256));
     expect_close_to_one_process(model, run_device_and_cpu(model, device_part, cpu_part, 1));
   }

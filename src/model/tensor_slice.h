@@ -35,6 +35,11 @@ struct TensorSlice {
   // [ff_begin, ff_end). The router is always whole.
   std::optional<std::vector<int64_t>> experts;
   int64_t vocab_begin = 0, vocab_end = -1;  // output-head rows (logits) computed
+  // Runs the dense FFN layers and an MoE layer's shared experts (its FFN rows of them; of an
+  // expert-parallel stage, the rank holding expert 0). false: a rank that holds routed experts
+  // only, leaving those to the others (every expert on the CPU, the rest on a GPU). Not sent
+  // to nodes yet: a node's slice always has it.
+  bool dense_ffn = true;
 
   bool operator==(const TensorSlice&) const = default;
 };
