@@ -156,6 +156,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "Where the model runs: auto (a GPU that can run it, else the CPU), cpu, vulkan, "
                  "vulkan:N (herd devices lists them)")
       ->capture_default_str();
+  cmd.add_option("--experts", experts,
+                 "An MoE model on a GPU: cpu keeps the routed experts on the CPU and the rest on "
+                 "the GPU; auto does so when the model outgrows the GPU's memory; device")
+      ->capture_default_str();
   cmd.add_option("--wire-dtype", wire_dtype,
                  "Activations between stages and tensor-parallel all-reduces on the wire: f32 "
                  "(exact), f16 (half the bytes) or q8_0 (8-bit blocks, 34/128 of the bytes)")
@@ -181,6 +185,7 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
     throw Error("cli", "unknown --isa '" + isa + "' (auto, scalar, avx2, avx512)");
   }
   options.device = device;
+  options.experts = experts;
   options.upload_progress = upload_progress_bar(stderr);
   if (mla_prefill == "auto") {
     options.mla_decompress_min_tokens = -1;

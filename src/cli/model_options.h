@@ -72,6 +72,7 @@ struct ModelOptions {
   std::string isa = "auto";
   std::string mla_prefill = "auto";  // auto | absorbed | decompressed
   std::string device = "auto";       // auto | cpu | vulkan | vulkan:N
+  std::string experts = "auto";      // auto | cpu | device (MoE on a GPU)
   std::string wire_dtype = "f32";
   bool no_stage_links = false;
   ClusterFlags cluster;

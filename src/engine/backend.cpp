@@ -32,6 +32,17 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   return {};
 }
 
+uint64_t device_memory_bytes(const Device& device) {
+  if (device.kind != Device::kVulkan) return 0;
+  try {
+    for (const vulkan::DeviceInfo& d : vulkan::list_devices()) {
+      if (d.index == device.index) return d.device_local_bytes();
+    }
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
 Device choose_device(const std::string& text, const ArchSpec& arch, const HParams& hp,
                      std::string* note) {
   const vulkan::DeviceChoice choice = vulkan::parse_device_choice(text);

@@ -46,6 +46,9 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
 Device choose_device(const std::string& text, const ArchSpec& arch, const HParams& hp,
                      std::string* note);
 
+// Bytes of device-local memory of `device` (0 for the CPU, or when it cannot be read).
+uint64_t device_memory_bytes(const Device& device);
+
 // Uploads the weights of loaded shard `s` (whose matrices are views of `file`, packed for the
 // scalar ISA: nothing repacked) to Vulkan device `index`; info: the model's (its tensor list
 // names the tensors as the file spells them). Throws herd::Error naming what the device

@@ -71,6 +71,7 @@ struct Case {
   kernels::Isa isa;
   int64_t mla_decompress_min_tokens = -1;  // LocalOptions'
   std::string device = "cpu";              // LocalOptions'
+  std::string experts = "auto";            // LocalOptions'
 };
 
 // Runs every token file of `model` and checks the rows; returns a one-line summary.
@@ -84,6 +85,7 @@ inline void check_model(const std::string& model, const Case& c) {
   options.isa_limit = c.isa;
   options.mla_decompress_min_tokens = c.mla_decompress_min_tokens;
   options.device = c.device;
+  options.experts = c.experts;
   const Tolerance tol = tolerance_for(model);
   double max_err = 0, sum_err = 0;
   int rows = 0;

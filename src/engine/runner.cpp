@@ -1,10 +1,9 @@
 #include "engine/runner.h"
 
-#include "engine/backend.h"
-
 #include <algorithm>
 #include <optional>
 
+#include "engine/backend.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
 
@@ -33,30 +32,70 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   // The shard points into the file's mapping, which moves with the File object unchanged.
   std::string note;
   shard_options.device = choose_device(options.device, *info.arch, info.hp, &note);
+  if (options.experts != "auto" && options.experts != "cpu" && options.experts != "device") {
+    throw Error("engine", "--experts '" + options.experts + "': expected auto, cpu or device");
+  }
+  // The routed experts on the CPU: asked for, or an MoE model larger than the device holds.
+  bool experts_on_cpu = false;
+  if (shard_options.device.kind != Device::kCpu && info.hp.n_expert > 0) {
+    const uint64_t device_bytes = device_memory_bytes(shard_options.device);
+    experts_on_cpu = options.experts == "cpu" || (options.experts == "auto" && device_bytes > 0 &&
+                                                  info.weight_bytes > device_bytes / 10 * 9);
+    if (experts_on_cpu && options.experts == "auto") {
+      note = "the model (" + std::to_string(info.weight_bytes >> 20) + " MiB) outgrows " +
+             device_name(shard_options.device) + " (" + std::to_string(device_bytes >> 20) +
+             " MiB): the routed experts stay on the CPU";
+    }
+  } else if (options.experts == "cpu") {
+    throw Error("engine",
+                "--experts cpu keeps an MoE model's experts on the CPU beside a GPU: " +
+                    std::string(info.hp.n_expert > 0 ? "no GPU device is chosen (--device)"
+                                                     : "the model has no experts"));
+  }
+  ShardSpec spec;
+  if (experts_on_cpu) spec.slice = device_slice_without_experts();
   std::optional<Shard> shard;
   try {
-    shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
+    shard.emplace(Shard::load(file, info, spec, shard_options));
   } catch (const Error& e) {
     // auto: a GPU that fails (memory, a weight type without a shader) leaves the CPU.
     if (options.device != "auto" || shard_options.device.kind == Device::kCpu) throw;
     note = device_name(shard_options.device) + " could not take the model (" + e.what() +
            "): running on the CPU";
     shard_options.device = Device{};
+    experts_on_cpu = false;
     shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
+  }
+  std::optional<Shard> experts;
+  if (experts_on_cpu) {
+    ShardOptions cpu = shard_options;
+    cpu.device = Device{};
+    ShardSpec experts_spec;
+    experts_spec.slice = cpu_slice_of_experts();
+    experts.emplace(Shard::load(file, info, experts_spec, cpu));
   }
   auto runner = std::unique_ptr<LocalRunner>(new LocalRunner(
       std::move(file), std::move(info), std::move(*shard), options.threads, shard_options.isa));
   runner->device_note_ = std::move(note);
+  if (experts) runner->experts_ = std::make_unique<CpuExperts>(std::move(*experts), runner->pool_);
   return runner;
 }
 
 std::string LocalRunner::describe() const {
+  if (experts_ != nullptr) {
+    return shard_.device() + "; routed experts on the CPU (" + std::to_string(pool_.size()) +
+           " threads, " + std::string(kernels::isa_name(isa_)) + " kernels)";
+  }
   if (shard_.device() != "cpu") return shard_.device();
   return std::to_string(pool_.size()) + " threads, " + std::string(kernels::isa_name(isa_)) +
          " kernels";
 }
 
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
+  if (experts_ != nullptr) {
+    experts_->forward(shard_, batch, logits, pool_);
+    return;
+  }
   shard_.forward(batch, nullptr, logits, pool_);
 }
 

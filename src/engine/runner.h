@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/cpu_experts.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -62,6 +63,9 @@ struct LocalOptions {
   // --device: auto (a GPU that can run the model, else the CPU), cpu, vulkan, vulkan:N.
   std::string device = "cpu";
   UploadProgress upload_progress;  // ShardOptions'
+  // MoE on a device: "cpu" keeps the routed experts on the CPU and the rest on the device
+  // (cpu_experts.h); "auto" does so when the model outgrows the device's memory; "device".
+  std::string experts = "auto";
 };
 constexpr int64_t kDefaultMaxCtx = 4096;
 
@@ -84,6 +88,8 @@ class LocalRunner : public ModelRunner {
   ThreadPool& pool() { return pool_; }
   kernels::Isa isa() const { return isa_; }
   const Shard& shard() const { return shard_; }
+  // The CPU rank of the routed experts when they stay off the device, or null.
+  const CpuExperts* cpu_experts() const { return experts_.get(); }
   // Why --device auto runs on the CPU though the machine has a GPU ("" otherwise): a line for
   // the user.
   const std::string& device_note() const { return device_note_; }
@@ -97,6 +103,7 @@ class LocalRunner : public ModelRunner {
   ThreadPool pool_;
   kernels::Isa isa_;
   std::string device_note_;
+  std::unique_ptr<CpuExperts> experts_;  // the routed experts on the CPU, beside a device shard
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;

@@ -259,6 +259,34 @@ TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
   }
 }
 
+// --experts cpu: the runner holds the two ranks above and runs them on every forward.
+TEST(VulkanBackend, ExpertsOnTheCpuBesideTheDeviceThroughTheRunner) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  for (const char* model : {"models/qwen3moe-f16", "models/frontier2/glm4moe-q8_0"}) {
+    SCOPED_TRACE(model);
+    LocalOptions options;
+    options.n_ctx = 64;
+    options.device = test_device_name();
+    options.experts = "cpu";
+    auto runner = LocalRunner::open(std::string("../shared/") + model + ".gguf", options);
+    ASSERT_NE(runner->cpu_experts(), nullptr);
+    EXPECT_NE(runner->describe().find("routed experts on the CPU"), std::string::npos);
+    // Against the reference, whole and in chunks of 7.
+    for (int64_t chunk : {256, 7}) {
+      check_model(model, {2, chunk, kernels::best_isa(kernels::detect_cpu()), -1,
+                          test_device_name(), "cpu"});
+    }
+  }
+  LocalOptions dense;
+  dense.device = test_device_name();
+  dense.experts = "cpu";
+  EXPECT_THROW(LocalRunner::open("../shared/models/qwen3-f32.gguf", dense), Error);
+  LocalOptions cpu;
+  cpu.experts = "cpu";
+  EXPECT_THROW(LocalRunner::open("../shared/models/qwen3moe-f32.gguf", cpu), Error);
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param.substr(info.param.rfind('/') + 1);
   for (char& c : name) {

@@ -1,0 +1,74 @@
+#include "engine/cpu_experts.h"
+
+namespace herd::engine {
+
+TensorSlice device_slice_without_experts() {
+  TensorSlice slice;
+  slice.experts.emplace();  // none
+  return slice;
+}
+
+TensorSlice cpu_slice_of_experts() {
+  TensorSlice slice;
+  slice.head_end = slice.kv_head_end = 0;  // no heads: its attention adds zeros
+  slice.vocab_end = 0;                     // no logits
+  slice.dense_ffn = false;                 // dense layers and shared experts: the device's
+  return slice;                            // every routed expert (experts: all)
+}
+
+CpuExperts::CpuExperts(Shard shard, ThreadPool& pool)
+    : shard_(std::move(shard)), pool_(pool), thread_([this] { run(); }) {}
+
+CpuExperts::~CpuExperts() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void CpuExperts::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || batch_ != nullptr; });
+    if (stop_) return;
+    const Batch* batch = batch_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      shard_.forward(*batch, nullptr, unused_, pool_, &cpu_rank_);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    batch_ = nullptr;
+    error_ = error;
+    finished_ = true;
+    done_.notify_one();
+  }
+}
+
+void CpuExperts::forward(Shard& device, const Batch& batch, std::vector<float>& logits,
+                         ThreadPool& device_pool) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch_ = &batch;
+    finished_ = false;
+  }
+  wake_.notify_one();
+  // Both ranks check the batch the same way before their first sum, so a bad batch fails
+  // both; a failure between sums (a lost device) would leave the other waiting in the sum.
+  std::exception_ptr mine;
+  try {
+    device.forward(batch, nullptr, logits, device_pool, &device_rank_);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return finished_; });
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace herd::engine
