@@ -16,7 +16,6 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
     return "a q/k norm over the whole row across tensor-parallel ranks";
   }
   // Each capability the forward pass on the device lacks, in the words a user reads.
-  if (arch.attention == AttentionKind::kMla) return "multi-head latent attention";
   if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
   if (arch.hyper_connections) return "hyper-connections";
   if (arch.delta_net) return "linear attention (Gated DeltaNet)";
@@ -26,7 +25,12 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   if (arch.v_norm) return "value norms";
   if (arch.attn_output_gate) return "gated attention output";
   if (arch.shared_expert_gate) return "a gated shared expert";
-  if (hp.head_dim != hp.head_dim_v) return "keys and values of different sizes";
+  if (arch.attention == AttentionKind::kGqa && hp.head_dim != hp.head_dim_v) {
+    return "keys and values of different sizes";
+  }
+  if (arch.attention == AttentionKind::kMla && hp.kv_lora_rank + hp.n_rot > 1024) {
+    return "a latent wider than 1024";
+  }
   if (hp.head_dim > 1024) return "heads wider than 1024";
   if (hp.n_expert > 512 || hp.n_expert_used > 64) return "more than 512 experts or 64 per token";
   return {};

@@ -79,7 +79,9 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
   std::lock_guard<std::mutex> lock(runtime_->mutex);
   n_embd_ = hp.n_embd;
   q_dim_ = s.n_head * hp.head_dim;
-  kv_dim_ = s.n_head_kv * hp.head_dim;
+  // MLA caches one row per token: the normed latent and its roped key [kv_lora + n_rot].
+  mla_ = arch.attention == AttentionKind::kMla;
+  kv_dim_ = mla_ ? hp.kv_lora_rank + hp.n_rot : s.n_head_kv * hp.head_dim;
 
   // The matrices as the shard holds them (its slice's rows, columns and experts; views of
   // the file, or column cuts copied out of it), and the bytes to upload.
@@ -170,12 +172,20 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
         const PackedMatrix& m = l.host->*member.matrix;
         if (m.rows() > 0) l.matrices.emplace(t.weight, upload_matrices({&m}, t.name));
       } else if (member.matrices != nullptr) {
-        std::vector<const PackedMatrix*> ms;
-        for (const PackedMatrix& m : l.host->*member.matrices) ms.push_back(&m);
-        if (ms.empty()) continue;
-        DeviceMatrix stack = upload_matrices(ms, t.name);
-        stack.n_expert = int64_t(ms.size());  // a stack even of one expert
-        l.matrices.emplace(t.weight, std::move(stack));
+        // attn_kv_b (older MLA files) holds both per-head products: k_b and v_b.
+        const bool kv_b = t.weight == LayerWeight::kAttnKvB;
+        for (int part = 0; part < (kv_b ? 2 : 1); ++part) {
+          const std::vector<PackedMatrix>& all =
+              kv_b ? (part == 0 ? l.host->k_b : l.host->v_b) : l.host->*member.matrices;
+          const LayerWeight key =
+              kv_b ? (part == 0 ? LayerWeight::kAttnKB : LayerWeight::kAttnVB) : t.weight;
+          std::vector<const PackedMatrix*> ms;
+          for (const PackedMatrix& m : all) ms.push_back(&m);
+          if (ms.empty()) continue;
+          DeviceMatrix stack = upload_matrices(ms, t.name);
+          stack.n_expert = int64_t(ms.size());  // a stack even of one expert or head
+          l.matrices.emplace(key, std::move(stack));
+        }
       }
     }
   }
@@ -238,6 +248,18 @@ void VulkanBackend::reserve(int64_t n) {
   expert_out_ = floats(n * n_used * n_embd_, "expert outputs");
   out_ = floats(n * std::max(s_.n_vocab, width), "output");
   k_rows_ = floats(n, "cache rows");
+  if (mla_) {
+    const int64_t nope = hp.head_dim - hp.n_rot, latent = kv_dim_;
+    mla_a_ = floats(n * std::max(hp.q_lora_rank, hp.kv_lora_rank), "MLA query latents");
+    mla_nope_ = floats(n * s_.n_head * nope, "MLA nope queries");
+    mla_lat_ = floats(n * s_.n_head * hp.kv_lora_rank, "MLA latent queries");
+    mla_q_ = floats(n * s_.n_head * latent, "MLA queries");
+    // Slot j of every token is head j: the per-head products run as experts chosen by id.
+    std::vector<uint32_t> heads(size_t(n * s_.n_head));
+    for (size_t i = 0; i < heads.size(); ++i) heads[i] = uint32_t(i % size_t(s_.n_head));
+    head_ids_ = floats(int64_t(heads.size()), "MLA head ids");
+    vulkan::upload(*context_, head_ids_, heads.data(), heads.size() * 4);
+  }
   angles_.clear();
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));
   // What a step sends: its input rows, each rope group's angles, the cache rows.

@@ -67,6 +67,14 @@ class VulkanBackend : public DeviceBackend {
   // Records one layer of the batch (attention, then the FFN) on x.
   void record_attention(const DeviceLayer& l, const Batch& batch);
   void record_ffn(const DeviceLayer& l, int64_t n);
+  // Multi-head latent attention in its absorbed form, from h into attn [n][n_head][hdv].
+  void record_mla(const DeviceLayer& l, const Batch& batch);
+  // Attention of every token over its slot's cached positions, per run of one sequence's
+  // consecutive positions: q [n][n_head][k_dim] into out [n][n_head][v_dim]; keys and values
+  // in the layer's cache (MLA: the values are the keys' first v_dim).
+  void record_attend(const DeviceLayer& l, const Batch& batch, const vulkan::Buffer& q,
+                     const vulkan::Buffer& out, int64_t k_dim, int64_t v_dim, int64_t n_kv,
+                     int64_t head_stride, bool values_in_keys);
   // The attention's summed output proj: its bias, sandwich norm and the residual add.
   void add_attention_output(const DeviceLayer& l, int64_t n);
   // proj [n][n_embd] summed over the stage's ranks (a tensor-parallel slice): the recording
@@ -85,6 +93,7 @@ class VulkanBackend : public DeviceBackend {
   std::unique_ptr<vulkan::Recorder> recorder_;
   size_t device_bytes_ = 0;
   int64_t n_embd_ = 0, q_dim_ = 0, kv_dim_ = 0, max_ff_ = 0;
+  bool mla_ = false;  // multi-head latent attention (vulkan_mla.cpp)
   std::vector<DeviceLayer> layers_;
   DeviceMatrix output_;
   vulkan::Buffer output_norm_;
@@ -102,7 +111,10 @@ class VulkanBackend : public DeviceBackend {
       expert_out_, out_;
   std::vector<vulkan::Buffer> angles_;  // per rope group [capacity][n_rot]: cos, then sin
   vulkan::Buffer k_rows_;               // [capacity] element offsets into the caches
-  vulkan::Buffer scores_;               // the attention's scores, scores_floats_ of them
+  // MLA: [n][q_lora] (and the latent being normed), [n][n_head][nope], [n][n_head][kv_lora],
+  // [n][n_head][kv_lora + n_rot] queries in latent space, [n][n_head] head ids.
+  vulkan::Buffer mla_a_, mla_nope_, mla_lat_, mla_q_, head_ids_;
+  vulkan::Buffer scores_;  // the attention's scores, scores_floats_ of them
   int64_t scores_floats_ = 0;
   // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.
   vulkan::Buffer upload_, download_;

@@ -53,7 +53,7 @@ TEST_P(VulkanReferenceLogits, WholeChunkedAndTokenByToken) {
   // causal mask from pos0, windows across a chunk): one model of each kind of layer.
   const std::string& m = GetParam();
   if (m.ends_with("gemma3-f32") || m.ends_with("gpt-oss-f32") || m.ends_with("qwen3moe-f32") ||
-      m.ends_with("llama-q4_0")) {
+      m.ends_with("llama-q4_0") || m.ends_with("deepseek2-f32")) {
     check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
   }
 }
@@ -263,7 +263,8 @@ TEST(VulkanBackend, ARankOnTheDeviceAndARankOnTheCpuSumToTheWholeModel) {
 TEST(VulkanBackend, ExpertsOnTheCpuBesideTheDeviceThroughTheRunner) {
   HERD_TEST_VULKAN_CONTEXT(context);
   static_cast<void>(context);
-  for (const char* model : {"models/qwen3moe-f16", "models/frontier2/glm4moe-q8_0"}) {
+  for (const char* model :
+       {"models/qwen3moe-f16", "models/frontier2/glm4moe-q8_0", "models/frontier/deepseek2-q8_0"}) {
     SCOPED_TRACE(model);
     LocalOptions options;
     options.n_ctx = 64;

@@ -174,6 +174,14 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
     add_attention_output(l, n);
     return;
   }
+  if (mla_) {
+    k.rms_norm(r, x_, l.vector(W::kAttnNorm), h_, n_embd_, n, hp.rms_eps);
+    record_mla(l, batch);
+    mul(l.matrix(W::kAttnOutput), attn_, proj_, n);
+    if (s_.partial_sums) reduce_projection(n, false);
+    add_attention_output(l, n);
+    return;
+  }
   k.rms_norm(r, x_, l.vector(W::kAttnNorm), h_, n_embd_, n, hp.rms_eps);
   mul(l.matrix(W::kAttnQ), h_, q_, n);
   mul(l.matrix(W::kAttnK), h_, k_, n);
@@ -201,12 +209,21 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
   k.store_rows(r, k_, k_rows_, l.k_cache, kv_dim_, n);
   k.store_rows(r, v_, k_rows_, l.v_cache, kv_dim_, n);
 
-  // Attention per run of one sequence's consecutive positions, cut into calls whose scores
-  // fit the scratch.
-  const int64_t n_ctx = s_.kv.n_ctx();
-  const Buffer* sinks = l.has(W::kAttnSinks) ? &l.vector(W::kAttnSinks) : nullptr;
-  std::optional<vulkan::Binding> sinks_binding;
-  if (sinks != nullptr) sinks_binding.emplace(*sinks);
+  record_attend(l, batch, q_, attn_, hd, hd, n_kv, hd, false);
+  mul(l.matrix(W::kAttnOutput), attn_, proj_, n);
+  if (s_.partial_sums) reduce_projection(n, false);
+  add_attention_output(l, n);
+}
+
+void VulkanBackend::record_attend(const DeviceLayer& l, const Batch& batch, const Buffer& q,
+                                  const Buffer& out, int64_t k_dim, int64_t v_dim, int64_t n_kv,
+                                  int64_t head_stride, bool values_in_keys) {
+  const Layer& host = *l.host;
+  const int64_t n = batch.size(), n_head = s_.n_head, n_ctx = s_.kv.n_ctx();
+  std::optional<vulkan::Binding> sinks;
+  if (l.has(W::kAttnSinks)) sinks.emplace(l.vector(W::kAttnSinks));
+  const Buffer& values = values_in_keys ? l.k_cache : l.v_cache;
+  // Per run of one sequence's consecutive positions, cut into calls whose scores fit.
   for (int64_t t0 = 0; t0 < n;) {
     int64_t t1 = t0 + 1;
     while (t1 < n && batch.seq[t1] == batch.seq[t0] && batch.pos[t1] == batch.pos[t1 - 1] + 1) {
@@ -222,23 +239,21 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
       a.n_tokens = c1 - c0;
       a.pos0 = batch.pos[c0];
       a.n_pos = batch.pos[c1 - 1] + 1;
-      a.k_dim = a.v_dim = hd;
+      a.k_dim = k_dim;
+      a.v_dim = v_dim;
       a.stride = kv_dim_;
-      a.head_stride = hd;
+      a.head_stride = head_stride;
       a.scale = host.attn_scale;
-      a.window = host.options.sliding ? hp.sliding_window : 0;
-      a.q_offset = c0 * q_dim_;
-      a.out_offset = c0 * n_head * hd;
+      a.window = host.options.sliding ? s_.hp.sliding_window : 0;
+      a.q_offset = c0 * n_head * k_dim;
+      a.out_offset = c0 * n_head * v_dim;
       a.kv_offset = int64_t(batch.seq[c0]) * n_ctx * kv_dim_;
-      k.attend(r, q_, l.k_cache, l.v_cache, sinks_binding ? &*sinks_binding : nullptr, scores_,
-               attn_, a);
+      kernels_->attend(*recorder_, q, l.k_cache, values, sinks ? &*sinks : nullptr, scores_, out,
+                       a);
       c0 = c1;
     }
     t0 = t1;
   }
-  mul(l.matrix(W::kAttnOutput), attn_, proj_, n);
-  if (s_.partial_sums) reduce_projection(n, false);
-  add_attention_output(l, n);
 }
 
 void VulkanBackend::add_attention_output(const DeviceLayer& l, int64_t n) {

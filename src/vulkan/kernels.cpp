@@ -278,6 +278,20 @@ void Kernels::add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids,
   r.dispatch(p, {x, bias, ids}, push, ceil_div(uint64_t(n * n_rows), elementwise_size_));
 }
 
+void Kernels::copy_rows(Recorder& r, Binding src, Binding dst, int64_t n_rows, int64_t width,
+                        int64_t src_stride, int64_t src_offset, int64_t dst_stride,
+                        int64_t dst_offset) {
+  HERD_CHECK(src_offset + width <= src_stride && dst_offset + width <= dst_stride);
+  const struct {
+    uint32_t n_rows, width, src_stride, src_offset, dst_stride, dst_offset;
+  } push{u32(n_rows, "rows"),       u32(width, "width"),       u32(src_stride, "stride"),
+         u32(src_offset, "offset"), u32(dst_stride, "stride"), u32(dst_offset, "offset")};
+  u32(n_rows * std::max(src_stride, dst_stride), "elements");
+  const Pipeline& p =
+      pipeline("copy_rows", 2, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {src, dst}, push, ceil_div(uint64_t(n_rows * width), elementwise_size_));
+}
+
 void Kernels::remap_experts(Recorder& r, Binding ids, Binding local, int64_t n) {
   const struct { uint32_t n; } push{u32(n, "ids")};
   const Pipeline& p = pipeline("remap_experts", 2, sizeof(push),

@@ -140,6 +140,10 @@ class Kernels {
   // bias: [n_expert][n]; ids: [n_rows] int32 (Kernels::route's experts).
   void add_expert_bias(Recorder& r, Binding x, Binding bias, Binding ids, int64_t n,
                        int64_t n_rows);
+  // dst[r][dst_offset + c] = src[r][src_offset + c] for r < n_rows, c < width, rows of
+  // src_stride and dst_stride floats: part of each row to or from a dense block.
+  void copy_rows(Recorder& r, Binding src, Binding dst, int64_t n_rows, int64_t width,
+                 int64_t src_stride, int64_t src_offset, int64_t dst_stride, int64_t dst_offset);
   // ids[i] = local[ids[i]] for i < n: the router's expert ids as indices into a rank's own
   // experts, 0xffffffff for one it does not hold (matvec_experts writes 0 for that slot and
   // add_expert_bias skips it). ids: [n] uint32; local: [n_expert] uint32.
