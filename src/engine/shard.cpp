@@ -474,7 +474,14 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
                             std::max<int64_t>(1, options.n_batch), std::max(1, options.n_threads));
     }
   }
-  s->kv = KvCache(sizes.cache);
+  if (on_device) {
+    // The keys and values live on the device: the host's cache keeps only the slots' shape.
+    CacheLayout shape = sizes.cache;
+    for (CacheLayer& layer : shape.layers) layer.k_dim = layer.v_dim = 0;
+    s->kv = KvCache(shape);
+  } else {
+    s->kv = KvCache(sizes.cache);
+  }
   if (on_device) {
     s->device = make_vulkan_backend(*s, file, info, options.device.index, options.upload_progress);
   } else {

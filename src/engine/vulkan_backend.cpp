@@ -261,6 +261,7 @@ void VulkanBackend::reserve(int64_t n) {
     vulkan::upload(*context_, head_ids_, heads.data(), heads.size() * 4);
   }
   angles_.clear();
+  angles_at_.assign(ropes_.size(), 0);
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));
   // What a step sends: its input rows, each rope group's angles, the cache rows.
   const size_t up = size_t(n * width + int64_t(ropes_.size()) * n * max_rot_ + 2 * n) * 4;

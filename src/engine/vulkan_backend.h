@@ -118,7 +118,7 @@ class VulkanBackend : public DeviceBackend {
   int64_t scores_floats_ = 0;
   // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.
   vulkan::Buffer upload_, download_;
-  std::vector<float> staging_;  // the step's upload, assembled on the host
+  std::vector<size_t> angles_at_;  // per rope group: where its angles start in the upload
 };
 
 }  // namespace herd::engine

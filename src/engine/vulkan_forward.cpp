@@ -98,7 +98,7 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     std::memcpy(up, input, size_t(n * width) * 4);
   }
   size_t at = size_t(n * width);
-  std::vector<size_t> angles_at(ropes_.size());
+  std::vector<size_t>& angles_at = angles_at_;  // sized at load: nothing allocated per step
   for (size_t g = 0; g < ropes_.size(); ++g) {
     const int64_t n_rot = ropes_[g]->n_rot;
     angles_at[g] = at;
