@@ -13,6 +13,10 @@ namespace {
 // Rows of a matvec workgroup: each x value loaded serves this many rows.
 constexpr uint32_t kMatvecRows = 2;
 
+// matmul.comp's tile: rows x tokens per workgroup, and its invocations.
+constexpr uint64_t kMatmulRows = 64, kMatmulTokens = 32;
+constexpr uint32_t kMatmulInvocations = 128;
+
 struct MatvecShader {
   TensorType type;
   const char* name;
@@ -53,6 +57,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
 Kernels::Kernels(Context& context, KernelOptions options) : context_(context) {
   const DeviceInfo& info = context.info();
   subgroups_ = options.subgroups && info.subgroup_arithmetic && info.subgroup_size > 0;
+  matmul_min_tokens_ = options.matmul_min_tokens;
   // Powers of two (the shared-memory tree needs one) within the device's limit, at least
   // one whole subgroup where that fits.
   const uint32_t limit = std::bit_floor(std::max<uint32_t>(info.max_workgroup_size, 1));
@@ -84,6 +89,35 @@ void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding
                      int64_t cols, int64_t n_tokens) {
   MatvecCall call{type, rows, cols, n_tokens};
   record_matvec(r, call, w, x, y, nullptr);
+}
+
+void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+                     int64_t cols, int64_t n_tokens) {
+  if (n_tokens < matmul_min_tokens_) {
+    matvec(r, type, w, x, y, rows, cols, n_tokens);
+    return;
+  }
+  const char* name = matvec_shader(type);
+  if (name == nullptr) {
+    throw Error("vulkan", "no matrix-matrix shader for " + std::string(type_traits(type).name) +
+                              " weights yet");
+  }
+  const uint64_t row_tiles = ceil_div(uint64_t(rows), kMatmulRows);
+  struct Push {
+    uint32_t rows, cols, row_bytes, n_tokens, row_tiles;
+  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes"),
+         u32(n_tokens, "tokens"), u32(int64_t(row_tiles), "row tiles")};
+  // Byte offsets into the weights (elements, for the float types) and indices into x and y
+  // are 32-bit.
+  u32(rows * int64_t(row_bytes(type, cols)), "weight bytes");
+  u32(rows * cols, "weights");
+  u32(n_tokens * std::max(rows, cols), "activations");
+  const std::string shader = std::string("matmul_") + (name + std::string_view("matvec_").size());
+  // The shader's tile needs exactly this many invocations, and 12 KiB of shared memory:
+  // both within what Vulkan guarantees (128 invocations, 16 KiB).
+  const Pipeline& p =
+      pipeline(shader, 3, sizeof(Push), {kMatmulInvocations, context_.info().subgroup_size});
+  r.dispatch(p, {w, x, y}, push, row_tiles * ceil_div(uint64_t(n_tokens), kMatmulTokens));
 }
 
 void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,

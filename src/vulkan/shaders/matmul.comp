@@ -1,0 +1,115 @@
+#version 450
+// Matrix-matrix product for prefill and batched decode: y[t][r] = sum_c W[r][c] * x[t][c],
+// W in its GGUF layout as uploaded (quant/blocks.h), x and y floats. A workgroup computes a
+// tile of BM rows x BN tokens; per step of BK = 32 columns (one 32-weight unit) it
+// dequantizes the tile's weights once into shared memory (weights.glsl's unit_weights, the
+// same decoding as matvec) and loads the tokens' activations beside them, and every weight
+// there serves the tile's BN tokens: the weights are read once per BN tokens, not once per
+// token as matvec does. Each invocation accumulates TM x TN outputs in registers (f32).
+// No reduction across invocations: one variant per weight type, WEIGHT_<TYPE> as matvec.comp.
+#include "common.glsl"
+
+const uint BM = 64u, BN = 32u, BK = 32u;
+const uint TM = 4u, TN = 4u;  // WG_SIZE must be (BM / TM) * (BN / TN) = 128 (the host's)
+const uint kRowLanes = BM / TM;
+
+layout(std430, binding = 0) readonly buffer W { uint w[]; };    // the rows' bytes, as words
+layout(std430, binding = 1) readonly buffer Xs { float x[]; };  // [n_tokens][cols]
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [n_tokens][rows]
+layout(push_constant) uniform Push {
+  uint rows;
+  uint cols;
+  uint row_bytes;   // bytes of one row in W
+  uint n_tokens;
+  uint row_tiles;   // ceil(rows / BM): tiles are laid out rows first
+} p;
+
+// 8 KiB + 4.1 KiB: within the 16 KiB every Vulkan device offers. The x tile is padded
+// so that its transposed stores hit different banks.
+shared float ws[BK * BM];         // [k][row of the tile]
+shared float xs[BK * (BN + 1u)];  // [k][token of the tile]
+
+uint x_base = 0;  // weights.glsl's unit_dot is not used here
+#define X(i) 0.0
+uint unit_row = 0;  // the tile row unit_weights writes
+#define UNIT_OUT(i, value) ws[(i) * BM + unit_row] = (value)
+#include "weights.glsl"
+
+void main() {
+  const uint tile = group_index();
+  const uint row0 = (tile % p.row_tiles) * BM;
+  const uint tok0 = (tile / p.row_tiles) * BN;
+  if (tok0 >= p.n_tokens) return;  // the whole workgroup
+  const uint tid = gl_LocalInvocationID.x;
+  const uint lane_row = tid % kRowLanes, lane_tok = tid / kRowLanes;
+
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i) {
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+  }
+
+  for (uint k0 = 0; k0 < p.cols; k0 += BK) {
+    // The weight tile [BK][BM]. Quant types: the first BM invocations each dequantize one
+    // row's unit, the others meanwhile load the activations. Float types: every
+    // invocation, element by element along the rows (columns past cols are zeros: float
+    // rows have any length).
+#if defined(WEIGHT_F32) || defined(WEIGHT_F16) || defined(WEIGHT_BF16)
+    for (uint e = tid; e < BK * BM; e += WG_SIZE) {
+      const uint r = e / BK, c = e % BK;
+      float v = 0.0;
+      if (row0 + r < p.rows && k0 + c < p.cols) {
+        const uint idx = (row0 + r) * p.cols + k0 + c;
+#if defined(WEIGHT_F32)
+        v = uintBitsToFloat(w[idx]);
+#elif defined(WEIGHT_F16)
+        v = unpackHalf2x16(w[idx >> 1] >> ((idx & 1u) * 16u)).x;
+#else
+        v = uintBitsToFloat((w[idx >> 1] >> ((idx & 1u) * 16u)) << 16);
+#endif
+      }
+      ws[c * BM + r] = v;
+    }
+    const uint x_first = tid, x_step = WG_SIZE;
+#else
+    if (tid < BM) {
+      unit_row = tid;
+      if (row0 + tid < p.rows) {
+        unit_weights((row0 + tid) * p.row_bytes, k0 / 32u);
+      } else {
+        for (uint i = 0; i < BK; ++i) ws[i * BM + tid] = 0.0;
+      }
+    }
+    const uint x_first = tid - BM, x_step = WG_SIZE - BM;  // tid < BM: wraps, loads nothing
+#endif
+    // The activation tile [BK][BN], read along the tokens' rows; tokens past n_tokens and
+    // columns past cols are zeros.
+    for (uint e = x_first; e < BK * BN; e += x_step) {
+      const uint t = e / BK, c = e % BK;
+      float v = 0.0;
+      if (tok0 + t < p.n_tokens && k0 + c < p.cols) v = x[(tok0 + t) * p.cols + k0 + c];
+      xs[c * (BN + 1u) + t] = v;
+    }
+    barrier();
+
+    // Rows lane_row + kRowLanes i and tokens lane_tok + (BN / TN) j: neighbouring
+    // invocations read neighbouring words of ws, and the same word of xs.
+    for (uint k = 0; k < BK; ++k) {
+      float a[TM], b[TN];
+      for (uint i = 0; i < TM; ++i) a[i] = ws[k * BM + lane_row + kRowLanes * i];
+      for (uint j = 0; j < TN; ++j) b[j] = xs[k * (BN + 1u) + lane_tok + (BN / TN) * j];
+      for (uint i = 0; i < TM; ++i) {
+        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+      }
+    }
+    barrier();
+  }
+
+  for (uint j = 0; j < TN; ++j) {
+    const uint t = tok0 + lane_tok + (BN / TN) * j;
+    if (t >= p.n_tokens) break;
+    for (uint i = 0; i < TM; ++i) {
+      const uint r = row0 + lane_row + kRowLanes * i;
+      if (r < p.rows) y[t * p.rows + r] = acc[i][j];
+    }
+  }
+}
