@@ -14,7 +14,8 @@ namespace {
 constexpr uint32_t kMatvecRows = 2;
 
 // matmul.comp's tile: rows x tokens per workgroup, and its invocations.
-constexpr uint64_t kMatmulRows = 64, kMatmulTokens = 32;
+constexpr uint64_t kMatmulRows = 64;
+constexpr uint32_t kMatmulTokens = 32;
 constexpr uint32_t kMatmulInvocations = 128;
 
 struct MatvecShader {
@@ -73,7 +74,10 @@ bool Kernels::has_matvec(TensorType type) {
 
 const Pipeline& Kernels::pipeline(const std::string& shader, uint32_t n_buffers,
                                   uint32_t push_bytes, std::vector<uint32_t> spec_constants) {
-  std::unique_ptr<Pipeline>& slot = pipelines_[shader];
+  // One pipeline per shader and specialization (matmul's tile comes in several).
+  std::string key = shader;
+  for (const uint32_t c : spec_constants) key += "/" + std::to_string(c);
+  std::unique_ptr<Pipeline>& slot = pipelines_[key];
   if (slot == nullptr) {
     PipelineOptions options;
     options.shader = shader;
@@ -102,6 +106,9 @@ void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding
     throw Error("vulkan", "no matrix-matrix shader for " + std::string(type_traits(type).name) +
                               " weights yet");
   }
+  // Tokens per tile: the fewest that hold the batch, so that a few tokens compute no
+  // tile of zeros; 32 from there on.
+  const uint32_t tile_tokens = n_tokens <= 8 ? 8 : n_tokens <= 16 ? 16 : kMatmulTokens;
   const uint64_t row_tiles = ceil_div(uint64_t(rows), kMatmulRows);
   struct Push {
     uint32_t rows, cols, row_bytes, n_tokens, row_tiles;
@@ -115,9 +122,9 @@ void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding
   const std::string shader = std::string("matmul_") + (name + std::string_view("matvec_").size());
   // The shader's tile needs exactly this many invocations, and 12 KiB of shared memory:
   // both within what Vulkan guarantees (128 invocations, 16 KiB).
-  const Pipeline& p =
-      pipeline(shader, 3, sizeof(Push), {kMatmulInvocations, context_.info().subgroup_size});
-  r.dispatch(p, {w, x, y}, push, row_tiles * ceil_div(uint64_t(n_tokens), kMatmulTokens));
+  const Pipeline& p = pipeline(shader, 3, sizeof(Push),
+                               {kMatmulInvocations, context_.info().subgroup_size, tile_tokens});
+  r.dispatch(p, {w, x, y}, push, row_tiles * ceil_div(uint64_t(n_tokens), tile_tokens));
 }
 
 void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,

@@ -9,9 +9,12 @@
 // No reduction across invocations: one variant per weight type, WEIGHT_<TYPE> as matvec.comp.
 #include "common.glsl"
 
-const uint BM = 64u, BN = 32u, BK = 32u;
-const uint TM = 4u, TN = 4u;  // WG_SIZE must be (BM / TM) * (BN / TN) = 128 (the host's)
-const uint kRowLanes = BM / TM;
+// Tokens per tile: 32, or 8 or 16 for a batch of a few (the host's choice), so that a
+// small batch does not compute a whole tile of zeros.
+layout(constant_id = 2) const uint BN = 32u;
+const uint BM = 64u, BK = 32u;
+const uint kRowLanes = 16u, kTokenLanes = 8u;  // WG_SIZE must be their product, 128
+const uint TM = BM / kRowLanes, TN = BN / kTokenLanes;
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };    // the rows' bytes, as words
 layout(std430, binding = 1) readonly buffer Xs { float x[]; };  // [n_tokens][cols]
@@ -24,8 +27,8 @@ layout(push_constant) uniform Push {
   uint row_tiles;   // ceil(rows / BM): tiles are laid out rows first
 } p;
 
-// 8 KiB + 4.1 KiB: within the 16 KiB every Vulkan device offers. The x tile is padded
-// so that its transposed stores hit different banks.
+// 8 KiB + at most 4.1 KiB: within the 16 KiB every Vulkan device offers. The x tile is
+// padded so that its transposed stores hit different banks.
 shared float ws[BK * BM];         // [k][row of the tile]
 shared float xs[BK * (BN + 1u)];  // [k][token of the tile]
 
@@ -91,12 +94,12 @@ void main() {
     }
     barrier();
 
-    // Rows lane_row + kRowLanes i and tokens lane_tok + (BN / TN) j: neighbouring
+    // Rows lane_row + kRowLanes i and tokens lane_tok + kTokenLanes j: neighbouring
     // invocations read neighbouring words of ws, and the same word of xs.
     for (uint k = 0; k < BK; ++k) {
       float a[TM], b[TN];
       for (uint i = 0; i < TM; ++i) a[i] = ws[k * BM + lane_row + kRowLanes * i];
-      for (uint j = 0; j < TN; ++j) b[j] = xs[k * (BN + 1u) + lane_tok + (BN / TN) * j];
+      for (uint j = 0; j < TN; ++j) b[j] = xs[k * (BN + 1u) + lane_tok + kTokenLanes * j];
       for (uint i = 0; i < TM; ++i) {
         for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
       }
@@ -105,7 +108,7 @@ void main() {
   }
 
   for (uint j = 0; j < TN; ++j) {
-    const uint t = tok0 + lane_tok + (BN / TN) * j;
+    const uint t = tok0 + lane_tok + kTokenLanes * j;
     if (t >= p.n_tokens) break;
     for (uint i = 0; i < TM; ++i) {
       const uint r = row0 + lane_row + kRowLanes * i;
