@@ -101,30 +101,67 @@ void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding
     matvec(r, type, w, x, y, rows, cols, n_tokens);
     return;
   }
-  const char* name = matvec_shader(type);
+  record_matmul(r, MatvecCall{type, rows, cols, n_tokens}, w, x, y, nullptr);
+}
+
+void Kernels::matmul_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,
+                             Binding y, const ExpertShape& shape) {
+  MatvecCall call{type, shape.rows, shape.cols, shape.n_tokens};
+  call.n_used = shape.n_used;
+  call.n_expert = shape.n_expert;
+  call.x_per_slot = shape.x_per_slot;
+  // The slots an expert gets on average: where that is a few, matvec's pass per slot is
+  // as fast as a tile of mostly zeros.
+  if (shape.n_tokens * shape.n_used < matmul_min_tokens_ * std::max<int64_t>(shape.n_expert, 1)) {
+    record_matvec(r, call, w, x, y, &ids);
+    return;
+  }
+  record_matmul(r, call, w, x, y, &ids);
+}
+
+void Kernels::record_matmul(Recorder& r, const MatvecCall& c, Binding w, Binding x, Binding y,
+                            const Binding* ids) {
+  const char* name = matvec_shader(c.type);
   if (name == nullptr) {
-    throw Error("vulkan", "no matrix-matrix shader for " + std::string(type_traits(type).name) +
+    throw Error("vulkan", "no matrix-matrix shader for " + std::string(type_traits(c.type).name) +
                               " weights yet");
   }
-  // Tokens per tile: the fewest that hold the batch, so that a few tokens compute no
-  // tile of zeros; 32 from there on.
-  const uint32_t tile_tokens = n_tokens <= 8 ? 8 : n_tokens <= 16 ? 16 : kMatmulTokens;
-  const uint64_t row_tiles = ceil_div(uint64_t(rows), kMatmulRows);
+  // Tokens per tile (slots per expert on average, with ids): the fewest tiles that hold
+  // them, so that a few tokens compute no tile of zeros; 32 from there on.
+  const int64_t per_tile = ids != nullptr ? ceil_div(uint64_t(c.n_tokens * c.n_used),
+                                                     uint64_t(std::max<int64_t>(c.n_expert, 1)))
+                                          : c.n_tokens;
+  const uint32_t tile_tokens = per_tile <= 8 ? 8 : per_tile <= 16 ? 16 : kMatmulTokens;
+  const uint64_t row_tiles = ceil_div(uint64_t(c.rows), kMatmulRows);
+  const int64_t matrix_bytes = c.rows * int64_t(row_bytes(c.type, c.cols));
   struct Push {
-    uint32_t rows, cols, row_bytes, n_tokens, row_tiles;
-  } push{u32(rows, "rows"), u32(cols, "cols"), u32(int64_t(row_bytes(type, cols)), "row bytes"),
-         u32(n_tokens, "tokens"), u32(int64_t(row_tiles), "row tiles")};
-  // Byte offsets into the weights (elements, for the float types) and indices into x and y
-  // are 32-bit.
-  u32(rows * int64_t(row_bytes(type, cols)), "weight bytes");
-  u32(rows * cols, "weights");
-  u32(n_tokens * std::max(rows, cols), "activations");
-  const std::string shader = std::string("matmul_") + (name + std::string_view("matvec_").size());
-  // The shader's tile needs exactly this many invocations, and 12 KiB of shared memory:
-  // both within what Vulkan guarantees (128 invocations, 16 KiB).
-  const Pipeline& p = pipeline(shader, 3, sizeof(Push),
-                               {kMatmulInvocations, context_.info().subgroup_size, tile_tokens});
-  r.dispatch(p, {w, x, y}, push, row_tiles * ceil_div(uint64_t(n_tokens), tile_tokens));
+    uint32_t rows, cols, row_bytes, n_tokens, row_tiles, n_used, expert_bytes, x_per_slot;
+  } push{u32(c.rows, "rows"),
+         u32(c.cols, "cols"),
+         u32(int64_t(row_bytes(c.type, c.cols)), "row bytes"),
+         u32(c.n_tokens, "tokens"),
+         u32(int64_t(row_tiles), "row tiles"),
+         u32(c.n_used, "experts used"),
+         u32(matrix_bytes, "matrix bytes"),
+         c.x_per_slot ? 1u : 0u};
+  // Byte offsets into the weights (element offsets, for the float types) and indices into
+  // x and y are 32-bit: a larger stack of experts is bound in parts.
+  u32(matrix_bytes * std::max<int64_t>(c.n_expert, 1), "bytes of the weights");
+  u32(c.rows * c.cols * std::max<int64_t>(c.n_expert, 1), "weights");
+  u32(c.n_tokens * c.n_used * std::max(c.rows, c.cols), "activations");
+  const std::string shader = std::string(ids != nullptr ? "matmul_ids_" : "matmul_") +
+                             (name + std::string_view("matvec_").size());
+  // The shader's tile needs exactly this many invocations, and at most 14.3 KiB of shared
+  // memory: both within what every Vulkan device offers (128 invocations, 16 KiB).
+  const std::vector<uint32_t> spec = {kMatmulInvocations, context_.info().subgroup_size,
+                                      tile_tokens};
+  if (ids != nullptr) {
+    r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, x, y, *ids}, push,
+               row_tiles * uint64_t(c.n_expert));
+  } else {
+    r.dispatch(pipeline(shader, 3, sizeof(Push), spec), {w, x, y}, push,
+               row_tiles * ceil_div(uint64_t(c.n_tokens), tile_tokens));
+  }
 }
 
 void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,

@@ -97,13 +97,18 @@ int64_t test_cols(TensorType type) {
   return block == 1 ? 45 : block == 256 ? 256 : 3 * block;
 }
 
+// Kernels that always take the tiled shader, even for one token.
+Kernels& tiled_kernels(Context& context) {
+  static Kernels tiled(context, KernelOptions{.matmul_min_tokens = 1});
+  return tiled;
+}
+
 class VulkanMatmulTest : public testing::TestWithParam<TensorType> {};
 
 TEST_P(VulkanMatmulTest, TilesMatchTheFloatReference) {
   HERD_TEST_VULKAN_CONTEXT(context);
   const TensorType type = GetParam();
-  // Always the tiled shader, even for one token.
-  static Kernels tiled(context, KernelOptions{.matmul_min_tokens = 1});
+  Kernels& tiled = tiled_kernels(context);
   const int64_t cols = test_cols(type);
   struct Shape {
     int64_t rows, n_tokens;
@@ -144,6 +149,86 @@ TEST(VulkanMatmul, FewTokensGoThroughMatvec) {
                    std::to_string(n_tokens));
       const Problem p = make_problem(type, rows, cols, n_tokens, uint32_t(100 + n_tokens));
       EXPECT_LE(device_error(context, kernels, type, p, rows, cols, n_tokens), kBound);
+    }
+  }
+}
+
+// The experts of an MoE layer: each token's slots multiply the experts the ids name, with
+// the token's x (ffn_gate, ffn_up) or the slot's own (ffn_down). 300 tokens: 600 slots,
+// more than the shader's window of 512 ids.
+TEST(VulkanMatmul, ExpertsChosenByIds) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  struct Case {
+    TensorType type;
+    int64_t n_tokens;
+  };
+  const Case cases[] = {{TensorType::F32, 37},  {TensorType::F16, 37},    {TensorType::Q4_0, 300},
+                        {TensorType::Q4_K, 37}, {TensorType::IQ4_XS, 37}, {TensorType::MXFP4, 37}};
+  const int64_t n_expert = 5, rows = 70, n_used = 2;
+  uint32_t seed = 7;
+  for (const Case& k : cases) {
+    const TensorType type = k.type;
+    const int64_t n_tokens = k.n_tokens, cols = test_cols(type);
+    std::mt19937 rng(seed++);
+    std::vector<int32_t> ids(size_t(n_tokens * n_used));  // [n_tokens][n_used], distinct per token
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      ids[size_t(t * n_used)] = int32_t(rng() % n_expert);
+      ids[size_t(t * n_used + 1)] =
+          int32_t((ids[size_t(t * n_used)] + 1 + rng() % (n_expert - 1)) % n_expert);
+    }
+    // n_expert matrices back to back: one problem of n_expert * rows rows (its x unused).
+    const Problem p = make_problem(type, n_expert * rows, cols, 1, seed++);
+    std::vector<float> w(size_t(n_expert * rows * cols));  // [n_expert * rows][cols]
+    const size_t row_size = row_bytes(type, cols);
+    for (int64_t r = 0; r < n_expert * rows; ++r) {
+      type_traits(type).dequantize(p.weights.data() + size_t(r) * row_size, &w[size_t(r * cols)],
+                                   cols);
+    }
+    Buffer bw(context, p.weights.size(), BufferKind::kDevice, "experts");
+    upload(context, bw, p.weights.data(), p.weights.size());
+    Buffer bids(context, ids.size() * 4, BufferKind::kDevice, "ids");
+    upload(context, bids, ids.data(), ids.size() * 4);
+    for (const bool per_slot : {false, true}) {
+      SCOPED_TRACE(std::string(type_traits(type).name) + (per_slot ? ", x per slot" : ""));
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      std::vector<float> x(size_t((per_slot ? n_tokens * n_used : n_tokens) * cols));
+      for (float& v : x) v = uniform(rng);
+      std::vector<double> want, scale;  // [n_tokens][n_used][rows]
+      for (int64_t slot = 0; slot < n_tokens * n_used; ++slot) {
+        const float* xs = &x[size_t((per_slot ? slot : slot / n_used) * cols)];
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* wr = &w[size_t((ids[size_t(slot)] * rows + r) * cols)];
+          double sum = 0, abs_sum = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            sum += double(wr[c]) * xs[c];
+            abs_sum += std::fabs(double(wr[c]) * xs[c]);
+          }
+          want.push_back(sum);
+          scale.push_back(abs_sum);
+        }
+      }
+      Buffer bx(context, x.size() * 4, BufferKind::kDevice, "x");
+      upload(context, bx, x.data(), x.size() * 4);
+      Buffer by(context, want.size() * 4, BufferKind::kDevice, "y");
+      ExpertShape shape;
+      shape.n_expert = n_expert;
+      shape.rows = rows;
+      shape.cols = cols;
+      shape.n_tokens = n_tokens;
+      shape.n_used = n_used;
+      shape.x_per_slot = per_slot;
+      Recorder r(context);
+      r.begin();
+      tiled_kernels(context).matmul_experts(r, type, bw, bx, bids, by, shape);
+      r.submit_and_wait();
+      std::vector<float> y(want.size());
+      download(context, by, y.data(), y.size() * 4);
+      double worst = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (!std::isfinite(y[i])) worst = INFINITY;
+        worst = std::max(worst, std::fabs(double(y[i]) - want[i]) / (scale[i] + 1e-30));
+      }
+      EXPECT_LE(worst, kBound);
     }
   }
 }

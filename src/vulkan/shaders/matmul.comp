@@ -7,6 +7,9 @@
 // there serves the tile's BN tokens: the weights are read once per BN tokens, not once per
 // token as matvec does. Each invocation accumulates TM x TN outputs in registers (f32).
 // No reduction across invocations: one variant per weight type, WEIGHT_<TYPE> as matvec.comp.
+// WITH_IDS: the experts of an MoE layer (matvec.comp's WITH_IDS contract): a workgroup takes
+// one expert and one tile of rows, gathers the slots whose id names that expert, and
+// computes them in tiles of BN slots; experts no slot chose cost a scan of the ids.
 #include "common.glsl"
 
 // Tokens per tile: 32, or 8 or 16 for a batch of a few (the host's choice), so that a
@@ -19,18 +22,32 @@ const uint TM = BM / kRowLanes, TN = BN / kTokenLanes;
 layout(std430, binding = 0) readonly buffer W { uint w[]; };    // the rows' bytes, as words
 layout(std430, binding = 1) readonly buffer Xs { float x[]; };  // [n_tokens][cols]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [n_tokens][rows]
+#ifdef WITH_IDS
+layout(std430, binding = 3) readonly buffer Ids { uint ids[]; };  // [n_tokens][n_used]
+#endif
 layout(push_constant) uniform Push {
   uint rows;
   uint cols;
   uint row_bytes;   // bytes of one row in W
   uint n_tokens;
   uint row_tiles;   // ceil(rows / BM): tiles are laid out rows first
+  // WITH_IDS: W is [n_expert] matrices of expert_bytes each; slot j of token t multiplies
+  // expert ids[t][j] with x[t] (x_per_slot: x[t][j]) into y[t][j]. Unused otherwise.
+  uint n_used;
+  uint expert_bytes;
+  uint x_per_slot;
 } p;
 
 // 8 KiB + at most 4.1 KiB: within the 16 KiB every Vulkan device offers. The x tile is
 // padded so that its transposed stores hit different banks.
 shared float ws[BK * BM];         // [k][row of the tile]
 shared float xs[BK * (BN + 1u)];  // [k][token of the tile]
+#ifdef WITH_IDS
+// The expert's slots found in a window of kWindow slots of ids (2 KiB more).
+const uint kWindow = 512u;
+shared uint slot_list[kWindow];
+shared uint n_found;
+#endif
 
 uint x_base = 0;  // weights.glsl's unit_dot is not used here
 #define X(i) 0.0
@@ -38,14 +55,21 @@ uint unit_row = 0;  // the tile row unit_weights writes
 #define UNIT_OUT(i, value) ws[(i) * BM + unit_row] = (value)
 #include "weights.glsl"
 
-void main() {
-  const uint tile = group_index();
-  const uint row0 = (tile % p.row_tiles) * BM;
-  const uint tok0 = (tile / p.row_tiles) * BN;
-  if (tok0 >= p.n_tokens) return;  // the whole workgroup
+// Token j < n_valid of the tile: its row of x and of y.
+#ifdef WITH_IDS
+uint first_slot = 0;  // in slot_list
+uint y_row(uint j) { return slot_list[first_slot + j]; }
+uint x_row(uint j) { return p.x_per_slot != 0u ? y_row(j) : y_row(j) / p.n_used; }
+#else
+uint tok0 = 0;
+uint y_row(uint j) { return tok0 + j; }
+uint x_row(uint j) { return tok0 + j; }
+#endif
+
+// Rows row0 .. row0 + BM of the matrix at byte w_base, times the tile's n_valid tokens.
+void tile(uint row0, uint w_base, uint n_valid) {
   const uint tid = gl_LocalInvocationID.x;
   const uint lane_row = tid % kRowLanes, lane_tok = tid / kRowLanes;
-
   float acc[TM][TN];
   for (uint i = 0; i < TM; ++i) {
     for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
@@ -61,13 +85,16 @@ void main() {
       const uint r = e / BK, c = e % BK;
       float v = 0.0;
       if (row0 + r < p.rows && k0 + c < p.cols) {
-        const uint idx = (row0 + r) * p.cols + k0 + c;
 #if defined(WEIGHT_F32)
-        v = uintBitsToFloat(w[idx]);
-#elif defined(WEIGHT_F16)
-        v = unpackHalf2x16(w[idx >> 1] >> ((idx & 1u) * 16u)).x;
+        v = uintBitsToFloat(w[w_base / 4u + (row0 + r) * p.cols + k0 + c]);
 #else
-        v = uintBitsToFloat((w[idx >> 1] >> ((idx & 1u) * 16u)) << 16);
+        const uint e2 = w_base / 2u + (row0 + r) * p.cols + k0 + c;  // in halves
+        const uint half_bits = (w[e2 >> 1] >> ((e2 & 1u) * 16u)) & 0xffffu;
+#if defined(WEIGHT_F16)
+        v = unpackHalf2x16(half_bits).x;
+#else
+        v = uintBitsToFloat(half_bits << 16);
+#endif
 #endif
       }
       ws[c * BM + r] = v;
@@ -77,19 +104,19 @@ void main() {
     if (tid < BM) {
       unit_row = tid;
       if (row0 + tid < p.rows) {
-        unit_weights((row0 + tid) * p.row_bytes, k0 / 32u);
+        unit_weights(w_base + (row0 + tid) * p.row_bytes, k0 / 32u);
       } else {
         for (uint i = 0; i < BK; ++i) ws[i * BM + tid] = 0.0;
       }
     }
     const uint x_first = tid - BM, x_step = WG_SIZE - BM;  // tid < BM: wraps, loads nothing
 #endif
-    // The activation tile [BK][BN], read along the tokens' rows; tokens past n_tokens and
+    // The activation tile [BK][BN], read along the tokens' rows; tokens past n_valid and
     // columns past cols are zeros.
     for (uint e = x_first; e < BK * BN; e += x_step) {
       const uint t = e / BK, c = e % BK;
       float v = 0.0;
-      if (tok0 + t < p.n_tokens && k0 + c < p.cols) v = x[(tok0 + t) * p.cols + k0 + c];
+      if (t < n_valid && k0 + c < p.cols) v = x[x_row(t) * p.cols + k0 + c];
       xs[c * (BN + 1u) + t] = v;
     }
     barrier();
@@ -108,11 +135,38 @@ void main() {
   }
 
   for (uint j = 0; j < TN; ++j) {
-    const uint t = tok0 + lane_tok + kTokenLanes * j;
-    if (t >= p.n_tokens) break;
+    const uint t = lane_tok + kTokenLanes * j;
+    if (t >= n_valid) break;
     for (uint i = 0; i < TM; ++i) {
       const uint r = row0 + lane_row + kRowLanes * i;
-      if (r < p.rows) y[t * p.rows + r] = acc[i][j];
+      if (r < p.rows) y[y_row(t) * p.rows + r] = acc[i][j];
     }
   }
+}
+
+void main() {
+  const uint group = group_index();
+  const uint row0 = (group % p.row_tiles) * BM;
+#ifdef WITH_IDS
+  const uint expert = group / p.row_tiles;
+  const uint n_slots = p.n_tokens * p.n_used;
+  for (uint window = 0; window < n_slots; window += kWindow) {
+    if (gl_LocalInvocationID.x == 0u) n_found = 0u;
+    barrier();
+    // In any order: each slot's outputs are computed alike wherever it lands in the list.
+    const uint end = min(window + kWindow, n_slots);
+    for (uint s = window + gl_LocalInvocationID.x; s < end; s += WG_SIZE) {
+      if (ids[s] == expert) slot_list[atomicAdd(n_found, 1u)] = s;
+    }
+    barrier();
+    const uint found = n_found;
+    for (first_slot = 0; first_slot < found; first_slot += BN) {
+      tile(row0, expert * p.expert_bytes, min(BN, found - first_slot));
+    }
+    barrier();  // every invocation has read n_found before the next window resets it
+  }
+#else
+  tok0 = (group / p.row_tiles) * BN;
+  if (tok0 < p.n_tokens) tile(row0, 0u, min(BN, p.n_tokens - tok0));
+#endif
 }
