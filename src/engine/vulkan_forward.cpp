@@ -50,7 +50,9 @@ uint32_t u32(int64_t v, const char* what) {
 }  // namespace
 
 void VulkanBackend::mul(const DeviceMatrix& w, const Buffer& x, const Buffer& y, int64_t n) {
-  kernels_->matvec(*recorder_, w.type, w.buffer, x, y, w.rows, w.cols, n);
+  // A tiled product past a few tokens (each weight tile read once per tile of tokens),
+  // matvec below (Kernels picks).
+  kernels_->matmul(*recorder_, w.type, w.buffer, x, y, w.rows, w.cols, n);
 }
 
 void VulkanBackend::reduce_projection(int64_t n, bool zeros) {
@@ -310,9 +312,20 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   shape.cols = gate.cols;
   shape.n_tokens = n;
   shape.n_used = n_used;
-  k.matvec_experts(r, gate.type, gate.buffer, h_, ids_, ffn_a_, shape);
+  // Where this rank holds only some experts, the others' slots must read 0: matvec_experts
+  // writes them, the tiled product (which gathers each expert's slots) leaves them.
+  const bool some = expert_index_.bytes() > 0;
+  auto experts = [&](const DeviceMatrix& w, const Buffer& x, const Buffer& y,
+                     const vulkan::ExpertShape& e) {
+    if (some) {
+      k.matvec_experts(r, w.type, w.buffer, x, ids_, y, e);
+    } else {
+      k.matmul_experts(r, w.type, w.buffer, x, ids_, y, e);
+    }
+  };
+  experts(gate, h_, ffn_a_, shape);
   shape.n_expert = up.n_expert;
-  k.matvec_experts(r, up.type, up.buffer, h_, ids_, ffn_b_, shape);
+  experts(up, h_, ffn_b_, shape);
   const int64_t slots = n * n_used;
   if (l.has(W::kGateExpsBias)) {
     k.add_expert_bias(r, ffn_a_, l.vector(W::kGateExpsBias), ids_, gate.rows, slots);
@@ -327,7 +340,7 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   down_shape.rows = down.rows;
   down_shape.cols = down.cols;
   down_shape.x_per_slot = true;
-  k.matvec_experts(r, down.type, down.buffer, ffn_a_, ids_, expert_out_, down_shape);
+  experts(down, ffn_a_, expert_out_, down_shape);
   if (l.has(W::kDownExpsBias)) {
     k.add_expert_bias(r, expert_out_, l.vector(W::kDownExpsBias), ids_, n_embd_, slots);
   }

@@ -13,6 +13,11 @@ namespace {
 // Rows of a matvec workgroup: each x value loaded serves this many rows.
 constexpr uint32_t kMatvecRows = 2;
 
+// matmul.comp's tile: rows x tokens per workgroup, and its invocations.
+constexpr uint64_t kMatmulRows = 64;
+constexpr uint32_t kMatmulTokens = 32;
+constexpr uint32_t kMatmulInvocations = 128;
+
 struct MatvecShader {
   TensorType type;
   const char* name;
@@ -53,6 +58,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
 Kernels::Kernels(Context& context, KernelOptions options) : context_(context) {
   const DeviceInfo& info = context.info();
   subgroups_ = options.subgroups && info.subgroup_arithmetic && info.subgroup_size > 0;
+  matmul_min_tokens_ = options.matmul_min_tokens;
   // Powers of two (the shared-memory tree needs one) within the device's limit, at least
   // one whole subgroup where that fits.
   const uint32_t limit = std::bit_floor(std::max<uint32_t>(info.max_workgroup_size, 1));
@@ -68,7 +74,10 @@ bool Kernels::has_matvec(TensorType type) {
 
 const Pipeline& Kernels::pipeline(const std::string& shader, uint32_t n_buffers,
                                   uint32_t push_bytes, std::vector<uint32_t> spec_constants) {
-  std::unique_ptr<Pipeline>& slot = pipelines_[shader];
+  // One pipeline per shader and specialization (matmul's tile comes in several).
+  std::string key = shader;
+  for (const uint32_t c : spec_constants) key += "/" + std::to_string(c);
+  std::unique_ptr<Pipeline>& slot = pipelines_[key];
   if (slot == nullptr) {
     PipelineOptions options;
     options.shader = shader;
@@ -84,6 +93,75 @@ void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding
                      int64_t cols, int64_t n_tokens) {
   MatvecCall call{type, rows, cols, n_tokens};
   record_matvec(r, call, w, x, y, nullptr);
+}
+
+void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+                     int64_t cols, int64_t n_tokens) {
+  if (n_tokens < matmul_min_tokens_) {
+    matvec(r, type, w, x, y, rows, cols, n_tokens);
+    return;
+  }
+  record_matmul(r, MatvecCall{type, rows, cols, n_tokens}, w, x, y, nullptr);
+}
+
+void Kernels::matmul_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,
+                             Binding y, const ExpertShape& shape) {
+  MatvecCall call{type, shape.rows, shape.cols, shape.n_tokens};
+  call.n_used = shape.n_used;
+  call.n_expert = shape.n_expert;
+  call.x_per_slot = shape.x_per_slot;
+  // The slots an expert gets on average: where that is a few, matvec's pass per slot is
+  // as fast as a tile of mostly zeros.
+  if (shape.n_tokens * shape.n_used < matmul_min_tokens_ * std::max<int64_t>(shape.n_expert, 1)) {
+    record_matvec(r, call, w, x, y, &ids);
+    return;
+  }
+  record_matmul(r, call, w, x, y, &ids);
+}
+
+void Kernels::record_matmul(Recorder& r, const MatvecCall& c, Binding w, Binding x, Binding y,
+                            const Binding* ids) {
+  const char* name = matvec_shader(c.type);
+  if (name == nullptr) {
+    throw Error("vulkan", "no matrix-matrix shader for " + std::string(type_traits(c.type).name) +
+                              " weights yet");
+  }
+  // Tokens per tile (slots per expert on average, with ids): the fewest tiles that hold
+  // them, so that a few tokens compute no tile of zeros; 32 from there on.
+  const int64_t per_tile = ids != nullptr ? ceil_div(uint64_t(c.n_tokens * c.n_used),
+                                                     uint64_t(std::max<int64_t>(c.n_expert, 1)))
+                                          : c.n_tokens;
+  const uint32_t tile_tokens = per_tile <= 8 ? 8 : per_tile <= 16 ? 16 : kMatmulTokens;
+  const uint64_t row_tiles = ceil_div(uint64_t(c.rows), kMatmulRows);
+  const int64_t matrix_bytes = c.rows * int64_t(row_bytes(c.type, c.cols));
+  struct Push {
+    uint32_t rows, cols, row_bytes, n_tokens, row_tiles, n_used, expert_bytes, x_per_slot;
+  } push{u32(c.rows, "rows"),
+         u32(c.cols, "cols"),
+         u32(int64_t(row_bytes(c.type, c.cols)), "row bytes"),
+         u32(c.n_tokens, "tokens"),
+         u32(int64_t(row_tiles), "row tiles"),
+         u32(c.n_used, "experts used"),
+         u32(matrix_bytes, "matrix bytes"),
+         c.x_per_slot ? 1u : 0u};
+  // Byte offsets into the weights (element offsets, for the float types) and indices into
+  // x and y are 32-bit: a larger stack of experts is bound in parts.
+  u32(matrix_bytes * std::max<int64_t>(c.n_expert, 1), "bytes of the weights");
+  u32(c.rows * c.cols * std::max<int64_t>(c.n_expert, 1), "weights");
+  u32(c.n_tokens * c.n_used * std::max(c.rows, c.cols), "activations");
+  const std::string shader = std::string(ids != nullptr ? "matmul_ids_" : "matmul_") +
+                             (name + std::string_view("matvec_").size());
+  // The shader's tile needs exactly this many invocations, and at most 14.3 KiB of shared
+  // memory: both within what every Vulkan device offers (128 invocations, 16 KiB).
+  const std::vector<uint32_t> spec = {kMatmulInvocations, context_.info().subgroup_size,
+                                      tile_tokens};
+  if (ids != nullptr) {
+    r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, x, y, *ids}, push,
+               row_tiles * uint64_t(c.n_expert));
+  } else {
+    r.dispatch(pipeline(shader, 3, sizeof(Push), spec), {w, x, y}, push,
+               row_tiles * ceil_div(uint64_t(c.n_tokens), tile_tokens));
+  }
 }
 
 void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,

@@ -20,6 +20,9 @@ struct KernelOptions {
   // false: the shared-memory reductions even where the device offers subgroup arithmetic
   // (tests run both variants on one device).
   bool subgroups = true;
+  // Kernels::matmul calls matvec below this many tokens, where matvec is as fast
+  // (lavapipe: docs/backends.md); 1: always the tiled shader (tests).
+  int64_t matmul_min_tokens = 8;
 };
 
 // The gated products of the FFN, as engine/ops.h names them.
@@ -105,6 +108,17 @@ class Kernels {
   // Throws herd::Error("[vulkan] ...") for a type without a shader.
   void matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
               int64_t cols, int64_t n_tokens = 1);
+  // The same product as matvec (its contract and shapes), for prefill and batched decode:
+  // tiles of 64 rows x 8 to 32 tokens, each weight dequantized once per tile of tokens
+  // instead of once per token. Fewer than KernelOptions::matmul_min_tokens tokens go to
+  // matvec.
+  void matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
+              int64_t cols, int64_t n_tokens);
+  // matvec_experts's product (its contract and shapes) in matmul's tiles: each expert's
+  // slots gathered into tiles of tokens. Where the experts get fewer than
+  // matmul_min_tokens slots on average, matvec_experts.
+  void matmul_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids, Binding y,
+                      const ExpertShape& shape);
   // out[i][j] = x[i][j] / rms(x[i]) * weight[j]. x, out: [n_rows][n]; weight: [n].
   void rms_norm(Recorder& r, Binding x, Binding weight, Binding out, int64_t n, int64_t n_rows,
                 float eps);
@@ -168,11 +182,14 @@ class Kernels {
   };
   void record_matvec(Recorder& r, const MatvecCall& call, Binding w, Binding x, Binding y,
                      const Binding* ids);
+  void record_matmul(Recorder& r, const MatvecCall& call, Binding w, Binding x, Binding y,
+                     const Binding* ids);
   const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
                            std::vector<uint32_t> spec_constants);
 
   Context& context_;
   bool subgroups_ = false;
+  int64_t matmul_min_tokens_ = 8;
   uint32_t reduce_size_ = 0;       // invocations of a workgroup that reduces (power of two)
   uint32_t elementwise_size_ = 0;  // invocations of an element-wise workgroup
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;

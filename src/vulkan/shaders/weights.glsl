@@ -2,6 +2,8 @@
 // weight type, unit_dot(row, u): the dot product of 32-weight unit u of the row at byte `row`
 // with X(x_base + 32 u + i), i < 32. The includer declares W (uint w[]), uint x_base, and
 // X(i): the activations (matvec) or a one-hot vector (get_rows: the weight itself).
+// With UNIT_OUT(i, value) defined (matmul.comp), the quant types also get
+// unit_weights(row, u): unit u's 32 weights dequantized, weight i passed to UNIT_OUT.
 // ---- byte-packed reads (off: a byte offset into W)
 uint load_u8(uint off) {
   return (w[off >> 2] >> ((off & 3u) * 8u)) & 0xffu;
@@ -39,6 +41,20 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * sum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint off = row + u * 18u;
+  const float d = load_f16(off);
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      UNIT_OUT(4u * k + j, d * (float(q & 15u) - 8.0));
+      UNIT_OUT(4u * k + j + 16u, d * (float(q >> 4) - 8.0));
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_Q4_1)
 // 20 bytes: d f16 | m f16 | qs[16] as q4_0; x = d * q + m
 float unit_dot(uint row, uint u) {
@@ -56,6 +72,20 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * qsum + load_f16(off + 2u) * xsum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint off = row + u * 20u;
+  const float d = load_f16(off), m = load_f16(off + 2u);
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + 4u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      UNIT_OUT(4u * k + j, d * float(q & 15u) + m);
+      UNIT_OUT(4u * k + j + 16u, d * float(q >> 4) + m);
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
 // q5_0, 22 bytes: d f16 | qh u32 | qs[16]; x = d * (q - 16)
 // q5_1, 24 bytes: d f16 | m f16 | qh u32 | qs[16]; x = d * q + m
@@ -87,6 +117,26 @@ float unit_dot(uint row, uint u) {
   return load_f16(off) * qsum + load_f16(off + 2u) * xsum;
 #endif
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint off = row + u * kBlock;
+  const uint qh = load_u32(off + kQh);
+#if defined(WEIGHT_Q5_0)
+  const float d = load_f16(off), m = -16.0 * d;
+#else
+  const float d = load_f16(off), m = load_f16(off + 2u);
+#endif
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + kQh + 4u + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      const uint i = 4u * k + j;
+      UNIT_OUT(i, d * float((q & 15u) | (((qh >> i) & 1u) << 4)) + m);
+      UNIT_OUT(i + 16u, d * float((q >> 4) | (((qh >> (i + 16u)) & 1u) << 4)) + m);
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_IQ4_NL) || defined(WEIGHT_MXFP4)
 // iq4_nl, 18 bytes: d f16 | qs[16] as q4_0; x = d * kValuesIq4nl[q]
 // mxfp4, 17 bytes: e u8 | qs[16] as q4_0; x = 2^(e - 128) * kValuesMxfp4[q] (quant/iq4_quants.h)
@@ -118,6 +168,25 @@ float unit_dot(uint row, uint u) {
   return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23) * sum;
 #endif
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint off = row + u * kBlock;
+#if defined(WEIGHT_IQ4_NL)
+  const float d = load_f16(off);
+#else
+  const uint e = load_u8(off);
+  const float d = uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+#endif
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = load_u32(off + kQs + 4u * k);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      UNIT_OUT(4u * k + j, d * kLevels[q & 15u]);
+      UNIT_OUT(4u * k + j + 16u, d * kLevels[q >> 4]);
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_IQ4_XS)
 // 136 bytes per 256: d f16 | scales_h u16 | scales_l[4] | qs[128]: sub-block s's 16 bytes at
 // 8 + 16 s as iq4_nl; x = d * (ls[s] - 32) * kValuesIq4nl[q]
@@ -141,6 +210,24 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * (float(ls) - 32.0) * sum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 136u;
+  const uint ls = ((load_u8(off + 4u + s / 2u) >> (4u * (s % 2u))) & 15u) |
+                  (((load_u32(off) >> (16u + 2u * s)) & 3u) << 4);
+  const uint qs = (off + 8u + 16u * s) >> 2;
+  const float d = load_f16(off) * (float(ls) - 32.0);
+  for (uint k = 0; k < 4; ++k) {
+    const uint q4 = w[qs + k];
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = (q4 >> (8u * j)) & 0xffu;
+      UNIT_OUT(4u * k + j, d * kLevels[q & 15u]);
+      UNIT_OUT(4u * k + j + 16u, d * kLevels[q >> 4]);
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_Q2_K)
 // 84 bytes per 256: scales[16] | qs[64] | d f16 | dmin f16; 16 sub-blocks of 16:
 // x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits. Unit t = 4h + j covers
@@ -164,6 +251,23 @@ float unit_dot(uint row, uint u) {
   return load_f16(off + 80u) * (float(sc0 & 15u) * qsums[0] + float(sc1 & 15u) * qsums[1]) -
          load_f16(off + 82u) * (float(sc0 >> 4) * xsums[0] + float(sc1 >> 4) * xsums[1]);
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint t = u % 8u;
+  const uint h = t / 4u, j = t % 4u;
+  const uint off = row + (u / 8u) * 84u;
+  const uint qs = (off + 16u + 32u * h) >> 2;
+  const float d = load_f16(off + 80u), dmin = load_f16(off + 82u);
+  for (uint half_ = 0; half_ < 2; ++half_) {
+    const uint sc = load_u8(off + 2u * t + half_);
+    const float a = d * float(sc & 15u), b = dmin * float(sc >> 4);
+    for (uint k = 4u * half_; k < 4u * half_ + 4u; ++k) {
+      const uint q4 = w[qs + k] >> (2u * j);
+      for (uint c = 0; c < 4; ++c) UNIT_OUT(4u * k + c, a * float((q4 >> (8u * c)) & 3u) - b);
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_Q3_K)
 // 110 bytes per 256: hmask[32] | qs[64] | scales[12] | d f16; 16 sub-blocks of 16:
 // x = d * (sc[s] - 32) * (q - 4). Unit t = 4h + j covers i = 128h + 32j + l: low 2 bits
@@ -191,6 +295,23 @@ float unit_dot(uint row, uint u) {
   return load_f16(off + 108u) *
          (float(scale_k3(off, 2u * t)) * sums[0] + float(scale_k3(off, 2u * t + 1u)) * sums[1]);
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint t = u % 8u;
+  const uint h = t / 4u, j = t % 4u;
+  const uint off = row + (u / 8u) * 110u;
+  const float d = load_f16(off + 108u);
+  const float sc[2] = {d * float(scale_k3(off, 2u * t)), d * float(scale_k3(off, 2u * t + 1u))};
+  for (uint k = 0; k < 8; ++k) {
+    const uint lo4 = load_u32(off + 32u + 32u * h + 4u * k) >> (2u * j);
+    const uint hi4 = load_u32(off + 4u * k) >> t;
+    for (uint b = 0; b < 4; ++b) {
+      const uint q = ((lo4 >> (8u * b)) & 3u) | (((hi4 >> (8u * b)) & 1u) << 2);
+      UNIT_OUT(4u * k + b, sc[k / 4u] * (float(q) - 4.0));
+    }
+  }
+}
+#endif
 #elif defined(WEIGHT_Q8_0)
 // 34 bytes: d f16 | qs[32] int8; x = d * q
 float unit_dot(uint row, uint u) {
@@ -206,6 +327,16 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * sum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint off = row + u * 34u;
+  const float d = load_f16(off);
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = load_u32(off + 2u + 4u * k);
+    for (uint j = 0; j < 4; ++j) UNIT_OUT(4u * k + j, d * float(int(q4 << (24u - 8u * j)) >> 24));
+  }
+}
+#endif
 #elif defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
 // The 6-bit scale and min of sub-block s from the 12 scale bytes at off + 4 (q4_K, q5_K).
 void k_scale_min(uint off, uint s, out uint sc, out uint mn) {
@@ -240,6 +371,21 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 144u;
+  uint sc, mn;
+  k_scale_min(off, s, sc, mn);
+  const uint qs = (off + 16u + 32u * (s / 2u)) >> 2;
+  const uint shift = (s & 1u) * 4u;
+  const float a = load_f16(off) * float(sc), b = load_f16(off + 2u) * float(mn);
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> shift;
+    for (uint j = 0; j < 4; ++j) UNIT_OUT(4u * k + j, a * float((q4 >> (8u * j)) & 15u) - b);
+  }
+}
+#endif
 #else
 // 176 bytes per 256: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]: as q4_K (its scales
 // and nibbles, qs at 48) with bit 4 of q[32s + l] in bit s of qh[l].
@@ -265,6 +411,26 @@ float unit_dot(uint row, uint u) {
   }
   return load_f16(off) * float(sc) * qsum - load_f16(off + 2u) * float(mn) * xsum;
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 176u;
+  uint sc, mn;
+  k_scale_min(off, s, sc, mn);
+  const uint qs = (off + 48u + 32u * (s / 2u)) >> 2;
+  const uint qh = (off + 16u) >> 2;
+  const uint shift = (s & 1u) * 4u;
+  const float a = load_f16(off) * float(sc), b = load_f16(off + 2u) * float(mn);
+  for (uint k = 0; k < 8; ++k) {
+    const uint q4 = w[qs + k] >> shift;
+    const uint h4 = w[qh + k] >> s;
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = ((q4 >> (8u * j)) & 15u) | (((h4 >> (8u * j)) & 1u) << 4);
+      UNIT_OUT(4u * k + j, a * float(q) - b);
+    }
+  }
+}
+#endif
 #endif
 #elif defined(WEIGHT_Q6_K)
 // 210 bytes per 256: ql[128] | qh[64] | scales[16] int8 | d f16; x = d * sc[i/16] * (q - 32).
@@ -291,5 +457,25 @@ float unit_dot(uint row, uint u) {
   const uint sc = off + 192u + 8u * h + 2u * j;
   return load_f16(off + 208u) * (float(load_i8(sc)) * sums[0] + float(load_i8(sc + 1u)) * sums[1]);
 }
+#ifdef UNIT_OUT
+void unit_weights(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint h = s / 4u, j = s % 4u;
+  const uint off = row + (u / 8u) * 210u;
+  const uint ql = off + 64u * h + 32u * (j & 1u);
+  const uint ql_shift = (j / 2u) * 4u;
+  const uint qh = off + 128u + 32u * h;
+  const uint sc = off + 192u + 8u * h + 2u * j;
+  const float d = load_f16(off + 208u);
+  const float scales[2] = {d * float(load_i8(sc)), d * float(load_i8(sc + 1u))};
+  for (uint k = 0; k < 8; ++k) {
+    const uint lo4 = load_u32(ql + 4u * k) >> ql_shift;
+    const uint hi4 = load_u32(qh + 4u * k) >> (2u * j);
+    for (uint b = 0; b < 4; ++b) {
+      const uint q = ((lo4 >> (8u * b)) & 15u) | (((hi4 >> (8u * b)) & 3u) << 4);
+      UNIT_OUT(4u * k + b, scales[k / 4u] * (float(q) - 32.0));
+    }
+  }
+}
 #endif
-
+#endif
