@@ -104,7 +104,8 @@ class Kernels {
                       const ExpertShape& shape);
   // y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens. w: [rows] rows of `type` in GGUF's
   // layout (row_bytes(type, cols) each); x: [n_tokens][cols]; y: [n_tokens][rows]. Made for
-  // one token (decode) or a few (batched decode): each token passes over the weights again.
+  // one token (decode) or a few (batched decode): each token passes over the weights again
+  // (matmul, for more).
   // Throws herd::Error("[vulkan] ...") for a type without a shader.
   void matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
               int64_t cols, int64_t n_tokens = 1);
