@@ -160,6 +160,9 @@ void ModelOptions::add_to(CLI::App& cmd) {
                  "An MoE model on a GPU: cpu keeps the routed experts on the CPU and the rest on "
                  "the GPU; auto does so when the model outgrows the GPU's memory; device")
       ->capture_default_str();
+  cmd.add_option("--device-layers", device_layers,
+                 "A model on a GPU: its first N layers there, the rest on the CPU (default: all, "
+                 "or as many as fit when a dense model outgrows the GPU)");
   cmd.add_option("--wire-dtype", wire_dtype,
                  "Activations between stages and tensor-parallel all-reduces on the wire: f32 "
                  "(exact), f16 (half the bytes) or q8_0 (8-bit blocks, 34/128 of the bytes)")
@@ -186,6 +189,7 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
   }
   options.device = device;
   options.experts = experts;
+  options.device_layers = device_layers;
   options.upload_progress = upload_progress_bar(stderr);
   if (mla_prefill == "auto") {
     options.mla_decompress_min_tokens = -1;

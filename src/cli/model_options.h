@@ -73,6 +73,7 @@ struct ModelOptions {
   std::string mla_prefill = "auto";  // auto | absorbed | decompressed
   std::string device = "auto";       // auto | cpu | vulkan | vulkan:N
   std::string experts = "auto";      // auto | cpu | device (MoE on a GPU)
+  int64_t device_layers = -1;        // layers on the GPU, the rest on the CPU; -1: auto
   std::string wire_dtype = "f32";
   bool no_stage_links = false;
   ClusterFlags cluster;

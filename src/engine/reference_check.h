@@ -72,6 +72,7 @@ struct Case {
   int64_t mla_decompress_min_tokens = -1;  // LocalOptions'
   std::string device = "cpu";              // LocalOptions'
   std::string experts = "auto";            // LocalOptions'
+  int64_t device_layers = -1;              // LocalOptions'
 };
 
 // Runs every token file of `model` and checks the rows; returns a one-line summary.
@@ -86,6 +87,7 @@ inline void check_model(const std::string& model, const Case& c) {
   options.mla_decompress_min_tokens = c.mla_decompress_min_tokens;
   options.device = c.device;
   options.experts = c.experts;
+  options.device_layers = c.device_layers;
   const Tolerance tol = tolerance_for(model);
   double max_err = 0, sum_err = 0;
   int rows = 0;

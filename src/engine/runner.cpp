@@ -17,6 +17,32 @@ LocalRunner::LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threa
       pool_(threads),
       isa_(isa) {}
 
+namespace {
+
+// How many of the model's first layers fit in `bytes` beside the embedding (the device stage
+// holds it; the head stays on the CPU): the layers' tensors summed in order. At least 1.
+int64_t layers_that_fit(const ModelInfo& info, const gguf::File& file, uint64_t bytes) {
+  std::vector<uint64_t> per_layer(static_cast<size_t>(info.hp.n_layer), 0);
+  uint64_t used = 0;
+  for (const TensorSpec& t : info.tensors) {
+    const gguf::TensorInfo* in_file = file.find_tensor(t.name);
+    const uint64_t size = in_file != nullptr ? in_file->n_bytes : 0;
+    if (t.layer >= 0 && t.layer < info.hp.n_layer) {
+      per_layer[static_cast<size_t>(t.layer)] += size;
+    } else if (t.role == TensorRole::kEmbedding) {
+      used += size;
+    }
+  }
+  int64_t n = 0;
+  while (n < info.hp.n_layer && used + per_layer[static_cast<size_t>(n)] <= bytes) {
+    used += per_layer[static_cast<size_t>(n)];
+    ++n;
+  }
+  return std::max<int64_t>(1, n);
+}
+
+}  // namespace
+
 std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
                                                const LocalOptions& options) {
   gguf::File file = gguf::File::open(path);
@@ -52,8 +78,31 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
                     std::string(info.hp.n_expert > 0 ? "no GPU device is chosen (--device)"
                                                      : "the model has no experts"));
   }
+  // A dense model larger than the device: its first layers there, the rest on the CPU.
+  int64_t device_layers = options.device_layers;
+  if (shard_options.device.kind != Device::kCpu && device_layers < 0 && !experts_on_cpu) {
+    const uint64_t device_bytes = device_memory_bytes(shard_options.device);
+    if (device_bytes > 0 && info.weight_bytes > device_bytes / 10 * 9) {
+      device_layers = layers_that_fit(info, file, device_bytes / 10 * 9);
+      note = "the model (" + std::to_string(info.weight_bytes >> 20) + " MiB) outgrows " +
+             device_name(shard_options.device) + " (" + std::to_string(device_bytes >> 20) +
+             " MiB): its first " + std::to_string(device_layers) + " of " +
+             std::to_string(info.hp.n_layer) + " layers run there, the rest on the CPU";
+    }
+  }
+  if (device_layers >= 0 && shard_options.device.kind == Device::kCpu) {
+    throw Error("engine", "--device-layers needs a GPU device (--device)");
+  }
+  if (device_layers >= 0 && experts_on_cpu) {
+    throw Error("engine", "--device-layers and --experts cpu are two placements: choose one");
+  }
+  if (device_layers >= info.hp.n_layer) device_layers = -1;  // all of them: one stage
   ShardSpec spec;
   if (experts_on_cpu) spec.slice = device_slice_without_experts();
+  if (device_layers >= 0) {
+    spec.layer_end = device_layers;
+    spec.output = false;
+  }
   std::optional<Shard> shard;
   try {
     shard.emplace(Shard::load(file, info, spec, shard_options));
@@ -64,7 +113,17 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
            "): running on the CPU";
     shard_options.device = Device{};
     experts_on_cpu = false;
+    device_layers = -1;
     shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
+  }
+  std::optional<Shard> cpu_stage;
+  if (device_layers >= 0 && shard_options.device.kind != Device::kCpu) {
+    ShardOptions cpu = shard_options;
+    cpu.device = Device{};
+    ShardSpec rest;
+    rest.layer_begin = device_layers;
+    rest.embedding = false;
+    cpu_stage.emplace(Shard::load(file, info, rest, cpu));
   }
   std::optional<Shard> experts;
   if (experts_on_cpu) {
@@ -78,10 +137,16 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
       std::move(file), std::move(info), std::move(*shard), options.threads, shard_options.isa));
   runner->device_note_ = std::move(note);
   if (experts) runner->experts_ = std::make_unique<CpuExperts>(std::move(*experts), runner->pool_);
+  if (cpu_stage) runner->cpu_stage_.emplace(std::move(*cpu_stage));
   return runner;
 }
 
 std::string LocalRunner::describe() const {
+  if (cpu_stage_) {
+    return shard_.device() + ": layers 0-" + std::to_string(shard_.spec().layer_end - 1) +
+           "; the rest on the CPU (" + std::to_string(pool_.size()) + " threads, " +
+           std::string(kernels::isa_name(isa_)) + " kernels)";
+  }
   if (experts_ != nullptr) {
     return shard_.device() + "; routed experts on the CPU (" + std::to_string(pool_.size()) +
            " threads, " + std::string(kernels::isa_name(isa_)) + " kernels)";
@@ -94,6 +159,11 @@ std::string LocalRunner::describe() const {
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
   if (experts_ != nullptr) {
     experts_->forward(shard_, batch, logits, pool_);
+    return;
+  }
+  if (cpu_stage_) {  // the device's layers, then the CPU's
+    shard_.forward(batch, nullptr, between_, pool_);
+    cpu_stage_->forward(batch, between_.data(), logits, pool_);
     return;
   }
   shard_.forward(batch, nullptr, logits, pool_);

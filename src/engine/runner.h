@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ struct LocalOptions {
   // MoE on a device: "cpu" keeps the routed experts on the CPU and the rest on the device
   // (cpu_experts.h); "auto" does so when the model outgrows the device's memory; "device".
   std::string experts = "auto";
+  // A model on a device: its first N layers there, the rest (and the head) on the CPU, as a
+  // pipeline of two stages in this process. -1: every layer, or as many as fit when the
+  // model outgrows the device (a dense model; an MoE model keeps its experts on the CPU
+  // instead).
+  int64_t device_layers = -1;
 };
 constexpr int64_t kDefaultMaxCtx = 4096;
 
@@ -104,6 +110,9 @@ class LocalRunner : public ModelRunner {
   kernels::Isa isa_;
   std::string device_note_;
   std::unique_ptr<CpuExperts> experts_;  // the routed experts on the CPU, beside a device shard
+  // The later layers and the head on the CPU, after a device shard of the first layers.
+  std::optional<Shard> cpu_stage_;
+  std::vector<float> between_;  // [n][n_embd] activations from the device stage to the CPU one
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;

@@ -289,6 +289,30 @@ TEST(VulkanBackend, ExpertsOnTheCpuBesideTheDeviceThroughTheRunner) {
   EXPECT_THROW(LocalRunner::open("../shared/models/qwen3moe-f32.gguf", cpu), Error);
 }
 
+// --device-layers: the first layers on the device, the rest and the head on the CPU, a
+// pipeline of two stages in one process; against the reference.
+TEST(VulkanBackend, FirstLayersOnTheDeviceTheRestOnTheCpu) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  for (const char* model : {"models/llama-q8_0", "models/frontier/gemma3-f32"}) {
+    SCOPED_TRACE(model);
+    LocalOptions options;
+    options.n_ctx = 64;
+    options.device = test_device_name();
+    options.device_layers = 1;
+    auto runner = LocalRunner::open(std::string("../shared/") + model + ".gguf", options);
+    EXPECT_NE(runner->describe().find("the rest on the CPU"), std::string::npos);
+    for (int64_t chunk : {256, 5}) {
+      Case c{2, chunk, kernels::best_isa(kernels::detect_cpu()), -1, test_device_name()};
+      c.device_layers = 1;
+      check_model(model, c);
+    }
+  }
+  LocalOptions cpu;
+  cpu.device_layers = 1;
+  EXPECT_THROW(LocalRunner::open("../shared/models/llama-q8_0.gguf", cpu), Error);
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param.substr(info.param.rfind('/') + 1);
   for (char& c : name) {
