@@ -16,6 +16,7 @@
 #include "quant/types.h"
 #include "vulkan/kernels.h"
 #include "vulkan/test_device.h"
+#include "vulkan/test_weights.h"
 
 namespace herd::vulkan {
 namespace {
@@ -25,12 +26,14 @@ struct TypeCase {
   double cpu_bound;  // kernels/matmul_test.cpp's bound against the float reference
 };
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6},   {TensorType::F16, 1e-6},    {TensorType::BF16, 3e-3},
-    {TensorType::Q4_0, 6e-3},  {TensorType::Q4_1, 6e-3},   {TensorType::Q5_0, 6e-3},
-    {TensorType::Q5_1, 6e-3},  {TensorType::Q8_0, 6e-3},   {TensorType::Q2_K, 3e-3},
-    {TensorType::Q3_K, 3e-3},  {TensorType::Q4_K, 3e-3},   {TensorType::Q5_K, 3e-3},
-    {TensorType::Q6_K, 3e-3},  {TensorType::IQ4_NL, 6e-3}, {TensorType::IQ4_XS, 3e-3},
-    {TensorType::MXFP4, 6e-3},
+    {TensorType::F32, 1e-6},     {TensorType::F16, 1e-6},    {TensorType::BF16, 3e-3},
+    {TensorType::Q4_0, 6e-3},    {TensorType::Q4_1, 6e-3},   {TensorType::Q5_0, 6e-3},
+    {TensorType::Q5_1, 6e-3},    {TensorType::Q8_0, 6e-3},   {TensorType::Q2_K, 3e-3},
+    {TensorType::Q3_K, 3e-3},    {TensorType::Q4_K, 3e-3},   {TensorType::Q5_K, 3e-3},
+    {TensorType::Q6_K, 3e-3},    {TensorType::IQ4_NL, 6e-3}, {TensorType::IQ4_XS, 3e-3},
+    {TensorType::MXFP4, 6e-3},   {TensorType::IQ1_S, 3e-3},  {TensorType::IQ1_M, 3e-3},
+    {TensorType::IQ2_XXS, 3e-3}, {TensorType::IQ2_XS, 3e-3}, {TensorType::IQ2_S, 3e-3},
+    {TensorType::IQ3_XXS, 3e-3}, {TensorType::IQ3_S, 3e-3},
 };
 constexpr double kBound = 1e-5;
 
@@ -58,7 +61,7 @@ Problem make_problem(TensorType type, int64_t rows, int64_t cols, uint32_t seed,
     const float row_scale = std::exp2(float(r % 7) - 3.0f);  // blocks' scales must matter
     for (float& v : w) v = normal(rng) * row_scale * (rng() % 97 == 0 ? 6.0f : 1.0f);
     uint8_t* row = p.weights.data() + size_t(r) * row_size;
-    traits.quantize(w.data(), row, cols);
+    fill_row(type, w.data(), row_scale, rng, row, cols);
     traits.dequantize(row, &dequantized[size_t(r * cols)], cols);
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -155,8 +158,9 @@ TEST(VulkanMatvec, RowsBeyondOneDispatchDimension) {
 // the token's x (ffn_gate, ffn_up) or the slot's own (ffn_down).
 TEST(VulkanMatvec, ExpertsChosenByIds) {
   HERD_TEST_VULKAN_CONTEXT(context);
-  const TensorType types[] = {TensorType::F32,  TensorType::F16,    TensorType::Q4_0,
-                              TensorType::Q4_K, TensorType::IQ4_XS, TensorType::MXFP4};
+  const TensorType types[] = {TensorType::F32,   TensorType::F16,    TensorType::Q4_0,
+                              TensorType::Q4_K,  TensorType::IQ4_XS, TensorType::MXFP4,
+                              TensorType::IQ3_S, TensorType::IQ2_XXS};
   const int64_t n_expert = 5, rows = 33, n_tokens = 3, n_used = 2;
   const int32_t ids[n_tokens * n_used] = {4, 0, 2, 4, 1, 3};
   uint32_t seed = 7;
@@ -222,15 +226,15 @@ TEST(VulkanMatvec, ExpertsChosenByIds) {
 
 TEST(VulkanMatvec, SaysWhichTypesHaveNoShader) {
   HERD_TEST_VULKAN_CONTEXT(context);
-  EXPECT_FALSE(Kernels::has_matvec(TensorType::IQ2_XXS));
+  EXPECT_FALSE(Kernels::has_matvec(TensorType::Q8_1));
   Buffer b(context, 64, BufferKind::kDevice);
   Recorder r(context);
   r.begin();
   try {
-    herd_test_device.kernels->matvec(r, TensorType::IQ2_XXS, b, b, b, 1, 256);
+    herd_test_device.kernels->matvec(r, TensorType::Q8_1, b, b, b, 1, 256);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("q8_1"), std::string::npos) << e.what();
   }
 }
 
