@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gguf/reader.h"
 #include "kernels/matmul.h"
 #include "quant/types.h"
 #include "vulkan/kernels.h"
@@ -222,6 +224,44 @@ TEST(VulkanMatvec, ExpertsChosenByIds) {
       }
     }
   }
+}
+
+// A real file's weights (the frontier iq3_s model, from llama-quantize): every tensor of a
+// grid type, both reduction variants, against the type table's dequantize.
+TEST(VulkanMatvec, GridWeightsOfAModelFile) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  const std::string path = "../shared/models/frontier/llama-iq3_s.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const gguf::File file = gguf::File::open(path);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  int checked = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (type_traits(t.type).quantize != nullptr || !Kernels::has_matvec(t.type)) continue;
+    SCOPED_TRACE(std::string(t.name) + " " + std::string(type_traits(t.type).name));
+    const int64_t rows = t.n_rows(), cols = t.shape[0];
+    Problem p;
+    p.weights.assign(t.data, t.data + t.n_bytes);
+    p.x.resize(size_t(cols));
+    for (float& v : p.x) v = uniform(rng);
+    std::vector<float> w(size_t(rows * cols));
+    type_traits(t.type).dequantize(t.data, w.data(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum += double(w[size_t(r * cols + c)]) * p.x[size_t(c)];
+        abs_sum += std::fabs(double(w[size_t(r * cols + c)]) * p.x[size_t(c)]);
+      }
+      p.reference.push_back(sum);
+      p.scale.push_back(abs_sum);
+    }
+    for (Kernels* k : {herd_test_device.kernels.get(), herd_test_device.shared.get()}) {
+      const std::vector<float> y = run_on_device(context, *k, t.type, p, rows, cols);
+      EXPECT_LE(max_error(y, p.reference, p.scale), kBound);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << path << " has no tensor of a grid type";
 }
 
 TEST(VulkanMatvec, SaysWhichTypesHaveNoShader) {
