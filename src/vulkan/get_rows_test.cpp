@@ -10,6 +10,7 @@
 #include "quant/types.h"
 #include "vulkan/kernels.h"
 #include "vulkan/test_device.h"
+#include "vulkan/test_weights.h"
 
 namespace herd::vulkan {
 namespace {
@@ -17,10 +18,12 @@ namespace {
 TEST(VulkanGetRows, MatchesTheTypeTablesDequantize) {
   HERD_TEST_VULKAN_CONTEXT(context);
   const TensorType types[] = {
-      TensorType::F32,  TensorType::F16,    TensorType::BF16,   TensorType::Q4_0,
-      TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,   TensorType::Q8_0,
-      TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,   TensorType::Q5_K,
-      TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::MXFP4,
+      TensorType::F32,   TensorType::F16,     TensorType::BF16,    TensorType::Q4_0,
+      TensorType::Q4_1,  TensorType::Q5_0,    TensorType::Q5_1,    TensorType::Q8_0,
+      TensorType::Q2_K,  TensorType::Q3_K,    TensorType::Q4_K,    TensorType::Q5_K,
+      TensorType::Q6_K,  TensorType::IQ4_NL,  TensorType::IQ4_XS,  TensorType::MXFP4,
+      TensorType::IQ1_S, TensorType::IQ1_M,   TensorType::IQ2_XXS, TensorType::IQ2_XS,
+      TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S,
   };
   const int64_t rows = 10;
   const int32_t ids[] = {3, 0, 9, 3, 7};
@@ -38,7 +41,7 @@ TEST(VulkanGetRows, MatchesTheTypeTablesDequantize) {
     std::vector<uint8_t> bytes(row_size * size_t(rows));
     std::vector<float> dequantized(w.size());
     for (int64_t r = 0; r < rows; ++r) {
-      type_traits(type).quantize(&w[size_t(r * cols)], &bytes[size_t(r) * row_size], cols);
+      fill_row(type, &w[size_t(r * cols)], 1.0f, rng, &bytes[size_t(r) * row_size], cols);
       type_traits(type).dequantize(&bytes[size_t(r) * row_size], &dequantized[size_t(r * cols)],
                                    cols);
     }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string_view>
 
+#include "quant/iq_grids.h"
 #include "util/error.h"
 
 namespace herd::vulkan {
@@ -23,14 +24,18 @@ struct MatvecShader {
   const char* name;
 };
 const MatvecShader kMatvecShaders[] = {
-    {TensorType::F32, "matvec_f32"},       {TensorType::F16, "matvec_f16"},
-    {TensorType::BF16, "matvec_bf16"},     {TensorType::Q4_0, "matvec_q4_0"},
-    {TensorType::Q4_1, "matvec_q4_1"},     {TensorType::Q5_0, "matvec_q5_0"},
-    {TensorType::Q5_1, "matvec_q5_1"},     {TensorType::Q8_0, "matvec_q8_0"},
-    {TensorType::Q2_K, "matvec_q2_K"},     {TensorType::Q3_K, "matvec_q3_K"},
-    {TensorType::Q4_K, "matvec_q4_K"},     {TensorType::Q5_K, "matvec_q5_K"},
-    {TensorType::Q6_K, "matvec_q6_K"},     {TensorType::IQ4_NL, "matvec_iq4_nl"},
-    {TensorType::IQ4_XS, "matvec_iq4_xs"}, {TensorType::MXFP4, "matvec_mxfp4"},
+    {TensorType::F32, "matvec_f32"},         {TensorType::F16, "matvec_f16"},
+    {TensorType::BF16, "matvec_bf16"},       {TensorType::Q4_0, "matvec_q4_0"},
+    {TensorType::Q4_1, "matvec_q4_1"},       {TensorType::Q5_0, "matvec_q5_0"},
+    {TensorType::Q5_1, "matvec_q5_1"},       {TensorType::Q8_0, "matvec_q8_0"},
+    {TensorType::Q2_K, "matvec_q2_K"},       {TensorType::Q3_K, "matvec_q3_K"},
+    {TensorType::Q4_K, "matvec_q4_K"},       {TensorType::Q5_K, "matvec_q5_K"},
+    {TensorType::Q6_K, "matvec_q6_K"},       {TensorType::IQ4_NL, "matvec_iq4_nl"},
+    {TensorType::IQ4_XS, "matvec_iq4_xs"},   {TensorType::MXFP4, "matvec_mxfp4"},
+    {TensorType::IQ1_S, "matvec_iq1_s"},     {TensorType::IQ1_M, "matvec_iq1_m"},
+    {TensorType::IQ2_XXS, "matvec_iq2_xxs"}, {TensorType::IQ2_XS, "matvec_iq2_xs"},
+    {TensorType::IQ2_S, "matvec_iq2_s"},     {TensorType::IQ3_XXS, "matvec_iq3_xxs"},
+    {TensorType::IQ3_S, "matvec_iq3_s"},
 };
 
 const char* matvec_shader(TensorType type) {
@@ -53,6 +58,24 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
+// The codebook each grid type's shaders read (weights.glsl): quant/iq_grids.h's tables as
+// they lie in memory, 64-bit rows as two little-endian words.
+struct GridTable {
+  std::vector<TensorType> types;
+  const void* data;
+  size_t bytes;
+};
+const GridTable kGridTables[] = {
+    {{TensorType::IQ2_XXS}, quant::kIq2xxsGrid, sizeof(quant::kIq2xxsGrid)},
+    {{TensorType::IQ2_XS}, quant::kIq2xsGrid, sizeof(quant::kIq2xsGrid)},
+    {{TensorType::IQ2_S}, quant::kIq2sGrid, sizeof(quant::kIq2sGrid)},
+    {{TensorType::IQ3_XXS}, quant::kIq3xxsGrid, sizeof(quant::kIq3xxsGrid)},
+    {{TensorType::IQ3_S}, quant::kIq3sGrid, sizeof(quant::kIq3sGrid)},
+    {{TensorType::IQ1_S, TensorType::IQ1_M}, quant::kIq1sGrid, sizeof(quant::kIq1sGrid)},
+};
+// Vulkan's largest minStorageBufferOffsetAlignment: every table's offset is one.
+constexpr size_t kGridAlignment = 256;
+
 }  // namespace
 
 Kernels::Kernels(Context& context, KernelOptions options) : context_(context) {
@@ -64,6 +87,26 @@ Kernels::Kernels(Context& context, KernelOptions options) : context_(context) {
   const uint32_t limit = std::bit_floor(std::max<uint32_t>(info.max_workgroup_size, 1));
   reduce_size_ = std::min<uint32_t>(std::max<uint32_t>(128, info.subgroup_size), limit);
   elementwise_size_ = std::min<uint32_t>(256, limit);
+
+  // The grid codebooks, every table at an offset any device can bind.
+  size_t total = 0;
+  for (const GridTable& t : kGridTables) {
+    total += ceil_div(t.bytes, kGridAlignment) * kGridAlignment;
+  }
+  grids_ = std::make_unique<Buffer>(context, total, BufferKind::kDevice, "IQ grid codebooks");
+  size_t offset = 0;
+  for (const GridTable& t : kGridTables) {
+    upload(context, *grids_, t.data, t.bytes, offset);
+    for (const TensorType type : t.types) {
+      grid_bindings_.emplace(type, Binding(*grids_, offset, t.bytes));
+    }
+    offset += ceil_div(t.bytes, kGridAlignment) * kGridAlignment;
+  }
+}
+
+const Binding* Kernels::grid_binding(TensorType type) const {
+  const auto it = grid_bindings_.find(type);
+  return it == grid_bindings_.end() ? nullptr : &it->second;
 }
 
 Kernels::~Kernels() = default;
@@ -97,7 +140,8 @@ void Kernels::matvec(Recorder& r, TensorType type, Binding w, Binding x, Binding
 
 void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding y, int64_t rows,
                      int64_t cols, int64_t n_tokens) {
-  if (n_tokens < matmul_min_tokens_) {
+  // The IQ grid types have no tiled shader yet (their codebook reads): matvec.
+  if (n_tokens < matmul_min_tokens_ || grid_binding(type) != nullptr) {
     matvec(r, type, w, x, y, rows, cols, n_tokens);
     return;
   }
@@ -112,7 +156,8 @@ void Kernels::matmul_experts(Recorder& r, TensorType type, Binding w, Binding x,
   call.x_per_slot = shape.x_per_slot;
   // The slots an expert gets on average: where that is a few, matvec's pass per slot is
   // as fast as a tile of mostly zeros.
-  if (shape.n_tokens * shape.n_used < matmul_min_tokens_ * std::max<int64_t>(shape.n_expert, 1)) {
+  if (shape.n_tokens * shape.n_used < matmul_min_tokens_ * std::max<int64_t>(shape.n_expert, 1) ||
+      grid_binding(type) != nullptr) {
     record_matvec(r, call, w, x, y, &ids);
     return;
   }
@@ -197,9 +242,13 @@ void Kernels::get_rows(Recorder& r, TensorType type, Binding w, Binding ids, Bin
          u32(n_tokens, "tokens")};
   u32(n_tokens * cols, "values");
   const std::string shader = std::string("get_rows_") + (name + std::string_view("matvec_").size());
-  const Pipeline& p =
-      pipeline(shader, 3, sizeof(Push), {elementwise_size_, context_.info().subgroup_size});
-  r.dispatch(p, {w, ids, out}, push, ceil_div(uint64_t(n_tokens * cols), elementwise_size_));
+  const std::vector<uint32_t> spec = {elementwise_size_, context_.info().subgroup_size};
+  const uint64_t groups = ceil_div(uint64_t(n_tokens * cols), elementwise_size_);
+  if (const Binding* grid = grid_binding(type)) {
+    r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, ids, out, *grid}, push, groups);
+  } else {
+    r.dispatch(pipeline(shader, 3, sizeof(Push), spec), {w, ids, out}, push, groups);
+  }
 }
 
 void Kernels::record_matvec(Recorder& r, const MatvecCall& c, Binding w, Binding x, Binding y,
@@ -229,8 +278,13 @@ void Kernels::record_matvec(Recorder& r, const MatvecCall& c, Binding w, Binding
                              (subgroups_ ? "_subgroup" : "_shared");
   const std::vector<uint32_t> spec = {size, context_.info().subgroup_size, kMatvecRows};
   const uint64_t groups = ceil_div(uint64_t(c.rows), kMatvecRows);
-  if (ids != nullptr) {
+  const Binding* grid = grid_binding(c.type);
+  if (ids != nullptr && grid != nullptr) {
+    r.dispatch(pipeline(shader, 5, sizeof(Push), spec), {w, x, y, *ids, *grid}, push, groups);
+  } else if (ids != nullptr) {
     r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, x, y, *ids}, push, groups);
+  } else if (grid != nullptr) {
+    r.dispatch(pipeline(shader, 4, sizeof(Push), spec), {w, x, y, *grid}, push, groups);
   } else {
     r.dispatch(pipeline(shader, 3, sizeof(Push), spec), {w, x, y}, push, groups);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/types.h"
+#include "vulkan/buffer.h"
 #include "vulkan/recorder.h"
 
 namespace herd::vulkan {
@@ -187,6 +188,9 @@ class Kernels {
                      const Binding* ids);
   const Pipeline& pipeline(const std::string& shader, uint32_t n_buffers, uint32_t push_bytes,
                            std::vector<uint32_t> spec_constants);
+  // The grid types' codebook (iq1_s ... iq3_s) as the shaders' last binding; nullptr for
+  // the other types, whose shaders have no such binding.
+  const Binding* grid_binding(TensorType type) const;
 
   Context& context_;
   bool subgroups_ = false;
@@ -194,6 +198,10 @@ class Kernels {
   uint32_t reduce_size_ = 0;       // invocations of a workgroup that reduces (power of two)
   uint32_t elementwise_size_ = 0;  // invocations of an element-wise workgroup
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+  // The codebooks of quant/iq_grids.h, uploaded once: small (34 KiB), so every Kernels has
+  // them, and a dispatch binds its type's part.
+  std::unique_ptr<Buffer> grids_;
+  std::map<TensorType, Binding> grid_bindings_;
 };
 
 }  // namespace herd::vulkan

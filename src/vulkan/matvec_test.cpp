@@ -8,14 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gguf/reader.h"
 #include "kernels/matmul.h"
 #include "quant/types.h"
 #include "vulkan/kernels.h"
 #include "vulkan/test_device.h"
+#include "vulkan/test_weights.h"
 
 namespace herd::vulkan {
 namespace {
@@ -25,12 +28,14 @@ struct TypeCase {
   double cpu_bound;  // kernels/matmul_test.cpp's bound against the float reference
 };
 const TypeCase kTypes[] = {
-    {TensorType::F32, 1e-6},   {TensorType::F16, 1e-6},    {TensorType::BF16, 3e-3},
-    {TensorType::Q4_0, 6e-3},  {TensorType::Q4_1, 6e-3},   {TensorType::Q5_0, 6e-3},
-    {TensorType::Q5_1, 6e-3},  {TensorType::Q8_0, 6e-3},   {TensorType::Q2_K, 3e-3},
-    {TensorType::Q3_K, 3e-3},  {TensorType::Q4_K, 3e-3},   {TensorType::Q5_K, 3e-3},
-    {TensorType::Q6_K, 3e-3},  {TensorType::IQ4_NL, 6e-3}, {TensorType::IQ4_XS, 3e-3},
-    {TensorType::MXFP4, 6e-3},
+    {TensorType::F32, 1e-6},     {TensorType::F16, 1e-6},    {TensorType::BF16, 3e-3},
+    {TensorType::Q4_0, 6e-3},    {TensorType::Q4_1, 6e-3},   {TensorType::Q5_0, 6e-3},
+    {TensorType::Q5_1, 6e-3},    {TensorType::Q8_0, 6e-3},   {TensorType::Q2_K, 3e-3},
+    {TensorType::Q3_K, 3e-3},    {TensorType::Q4_K, 3e-3},   {TensorType::Q5_K, 3e-3},
+    {TensorType::Q6_K, 3e-3},    {TensorType::IQ4_NL, 6e-3}, {TensorType::IQ4_XS, 3e-3},
+    {TensorType::MXFP4, 6e-3},   {TensorType::IQ1_S, 3e-3},  {TensorType::IQ1_M, 3e-3},
+    {TensorType::IQ2_XXS, 3e-3}, {TensorType::IQ2_XS, 3e-3}, {TensorType::IQ2_S, 3e-3},
+    {TensorType::IQ3_XXS, 3e-3}, {TensorType::IQ3_S, 3e-3},
 };
 constexpr double kBound = 1e-5;
 
@@ -58,7 +63,7 @@ Problem make_problem(TensorType type, int64_t rows, int64_t cols, uint32_t seed,
     const float row_scale = std::exp2(float(r % 7) - 3.0f);  // blocks' scales must matter
     for (float& v : w) v = normal(rng) * row_scale * (rng() % 97 == 0 ? 6.0f : 1.0f);
     uint8_t* row = p.weights.data() + size_t(r) * row_size;
-    traits.quantize(w.data(), row, cols);
+    fill_row(type, w.data(), row_scale, rng, row, cols);
     traits.dequantize(row, &dequantized[size_t(r * cols)], cols);
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -155,8 +160,9 @@ TEST(VulkanMatvec, RowsBeyondOneDispatchDimension) {
 // the token's x (ffn_gate, ffn_up) or the slot's own (ffn_down).
 TEST(VulkanMatvec, ExpertsChosenByIds) {
   HERD_TEST_VULKAN_CONTEXT(context);
-  const TensorType types[] = {TensorType::F32,  TensorType::F16,    TensorType::Q4_0,
-                              TensorType::Q4_K, TensorType::IQ4_XS, TensorType::MXFP4};
+  const TensorType types[] = {TensorType::F32,   TensorType::F16,    TensorType::Q4_0,
+                              TensorType::Q4_K,  TensorType::IQ4_XS, TensorType::MXFP4,
+                              TensorType::IQ3_S, TensorType::IQ2_XXS};
   const int64_t n_expert = 5, rows = 33, n_tokens = 3, n_used = 2;
   const int32_t ids[n_tokens * n_used] = {4, 0, 2, 4, 1, 3};
   uint32_t seed = 7;
@@ -220,17 +226,55 @@ TEST(VulkanMatvec, ExpertsChosenByIds) {
   }
 }
 
+// A real file's weights (the frontier iq3_s model, from llama-quantize): every tensor of a
+// grid type, both reduction variants, against the type table's dequantize.
+TEST(VulkanMatvec, GridWeightsOfAModelFile) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  const std::string path = "../shared/models/frontier/llama-iq3_s.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  const gguf::File file = gguf::File::open(path);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  int checked = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (type_traits(t.type).quantize != nullptr || !Kernels::has_matvec(t.type)) continue;
+    SCOPED_TRACE(std::string(t.name) + " " + std::string(type_traits(t.type).name));
+    const int64_t rows = t.n_rows(), cols = t.shape[0];
+    Problem p;
+    p.weights.assign(t.data, t.data + t.n_bytes);
+    p.x.resize(size_t(cols));
+    for (float& v : p.x) v = uniform(rng);
+    std::vector<float> w(size_t(rows * cols));
+    type_traits(t.type).dequantize(t.data, w.data(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum += double(w[size_t(r * cols + c)]) * p.x[size_t(c)];
+        abs_sum += std::fabs(double(w[size_t(r * cols + c)]) * p.x[size_t(c)]);
+      }
+      p.reference.push_back(sum);
+      p.scale.push_back(abs_sum);
+    }
+    for (Kernels* k : {herd_test_device.kernels.get(), herd_test_device.shared.get()}) {
+      const std::vector<float> y = run_on_device(context, *k, t.type, p, rows, cols);
+      EXPECT_LE(max_error(y, p.reference, p.scale), kBound);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << path << " has no tensor of a grid type";
+}
+
 TEST(VulkanMatvec, SaysWhichTypesHaveNoShader) {
   HERD_TEST_VULKAN_CONTEXT(context);
-  EXPECT_FALSE(Kernels::has_matvec(TensorType::IQ2_XXS));
+  EXPECT_FALSE(Kernels::has_matvec(TensorType::Q8_1));
   Buffer b(context, 64, BufferKind::kDevice);
   Recorder r(context);
   r.begin();
   try {
-    herd_test_device.kernels->matvec(r, TensorType::IQ2_XXS, b, b, b, 1, 256);
+    herd_test_device.kernels->matvec(r, TensorType::Q8_1, b, b, b, 1, 256);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("q8_1"), std::string::npos) << e.what();
   }
 }
 

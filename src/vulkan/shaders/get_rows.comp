@@ -18,6 +18,7 @@ layout(push_constant) uniform Push {
 uint x_base = 0;
 uint hot = 0;  // the column asked for
 #define X(i) ((i) == hot ? 1.0 : 0.0)
+#define GRID_BINDING 3  // the grid types' codebook (weights.glsl)
 #include "weights.glsl"
 
 void main() {

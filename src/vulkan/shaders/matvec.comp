@@ -8,7 +8,8 @@
 // neighbouring bytes, each weight byte read once; the x values of a unit are shared by the
 // NUM_ROWS rows. Then one workgroup_sum per row.
 // One variant per weight type, WEIGHT_<TYPE>: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4; WITH_IDS: the experts of an MoE layer,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S; WITH_IDS: the experts of an MoE layer,
 // chosen per token by the router's ids (push constants below).
 #include "common.glsl"
 #include "reduce.glsl"
@@ -37,6 +38,11 @@ layout(push_constant) uniform Push {
 uint x_base = 0;  // the token's first element in x
 
 #define X(i) x[i]
+#ifdef WITH_IDS
+#define GRID_BINDING 4  // the grid types' codebook (weights.glsl)
+#else
+#define GRID_BINDING 3
+#endif
 #include "weights.glsl"
 
 void main() {

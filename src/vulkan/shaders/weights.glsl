@@ -16,6 +16,10 @@ float load_f16(uint off) {
   const uint word = w[off >> 2];
   return unpackHalf2x16((off & 2u) != 0u ? word >> 16 : word).x;
 }
+// REQUIRES: off even. Reads only the word that holds both bytes.
+uint load_u16(uint off) {
+  return (w[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu;
+}
 // Four bytes from any offset; reads only words that hold at least one of them, so a
 // buffer rounded up to 4 bytes is never read past its end.
 uint load_u32(uint off) {
@@ -477,5 +481,176 @@ void unit_weights(uint row, uint u) {
     }
   }
 }
+#endif
+#elif defined(WEIGHT_IQ2_XXS) || defined(WEIGHT_IQ2_XS) || defined(WEIGHT_IQ2_S) || \
+    defined(WEIGHT_IQ3_XXS) || defined(WEIGHT_IQ3_S) || defined(WEIGHT_IQ1_S) ||        \
+    defined(WEIGHT_IQ1_M)
+// The grid types (quant/iq_grid_quants.h has the layouts): groups of 8 (IQ3: 4) weights are
+// a row of a codebook, a byte per weight, weight j in bits 8j..8j+7. The type's codebook is
+// a storage buffer at binding GRID_BINDING (the includer defines it), uploaded once by
+// Kernels from quant/iq_grids.h: 64-bit rows as two words, low first. Not GLSL constants:
+// a dynamically indexed constant array is copied into every invocation's registers or
+// scratch on some drivers (lavapipe: seconds per dispatch for iq3_s's 2 KiB).
+layout(std430, binding = GRID_BINDING) readonly buffer Grid { uint grid[]; };
+uvec2 grid8(uint index) {
+  return uvec2(grid[2u * index], grid[2u * index + 1u]);
+}
+
+// kIqSigns (ggml's ksigns_iq2xs) computed: the 7-bit index, bit 7 set where that makes the
+// number of set bits even.
+uint iq_signs(uint i) {
+  return i | ((uint(bitCount(i)) & 1u) << 7);
+}
+// Magnitudes g (4 bytes) negated where bit j of `signs` is set, against X(xb + j).
+float grid4_dot(uint g, uint signs, uint xb) {
+  float sum = 0.0;
+  for (uint j = 0; j < 4; ++j) {
+    const float m = float((g >> (8u * j)) & 0xffu);
+    sum += (((signs >> j) & 1u) != 0u ? -m : m) * X(xb + j);
+  }
+  return sum;
+}
+float grid8_dot(uvec2 g, uint signs, uint xb) {
+  return grid4_dot(g.x, signs, xb) + grid4_dot(g.y, signs >> 4, xb + 4u);
+}
+
+#if defined(WEIGHT_IQ2_XXS)
+// 66 bytes per 256: d f16 | per sub-block u 8 bytes: 4 grid indices, u32 of 4 x 7 sign bits
+// and the scale s in bits 28-31; x = d / 8 * (2s + 1) * grid * sign.
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 66u;
+  const uint xb = x_base + u * 32u;
+  const uint idx4 = load_u32(off + 2u + 8u * s);
+  const uint aux = load_u32(off + 6u + 8u * s);
+  float sum = 0.0;
+  for (uint l = 0; l < 4; ++l) {
+    sum += grid8_dot(grid8((idx4 >> (8u * l)) & 0xffu), iq_signs((aux >> (7u * l)) & 127u),
+                     xb + 8u * l);
+  }
+  return load_f16(off) * 0.125 * float(2u * (aux >> 28) + 1u) * sum;
+}
+#elif defined(WEIGHT_IQ2_XS) || defined(WEIGHT_IQ2_S)
+// iq2_xs, 74 bytes per 256: d f16 | u16 per group of 8 (9-bit grid index, 7-bit sign index)
+// | scales[8]; iq2_s, 82: d f16 | idx[32] | signs[32] | qh[8] (2 index bits per group) |
+// scales[8]. x = d / 8 * (2s + 1) * grid * sign, s per 16 weights: scales[u] lo, then hi.
+#if defined(WEIGHT_IQ2_XS)
+const uint kBlock = 74u, kScales = 66u;
+#else
+const uint kBlock = 82u, kScales = 74u;
+#endif
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * kBlock;
+  const uint xb = x_base + u * 32u;
+  float sums[2] = {0.0, 0.0};
+#if defined(WEIGHT_IQ2_XS)
+  for (uint l = 0; l < 4; ++l) {
+    const uint v = load_u32(off + 2u + 8u * s + 4u * (l / 2u)) >> (16u * (l % 2u));
+    sums[l / 2u] += grid8_dot(grid8(v & 511u), iq_signs((v >> 9) & 127u), xb + 8u * l);
+  }
+#else
+  const uint idx4 = load_u32(off + 2u + 4u * s);
+  const uint signs4 = load_u32(off + 34u + 4u * s);
+  const uint qh = load_u8(off + 66u + s);
+  for (uint l = 0; l < 4; ++l) {
+    const uint index = ((idx4 >> (8u * l)) & 0xffu) | (((qh >> (2u * l)) & 3u) << 8);
+    sums[l / 2u] += grid8_dot(grid8(index), signs4 >> (8u * l), xb + 8u * l);
+  }
+#endif
+  const uint sc = load_u8(off + kScales + s);
+  const float d = load_f16(off) * 0.125;
+  return d * float(2u * (sc & 15u) + 1u) * sums[0] + d * float(2u * (sc >> 4) + 1u) * sums[1];
+}
+#elif defined(WEIGHT_IQ3_XXS)
+// 98 bytes per 256: d f16 | idx[64], one per 4 weights | per sub-block a u32: 4 x 7 sign
+// bits (per 8 weights), the scale s in bits 28-31; x = d / 4 * (2s + 1) * grid * sign.
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 98u;
+  const uint xb = x_base + u * 32u;
+  const uint aux = load_u32(off + 66u + 4u * s);
+  float sum = 0.0;
+  for (uint l = 0; l < 4; ++l) {
+    const uint idx2 = load_u32(off + 2u + 8u * s + 4u * (l / 2u)) >> (16u * (l % 2u));
+    const uint signs = iq_signs((aux >> (7u * l)) & 127u);
+    sum += grid4_dot(grid[idx2 & 0xffu], signs, xb + 8u * l) +
+           grid4_dot(grid[(idx2 >> 8) & 0xffu], signs >> 4, xb + 8u * l + 4u);
+  }
+  return load_f16(off) * 0.25 * float(2u * (aux >> 28) + 1u) * sum;
+}
+#elif defined(WEIGHT_IQ3_S)
+// 110 bytes per 256: d f16 | idx[64] low 8 bits, one per 4 weights | qh[8]: bit 8 of idx
+// | signs[32], a bit per weight | scales[4], s per sub-block; x = d * (2s + 1) * grid * sign.
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 110u;
+  const uint xb = x_base + u * 32u;
+  const uint qh = load_u8(off + 66u + s);
+  const uint signs = load_u32(off + 74u + 4u * s);
+  float sum = 0.0;
+  for (uint h = 0; h < 2; ++h) {
+    const uint idx4 = load_u32(off + 2u + 8u * s + 4u * h);
+    for (uint j = 0; j < 4; ++j) {
+      const uint q = 4u * h + j;  // the group of 4 in the unit
+      const uint index = ((idx4 >> (8u * j)) & 0xffu) | (((qh >> q) & 1u) << 8);
+      sum += grid4_dot(grid[index], signs >> (4u * q), xb + 4u * q);
+    }
+  }
+  const uint sc = (load_u8(off + 106u + s / 2u) >> (4u * (s % 2u))) & 15u;
+  return load_f16(off) * float(2u * sc + 1u) * sum;
+}
+#else
+// IQ1: grid bytes are int8 -1, 0, +1; q = 8 * grid + delta (delta +-1 per group of 8), d / 8.
+// Group l's sum_j q_j X(xb + j) = 8 * sum grid * X + delta * sum X.
+float iq1_group_dot(uvec2 g, bool negative_delta, uint xb) {
+  float gsum = 0.0, xsum = 0.0;
+  for (uint j = 0; j < 8; ++j) {
+    const uint word = j < 4u ? g.x : g.y;
+    const float xv = X(xb + j);
+    gsum += float(int(word << (24u - 8u * (j % 4u))) >> 24) * xv;
+    xsum += xv;
+  }
+  return 8.0 * gsum + (negative_delta ? -xsum : xsum);
+}
+#if defined(WEIGHT_IQ1_S)
+// 50 bytes per 256: d f16 | idx[32] low 8 bits | qh u16 per sub-block: 3 index bits per
+// group, the scale s in bits 12-14, bit 15 delta -1/8; x = d * (2s + 1) * (grid + delta).
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint off = row + (u / 8u) * 50u;
+  const uint xb = x_base + u * 32u;
+  const uint idx4 = load_u32(off + 2u + 4u * s);
+  const uint qh = load_u16(off + 34u + 2u * s);
+  float sum = 0.0;
+  for (uint l = 0; l < 4; ++l) {
+    const uint index = ((idx4 >> (8u * l)) & 0xffu) | (((qh >> (3u * l)) & 7u) << 8);
+    sum += iq1_group_dot(grid8(index), (qh & 0x8000u) != 0u, xb + 8u * l);
+  }
+  return load_f16(off) * 0.125 * float(2u * ((qh >> 12) & 7u) + 1u) * sum;
+}
+#else
+// 56 bytes per 256: idx[32] low 8 bits | qh[16]: a nibble per group (3 index bits, delta
+// bit) | 4 x u16 scales: 3 bits per 16 weights, and in bits 12-15 of each a quarter of d.
+float unit_dot(uint row, uint u) {
+  const uint s = u % 8u;
+  const uint wb = (row + (u / 8u) * 56u) >> 2;  // word index (56 is 4-aligned)
+  const uint xb = x_base + u * 32u;
+  const uint idx4 = w[wb + s];
+  const uint qh = load_u16(4u * wb + 32u + 2u * s);
+  const uint sc01 = w[wb + 12u], sc23 = w[wb + 13u];
+  const uint d_bits = ((sc01 >> 12) & 0xfu) | ((sc01 >> 24) & 0xf0u) | ((sc23 >> 4) & 0xf00u) |
+                      ((sc23 >> 16) & 0xf000u);
+  const uint sc = ((s < 4u ? sc01 : sc23) >> (16u * ((s / 2u) % 2u))) >> (6u * (s % 2u));
+  float sums[2] = {0.0, 0.0};
+  for (uint l = 0; l < 4; ++l) {
+    const uint h = qh >> (4u * l);
+    const uint index = ((idx4 >> (8u * l)) & 0xffu) | ((h & 7u) << 8);
+    sums[l / 2u] += iq1_group_dot(grid8(index), (h & 8u) != 0u, xb + 8u * l);
+  }
+  const float d = unpackHalf2x16(d_bits).x * 0.125;
+  return d * float(2u * (sc & 7u) + 1u) * sums[0] + d * float(2u * ((sc >> 3) & 7u) + 1u) * sums[1];
+}
+#endif
 #endif
 #endif
