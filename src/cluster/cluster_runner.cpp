@@ -961,9 +961,8 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       so.isa = isa;
       so.n_threads = r.pool->size();
       try {
-        so.device = engine::choose_device(r.options.local.device, *r.info.arch, r.info.hp, nullptr);
-        rank.shard = std::make_unique<engine::Shard>(
-            engine::Shard::load(r.file, r.info, rank.assignment.shard, so));
+        rank.shard = std::make_unique<engine::Shard>(engine::load_shard(
+            r.options.local.device, r.file, r.info, rank.assignment.shard, so, nullptr));
         if (rank.assignment.n_ranks > 1) {
           // This process never listens: it dials both of its links (link_ring says so).
           rank.ring = join_ring(

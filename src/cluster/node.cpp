@@ -587,10 +587,9 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
     so.n_threads = pool->size();
     std::string note;
-    so.device = engine::choose_device(options.device, *info.arch, info.hp, &note);
+    engine::Shard shard = engine::load_shard(options.device, file, info, a.shard, so, &note);
     if (!note.empty()) log(note);
-    engine::Shard shard = engine::Shard::load(file, info, a.shard, so);
-    if (so.device.kind != engine::Device::kCpu) log("layers on " + shard.device());
+    if (shard.device() != "cpu") log("layers on " + shard.device());
     std::unique_ptr<RingAllReduce> ring;
     if (a.n_ranks > 1 && !a.standby) {
       ring = join_ring(
