@@ -14,6 +14,7 @@
 #include "quant/types.h"
 #include "vulkan/kernels.h"
 #include "vulkan/test_device.h"
+#include "vulkan/test_weights.h"
 
 namespace herd::vulkan {
 namespace {
@@ -194,19 +195,7 @@ TEST(VulkanMatmul, ExpertsChosenByIds) {
       std::vector<float> x(size_t((per_slot ? n_tokens * n_used : n_tokens) * cols));
       for (float& v : x) v = uniform(rng);
       std::vector<double> want, scale;  // [n_tokens][n_used][rows]
-      for (int64_t slot = 0; slot < n_tokens * n_used; ++slot) {
-        const float* xs = &x[size_t((per_slot ? slot : slot / n_used) * cols)];
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* wr = &w[size_t((ids[size_t(slot)] * rows + r) * cols)];
-          double sum = 0, abs_sum = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            sum += double(wr[c]) * xs[c];
-            abs_sum += std::fabs(double(wr[c]) * xs[c]);
-          }
-          want.push_back(sum);
-          scale.push_back(abs_sum);
-        }
-      }
+      expert_reference(w, x, ids.data(), rows, cols, n_tokens, n_used, per_slot, want, scale);
       Buffer bx(context, x.size() * 4, BufferKind::kDevice, "x");
       upload(context, bx, x.data(), x.size() * 4);
       Buffer by(context, want.size() * 4, BufferKind::kDevice, "y");

@@ -189,20 +189,8 @@ TEST(VulkanMatvec, ExpertsChosenByIds) {
         std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
         std::vector<float> x(size_t((per_slot ? n_tokens * n_used : n_tokens) * cols));
         for (float& v : x) v = uniform(rng);
-        std::vector<double> want, scale;
-        for (int64_t slot = 0; slot < n_tokens * n_used; ++slot) {
-          const float* xs = &x[size_t((per_slot ? slot : slot / n_used) * cols)];
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* wr = &w[size_t((ids[slot] * rows + r) * cols)];
-            double sum = 0, abs_sum = 0;
-            for (int64_t c = 0; c < cols; ++c) {
-              sum += double(wr[c]) * xs[c];
-              abs_sum += std::fabs(double(wr[c]) * xs[c]);
-            }
-            want.push_back(sum);
-            scale.push_back(abs_sum);
-          }
-        }
+        std::vector<double> want, scale;  // [n_tokens][n_used][rows]
+        expert_reference(w, x, ids, rows, cols, n_tokens, n_used, per_slot, want, scale);
         Buffer bx(context, x.size() * 4, BufferKind::kDevice, "x");
         upload(context, bx, x.data(), x.size() * 4);
         Buffer by(context, want.size() * 4, BufferKind::kDevice, "y");

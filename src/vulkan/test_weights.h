@@ -7,9 +7,11 @@
 // dequantize, random blocks test the decoding of every field directly.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "quant/float16.h"
 #include "quant/types.h"
@@ -36,6 +38,32 @@ inline void fill_row(TensorType type, const float* values, float row_scale, std:
       }
     } else {
       std::memcpy(block, &d, 2);
+    }
+  }
+}
+
+// The experts' products in double, the reference of matvec_experts and matmul_experts: for
+// each slot (token t, choice j) and row r, want = sum_c W[ids[slot]][r][c] x[c] and scale =
+// sum_c |W x| (the tolerance's unit). w: [n_expert * rows][cols] dequantized; x:
+// [n_tokens][cols], or per slot [n_tokens * n_used][cols]; ids: [slots]; want, scale:
+// [slots][rows].
+inline void expert_reference(const std::vector<float>& w, const std::vector<float>& x,
+                             const int32_t* ids, int64_t rows, int64_t cols, int64_t n_tokens,
+                             int64_t n_used, bool per_slot, std::vector<double>& want,
+                             std::vector<double>& scale) {
+  want.clear();
+  scale.clear();
+  for (int64_t slot = 0; slot < n_tokens * n_used; ++slot) {
+    const float* xs = &x[size_t((per_slot ? slot : slot / n_used) * cols)];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* wr = &w[size_t((int64_t(ids[slot]) * rows + r) * cols)];
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum += double(wr[c]) * xs[c];
+        abs_sum += std::fabs(double(wr[c]) * xs[c]);
+      }
+      want.push_back(sum);
+      scale.push_back(abs_sum);
     }
   }
 }
