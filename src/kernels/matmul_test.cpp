@@ -16,6 +16,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "quant/float16.h"
+#include "quant/random_blocks.h"
 #include "util/error.h"
 
 namespace herd::kernels {
@@ -73,27 +74,6 @@ int64_t cols_of(TensorType type, int64_t blocks) {
   const int64_t block_size = type_traits(type).block_size;
   // Float types get widths that are not a multiple of any vector width.
   return block_size == 1 ? blocks * 37 : blocks * block_size;
-}
-
-// Weights of a type herd cannot write (the grid types): random block bytes, each block's
-// f16 scale set to a finite value of the row's magnitude (IQ1_M spreads it over the top
-// nibbles of its 4 scale words; the others store it in their first 2 bytes).
-void random_blocks(TensorType type, float row_scale, std::mt19937& rng, uint8_t* row,
-                   int64_t n_blocks) {
-  const TypeTraits& traits = type_traits(type);
-  std::uniform_real_distribution<float> magnitude(0.5f, 1.0f);
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* block = row + size_t(b) * traits.block_bytes;
-    for (size_t i = 0; i < traits.block_bytes; ++i) block[i] = uint8_t(rng());
-    const uint16_t d = fp32_to_fp16(row_scale * magnitude(rng) / 32);
-    if (type == TensorType::IQ1_M) {
-      for (int m = 0; m < 4; ++m) {
-        block[49 + 2 * m] = uint8_t((block[49 + 2 * m] & 0x0f) | ((d >> (4 * m)) & 15) << 4);
-      }
-    } else {
-      std::memcpy(block, &d, 2);
-    }
-  }
 }
 
 struct Problem {

@@ -53,19 +53,7 @@ Problem make_problem(TensorType type, int64_t rows, int64_t cols, int64_t n_toke
     traits.quantize(w.data(), row, cols);
     traits.dequantize(row, &dequantized[size_t(r * cols)], cols);
   }
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double sum = 0, abs_sum = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double product =
-            double(dequantized[size_t(r * cols + c)]) * p.x[size_t(t * cols + c)];
-        sum += product;
-        abs_sum += std::fabs(product);
-      }
-      p.reference.push_back(sum);
-      p.scale.push_back(abs_sum);
-    }
-  }
+  product_reference(dequantized, p.x, rows, cols, n_tokens, p.reference, p.scale);
   return p;
 }
 

@@ -1,19 +1,14 @@
-// Weights for the shader tests: a row of any type the shaders read, from floats where the
-// type table has a quantizer, else (the grid types iq1_s ... iq3_s, which herd only reads)
-// random valid blocks: random bytes, so every grid index, sign and scale occurs, with each
-// block's f16 scale set to a finite value of the row's magnitude (iq1_m spreads it over the
-// top nibbles of its 4 scale words; the others store it in their first 2 bytes), as
-// src/kernels/matmul_test.cpp's random_blocks. Compared against the type table's
-// dequantize, random blocks test the decoding of every field directly.
+// Weights and references for the shader tests: a row of any type the shaders read, from
+// floats where the type table has a quantizer, else (the grid types iq1_s ... iq3_s, which
+// herd only reads) random valid blocks (quant/random_blocks.h); the products in double.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
-#include "quant/float16.h"
+#include "quant/random_blocks.h"
 #include "quant/types.h"
 
 namespace herd::vulkan {
@@ -25,19 +20,27 @@ inline void fill_row(TensorType type, const float* values, float row_scale, std:
   const TypeTraits& traits = type_traits(type);
   if (traits.quantize != nullptr) {
     traits.quantize(values, row, cols);
-    return;
+  } else {
+    random_blocks(type, row_scale, rng, row, cols / traits.block_size);
   }
-  std::uniform_real_distribution<float> magnitude(0.5f, 1.0f);
-  for (int64_t b = 0; b < cols / traits.block_size; ++b) {
-    uint8_t* block = row + size_t(b) * traits.block_bytes;
-    for (size_t i = 0; i < traits.block_bytes; ++i) block[i] = uint8_t(rng());
-    const uint16_t d = fp32_to_fp16(row_scale * magnitude(rng) / 32);
-    if (type == TensorType::IQ1_M) {
-      for (int m = 0; m < 4; ++m) {
-        block[49 + 2 * m] = uint8_t((block[49 + 2 * m] & 0x0f) | ((d >> (4 * m)) & 15) << 4);
+}
+
+// y = W x in double for n_tokens tokens, the reference of matvec and matmul: want[t][r] =
+// sum_c W[r][c] x[t][c] and scale[t][r] = sum_c |W x| (the tolerance's unit). w: [rows][cols]
+// dequantized; x: [n_tokens][cols]. Appends to want and scale.
+inline void product_reference(const std::vector<float>& w, const std::vector<float>& x,
+                              int64_t rows, int64_t cols, int64_t n_tokens,
+                              std::vector<double>& want, std::vector<double>& scale) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double product = double(w[size_t(r * cols + c)]) * x[size_t(t * cols + c)];
+        sum += product;
+        abs_sum += std::fabs(product);
       }
-    } else {
-      std::memcpy(block, &d, 2);
+      want.push_back(sum);
+      scale.push_back(abs_sum);
     }
   }
 }
