@@ -150,10 +150,7 @@ void Kernels::matmul(Recorder& r, TensorType type, Binding w, Binding x, Binding
 
 void Kernels::matmul_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,
                              Binding y, const ExpertShape& shape) {
-  MatvecCall call{type, shape.rows, shape.cols, shape.n_tokens};
-  call.n_used = shape.n_used;
-  call.n_expert = shape.n_expert;
-  call.x_per_slot = shape.x_per_slot;
+  const MatvecCall call = MatvecCall::experts(type, shape);
   // The slots an expert gets on average: where that is a few, matvec's pass per slot is
   // as fast as a tile of mostly zeros.
   if (shape.n_tokens * shape.n_used < matmul_min_tokens_ * std::max<int64_t>(shape.n_expert, 1) ||
@@ -211,10 +208,7 @@ void Kernels::record_matmul(Recorder& r, const MatvecCall& c, Binding w, Binding
 
 void Kernels::matvec_experts(Recorder& r, TensorType type, Binding w, Binding x, Binding ids,
                              Binding y, const ExpertShape& shape) {
-  MatvecCall call{type, shape.rows, shape.cols, shape.n_tokens};
-  call.n_used = shape.n_used;
-  call.n_expert = shape.n_expert;
-  call.x_per_slot = shape.x_per_slot;
+  const MatvecCall call = MatvecCall::experts(type, shape);
   record_matvec(r, call, w, x, y, &ids);
 }
 

@@ -181,6 +181,11 @@ class Kernels {
     int64_t rows, cols, n_tokens;
     int64_t n_used = 1, n_expert = 0;
     bool x_per_slot = false;
+    // The experts' products of `shape` as one call.
+    static MatvecCall experts(TensorType type, const ExpertShape& shape) {
+      return {type,         shape.rows,     shape.cols,      shape.n_tokens,
+              shape.n_used, shape.n_expert, shape.x_per_slot};
+    }
   };
   void record_matvec(Recorder& r, const MatvecCall& call, Binding w, Binding x, Binding y,
                      const Binding* ids);
