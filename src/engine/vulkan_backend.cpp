@@ -225,12 +225,10 @@ void VulkanBackend::reserve(int64_t n) {
   auto floats = [&](int64_t count, const char* what) {
     return make_buffer(size_t(std::max<int64_t>(count, 1)) * 4, what);
   };
-  // Resizing: the old buffers' bytes leave the count first.
-  device_bytes_ -= x_.bytes() + h_.bytes() + q_.bytes() + k_.bytes() + v_.bytes() + attn_.bytes() +
-                   proj_.bytes() + ffn_a_.bytes() + ffn_b_.bytes() + shared_.bytes() +
-                   logits_.bytes() + ids_.bytes() + weights_.bytes() + expert_out_.bytes() +
-                   out_.bytes() + k_rows_.bytes() + upload_.bytes() + download_.bytes();
-  for (const vulkan::Buffer& a : angles_) device_bytes_ -= a.bytes();
+  // Every buffer below is made again: the old ones' bytes leave the count, the new ones'
+  // (make_buffer adds them) are the activations' from here on.
+  device_bytes_ -= activation_bytes_;
+  const size_t before = device_bytes_;
   const int64_t n_used = std::max<int64_t>(1, hp.n_expert_used);
   x_ = floats(n * width, "activations");
   h_ = floats(n * n_embd_, "normed activations");
@@ -271,10 +269,9 @@ void VulkanBackend::reserve(int64_t n) {
   // The attention's scores: a token's row is as long as the positions it sees; a chunk is
   // cut into calls whose rows fit (vulkan_forward.cpp), at least one token's for every head.
   const int64_t one_token = s_.n_head * s_.kv.n_ctx();
-  if (scores_.bytes() == 0) {
-    scores_floats_ = std::max<int64_t>(one_token, std::min<int64_t>(n * one_token, 1 << 22));
-    scores_ = floats(scores_floats_, "attention scores");
-  }
+  scores_floats_ = std::max<int64_t>(one_token, std::min<int64_t>(n * one_token, 1 << 22));
+  scores_ = floats(scores_floats_, "attention scores");
+  activation_bytes_ = device_bytes_ - before;
   capacity_ = n;
 }
 

@@ -91,7 +91,8 @@ class VulkanBackend : public DeviceBackend {
   vulkan::Context* context_ = nullptr;
   vulkan::Kernels* kernels_ = nullptr;
   std::unique_ptr<vulkan::Recorder> recorder_;
-  size_t device_bytes_ = 0;
+  size_t device_bytes_ = 0;      // weights, caches and activations
+  size_t activation_bytes_ = 0;  // of them, the buffers reserve() makes
   int64_t n_embd_ = 0, q_dim_ = 0, kv_dim_ = 0, max_ff_ = 0;
   bool mla_ = false;  // multi-head latent attention (vulkan_mla.cpp)
   std::vector<DeviceLayer> layers_;
