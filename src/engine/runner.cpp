@@ -61,10 +61,11 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   if (options.experts != "auto" && options.experts != "cpu" && options.experts != "device") {
     throw Error("engine", "--experts '" + options.experts + "': expected auto, cpu or device");
   }
+  // The device's memory (0 on the CPU), read once: it decides the placements below.
+  const uint64_t device_bytes = device_memory_bytes(shard_options.device);
   // The routed experts on the CPU: asked for, or an MoE model larger than the device holds.
   bool experts_on_cpu = false;
   if (shard_options.device.kind != Device::kCpu && info.hp.n_expert > 0) {
-    const uint64_t device_bytes = device_memory_bytes(shard_options.device);
     experts_on_cpu = options.experts == "cpu" || (options.experts == "auto" && device_bytes > 0 &&
                                                   info.weight_bytes > device_bytes / 10 * 9);
     if (experts_on_cpu && options.experts == "auto") {
@@ -81,7 +82,6 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   // A dense model larger than the device: its first layers there, the rest on the CPU.
   int64_t device_layers = options.device_layers;
   if (shard_options.device.kind != Device::kCpu && device_layers < 0 && !experts_on_cpu) {
-    const uint64_t device_bytes = device_memory_bytes(shard_options.device);
     if (device_bytes > 0 && info.weight_bytes > device_bytes / 10 * 9) {
       device_layers = layers_that_fit(info, file, device_bytes / 10 * 9);
       note = "the model (" + std::to_string(info.weight_bytes >> 20) + " MiB) outgrows " +
@@ -116,10 +116,11 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
     device_layers = -1;
     shard.emplace(Shard::load(file, info, ShardSpec{}, shard_options));
   }
+  // Beside a device shard, the CPU's part: the later layers, or the routed experts.
+  ShardOptions cpu = shard_options;
+  cpu.device = Device{};
   std::optional<Shard> cpu_stage;
   if (device_layers >= 0 && shard_options.device.kind != Device::kCpu) {
-    ShardOptions cpu = shard_options;
-    cpu.device = Device{};
     ShardSpec rest;
     rest.layer_begin = device_layers;
     rest.embedding = false;
@@ -127,8 +128,6 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   }
   std::optional<Shard> experts;
   if (experts_on_cpu) {
-    ShardOptions cpu = shard_options;
-    cpu.device = Device{};
     ShardSpec experts_spec;
     experts_spec.slice = cpu_slice_of_experts();
     experts.emplace(Shard::load(file, info, experts_spec, cpu));
