@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/backend.h"
+#include "engine/device_placement.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
 
@@ -16,32 +17,6 @@ LocalRunner::LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threa
       shard_(std::move(shard)),
       pool_(threads),
       isa_(isa) {}
-
-namespace {
-
-// How many of the model's first layers fit in `bytes` beside the embedding (the device stage
-// holds it; the head stays on the CPU): the layers' tensors summed in order. At least 1.
-int64_t layers_that_fit(const ModelInfo& info, const gguf::File& file, uint64_t bytes) {
-  std::vector<uint64_t> per_layer(static_cast<size_t>(info.hp.n_layer), 0);
-  uint64_t used = 0;
-  for (const TensorSpec& t : info.tensors) {
-    const gguf::TensorInfo* in_file = file.find_tensor(t.name);
-    const uint64_t size = in_file != nullptr ? in_file->n_bytes : 0;
-    if (t.layer >= 0 && t.layer < info.hp.n_layer) {
-      per_layer[static_cast<size_t>(t.layer)] += size;
-    } else if (t.role == TensorRole::kEmbedding) {
-      used += size;
-    }
-  }
-  int64_t n = 0;
-  while (n < info.hp.n_layer && used + per_layer[static_cast<size_t>(n)] <= bytes) {
-    used += per_layer[static_cast<size_t>(n)];
-    ++n;
-  }
-  return std::max<int64_t>(1, n);
-}
-
-}  // namespace
 
 std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
                                                const LocalOptions& options) {
@@ -58,45 +33,33 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
   // The shard points into the file's mapping, which moves with the File object unchanged.
   std::string note;
   shard_options.device = choose_device(options.device, *info.arch, info.hp, &note);
-  if (options.experts != "auto" && options.experts != "cpu" && options.experts != "device") {
-    throw Error("engine", "--experts '" + options.experts + "': expected auto, cpu or device");
-  }
-  // The device's memory (0 on the CPU), read once: it decides the placements below.
-  const uint64_t device_bytes = device_memory_bytes(shard_options.device);
-  // The routed experts on the CPU: asked for, or an MoE model larger than the device holds.
+  const ExpertsChoice experts_choice = parse_experts_choice(options.experts);
   bool experts_on_cpu = false;
-  if (shard_options.device.kind != Device::kCpu && info.hp.n_expert > 0) {
-    experts_on_cpu = options.experts == "cpu" || (options.experts == "auto" && device_bytes > 0 &&
-                                                  info.weight_bytes > device_bytes / 10 * 9);
-    if (experts_on_cpu && options.experts == "auto") {
-      note = "the model (" + std::to_string(info.weight_bytes >> 20) + " MiB) outgrows " +
-             device_name(shard_options.device) + " (" + std::to_string(device_bytes >> 20) +
-             " MiB): the routed experts stay on the CPU";
+  int64_t device_layers = -1;
+  if (shard_options.device.kind == Device::kCpu) {
+    if (experts_choice == ExpertsChoice::kCpu) {
+      throw Error("engine",
+                  "--experts cpu keeps an MoE model's experts on the CPU beside a GPU: no GPU "
+                  "device is chosen (--device)");
     }
-  } else if (options.experts == "cpu") {
-    throw Error("engine",
-                "--experts cpu keeps an MoE model's experts on the CPU beside a GPU: " +
-                    std::string(info.hp.n_expert > 0 ? "no GPU device is chosen (--device)"
-                                                     : "the model has no experts"));
-  }
-  // A dense model larger than the device: its first layers there, the rest on the CPU.
-  int64_t device_layers = options.device_layers;
-  if (shard_options.device.kind != Device::kCpu && device_layers < 0 && !experts_on_cpu) {
-    if (device_bytes > 0 && info.weight_bytes > device_bytes / 10 * 9) {
-      device_layers = layers_that_fit(info, file, device_bytes / 10 * 9);
-      note = "the model (" + std::to_string(info.weight_bytes >> 20) + " MiB) outgrows " +
-             device_name(shard_options.device) + " (" + std::to_string(device_bytes >> 20) +
-             " MiB): its first " + std::to_string(device_layers) + " of " +
-             std::to_string(info.hp.n_layer) + " layers run there, the rest on the CPU";
+    if (options.device_layers >= 0) {
+      throw Error("engine", "--device-layers needs a GPU device (--device)");
+    }
+  } else {
+    // The placement the planner would make (device_placement.h), from the device's memory.
+    const PartBytes part = part_bytes(info, file, 0, info.hp.n_layer, true, true,
+                                      shard_options.n_ctx, shard_options.n_seq);
+    const DevicePlacement placement =
+        place_on_device(part, device_memory_bytes(shard_options.device), kDeviceHeadroom,
+                        experts_choice, options.device_layers, device_name(shard_options.device));
+    experts_on_cpu = placement.kind == DevicePlacement::kExpertsOnCpu;
+    if (placement.kind == DevicePlacement::kFirstLayers) device_layers = placement.device_layers;
+    // Said when the placement was the runner's choice, not the user's.
+    if (placement.kind != DevicePlacement::kDevice && experts_choice == ExpertsChoice::kAuto &&
+        options.device_layers < 0) {
+      note = placement.why;
     }
   }
-  if (device_layers >= 0 && shard_options.device.kind == Device::kCpu) {
-    throw Error("engine", "--device-layers needs a GPU device (--device)");
-  }
-  if (device_layers >= 0 && experts_on_cpu) {
-    throw Error("engine", "--device-layers and --experts cpu are two placements: choose one");
-  }
-  if (device_layers >= info.hp.n_layer) device_layers = -1;  // all of them: one stage
   ShardSpec spec;
   if (experts_on_cpu) spec.slice = device_slice_without_experts();
   if (device_layers >= 0) {
