@@ -42,6 +42,7 @@ struct PlanArgs {
   bool no_local = false;
   std::string parallel = "auto";
   std::string moe = "auto";
+  std::string device = "auto";  // this machine's GPU, as herd run --device takes it
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
   double headroom = 0.9;
@@ -129,6 +130,8 @@ void run_plan(const PlanArgs& args) {
   // Under --no-local this machine only coordinates: its speed does not matter.
   local.bandwidth_gbs = args.no_local && args.bandwidth_gbs <= 0 ? 1.0 : args.bandwidth_gbs;
   local.measure_matmul = local.bandwidth_gbs <= 0;
+  local.device = args.no_local ? "cpu" : args.device;
+  local.measure_device = local.bandwidth_gbs <= 0;
   {
     ThreadPool pool;
     nodes.push_back(measure_local_profile(pool, local));
@@ -246,6 +249,9 @@ void add_plan(CLI::App& app) {
   args->key.security.add_to(*cmd);
   cmd->add_flag("--no-local", args->no_local, "This machine coordinates but holds no layers");
   cmd->add_option("--parallel", args->parallel, "auto, pipeline, tensor or pipeline:P,tensor:T")
+      ->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "This machine's GPU for the plan: auto (the first GPU), cpu (none), vulkan:N")
       ->capture_default_str();
   cmd->add_option("--moe", args->moe, "MoE layers: auto, expert-parallel or split-experts")
       ->capture_default_str();

@@ -778,6 +778,8 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   if (!options.plan.use_local && local.bandwidth_gbs <= 0) local.bandwidth_gbs = 1;
   // Nodes measure their matmul speed; so does a coordinator that may hold layers beside them.
   local.measure_matmul = local.bandwidth_gbs <= 0 && !options.peers.empty();
+  local.device = options.local.device;
+  local.measure_device = local.measure_matmul;
   if (!st.local_profile) st.local_profile = measure_local_profile(*r.pool, local);
   r.nodes.push_back(*st.local_profile);
   std::vector<std::shared_ptr<net::Connection>> connections(1);

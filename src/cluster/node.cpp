@@ -170,6 +170,8 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
   p.bandwidth_gbs = s.options.bandwidth_gbs;
   p.measure_matmul = s.options.measure_matmul;
   p.matmul_gflops = s.options.matmul_gflops;
+  p.device = s.options.device;
+  p.measure_device = s.options.bandwidth_gbs <= 0;
   s.profile = measure_local_profile(*s.pool, p);
   if (s.options.memory_limit_bytes > 0) {
     s.profile.free_memory_bytes =
@@ -387,9 +389,10 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     p.free_memory = profile.free_memory_bytes;
     p.memory_bandwidth = profile.bandwidth_gbs;
     p.matmul_gflops = profile.matmul_gflops;
-    p.details_json =
-        nlohmann::json{{"threads", pool->size()}, {"unified_memory", profile.unified_memory}}
-            .dump();
+    p.details_json = nlohmann::json{{"threads", pool->size()},
+                                    {"unified_memory", profile.unified_memory},
+                                    {"devices", devices_to_json(profile.devices)}}
+                         .dump();
     net::send_message(*c, 0, p);
     auto idle_since = Clock::now();
     // A stage link failed: the coordinator is told which (it may be waiting on another

@@ -25,6 +25,15 @@ NodeProfile profile_from_message(const net::Profile& p, const std::string& addre
     const auto unified = details.find("unified_memory");
     profile.unified_memory =
         unified != details.end() && unified->is_boolean() && unified->get<bool>();
+    // The node's GPUs; a node that describes them badly is planned as CPU-only.
+    const auto devices = details.find("devices");
+    if (devices != details.end()) {
+      try {
+        profile.devices = devices_from_json(*devices, "node " + address);
+      } catch (const Error&) {
+        profile.devices.clear();
+      }
+    }
   }
   return profile;
 }

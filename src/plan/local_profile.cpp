@@ -9,7 +9,10 @@
 #include "quant/types.h"
 #include "util/bandwidth.h"
 #include "util/cpu_info.h"
+#include "util/error.h"
 #include "util/system_memory.h"
+#include "vulkan/device_choice.h"
+#include "vulkan/device_info.h"
 
 namespace herd {
 
@@ -39,6 +42,33 @@ double measure_matmul_gflops(ThreadPool& pool) {
   return 2.0 * kRows * kCols * kTokens / best / 1e9;
 }
 
+std::vector<DeviceProfile> local_devices(const std::string& device, bool measure) {
+  const vulkan::DeviceChoice choice = vulkan::parse_device_choice(device);
+  if (choice.kind == vulkan::DeviceChoice::kCpu) return {};
+  const int named =
+      choice.kind == vulkan::DeviceChoice::kVulkan ? vulkan::resolve_vulkan_device(choice) : -1;
+  std::vector<vulkan::DeviceInfo> found;
+  try {
+    found = vulkan::list_devices();
+  } catch (const Error&) {
+    if (named >= 0) throw;
+    return {};  // auto on a machine without a Vulkan loader or driver: the CPU
+  }
+  for (const vulkan::DeviceInfo& d : found) {
+    const bool gpu =
+        d.type == vulkan::DeviceType::kDiscrete || d.type == vulkan::DeviceType::kIntegrated;
+    if (named >= 0 ? d.index != named : !gpu) continue;
+    DeviceProfile p;
+    p.name = "vulkan:" + std::to_string(d.index);
+    p.description = d.name + " (" + vulkan::device_type_name(d.type) + ")";
+    p.memory_bytes = d.device_local_bytes();
+    p.unified = d.unified_memory;
+    p.bandwidth_gbs = measure ? vulkan::measure_copy_bandwidth_gbs(d.index) : 0;
+    return {p};
+  }
+  return {};
+}
+
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options) {
   NodeProfile node;
   node.name = options.name;
@@ -59,6 +89,7 @@ NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& o
   node.matmul_gflops = options.matmul_gflops > 0 ? options.matmul_gflops
                        : options.measure_matmul  ? measure_matmul_gflops(pool)
                                                  : 0;
+  node.devices = local_devices(options.device, options.measure_device);
   return node;
 }
 

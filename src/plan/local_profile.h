@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/node_profile.h"
 #include "util/thread_pool.h"
@@ -20,7 +21,17 @@ struct LocalProfileOptions {
   size_t probe_bytes = size_t{256} << 20;  // buffer the bandwidth probe streams
   bool measure_matmul = false;             // also time a quantized matrix product (~0.2 s)
   double matmul_gflops = 0;                // > 0: report this instead of measuring it
+  // --device: the GPU the node runs models on ("cpu": none; "auto": the first integrated or
+  // discrete GPU, not a CPU driver; "vulkan[:N]": that device), and whether to time its
+  // copy bandwidth (~0.1 s on a GPU).
+  std::string device = "cpu";
+  bool measure_device = false;
 };
+
+// The GPUs --device names on this machine (local_profile's `devices`): none for "cpu", or
+// when "auto" finds no GPU or no Vulkan loader. Throws herd::Error for a device that is not
+// there ("vulkan:3" on a machine with one).
+std::vector<DeviceProfile> local_devices(const std::string& device, bool measure);
 
 NodeProfile measure_local_profile(ThreadPool& pool, const LocalProfileOptions& options);
 

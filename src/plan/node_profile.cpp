@@ -7,6 +7,39 @@ namespace herd {
 
 using namespace json_fields;
 
+nlohmann::json devices_to_json(const std::vector<DeviceProfile>& devices) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const DeviceProfile& d : devices) {
+    j.push_back({{"name", d.name},
+                 {"description", d.description},
+                 {"memory_bytes", d.memory_bytes},
+                 {"bandwidth_gbs", d.bandwidth_gbs},
+                 {"unified", d.unified}});
+  }
+  return j;
+}
+
+std::vector<DeviceProfile> devices_from_json(const nlohmann::json& devices,
+                                             const std::string& where) {
+  if (!devices.is_array() || devices.size() > 64) {
+    bad_field("devices", where, "must be an array of at most 64 devices");
+  }
+  std::vector<DeviceProfile> out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string at = where + ".devices[" + std::to_string(i) + "]";
+    if (!devices[i].is_object()) bad_field("devices", where, "must hold objects");
+    DeviceProfile d;
+    d.name = get_string(devices[i], "name", at);
+    d.description = get_string(devices[i], "description", at);
+    d.memory_bytes = get_uint(devices[i], "memory_bytes", at);
+    d.bandwidth_gbs = get_double(devices[i], "bandwidth_gbs", at);
+    if (!(d.bandwidth_gbs >= 0)) bad_field("bandwidth_gbs", at, "must not be negative");
+    d.unified = get_bool(devices[i], "unified", at);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 nlohmann::json to_json(const NodeProfile& node) {
   return {{"name", node.name},
           {"address", node.address},
@@ -15,7 +48,8 @@ nlohmann::json to_json(const NodeProfile& node) {
           {"bandwidth_gbs", node.bandwidth_gbs},
           {"matmul_gflops", node.matmul_gflops},
           {"total_memory_bytes", node.total_memory_bytes},
-          {"unified_memory", node.unified_memory}};
+          {"unified_memory", node.unified_memory},
+          {"devices", devices_to_json(node.devices)}};
 }
 
 NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& where) {
@@ -33,6 +67,7 @@ NodeProfile node_profile_from_json(const nlohmann::json& j, const std::string& w
   if (j.contains("total_memory_bytes"))
     node.total_memory_bytes = get_uint(j, "total_memory_bytes", where);
   if (j.contains("unified_memory")) node.unified_memory = get_bool(j, "unified_memory", where);
+  if (j.contains("devices")) node.devices = devices_from_json(j.at("devices"), where);
   return node;
 }
 

@@ -34,7 +34,10 @@ nlohmann::json rank_to_json(const Rank& r) {
           {"ff", range(r.ff_begin, r.ff_end)},
           {"experts", r.experts},
           {"vocab", range(r.vocab_begin, r.vocab_end)},
-          {"memory_bytes", r.memory_bytes}};
+          {"memory_bytes", r.memory_bytes},
+          {"device", r.device},
+          {"placement", r.placement},
+          {"device_layers", r.device_layers}};
 }
 
 std::vector<int64_t> int_array(const nlohmann::json& j, std::string_view key,
@@ -61,6 +64,19 @@ Rank rank_from_json(const nlohmann::json& j, const std::string& where) {
   r.experts = int_array(j, "experts", where);
   std::tie(r.vocab_begin, r.vocab_end) = get_range(j, "vocab", where);
   r.memory_bytes = get_uint(j, "memory_bytes", where);
+  // Plans written before ranks had devices have none: the CPU.
+  if (j.contains("device")) r.device = get_string(j, "device", where);
+  if (j.contains("placement")) {
+    r.placement = get_string(j, "placement", where);
+    if (r.placement != "" && r.placement != "device" && r.placement != "experts-on-cpu" &&
+        r.placement != "first-layers") {
+      bad_field("placement", where, "must be device, experts-on-cpu or first-layers");
+    }
+  }
+  if (j.contains("device_layers")) {
+    r.device_layers = get_int(j, "device_layers", where);
+    if (r.device_layers < 0) bad_field("device_layers", where, "must not be negative");
+  }
   return r;
 }
 

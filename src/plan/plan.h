@@ -54,6 +54,12 @@ struct Rank {
   std::vector<int64_t> experts;            // MoE: experts it holds (rows ff_begin..ff_end of each)
   int64_t vocab_begin = 0, vocab_end = 0;  // output head rows (logits) it computes
   uint64_t memory_bytes = 0;  // estimated: weights + KV cache + scratch (rank_memory.h)
+  // On a node with a GPU (device_ranks.h): the device ("vulkan:0"; "" the CPU) and how the
+  // part sits on it: "device" (all of it), "experts-on-cpu" (the routed experts on the CPU,
+  // the rest on the device), "first-layers" (the first device_layers layers on the device).
+  std::string device;
+  std::string placement;
+  int64_t device_layers = 0;
 
   bool operator==(const Rank&) const = default;
 };

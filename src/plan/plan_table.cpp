@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "plan/device_ranks.h"
 #include "plan/rank_memory.h"
 #include "util/error.h"
 
@@ -55,6 +56,14 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
            " usable by the model (the system keeps max(4 GiB, 25%)); " +
            memory_text(node.free_memory_bytes) + " free now\n";
   }
+  for (const NodeProfile& node : nodes) {
+    for (const DeviceProfile& d : node.devices) {
+      out += "device: " + node.name + ": " + d.name + " " + d.description + ", " +
+             memory_text(d.memory_bytes) + (d.unified ? " (the node's own memory)" : "") +
+             (d.bandwidth_gbs > 0 ? ", " + std::to_string(int(d.bandwidth_gbs)) + " GB/s" : "") +
+             "\n";
+    }
+  }
   out +=
       line("%-5s %-14s %-16s %-21s %-9s %-9s %-13s %-9s %-15s %10s %10s", "stage", "layers", "node",
            "address", "heads", "kv heads", "ffn rows", "experts", "vocab", "memory", "usable");
@@ -77,7 +86,19 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
           experts_text(rank.experts, m.n_expert).c_str(),
           stage.output ? range_text(rank.vocab_begin, rank.vocab_end, m.n_vocab).c_str() : "",
           memory_text(rank.memory_bytes).c_str(),
-          memory_text(usable_memory(node, options)).c_str());
+          memory_text(
+              node_capacity(node, options, plan.stages.size() == 1 && stage.ranks.size() == 1))
+              .c_str());
+      if (!rank.device.empty()) {
+        out +=
+            "      on " + rank.device +
+            (rank.placement == "experts-on-cpu" ? ": all but the routed experts (those on the CPU)"
+             : rank.placement == "first-layers"
+                 ? ": the first " + std::to_string(rank.device_layers) +
+                       " layers (the rest on the CPU)"
+                 : ": all of it") +
+            "\n";
+      }
     }
     if (!stage.shared_kv_heads.empty()) {
       std::string shared;

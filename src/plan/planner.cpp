@@ -9,6 +9,7 @@
 
 #include "plan/apportion.h"
 #include "plan/candidates.h"
+#include "plan/device_ranks.h"
 #include "plan/rank_memory.h"
 #include "util/error.h"
 
@@ -114,7 +115,10 @@ class Planner {
  public:
   Planner(const PlanModel& m, const std::vector<NodeProfile>& nodes, const PlanOptions& o)
       : m_(m), nodes_(nodes), o_(o), sums_(m) {
-    for (const NodeProfile& n : nodes) usable_.push_back(usable_memory(n, o));
+    // A node's GPU adds its memory and speed (device_ranks.h); a node alone splits its part
+    // over both.
+    alone_ = nodes.size() - (o.use_local ? 0 : 1) == 1;
+    for (const NodeProfile& n : nodes) usable_.push_back(node_capacity(n, o, alone_));
     // The coordinator's speed counts only when it holds layers.
     count_prefill_ = true;
     for (size_t i = o.use_local ? 0 : 1; i < nodes.size(); ++i) {
@@ -141,7 +145,7 @@ class Planner {
   // `fraction` of the matrix work of `n_layers` layers for kPromptTokensPerReplyToken
   // prompt tokens.
   double rank_seconds(int node, double read, double fraction, int64_t n_layers) const {
-    double s = read / speed(node);
+    double s = node_read_seconds(nodes_[static_cast<size_t>(node)], read, o_, alone_);
     if (count_prefill_) {
       s += kPromptTokensPerReplyToken * fraction * static_cast<double>(n_layers) *
            m_.layer_flops_per_token() / (nodes_[static_cast<size_t>(node)].matmul_gflops * 1e9);
@@ -158,6 +162,7 @@ class Planner {
   LayerSums sums_;
   std::vector<uint64_t> usable_;  // per node
   bool count_prefill_ = false;    // every node that may hold layers measured its matmul speed
+  bool alone_ = false;            // one node holds the model
 };
 
 Slicing Planner::slicing(int64_t n_ranks) const {
@@ -529,6 +534,7 @@ Plan plan(const PlanModel& model, const std::vector<NodeProfile>& nodes,
     }
     notes.insert(notes.end(), plan->notes.begin(), plan->notes.end());
     plan->notes = std::move(notes);
+    place_ranks_on_devices(model, nodes, options, *plan);
     return std::move(*plan);
   };
 

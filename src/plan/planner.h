@@ -7,7 +7,9 @@
 //   every output-head row belongs to exactly one rank; each rank holds the KV heads its
 //   query heads read (shared by several ranks when a GQA group is cut).
 // - Every rank's estimated memory (rank_memory.h) is at most its node's free memory times
-//   options.memory_headroom.
+//   options.memory_headroom, its GPU's counted as device_ranks.h says (node_capacity).
+// - A rank on a node with a GPU says where its part sits there (Rank::device, placement;
+//   device_ranks.h), and plan.notes says why.
 // - A model that cannot be placed is refused with herd::Error("[plan] ...") giving what
 //   the model needs (weights + KV cache + scratch) and what the nodes offer.
 //

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "plan/device_ranks.h"
 #include "plan/rank_memory.h"
 #include "util/error.h"
 
@@ -89,8 +90,8 @@ double read_bytes(const PlanModel& m, const Stage& stage, const Rank& rank) {
 class Predictor {
  public:
   Predictor(const Plan& plan, const PlanModel& m, const std::vector<NodeProfile>& nodes,
-            const Links& links, const PredictCosts& c)
-      : plan_(plan), m_(m), nodes_(nodes), links_(links), c_(c) {
+            const Links& links, const PlanOptions& o, const PredictCosts& c)
+      : plan_(plan), m_(m), nodes_(nodes), links_(links), o_(o), c_(c) {
     HERD_CHECK(links.to_node.size() == nodes.size());
   }
 
@@ -162,7 +163,10 @@ class Predictor {
       const NodeProfile& n = node(s.ranks[k].node);
       double t;
       if (decode) {
-        t = reads[k] / (n.bandwidth_gbs * 1e9 * c_.decode_efficiency);
+        // A GPU's share at its bandwidth (device_ranks.h).
+        size_t n_ranks = 0;
+        for (const Stage& stage : plan_.stages) n_ranks += stage.ranks.size();
+        t = node_read_seconds(n, reads[k], o_, n_ranks == 1) / c_.decode_efficiency;
       } else {
         const double flops = m_.layer_flops_per_token() *
                              static_cast<double>(s.layer_end - s.layer_begin) *
@@ -242,6 +246,7 @@ class Predictor {
   const PlanModel& m_;
   const std::vector<NodeProfile>& nodes_;
   const Links& links_;
+  const PlanOptions& o_;
   const PredictCosts& c_;
 };
 
@@ -255,9 +260,8 @@ std::string ms(double seconds) {
 
 Prediction predict(const Plan& plan, const PlanModel& model, const std::vector<NodeProfile>& nodes,
                    const Links& links, const PlanOptions& options, const PredictCosts& costs) {
-  (void)options;
   HERD_CHECK(!plan.stages.empty());
-  return Predictor(plan, model, nodes, links, costs).run();
+  return Predictor(plan, model, nodes, links, options, costs).run();
 }
 
 std::string prediction_text(const Prediction& p) {

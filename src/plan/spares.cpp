@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/device_ranks.h"
 #include "plan/rank_memory.h"
 #include "util/error.h"
 
@@ -30,7 +31,7 @@ SparePlan plan_with_spares(const std::vector<NodeProfile>& nodes, int wanted,
   }
   for (int j = 0; j < out.n_spares && !remote.empty(); ++j) {
     const int node = static_cast<int>(nodes.size()) - out.n_spares + j;
-    const uint64_t usable = usable_memory(nodes[static_cast<size_t>(node)], options);
+    const uint64_t usable = node_capacity(nodes[static_cast<size_t>(node)], options, false);
     for (size_t t = 0; t < remote.size(); ++t) {
       const Spare& candidate = remote[(static_cast<size_t>(j) + t) % remote.size()];
       const Rank& rank = out.plan.stages[static_cast<size_t>(candidate.stage)]
