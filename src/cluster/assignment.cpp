@@ -7,6 +7,7 @@
 
 #include "net/activations.h"
 #include "util/error.h"
+#include "vulkan/device_choice.h"
 
 namespace herd::cluster {
 namespace {
@@ -150,23 +151,26 @@ nlohmann::json to_json(const Assignment& a) {
                           {"ff", {sl.ff_begin, sl.ff_end}},
                           {"vocab", {sl.vocab_begin, sl.vocab_end}}};
   if (sl.experts) slice["experts"] = *sl.experts;
-  return {{"stage", a.stage},
-          {"n_stages", a.n_stages},
-          {"rank", a.rank},
-          {"n_ranks", a.n_ranks},
-          {"slice", slice},
-          {"ring",
-           {{"token", a.ring.token}, {"next", a.ring.next.connect}, {"prev", a.ring.prev.connect}}},
-          {"flow", {{"token", a.flow.token}, {"next", a.flow.next}, {"prev", a.flow.prev}}},
-          {"standby", a.standby},
-          {"layer_begin", a.shard.layer_begin},
-          {"layer_end", a.shard.layer_end},
-          {"embedding", a.shard.embedding},
-          {"output", a.shard.output},
-          {"n_ctx", a.n_ctx},
-          {"n_seq", a.n_seq},
-          {"wire_dtype", std::string(net::wire_dtype_name(a.wire_dtype))},
-          {"tensors", tensors}};
+  nlohmann::json j = {
+      {"stage", a.stage},
+      {"n_stages", a.n_stages},
+      {"rank", a.rank},
+      {"n_ranks", a.n_ranks},
+      {"slice", slice},
+      {"ring",
+       {{"token", a.ring.token}, {"next", a.ring.next.connect}, {"prev", a.ring.prev.connect}}},
+      {"flow", {{"token", a.flow.token}, {"next", a.flow.next}, {"prev", a.flow.prev}}},
+      {"standby", a.standby},
+      {"layer_begin", a.shard.layer_begin},
+      {"layer_end", a.shard.layer_end},
+      {"embedding", a.shard.embedding},
+      {"output", a.shard.output},
+      {"n_ctx", a.n_ctx},
+      {"n_seq", a.n_seq},
+      {"wire_dtype", std::string(net::wire_dtype_name(a.wire_dtype))},
+      {"tensors", tensors}};
+  if (a.device) j["device"] = *a.device;
+  return j;
 }
 
 Assignment assignment_from_json(const nlohmann::json& j) {
@@ -192,6 +196,19 @@ Assignment assignment_from_json(const nlohmann::json& j) {
   a.shard.layer_end = int_field(j, "layer_end", a.shard.layer_begin, kMaxLayers);
   a.shard.embedding = bool_field(j, "embedding");
   a.shard.output = bool_field(j, "output");
+  if (auto device = j.find("device"); device != j.end()) {
+    if (!device->is_string() || device->get<std::string>().size() > 64) {
+      bad("device", "not a device name");
+    }
+    vulkan::DeviceChoice choice;
+    try {
+      choice = vulkan::parse_device_choice(device->get<std::string>());
+    } catch (const Error& e) {
+      bad("device", e.what());
+    }
+    if (choice.kind == vulkan::DeviceChoice::kAuto) bad("device", "auto is the node's choice");
+    a.device = device->get<std::string>();
+  }
   a.n_ctx = int_field(j, "n_ctx", 1, int64_t{1} << 24);
   a.n_seq = int_field(j, "n_seq", 1, 4096);
   const nlohmann::json& dtype = field(j, "wire_dtype");
@@ -290,6 +307,9 @@ Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::Fil
   a.rank = rank;
   a.n_ranks = static_cast<int>(s.ranks.size());
   a.shard = shard_spec(s, r, info.hp.n_expert > 0);
+  // The placement on the node's GPU: a part split over a pod node's GPU and CPU is not
+  // planned (device_ranks.h), so "device" or the CPU.
+  a.device = r.device.empty() || r.placement != "device" ? "cpu" : r.device;
   a.n_ctx = plan.n_ctx;
   a.n_seq = plan.n_seq;
   a.wire_dtype = wire_dtype;

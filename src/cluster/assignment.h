@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ struct Assignment {
   // ring, has no stage links and runs no batch. Absent in the JSON: false.
   bool standby = false;
   engine::ShardSpec shard;
+  // Where the plan puts the part on the node (Rank::device): "cpu", or a GPU ("vulkan:0")
+  // the node's profile named; nullopt (absent in the JSON, and for a spare, whose node is not
+  // the one planned for): the node's own --device.
+  std::optional<std::string> device;
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
   // Of the hidden states it returns and of its tensor-parallel all-reduces.

@@ -897,6 +897,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     spare.assignment =
         assignment_for(r.plan, shadow.stage, shadow.rank, r.file, r.info, options.wire_dtype);
     spare.assignment.standby = true;
+    spare.assignment.device.reset();  // planned for another node: the spare's own --device
     spare.remote = connections[static_cast<size_t>(shadow.node)];
     r.heartbeat->watch(spare.remote);
     r.spares.push_back(std::move(spare));
@@ -963,8 +964,9 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       so.isa = isa;
       so.n_threads = r.pool->size();
       try {
-        rank.shard = std::make_unique<engine::Shard>(engine::load_shard(
-            r.options.local.device, r.file, r.info, rank.assignment.shard, so, nullptr));
+        rank.shard = std::make_unique<engine::Shard>(
+            engine::load_shard(rank.assignment.device.value_or(r.options.local.device), r.file,
+                               r.info, rank.assignment.shard, so, nullptr));
         if (rank.assignment.n_ranks > 1) {
           // This process never listens: it dials both of its links (link_ring says so).
           rank.ring = join_ring(

@@ -682,6 +682,29 @@ TEST(AssignmentTest, StageLinksAreCheckedOnArrival) {
   refused("next of the last stage", [](nlohmann::json& x) { x["stage"] = 2; });
 }
 
+TEST(AssignmentTest, ThePlannedDeviceTravelsAndIsChecked) {
+  Assignment a;
+  a.shard.layer_end = 1;
+  a.n_ctx = 8;
+  EXPECT_FALSE(assignment_from_json(to_json(a)).device.has_value());  // the node's --device
+  a.device = "vulkan:1";
+  EXPECT_EQ(assignment_from_json(to_json(a)).device, "vulkan:1");
+  a.device = "cpu";
+  EXPECT_EQ(assignment_from_json(to_json(a)).device, "cpu");
+  for (const nlohmann::json& bad :
+       {nlohmann::json("auto"), nlohmann::json("cuda"), nlohmann::json(3),
+        nlohmann::json("vulkan:x"), nlohmann::json(std::string(100, 'v'))}) {
+    nlohmann::json j = to_json(a);
+    j["device"] = bad;
+    try {
+      assignment_from_json(j);
+      ADD_FAILURE() << bad.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("device")) << bad.dump();
+    }
+  }
+}
+
 TEST(AssignmentTest, AStandbyAssignmentHasNoLinks) {
   Assignment a;
   a.stage = 1;

@@ -590,7 +590,18 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
     so.n_threads = pool->size();
     std::string note;
-    engine::Shard shard = engine::load_shard(options.device, file, info, a.shard, so, &note);
+    // Where the plan put the part (its GPU, or its CPU), else this node's --device; under
+    // --device auto a GPU that fails to take it (memory, a weight type) leaves the CPU.
+    const std::string device = a.device.value_or(options.device);
+    std::optional<engine::Shard> loaded;
+    try {
+      loaded.emplace(engine::load_shard(device, file, info, a.shard, so, &note));
+    } catch (const Error& e) {
+      if (options.device != "auto" || device == "cpu" || device == "auto") throw;
+      note = device + " could not take the part (" + e.what() + "): running on the CPU";
+      loaded.emplace(engine::load_shard("cpu", file, info, a.shard, so, nullptr));
+    }
+    engine::Shard shard = std::move(*loaded);
     if (!note.empty()) log(note);
     if (shard.device() != "cpu") log("layers on " + shard.device());
     std::unique_ptr<RingAllReduce> ring;
