@@ -36,14 +36,17 @@ void CpuExperts::run() {
     const Batch* batch = batch_;
     lock.unlock();
     std::exception_ptr error;
+    bool first = false;
     try {
       shard_.forward(*batch, nullptr, unused_, pool_, &cpu_rank_);
     } catch (...) {
       error = std::current_exception();
+      first = sum_.abort();  // the device rank must not wait for this one's sums
     }
     lock.lock();
     batch_ = nullptr;
     error_ = error;
+    cpu_failed_first_ = first;
     finished_ = true;
     done_.notify_one();
   }
@@ -58,17 +61,20 @@ void CpuExperts::forward(Shard& device, const Batch& batch, std::vector<float>& 
   }
   wake_.notify_one();
   // Both ranks check the batch the same way before their first sum, so a bad batch fails
-  // both; a failure between sums (a lost device) would leave the other waiting in the sum.
+  // both; a rank that fails between sums (a lost device) aborts the sum, so that the other
+  // throws instead of waiting for it, and the first failure is the one reported.
   std::exception_ptr mine;
   try {
     device.forward(batch, nullptr, logits, device_pool, &device_rank_);
   } catch (...) {
     mine = std::current_exception();
+    sum_.abort();
   }
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return finished_; });
+  if (sum_.aborted()) sum_.reset();  // both ranks are out of it
+  if (error_ && (cpu_failed_first_ || !mine)) std::rethrow_exception(error_);
   if (mine) std::rethrow_exception(mine);
-  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace herd::engine

@@ -50,6 +50,7 @@ class CpuExperts {
   const Batch* batch_ = nullptr;  // the request in hand
   bool finished_ = false, stop_ = false;
   std::exception_ptr error_;
+  bool cpu_failed_first_ = false;  // this rank's error aborted the sum (the device's followed)
   std::thread thread_;
 };
 
