@@ -313,6 +313,23 @@ TEST(VulkanBackend, FirstLayersOnTheDeviceTheRestOnTheCpu) {
   EXPECT_THROW(LocalRunner::open("../shared/models/llama-q8_0.gguf", cpu), Error);
 }
 
+// Gemma 4's q8_0 models (experts beside the dense FFN, values from the keys; per-layer
+// inputs, KV-shared layers) token by token and in chunks, and its first layer alone on the
+// device (the per-layer inputs of a shard's own layers).
+TEST(VulkanBackend, Gemma4TokenByTokenAndItsFirstLayerOnTheDevice) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string device = test_device_name();
+  for (const char* model : {"models/frontier2/gemma4-q8_0", "models/frontier2/gemma4e-q8_0"}) {
+    SCOPED_TRACE(model);
+    check_model(model, {1, 1, kernels::Isa::kScalar, -1, device});
+    check_model(model, {1, 8, kernels::Isa::kScalar, -1, device});
+  }
+  Case c{2, 5, kernels::best_isa(kernels::detect_cpu()), -1, device};
+  c.device_layers = 1;
+  check_model("models/frontier2/gemma4e-f32", c);
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param.substr(info.param.rfind('/') + 1);
   for (char& c : name) {
