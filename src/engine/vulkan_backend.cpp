@@ -294,8 +294,11 @@ void VulkanBackend::reserve(int64_t n) {
   angles_at_.assign(ropes_.size(), 0);
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));
   // What a step sends: its input rows, each rope group's angles, the cache rows (of each
-  // width), the per-layer inputs' embedding rows.
-  const int64_t per_layer_rows = per_layer_ * (s_.spec.layer_end - s_.spec.layer_begin);
+  // width), the per-layer inputs' embedding rows (and after the first stage the tokens').
+  const int64_t per_layer_rows = per_layer_ > 0
+                                     ? per_layer_ * (s_.spec.layer_end - s_.spec.layer_begin) +
+                                           (s_.spec.embedding ? 0 : n_embd_)
+                                     : 0;
   const size_t up = size_t(n * width + int64_t(ropes_.size()) * n * max_rot_ + 2 * n +
                            int64_t(row_widths_.size()) * n + n * per_layer_rows) *
                     4;

@@ -18,12 +18,6 @@ void VulkanBackend::prepare_layer_shapes() {
   const HParams& hp = s_.hp;
   // The shard's layers' per-layer inputs (none for a stage without layers).
   per_layer_ = s_.per_layer_embd != nullptr ? hp.n_embd_per_layer : 0;
-  if (per_layer_ > 0 && !s_.spec.embedding) {
-    // Its per-layer inputs read the token embedding, which only the first stage uploads.
-    throw Error("engine", std::string(s_.arch->name) +
-                              " on a Vulkan device: per-layer inputs in a pipeline stage after "
-                              "the first not yet on the Vulkan backend (run it with --device cpu)");
-  }
   int64_t max_v = 0;
   q_dim_ = kv_dim_ = 0;
   for (const DeviceLayer& l : layers_) {
@@ -149,7 +143,8 @@ void VulkanBackend::record_moe_beside_dense(const DeviceLayer& l, int64_t n) {
 
 void VulkanBackend::gather_per_layer_rows(const Batch& batch, float* up) const {
   // [n][layers][P]: each token's row of per_layer_token_embd, this shard's layers' parts,
-  // times sqrt(P) and the 1/sqrt 2 of the sum they enter.
+  // times sqrt(P) and the 1/sqrt 2 of the sum they enter; then, in a stage after the first
+  // (whose input is not the embedding), [n][n_embd] the tokens' scaled embeddings.
   const gguf::TensorInfo& table = *s_.per_layer_embd;
   const TypeTraits& tt = type_traits(table.type);
   const int64_t p = per_layer_, layers = s_.spec.layer_end - s_.spec.layer_begin;
@@ -163,16 +158,31 @@ void VulkanBackend::gather_per_layer_rows(const Batch& batch, float* up) const {
       for (int64_t i = 0; i < p; ++i) e[i] *= scale;
     }
   }
+  if (s_.spec.embedding) return;
+  const gguf::TensorInfo& embd = *s_.token_embd;
+  const size_t embd_row = row_bytes(embd.type, n_embd_);
+  const float embd_scale = s_.arch->embed_scale ? std::sqrt(static_cast<float>(n_embd_)) : 1.0f;
+  float* x = up + batch.size() * layers * p;
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    float* xt = x + t * n_embd_;
+    type_traits(embd.type).dequantize(embd.data + embd_row * size_t(batch.tokens[size_t(t)]), xt,
+                                      n_embd_);
+    for (int64_t i = 0; i < n_embd_; ++i) xt[i] *= embd_scale;
+  }
 }
 
 void VulkanBackend::record_per_layer_inputs(int64_t n, size_t at) {
   vulkan::Kernels& k = *kernels_;
   vulkan::Recorder& r = *recorder_;
   const int64_t p = per_layer_, all = (s_.spec.layer_end - s_.spec.layer_begin) * p;
-  // (RMSNorm(the scaled embedding x through per_layer_model_proj) + row) / sqrt 2 per
+  // (RMSNorm(the scaled embedding through per_layer_model_proj) + row) / sqrt 2 per
   // layer, the 1/sqrt 2 in the norm's weights and the rows. The HF model scales the
   // projection by n_embd^-1/2 before its norm: the same as an epsilon n_embd times larger.
-  mul(per_layer_proj_, x_, per_layer_in_, n);
+  // The embedding: x in the first stage; else the host's, into h (free until layer 0).
+  if (!s_.spec.embedding) {
+    r.copy(upload_, (at + size_t(n * all)) * 4, h_, 0, size_t(n * n_embd_) * 4);
+  }
+  mul(per_layer_proj_, s_.spec.embedding ? x_ : h_, per_layer_in_, n);
   const float eps = s_.hp.rms_eps * static_cast<float>(n_embd_);
   k.rms_norm(r, per_layer_in_, per_layer_norm_, per_layer_in_, p, n * all / p, eps);
   r.copy(upload_, at * 4, per_layer_tmp_, 0, size_t(n * all) * 4);
