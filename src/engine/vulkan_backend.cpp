@@ -2,6 +2,7 @@
 // GGUF layout (the shaders decode each type); the norms and biases as the host Layer holds
 // them (floats); an F16 KV cache per layer. The forward pass is vulkan_forward.cpp.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "engine/vulkan_backend.h"
@@ -101,6 +102,7 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     }
   }
   if (s.spec.output && s.n_vocab > 0) total += bytes_of(s.output);
+  if (s.per_layer_embd != nullptr) total += bytes_of(s.per_layer_model_proj);
   auto report = [&](size_t bytes) {
     done += bytes;
     if (progress) progress(done, total);
@@ -134,10 +136,10 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     DeviceLayer& l = layers_[i];
     l.host = &s.layers[i];
     const LayerOptions& lo = l.host->options;
-    if (lo.hash_routed || !lo.own_kv || !lo.has_v) {
+    if (lo.hash_routed) {
       throw Error("engine", "layer " + std::to_string(s.spec.layer_begin + int64_t(i)) +
-                                " on a Vulkan device: hash routing and shared keys and values "
-                                "not yet on the Vulkan backend (run it with --device cpu)");
+                                " on a Vulkan device: hash routing not yet on the Vulkan "
+                                "backend (run it with --device cpu)");
     }
     max_ff_ = std::max(max_ff_, lo.moe ? hp.n_expert_used * s.n_ff : 0);
     max_ff_ = std::max(max_ff_, l.host->n_ff);
@@ -151,11 +153,16 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
       ropes_.push_back(&l.host->rope);
     }
     max_rot_ = std::max(max_rot_, l.host->rope.n_rot);
-    // The KV cache: keys and values of every slot's positions, rounded to f16.
-    const size_t cache_bytes = size_t(s.kv.n_seq() * s.kv.n_ctx() * kv_dim_) * 2;
+    // The KV cache: keys and values of every slot's positions, rounded to f16 (Gemma 4:
+    // of the layer's width; none where the layer reads an earlier one's).
+    l.kv_dim = arch.layer_shapes ? lo.n_head_kv * lo.head_dim : kv_dim_;
+    l.kv_layer = size_t(lo.kv_layer - s.spec.layer_begin);
+    if (!lo.own_kv) continue;
+    const size_t cache_bytes = size_t(s.kv.n_seq() * s.kv.n_ctx() * l.kv_dim) * 2;
     l.k_cache = make_buffer(cache_bytes, "keys of layer " + std::to_string(i));
     l.v_cache = make_buffer(cache_bytes, "values of layer " + std::to_string(i));
   }
+  if (arch.layer_shapes) prepare_layer_shapes();
   for (size_t i = 0; i < layers_.size(); ++i) {
     DeviceLayer& l = layers_[i];
     const int64_t il = s.spec.layer_begin + int64_t(i);
@@ -172,15 +179,19 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
         const PackedMatrix& m = l.host->*member.matrix;
         if (m.rows() > 0) l.matrices.emplace(t.weight, upload_matrices({&m}, t.name));
       } else if (member.matrices != nullptr) {
-        // attn_kv_b (older MLA files) holds both per-head products: k_b and v_b.
-        const bool kv_b = t.weight == LayerWeight::kAttnKvB;
-        for (int part = 0; part < (kv_b ? 2 : 1); ++part) {
-          const std::vector<PackedMatrix>& all =
-              kv_b ? (part == 0 ? l.host->k_b : l.host->v_b) : l.host->*member.matrices;
-          const LayerWeight key =
-              kv_b ? (part == 0 ? LayerWeight::kAttnKB : LayerWeight::kAttnVB) : t.weight;
+        // attn_kv_b (older MLA files) holds both per-head products: k_b and v_b; Gemma 4's
+        // ffn_gate_up_exps both the experts' gate rows and their up rows.
+        using Part = std::pair<LayerWeight, const std::vector<PackedMatrix>*>;
+        std::vector<Part> parts = {{t.weight, &(l.host->*member.matrices)}};
+        if (t.weight == LayerWeight::kAttnKvB) {
+          parts = {{LayerWeight::kAttnKB, &l.host->k_b}, {LayerWeight::kAttnVB, &l.host->v_b}};
+        } else if (t.weight == LayerWeight::kGateUpExps) {
+          parts = {{LayerWeight::kGateExps, &l.host->gate_exps},
+                   {LayerWeight::kUpExps, &l.host->up_exps}};
+        }
+        for (const auto& [key, all] : parts) {
           std::vector<const PackedMatrix*> ms;
-          for (const PackedMatrix& m : all) ms.push_back(&m);
+          for (const PackedMatrix& m : *all) ms.push_back(&m);
           if (ms.empty()) continue;
           DeviceMatrix stack = upload_matrices(ms, t.name);
           stack.n_expert = int64_t(ms.size());  // a stack even of one expert or head
@@ -193,6 +204,15 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     output_ = upload_matrices({&s.output}, "output");
     output_norm_ = make_buffer(s.output_norm.size() * 4, "output_norm.weight");
     vulkan::upload(*context_, output_norm_, s.output_norm.data(), s.output_norm.size() * 4);
+  }
+  if (s.per_layer_embd != nullptr) {
+    per_layer_proj_ = upload_matrices({&s.per_layer_model_proj}, "per_layer_model_proj.weight");
+    // Times 1/sqrt 2, which the CPU applies to the sum with the embedding rows (the host
+    // scales those): one rounding more or less.
+    std::vector<float> norm = s.per_layer_proj_norm;
+    for (float& w : norm) w *= 1.0f / std::sqrt(2.0f);
+    per_layer_norm_ = make_buffer(norm.size() * 4, "per_layer_proj_norm.weight");
+    vulkan::upload(*context_, per_layer_norm_, norm.data(), norm.size() * 4);
   }
   // The experts the shard holds, by global id: their index in its stacks, or none.
   if (hp.n_expert > 0 && int64_t(s.experts.size()) < hp.n_expert) {
@@ -246,6 +266,18 @@ void VulkanBackend::reserve(int64_t n) {
   expert_out_ = floats(n * n_used * n_embd_, "expert outputs");
   out_ = floats(n * std::max(s_.n_vocab, width), "output");
   k_rows_ = floats(n, "cache rows");
+  width_rows_.clear();
+  for (size_t g = 0; g < row_widths_.size(); ++g) width_rows_.push_back(floats(n, "cache rows"));
+  if (per_layer_ > 0) {
+    const int64_t all = (s_.spec.layer_end - s_.spec.layer_begin) * per_layer_;
+    per_layer_in_ = floats(n * all, "per-layer inputs");
+    per_layer_tmp_ = floats(n * std::max(all, per_layer_), "per-layer scratch");
+    per_layer_gate_ = floats(n * per_layer_, "per-layer gates");
+  }
+  if (s_.arch->moe_beside_dense) {
+    expert_scales_ = floats(n * n_used, "expert scales");
+    scaled_weights_ = floats(n * n_used, "scaled expert weights");
+  }
   if (mla_) {
     const int64_t nope = hp.head_dim - hp.n_rot, latent = kv_dim_;
     mla_a_ = floats(n * std::max(hp.q_lora_rank, hp.kv_lora_rank), "MLA query latents");
@@ -261,8 +293,15 @@ void VulkanBackend::reserve(int64_t n) {
   angles_.clear();
   angles_at_.assign(ropes_.size(), 0);
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));
-  // What a step sends: its input rows, each rope group's angles, the cache rows.
-  const size_t up = size_t(n * width + int64_t(ropes_.size()) * n * max_rot_ + 2 * n) * 4;
+  // What a step sends: its input rows, each rope group's angles, the cache rows (of each
+  // width), the per-layer inputs' embedding rows (and after the first stage the tokens').
+  const int64_t per_layer_rows = per_layer_ > 0
+                                     ? per_layer_ * (s_.spec.layer_end - s_.spec.layer_begin) +
+                                           (s_.spec.embedding ? 0 : n_embd_)
+                                     : 0;
+  const size_t up = size_t(n * width + int64_t(ropes_.size()) * n * max_rot_ + 2 * n +
+                           int64_t(row_widths_.size()) * n + n * per_layer_rows) *
+                    4;
   upload_ = make_buffer(up, "uploads", vulkan::BufferKind::kStaging);
   download_ = make_buffer(size_t(n * std::max(s_.n_vocab, width)) * 4, "downloads",
                           vulkan::BufferKind::kStaging);

@@ -33,6 +33,13 @@ struct DeviceLayer {
   std::map<LayerWeight, vulkan::Buffer> vectors;  // floats, as the host Layer holds them
   vulkan::Buffer k_cache, v_cache;                // F16 [n_seq][n_ctx][kv_dim]
   int rope_group = 0;  // the angles it reads (layers with the same rope share them)
+  // Its cache rows' width, and where its tokens' rows are: -1 k_rows_ (the width kv_dim_),
+  // else width_rows_[rows_group] (Gemma 4's layers of other widths).
+  int64_t kv_dim = 0;
+  int rows_group = -1;
+  // The layer (index in layers_) whose cache its attention reads: itself, or for Gemma 4's
+  // KV-shared layers an earlier one (which has the caches; this one has none).
+  size_t kv_layer = 0;
   bool has(LayerWeight w) const { return matrices.count(w) + vectors.count(w) > 0; }
   const DeviceMatrix& matrix(LayerWeight w) const { return matrices.at(w); }
   const vulkan::Buffer& vector(LayerWeight w) const { return vectors.at(w); }
@@ -85,6 +92,20 @@ class VulkanBackend : public DeviceBackend {
   void record_gated(const DeviceMatrix& gate, const DeviceMatrix& up, const DeviceMatrix& down,
                     int64_t n, float limit, const vulkan::Buffer& out);
   void record_experts(const DeviceLayer& l, int64_t n);
+  // Gemma 4 (vulkan_gemma4.cpp): attention of the layer's own shapes (keys and values of
+  // its width, values from the keys, value norms, another layer's cache); the experts beside
+  // the dense FFN into proj; the per-layer inputs of the batch (host: the embedding rows of
+  // its tokens into `up`; device: their projection, from the step's upload at float `at`)
+  // and, after a layer, its per-layer input and output scale on x.
+  void prepare_layer_shapes();  // at load: widths, cache rows, checks
+  void record_shaped_attention(const DeviceLayer& l, const Batch& batch);
+  void record_moe_beside_dense(const DeviceLayer& l, int64_t n);
+  void gather_per_layer_rows(const Batch& batch, float* up) const;
+  void record_per_layer_inputs(int64_t n, size_t at);
+  void record_layer_end(const DeviceLayer& l, int64_t n);
+  const vulkan::Buffer& cache_rows(const DeviceLayer& l) const {
+    return l.rows_group < 0 ? k_rows_ : width_rows_[size_t(l.rows_group)];
+  }
 
   const Shard::State& s_;
   std::shared_ptr<VulkanRuntime> runtime_;  // outlives every buffer below
@@ -112,6 +133,17 @@ class VulkanBackend : public DeviceBackend {
       expert_out_, out_;
   std::vector<vulkan::Buffer> angles_;  // per rope group [capacity][n_rot]: cos, then sin
   vulkan::Buffer k_rows_;               // [capacity] element offsets into the caches
+  // Gemma 4: the cache widths other than kv_dim_, and per width [capacity] offsets.
+  std::vector<int64_t> row_widths_;
+  std::vector<vulkan::Buffer> width_rows_;
+  // Gemma 4's per-layer inputs: P = n_embd_per_layer; their projection [layers P x n_embd]
+  // and norm (times 1/sqrt 2); per batch [capacity][layers][P] inputs and a scratch as
+  // large, and [capacity][P] of a layer's gate. Its experts' scales: [capacity][n_used] of
+  // the chosen experts' and the router's weights times them. A weightless norm's ones.
+  int64_t per_layer_ = 0;
+  DeviceMatrix per_layer_proj_;
+  vulkan::Buffer per_layer_norm_, per_layer_in_, per_layer_tmp_, per_layer_gate_;
+  vulkan::Buffer expert_scales_, scaled_weights_, ones_;
   // MLA: [n][q_lora] (and the latent being normed), [n][n_head][nope], [n][n_head][kv_lora],
   // [n][n_head][kv_lora + n_rot] queries in latent space, [n][n_head] head ids.
   vulkan::Buffer mla_a_, mla_nope_, mla_lat_, mla_q_, head_ids_;

@@ -313,6 +313,85 @@ TEST(VulkanBackend, FirstLayersOnTheDeviceTheRestOnTheCpu) {
   EXPECT_THROW(LocalRunner::open("../shared/models/llama-q8_0.gguf", cpu), Error);
 }
 
+// Gemma 4's q8_0 models (experts beside the dense FFN, values from the keys; per-layer
+// inputs, KV-shared layers) in chunks of 8 (the f32 models go token by token above), and its
+// first layer alone on the device (the per-layer inputs of some of the layers).
+TEST(VulkanBackend, Gemma4InChunksAndItsFirstLayerOnTheDevice) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string device = test_device_name();
+  for (const char* model : {"models/frontier2/gemma4-q8_0", "models/frontier2/gemma4e-q8_0"}) {
+    check_model(model, {1, 8, kernels::Isa::kScalar, -1, device});
+  }
+  Case c{2, 256, kernels::best_isa(kernels::detect_cpu()), -1, device};
+  c.device_layers = 1;
+  check_model("models/frontier2/gemma4e-f32", c);
+}
+
+// Gemma 4's per-layer inputs in a stage after the first (the device stage embeds the tokens
+// for them itself), its KV-shared layers and caches of two widths with two sequences in one
+// batch: a CPU stage of layer 0, then the device stage of the rest, against one process.
+TEST(VulkanBackend, Gemma4AsASecondStageWithTwoSequences) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string model = "models/frontier2/gemma4e-f32";
+  const gguf::File file = gguf::File::open("../shared/" + model + ".gguf");
+  const ModelInfo info = read_model_info(file);
+  ShardOptions cpu_options;
+  cpu_options.n_ctx = 64;
+  cpu_options.n_seq = 2;
+  ShardOptions device_options = cpu_options;
+  device_options.device = {Device::kVulkan, 0};
+  if (const char* index = std::getenv("HERD_VULKAN_TEST_DEVICE")) {
+    device_options.device.index = std::atoi(index);
+  }
+  Shard first = Shard::load(file, info, {0, 1, true, false, {}}, cpu_options);
+  Shard second = Shard::load(file, info, {1, -1, false, true, {}}, device_options);
+  ASSERT_NE(second.device(), "cpu");
+  const std::vector<int32_t> a = read_tokens("../shared/" + model + ".1.tokens");
+  const std::vector<int32_t> b = read_tokens("../shared/" + model + ".2.tokens");
+  const int64_t n_vocab = info.hp.n_vocab;
+  ThreadPool pool(1);
+  std::vector<float> got_a, got_b, hidden, logits;
+  auto step = [&](const Batch& batch) {
+    first.forward(batch, nullptr, hidden, pool);
+    second.forward(batch, hidden.data(), logits, pool);
+    for (int64_t row = 0; row < batch.size(); ++row) {
+      auto& got = batch.seq[size_t(row)] == 0 ? got_a : got_b;
+      got.insert(got.end(), logits.begin() + row * n_vocab, logits.begin() + (row + 1) * n_vocab);
+    }
+  };
+  // Prefixes of 3 and 5 tokens interleaved in one batch, then a token of each per batch.
+  Batch prefix;
+  for (int32_t i = 0; i < 5; ++i) {
+    if (i < 3) prefix.add(a[size_t(i)], 0, i, true);
+    prefix.add(b[size_t(i)], 1, i, true);
+  }
+  step(prefix);
+  for (int32_t i = 3; i < int32_t(a.size()) && i + 2 < int32_t(b.size()); ++i) {
+    Batch batch;
+    batch.add(b[size_t(i + 2)], 1, i + 2, true);
+    batch.add(a[size_t(i)], 0, i, true);
+    step(batch);
+  }
+  ASSERT_GE(got_a.size(), size_t(6 * n_vocab));
+  LocalOptions options;
+  options.n_ctx = 64;
+  for (const auto& [tokens, got] : {std::pair{&a, &got_a}, std::pair{&b, &got_b}}) {
+    auto runner = LocalRunner::open("../shared/" + model + ".gguf", options);
+    const std::vector<float> want = forward_sequence(*runner, *tokens, 0, 256, true);
+    ASSERT_LE(got->size(), want.size());
+    double max_diff = 0, range = 0;
+    for (size_t i = 0; i < got->size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double((*got)[i]) - want[i]));
+      range = std::max(range, std::fabs(double(want[i])));
+    }
+    EXPECT_LE(max_diff, 2e-3 * range);
+    std::printf("  %-30s second stage, two sequences: max diff %.2e of %.2f\n", model.c_str(),
+                max_diff, range);
+  }
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param.substr(info.param.rfind('/') + 1);
   for (char& c : name) {

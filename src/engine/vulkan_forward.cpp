@@ -81,7 +81,8 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
   vulkan::Recorder& r = *recorder_;
 
   // ---- the step's uploads, written in place into the host-visible staging buffer:
-  // [n][width] input | per rope group [n][n_rot] angles | [n] cache rows
+  // [n][width] input | per rope group [n][n_rot] angles | [n] cache rows | per other cache
+  // width [n] rows | [n][layers][P] per-layer embedding rows
   HERD_CHECK(upload_.mapped() != nullptr && download_.mapped() != nullptr);
   float* up = reinterpret_cast<float*>(upload_.mapped());
   if (s_.spec.embedding) {
@@ -115,7 +116,13 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
   const int64_t n_ctx = s_.kv.n_ctx();
   for (int64_t t = 0; t < n; ++t) {
     rows[t] = u32((int64_t(batch.seq[t]) * n_ctx + batch.pos[t]) * kv_dim_, "cache element");
+    for (size_t g = 0; g < row_widths_.size(); ++g) {
+      rows[int64_t(g + 1) * n + t] =
+          u32((int64_t(batch.seq[t]) * n_ctx + batch.pos[t]) * row_widths_[g], "cache element");
+    }
   }
+  const size_t per_layer_at = rows_at + (row_widths_.size() + 1) * size_t(n);
+  if (per_layer_ > 0) gather_per_layer_rows(batch, up + per_layer_at);
 
   r.begin();
   r.copy(upload_, 0, x_, 0, size_t(n * width) * 4);
@@ -125,10 +132,15 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     }
   }
   r.copy(upload_, rows_at * 4, k_rows_, 0, size_t(n) * 4);
+  for (size_t g = 0; g < row_widths_.size(); ++g) {
+    r.copy(upload_, (rows_at + (g + 1) * size_t(n)) * 4, width_rows_[g], 0, size_t(n) * 4);
+  }
+  if (per_layer_ > 0) record_per_layer_inputs(n, per_layer_at);
 
   for (const DeviceLayer& l : layers_) {
     record_attention(l, batch);
     record_ffn(l, n);
+    if (per_layer_ > 0 || arch.layer_output_scale) record_layer_end(l, n);
   }
 
   // ---- the output: a stage's activations, or the logits of the tokens that want them
@@ -174,6 +186,10 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
   if (n_head == 0) {  // a tensor-parallel rank without heads adds zeros to the others'
     reduce_projection(n, true);
     add_attention_output(l, n);
+    return;
+  }
+  if (arch.layer_shapes) {  // Gemma 4: vulkan_gemma4.cpp
+    record_shaped_attention(l, batch);
     return;
   }
   if (mla_) {
@@ -224,7 +240,9 @@ void VulkanBackend::record_attend(const DeviceLayer& l, const Batch& batch, cons
   const int64_t n = batch.size(), n_head = s_.n_head, n_ctx = s_.kv.n_ctx();
   std::optional<vulkan::Binding> sinks;
   if (l.has(W::kAttnSinks)) sinks.emplace(l.vector(W::kAttnSinks));
-  const Buffer& values = values_in_keys ? l.k_cache : l.v_cache;
+  // The cache of the layer it reads (Gemma 4's KV-shared layers: an earlier one's).
+  const DeviceLayer& c = layers_[l.kv_layer];
+  const Buffer& values = values_in_keys ? c.k_cache : c.v_cache;
   // Per run of one sequence's consecutive positions, cut into calls whose scores fit.
   for (int64_t t0 = 0; t0 < n;) {
     int64_t t1 = t0 + 1;
@@ -243,14 +261,14 @@ void VulkanBackend::record_attend(const DeviceLayer& l, const Batch& batch, cons
       a.n_pos = batch.pos[c1 - 1] + 1;
       a.k_dim = k_dim;
       a.v_dim = v_dim;
-      a.stride = kv_dim_;
+      a.stride = c.kv_dim;
       a.head_stride = head_stride;
       a.scale = host.attn_scale;
       a.window = host.options.sliding ? s_.hp.sliding_window : 0;
       a.q_offset = c0 * n_head * k_dim;
       a.out_offset = c0 * n_head * v_dim;
-      a.kv_offset = int64_t(batch.seq[c0]) * n_ctx * kv_dim_;
-      kernels_->attend(*recorder_, q, l.k_cache, values, sinks ? &*sinks : nullptr, scores_, out,
+      a.kv_offset = int64_t(batch.seq[c0]) * n_ctx * c.kv_dim;
+      kernels_->attend(*recorder_, q, c.k_cache, values, sinks ? &*sinks : nullptr, scores_, out,
                        a);
       c0 = c1;
     }
@@ -356,11 +374,17 @@ void VulkanBackend::record_ffn(const DeviceLayer& l, int64_t n) {
   // What this shard adds to proj: routed experts it holds, shared experts or the dense FFN
   // where it runs them (a tensor-parallel rank may have none of these: zeros).
   bool wrote = false;
-  if (host.options.moe && l.has(W::kGateExps)) {
+  const bool beside = host.options.moe && s_.arch->moe_beside_dense;
+  if (beside) {  // Gemma 4: vulkan_gemma4.cpp
+    record_moe_beside_dense(l, n);
+    wrote = true;
+  }
+  if (!beside && host.options.moe && l.has(W::kGateExps)) {
     record_experts(l, n);
     wrote = true;
   }
-  if (host.ffn_runs) {  // the dense FFN, or an MoE layer's shared experts (every token, weight 1)
+  // The dense FFN, or an MoE layer's shared experts (every token, weight 1).
+  if (!beside && host.ffn_runs) {
     record_gated(l.matrix(W::kFfnGate), l.matrix(W::kFfnUp), l.matrix(W::kFfnDown), n,
                  hp.swiglu_limit_shared, wrote ? shared_ : proj_);
     if (wrote) k.add(r, proj_, shared_, proj_, n * n_embd_);

@@ -1,4 +1,4 @@
-// The norm, activation, rope, softmax and add shaders against the engine's CPU operations
+// The norm, activation, rope, softmax, add and scale shaders against the engine's CPU operations
 // (engine/ops.h) on random data, in both reduction variants where they reduce.
 #include <gtest/gtest.h>
 
@@ -158,6 +158,21 @@ TEST(VulkanElementwise, AddMatchesTheHost) {
   herd_test_device.kernels->add(rec, ba, bb, ba, n);
   rec.submit_and_wait();
   expect_close(host_copy(context, ba), want, 0.0, 0.0);  // one rounding, as on the CPU
+}
+
+TEST(VulkanElementwise, ScaleMatchesTheHost) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  const int64_t n = 1000;
+  const float s = 0.37f;
+  const std::vector<float> x = random_floats(size_t(n), 3.0f, 5);
+  std::vector<float> want = x;
+  for (size_t i = 0; i + 1 < want.size(); ++i) want[i] *= s;  // the last one is past n - 1
+  Buffer bx = device_copy(context, x);
+  Recorder rec(context);
+  rec.begin();
+  herd_test_device.kernels->scale(rec, bx, s, n - 1);
+  rec.submit_and_wait();
+  expect_close(host_copy(context, bx), want, 0.0, 0.0);  // one rounding, as on the CPU
 }
 
 // Both styles, a partial rotation at either end of the head, and positions far from zero

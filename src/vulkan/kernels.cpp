@@ -324,6 +324,16 @@ void Kernels::add(Recorder& r, Binding a, Binding b, Binding out, int64_t n) {
   r.dispatch(p, {a, b, out}, push, ceil_div(uint64_t(n), elementwise_size_));
 }
 
+void Kernels::scale(Recorder& r, Binding x, float s, int64_t n) {
+  const struct {
+    uint32_t n;
+    float s;
+  } push{u32(n, "n"), s};
+  const Pipeline& p =
+      pipeline("scale", 1, sizeof(push), {elementwise_size_, context_.info().subgroup_size});
+  r.dispatch(p, {x}, push, ceil_div(uint64_t(n), elementwise_size_));
+}
+
 void Kernels::rope(Recorder& r, Binding x, Binding angles, const RopeShape& s) {
   HERD_CHECK_MSG(s.n_rot % 2 == 0 && s.rot_offset + s.n_rot <= s.head_dim,
                  "n_rot " + std::to_string(s.n_rot) + ", head_dim " + std::to_string(s.head_dim));

@@ -136,6 +136,8 @@ class Kernels {
              float limit = 0.0f);
   // out[i] = a[i] + b[i]. a, b, out: [n].
   void add(Recorder& r, Binding a, Binding b, Binding out, int64_t n);
+  // x[i] *= s. x: [n].
+  void scale(Recorder& r, Binding x, float s, int64_t n);
   // Rotates x [n_tokens][n_head][head_dim] in place by angles [n_tokens][n_rot]: per token
   // the n_rot / 2 cosines, then the n_rot / 2 sines of engine::rope_angles().
   void rope(Recorder& r, Binding x, Binding angles, const RopeShape& shape);
