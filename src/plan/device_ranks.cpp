@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/backend.h"
 #include "engine/device_placement.h"
 #include "plan/rank_memory.h"
 
@@ -65,6 +66,15 @@ void place_ranks_on_devices(const PlanModel& model, const std::vector<NodeProfil
       const DeviceProfile& d = node.devices.front();
       const std::string who =
           "node '" + node.name + "' (stage " + std::to_string(&stage - plan.stages.data()) + "): ";
+      if (model.arch_row != nullptr) {
+        const std::string missing =
+            engine::vulkan_unsupported(*model.arch_row, model.hp, stage.ranks.size() > 1);
+        if (!missing.empty()) {
+          plan.notes.push_back(who + "on the CPU: " + d.name + " cannot run " + model.arch +
+                               " yet (" + missing + ")");
+          continue;
+        }
+      }
       if (!alone) {
         // A pod node: its part on the GPU when it fits there, else on the CPU.
         if (rank.memory_bytes <= device_room(d, options)) {

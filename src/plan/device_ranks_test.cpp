@@ -138,6 +138,21 @@ TEST(DeviceRanks, APodNodeRunsItsPartOnItsGpuWhenItFitsAndOnItsCpuOtherwise) {
   EXPECT_EQ(most_node, 1);
 }
 
+TEST(DeviceRanks, AGpuThatCannotRunTheModelIsLeftOutWithItsReason) {
+  HParams hp;
+  hp.n_vocab = 32000;
+  hp.n_embd = 4096;
+  hp.n_ff = 11008;
+  hp.n_layer = 4;
+  hp.n_head = hp.n_head_kv = 2;
+  hp.head_dim = hp.head_dim_v = hp.n_rot = 2048;  // wider heads than the attention shader's
+  hp.n_ctx = 4096;
+  const PlanModel m = synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_K);
+  const Plan p = checked_plan(m, {with_gpu(node("local", 32, 50), 24, 900)}, PlanOptions{});
+  EXPECT_EQ(p.stages[0].ranks[0].device, "");
+  EXPECT_TRUE(has_note(p, "cannot run llama yet (heads wider than 1024)"));
+}
+
 TEST(DeviceRanks, ProfilesCarryTheirDevicesThroughJson) {
   const NodeProfile n = with_gpu(node("gpu-box", 64, 80), 24, 936);
   const std::vector<NodeProfile> back = node_profiles_from_text(to_json(n).dump(), "test");
