@@ -17,6 +17,12 @@ for arch in llama qwen2 qwen3 qwen3moe; do
     grep -q "blk.1.attn_q.weight" <<<"$out" || fail "inspect $arch $type: tensors"
   done
 done
+# What each Vulkan device would hold of a model (lavapipe here, whose memory holds it all).
+if "$herd" devices --device vulkan >/dev/null 2>&1; then
+  out=$("$herd" inspect --model "$dir/qwen3moe-q8_0.gguf")
+  grep -q "^device vulkan:0: .*device-local: holds all of it" <<<"$out" ||
+    fail "inspect: the Vulkan device and what it holds: $out"
+fi
 
 # The architectures with rows of their own options: each type loads, evaluates to finite
 # logits and generates. deepseek2 also as V2-Lite (plain attn_q) and V2 (softmax router),

@@ -1,10 +1,17 @@
-// herd inspect --model M [--tensors]: what a GGUF file holds, without loading the model.
+// herd inspect --model M [--tensors]: what a GGUF file holds, without loading the model, and
+// what each Vulkan device of this machine would hold of it.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "engine/backend.h"
+#include "engine/device_placement.h"
+#include "engine/runner.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
+#include "vulkan/device_info.h"
 
 namespace herd::cli {
 namespace {
@@ -212,6 +219,42 @@ void print_model_plan(const gguf::File& file) {
   }
 }
 
+// Each Vulkan device of this machine and what it would hold of the model (device_placement.h,
+// with a context of min(the model's, 4096) for one sequence): how the plan would place it.
+void print_devices(const gguf::File& file) {
+  std::vector<vulkan::DeviceInfo> devices;
+  ModelInfo info;
+  try {
+    devices = vulkan::list_devices();
+    info = read_model_info(file);
+  } catch (const std::exception&) {
+    return;  // no Vulkan device, or a file herd cannot run (said above)
+  }
+  const int64_t n_ctx = std::min(info.hp.n_ctx, engine::kDefaultMaxCtx);
+  const engine::PartBytes part =
+      engine::part_bytes(info, file, 0, info.hp.n_layer, true, true, n_ctx, 1);
+  for (const vulkan::DeviceInfo& d : devices) {
+    const std::string name = "vulkan:" + std::to_string(d.index);
+    std::string holds;
+    const std::string missing = engine::vulkan_unsupported(*info.arch, info.hp, false);
+    if (!missing.empty()) {
+      holds = "cannot run it yet (" + missing + ")";
+    } else {
+      const engine::DevicePlacement p =
+          engine::place_on_device(part, d.device_local_bytes(), engine::kDeviceHeadroom,
+                                  engine::ExpertsChoice::kAuto, -1, name);
+      holds = p.kind == engine::DevicePlacement::kDevice ? "holds all of it"
+              : p.kind == engine::DevicePlacement::kExpertsOnCpu
+                  ? "holds all but the routed experts (those on the CPU)"
+                  : "holds its first " + std::to_string(p.device_layers) + " of " +
+                        std::to_string(info.hp.n_layer) + " layers (the rest on the CPU)";
+    }
+    std::printf("device %s: %s (%s), %.2f GiB device-local: %s\n", name.c_str(), d.name.c_str(),
+                vulkan::device_type_name(d.type),
+                static_cast<double>(d.device_local_bytes()) / (1 << 30), holds.c_str());
+  }
+}
+
 }  // namespace
 
 void add_inspect(CLI::App& app) {
@@ -232,6 +275,7 @@ void add_inspect(CLI::App& app) {
     for (const gguf::TensorInfo& t : file.tensors()) total += t.n_bytes;
     std::printf("tensor data: %.2f MiB\n", static_cast<double>(total) / (1 << 20));
     print_model_plan(file);
+    print_devices(file);
     if (!*tensors) return;
     for (const gguf::TensorInfo& t : file.tensors()) {
       std::string shape;
