@@ -18,13 +18,13 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   // Each capability the forward pass on the device lacks, in the words a user reads.
   if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
   if (arch.hyper_connections) return "hyper-connections";
-  if (arch.delta_net) return "linear attention (Gated DeltaNet)";
+  if (sliced && arch.delta_net) {
+    return "linear attention (Gated DeltaNet) across tensor-parallel ranks";
+  }
   if (arch.layer_shapes || hp.n_embd_per_layer > 0) return "per-layer attention shapes and inputs";
   if (arch.moe_beside_dense) return "experts beside a dense FFN";
   if (arch.layer_output_scale) return "layer output scales";
   if (arch.v_norm) return "value norms";
-  if (arch.attn_output_gate) return "gated attention output";
-  if (arch.shared_expert_gate) return "a gated shared expert";
   if (arch.attention == AttentionKind::kGqa && hp.head_dim != hp.head_dim_v) {
     return "keys and values of different sizes";
   }

@@ -151,6 +151,12 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
       ropes_.push_back(&l.host->rope);
     }
     max_rot_ = std::max(max_rot_, l.host->rope.n_rot);
+    if (lo.linear) {  // its recurrent states, every slot's (zeros: no sequence yet)
+      const std::vector<float> zeros(size_t(s.kv.n_seq() * s.delta_dims.state_shape().floats()));
+      l.states = make_buffer(zeros.size() * 4, "recurrent states of layer " + std::to_string(i));
+      vulkan::upload(*context_, l.states, zeros.data(), zeros.size() * 4);
+      continue;
+    }
     // The KV cache: keys and values of every slot's positions, rounded to f16.
     const size_t cache_bytes = size_t(s.kv.n_seq() * s.kv.n_ctx() * kv_dim_) * 2;
     l.k_cache = make_buffer(cache_bytes, "keys of layer " + std::to_string(i));
@@ -258,6 +264,7 @@ void VulkanBackend::reserve(int64_t n) {
     head_ids_ = floats(int64_t(heads.size()), "MLA head ids");
     vulkan::upload(*context_, head_ids_, heads.data(), heads.size() * 4);
   }
+  reserve_delta(n);
   angles_.clear();
   angles_at_.assign(ropes_.size(), 0);
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));

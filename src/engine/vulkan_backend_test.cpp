@@ -57,6 +57,9 @@ TEST_P(VulkanReferenceLogits, WholeChunkedAndTokenByToken) {
     check_model(GetParam(), {1, 1, kernels::Isa::kScalar, -1, device});
     check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
   }
+  // Gated DeltaNet's states carried across chunks through quantized products too.
+  if (m.ends_with("qwen35-q8_0"))
+    check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
 }
 
 // Two sequences in one batch, their tokens interleaved, give the logits each gives alone:
@@ -114,6 +117,58 @@ TEST(VulkanBackend, SequencesSharingABatchKeepTheirOwnCache) {
   for (size_t i = 0; i < got_b.size(); ++i) {
     ASSERT_NEAR(got_b[i], want_b[i], 1e-3 * (1 + std::fabs(want_b[i]))) << i;
   }
+}
+
+// A slot's recurrent states (Gated DeltaNet) on the device: a snapshot after a prefix holds
+// what the CPU's states hold there; after more tokens, restoring it and running them again
+// gives the same logits; and the host still refuses a batch that does not continue the slot.
+TEST(VulkanBackend, RecurrentStatesSnapshotAndRestore) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string model = "../shared/models/frontier2/qwen35-f32";
+  const std::vector<int32_t> tokens = read_tokens(model + ".1.tokens");
+  ASSERT_GE(tokens.size(), size_t(8));
+  const int32_t prefix = 5;
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.n_seq = 2;
+  std::vector<float> logits;
+  auto run = [&](LocalRunner& runner, int32_t seq, int32_t from, int32_t to) {
+    std::vector<float> all;
+    for (int32_t i = from; i < to; ++i) {
+      Batch batch;
+      batch.add(tokens[size_t(i)], seq, i, true);
+      runner.forward(batch, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto cpu = LocalRunner::open(model + ".gguf", options);
+  options.device = test_device_name();
+  auto device = LocalRunner::open(model + ".gguf", options);
+  ASSERT_NE(device->shard().device(), "cpu");
+  for (LocalRunner* runner : {cpu.get(), device.get()}) {
+    Batch batch;
+    for (int32_t i = 0; i < prefix; ++i) batch.add(tokens[size_t(i)], 1, i, i + 1 == prefix);
+    runner->forward(batch, logits);
+  }
+  const RecurrentSnapshot want = cpu->shard().snapshot_state(1);
+  const RecurrentSnapshot got = device->shard().snapshot_state(1);
+  EXPECT_EQ(got.pos, prefix);
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  ASSERT_FALSE(got.rows.empty());
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    ASSERT_NEAR(got.rows[i], want.rows[i], 1e-4 * (1 + std::fabs(want.rows[i]))) << i;
+  }
+  device->save_state(1, prefix);
+  const int32_t end = int32_t(tokens.size());
+  const std::vector<float> first = run(*device, 1, prefix, end);
+  // The slot stands at the end now: a token at the prefix's position is refused.
+  EXPECT_THROW(run(*device, 1, prefix, prefix + 1), Error);
+  EXPECT_EQ(device->restore_state(1, prefix), prefix);
+  const std::vector<float> again = run(*device, 1, prefix, end);
+  ASSERT_EQ(again.size(), first.size());
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(again[i], first[i], 1e-6) << i;
 }
 
 // A model the Vulkan backend cannot run yet is refused with the capability named; auto
