@@ -349,7 +349,8 @@ TEST(VulkanBackend, ExpertsOnTheCpuBesideTheDeviceThroughTheRunner) {
 TEST(VulkanBackend, FirstLayersOnTheDeviceTheRestOnTheCpu) {
   HERD_TEST_VULKAN_CONTEXT(context);
   static_cast<void>(context);
-  for (const char* model : {"models/llama-q8_0", "models/frontier/gemma3-f32"}) {
+  for (const char* model :
+       {"models/llama-q8_0", "models/frontier/gemma3-f32", "models/frontier2/qwen3next-f32"}) {
     SCOPED_TRACE(model);
     LocalOptions options;
     options.n_ctx = 64;
