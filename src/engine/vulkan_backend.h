@@ -77,6 +77,7 @@ class VulkanBackend : public DeviceBackend {
   void record_gated_query(const DeviceLayer& l, int64_t n);
   void record_shared_expert_gate(const DeviceLayer& l, const vulkan::Buffer& shared, int64_t n);
   void reserve_delta(int64_t n);
+  size_t recurrent_layers() const;  // the layers with recurrent states
   // Multi-head latent attention in its absorbed form, from h into attn [n][n_head][hdv].
   void record_mla(const DeviceLayer& l, const Batch& batch);
   // Attention of every token over its slot's cached positions, per run of one sequence's

@@ -7,7 +7,7 @@
 // begin_recurrent); a run at position 0 starts its states afresh on the device. Beside it the
 // hybrid models' other two gates: the attention output's (per element, from the query
 // projection's second half of each head) and the shared expert's (one per token).
-#include <cstring>
+#include <algorithm>
 
 #include "engine/vulkan_backend.h"
 #include "util/error.h"
@@ -102,12 +102,16 @@ void VulkanBackend::record_shared_expert_gate(const DeviceLayer& l, const vulkan
   kernels_->sigmoid_mul(*recorder_, shared, shexp_logits_, n * n_embd_, n_embd_);
 }
 
+size_t VulkanBackend::recurrent_layers() const {
+  size_t n = 0;
+  for (const DeviceLayer& l : layers_) n += l.states.bytes() > 0 ? 1 : 0;
+  return n;
+}
+
 void VulkanBackend::download_states(int32_t seq, std::vector<float>& rows) {
   std::lock_guard<std::mutex> lock(runtime_->mutex);
   const size_t floats = size_t(s_.delta_dims.state_shape().floats());
-  size_t n_layers = 0;
-  for (const DeviceLayer& l : layers_) n_layers += l.states.bytes() > 0 ? 1 : 0;
-  rows.resize(n_layers * floats);
+  rows.resize(recurrent_layers() * floats);
   size_t at = 0;
   for (const DeviceLayer& l : layers_) {
     if (l.states.bytes() == 0) continue;
@@ -119,8 +123,7 @@ void VulkanBackend::download_states(int32_t seq, std::vector<float>& rows) {
 void VulkanBackend::upload_states(int32_t seq, const std::vector<float>& rows) {
   std::lock_guard<std::mutex> lock(runtime_->mutex);
   const size_t floats = size_t(s_.delta_dims.state_shape().floats());
-  size_t n_layers = 0;
-  for (const DeviceLayer& l : layers_) n_layers += l.states.bytes() > 0 ? 1 : 0;
+  const size_t n_layers = recurrent_layers();
   if (rows.size() != n_layers * floats) {
     throw Error("engine", "a recurrent snapshot of " + std::to_string(rows.size()) +
                               " floats does not fit this device shard's " +
