@@ -1,10 +1,13 @@
 // The forward pass on a Vulkan device (lavapipe here) against the reference logits: every
 // shared reference model the Vulkan backend can run, whole sequences, chunks of 8 and token by
-// token (the decode path); several sequences in one batch; the models it cannot run yet
-// refused with the capability named, and `--device auto`'s choice.
+// token (the decode path); several sequences in one batch; a recurrent model's states per
+// slot and their snapshots; the models it cannot run yet refused with the capability named,
+// and `--device auto`'s choice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -58,8 +61,9 @@ TEST_P(VulkanReferenceLogits, WholeChunkedAndTokenByToken) {
     check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
   }
   // Gated DeltaNet's states carried across chunks through quantized products too.
-  if (m.ends_with("qwen35-q8_0"))
+  if (m.ends_with("qwen35-q8_0")) {
     check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
+  }
 }
 
 // Two sequences in one batch, their tokens interleaved, give the logits each gives alone:
@@ -169,6 +173,43 @@ TEST(VulkanBackend, RecurrentStatesSnapshotAndRestore) {
   const std::vector<float> again = run(*device, 1, prefix, end);
   ASSERT_EQ(again.size(), first.size());
   for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(again[i], first[i], 1e-6) << i;
+}
+
+// Two sequences' tokens alternating in one batch (runs of one token, each slot in several)
+// give the logits each gives alone: each run reads and leaves its own slot's states.
+TEST(VulkanBackend, AlternatingSequencesKeepTheirOwnRecurrentStates) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string model = "../shared/models/frontier2/qwen35moe-f32";
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.n_seq = 2;
+  options.device = test_device_name();
+  auto runner = LocalRunner::open(model + ".gguf", options);
+  const std::vector<int32_t> a = read_tokens(model + ".1.tokens");
+  const std::vector<int32_t> b = read_tokens(model + ".2.tokens");
+  const size_t n = std::min(a.size(), b.size());
+  std::vector<float> alone[2], together;
+  for (int32_t seq : {0, 1}) {
+    Batch batch;
+    for (size_t i = 0; i < n; ++i) batch.add((seq == 0 ? a : b)[i], seq, int32_t(i), true);
+    runner->forward(batch, alone[seq]);
+  }
+  Batch batch;
+  for (size_t i = 0; i < n; ++i) {
+    batch.add(a[i], 0, int32_t(i), true);
+    batch.add(b[i], 1, int32_t(i), true);
+  }
+  runner->forward(batch, together);
+  const size_t n_vocab = size_t(runner->hparams().n_vocab);
+  ASSERT_EQ(together.size(), 2 * n * n_vocab);
+  for (size_t row = 0; row < 2 * n; ++row) {
+    const float* want = alone[row % 2].data() + (row / 2) * n_vocab;
+    for (size_t v = 0; v < n_vocab; ++v) {
+      ASSERT_NEAR(together[row * n_vocab + v], want[v], 1e-4 * (1 + std::fabs(want[v])))
+          << "row " << row << " logit " << v;
+    }
+  }
 }
 
 // A model the Vulkan backend cannot run yet is refused with the capability named; auto
