@@ -18,9 +18,9 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   // Each capability the forward pass on the device lacks, in the words a user reads.
   if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
   if (arch.hyper_connections) return "hyper-connections";
-  if (arch.delta_net) return "linear attention (Gated DeltaNet)";
-  if (arch.attn_output_gate) return "gated attention output";
-  if (arch.shared_expert_gate) return "a gated shared expert";
+  if (sliced && arch.delta_net) {
+    return "linear attention (Gated DeltaNet) across tensor-parallel ranks";
+  }
   if (arch.attention == AttentionKind::kGqa && hp.head_dim != hp.head_dim_v) {
     return "keys and values of different sizes";
   }

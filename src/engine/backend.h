@@ -31,6 +31,12 @@ class DeviceBackend {
   virtual std::string describe() const = 0;
   // Device memory held: weights, cache, activations.
   virtual size_t device_bytes() const = 0;
+  // Slot `seq`'s recurrent states (Gated DeltaNet layers' conv and delta states) as
+  // RecurrentSnapshot::rows lays them out, [recurrent layers][RecurrentShape::floats()]
+  // (none: empty), brought to the host, and put back: Shard::snapshot_state and
+  // restore_state on a device. upload_states throws herd::Error on rows of another size.
+  virtual void download_states(int32_t seq, std::vector<float>& rows) = 0;
+  virtual void upload_states(int32_t seq, const std::vector<float>& rows) = 0;
 };
 
 // What the Vulkan forward pass cannot run of a shard of this model and spec, in words ("" when

@@ -475,9 +475,11 @@ Shard Shard::load(const gguf::File& file, const ModelInfo& info, const ShardSpec
     }
   }
   if (on_device) {
-    // The keys and values live on the device: the host's cache keeps only the slots' shape.
+    // The keys and values and the recurrent states live on the device: the host's cache
+    // keeps only the slots' shape (and their recurrent positions).
     CacheLayout shape = sizes.cache;
     for (CacheLayer& layer : shape.layers) layer.k_dim = layer.v_dim = 0;
+    shape.recurrent = {};
     s->kv = KvCache(shape);
   } else {
     s->kv = KvCache(sizes.cache);
@@ -613,7 +615,10 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     }
   }
   if (s.device != nullptr) {
+    // The recurrent states are on the device; their positions are checked here all the same.
+    s.kv.begin_recurrent(batch);
     s.device->forward(batch, input, output, all_reduce);
+    s.kv.end_recurrent(batch);
     return;
   }
   s.reserve(n, static_cast<int>(pool.size()));

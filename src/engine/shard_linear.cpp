@@ -15,12 +15,25 @@ bool Shard::has_recurrent_state() const {
 RecurrentSnapshot Shard::snapshot_state(int32_t seq) const {
   if (state_->arch->attention == AttentionKind::kCompressed)
     return state_->compressed_snapshot(seq);
+  if (state_->device != nullptr) {  // the states are the device's; the position the host's
+    RecurrentSnapshot out;
+    out.pos = state_->kv.recurrent_pos(seq);
+    state_->device->download_states(seq, out.rows);
+    return out;
+  }
   return state_->kv.snapshot(seq);
 }
 
 void Shard::restore_state(int32_t seq, const RecurrentSnapshot& snapshot) {
   if (state_->arch->attention == AttentionKind::kCompressed) {
     state_->compressed_restore(seq, snapshot);
+    return;
+  }
+  if (state_->device != nullptr) {
+    state_->device->upload_states(seq, snapshot.rows);
+    RecurrentSnapshot position;  // the host's cache holds no states: only the position
+    position.pos = snapshot.pos;
+    state_->kv.restore(seq, position);
     return;
   }
   state_->kv.restore(seq, snapshot);

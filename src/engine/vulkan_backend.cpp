@@ -157,6 +157,12 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     // of the layer's width; none where the layer reads an earlier one's).
     l.kv_dim = arch.layer_shapes ? lo.n_head_kv * lo.head_dim : kv_dim_;
     l.kv_layer = size_t(lo.kv_layer - s.spec.layer_begin);
+    if (lo.linear) {  // its recurrent states, every slot's (zeros: no sequence yet)
+      const std::vector<float> zeros(size_t(s.kv.n_seq() * s.delta_dims.state_shape().floats()));
+      l.states = make_buffer(zeros.size() * 4, "recurrent states of layer " + std::to_string(i));
+      vulkan::upload(*context_, l.states, zeros.data(), zeros.size() * 4);
+      continue;
+    }
     if (!lo.own_kv) continue;
     const size_t cache_bytes = size_t(s.kv.n_seq() * s.kv.n_ctx() * l.kv_dim) * 2;
     l.k_cache = make_buffer(cache_bytes, "keys of layer " + std::to_string(i));
@@ -290,6 +296,7 @@ void VulkanBackend::reserve(int64_t n) {
     head_ids_ = floats(int64_t(heads.size()), "MLA head ids");
     vulkan::upload(*context_, head_ids_, heads.data(), heads.size() * 4);
   }
+  reserve_delta(n);
   angles_.clear();
   angles_at_.assign(ropes_.size(), 0);
   for (size_t g = 0; g < ropes_.size(); ++g) angles_.push_back(floats(n * max_rot_, "angles"));

@@ -32,7 +32,8 @@ struct DeviceLayer {
   std::map<LayerWeight, DeviceMatrix> matrices;
   std::map<LayerWeight, vulkan::Buffer> vectors;  // floats, as the host Layer holds them
   vulkan::Buffer k_cache, v_cache;                // F16 [n_seq][n_ctx][kv_dim]
-  int rope_group = 0;  // the angles it reads (layers with the same rope share them)
+  vulkan::Buffer states;  // a linear layer's: [n_seq][RecurrentShape::floats()] (kv_cache.h)
+  int rope_group = 0;     // the angles it reads (layers with the same rope share them)
   // Its cache rows' width, and where its tokens' rows are: -1 k_rows_ (the width kv_dim_),
   // else width_rows_[rows_group] (Gemma 4's layers of other widths).
   int64_t kv_dim = 0;
@@ -63,6 +64,8 @@ class VulkanBackend : public DeviceBackend {
                AllReduce* all_reduce) override;
   std::string describe() const override;
   size_t device_bytes() const override { return device_bytes_; }
+  void download_states(int32_t seq, std::vector<float>& rows) override;
+  void upload_states(int32_t seq, const std::vector<float>& rows) override;
 
  private:
   // Activations for up to `capacity` tokens (grown by a larger batch, never shrunk).
@@ -74,6 +77,14 @@ class VulkanBackend : public DeviceBackend {
   // Records one layer of the batch (attention, then the FFN) on x.
   void record_attention(const DeviceLayer& l, const Batch& batch);
   void record_ffn(const DeviceLayer& l, int64_t n);
+  // Gated DeltaNet (vulkan_delta.cpp): a linear-attention layer from x to its residual add;
+  // the queries of a gated attention output (q_ and attn_gate_ from h); the gate of a gated
+  // shared expert on its output `shared` [n][n_embd]; the buffers reserve() makes for them.
+  void record_linear(const DeviceLayer& l, const Batch& batch);
+  void record_gated_query(const DeviceLayer& l, int64_t n);
+  void record_shared_expert_gate(const DeviceLayer& l, const vulkan::Buffer& shared, int64_t n);
+  void reserve_delta(int64_t n);
+  size_t recurrent_layers() const;  // the layers with recurrent states
   // Multi-head latent attention in its absorbed form, from h into attn [n][n_head][hdv].
   void record_mla(const DeviceLayer& l, const Batch& batch);
   // Attention of every token over its slot's cached positions, per run of one sequence's
@@ -147,6 +158,12 @@ class VulkanBackend : public DeviceBackend {
   // MLA: [n][q_lora] (and the latent being normed), [n][n_head][nope], [n][n_head][kv_lora],
   // [n][n_head][kv_lora + n_rot] queries in latent space, [n][n_head] head ids.
   vulkan::Buffer mla_a_, mla_nope_, mla_lat_, mla_q_, head_ids_;
+  // Gated DeltaNet: [n][conv_dim] qkv and its conv, [n][n_v dv] z and the rule's output,
+  // [n][2 n_v] beta's and alpha's projections (b | alpha fused, else b here and alpha in
+  // delta_alpha_); the gated attention's [n][n_head][2 hd] q | gate rows and [n][q_dim]
+  // gates; the gated shared expert's [n] logits.
+  vulkan::Buffer delta_qkv_, delta_conv_, delta_z_, delta_out_, delta_b_, delta_alpha_;
+  vulkan::Buffer gate_q_, attn_gate_, shexp_logits_;
   vulkan::Buffer scores_;  // the attention's scores, scores_floats_ of them
   int64_t scores_floats_ = 0;
   // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.

@@ -1,10 +1,13 @@
 // The forward pass on a Vulkan device (lavapipe here) against the reference logits: every
 // shared reference model the Vulkan backend can run, whole sequences, chunks of 8 and token by
-// token (the decode path); several sequences in one batch; the models it cannot run yet
-// refused with the capability named, and `--device auto`'s choice.
+// token (the decode path); several sequences in one batch; a recurrent model's states per
+// slot and their snapshots; the models it cannot run yet refused with the capability named,
+// and `--device auto`'s choice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -55,6 +58,10 @@ TEST_P(VulkanReferenceLogits, WholeChunkedAndTokenByToken) {
   const std::string& m = GetParam();
   if (m.ends_with("-f32") || m.ends_with("llama-q4_0")) {
     check_model(GetParam(), {1, 1, kernels::Isa::kScalar, -1, device});
+    check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
+  }
+  // Gated DeltaNet's states carried across chunks through quantized products too.
+  if (m.ends_with("qwen35-q8_0")) {
     check_model(GetParam(), {1, 8, kernels::Isa::kScalar, -1, device});
   }
 }
@@ -113,6 +120,95 @@ TEST(VulkanBackend, SequencesSharingABatchKeepTheirOwnCache) {
   }
   for (size_t i = 0; i < got_b.size(); ++i) {
     ASSERT_NEAR(got_b[i], want_b[i], 1e-3 * (1 + std::fabs(want_b[i]))) << i;
+  }
+}
+
+// A slot's recurrent states (Gated DeltaNet) on the device: a snapshot after a prefix holds
+// what the CPU's states hold there; after more tokens, restoring it and running them again
+// gives the same logits; and the host still refuses a batch that does not continue the slot.
+TEST(VulkanBackend, RecurrentStatesSnapshotAndRestore) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string model = "../shared/models/frontier2/qwen35-f32";
+  const std::vector<int32_t> tokens = read_tokens(model + ".1.tokens");
+  ASSERT_GE(tokens.size(), size_t(8));
+  const int32_t prefix = 5;
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.n_seq = 2;
+  std::vector<float> logits;
+  auto run = [&](LocalRunner& runner, int32_t seq, int32_t from, int32_t to) {
+    std::vector<float> all;
+    for (int32_t i = from; i < to; ++i) {
+      Batch batch;
+      batch.add(tokens[size_t(i)], seq, i, true);
+      runner.forward(batch, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto cpu = LocalRunner::open(model + ".gguf", options);
+  options.device = test_device_name();
+  auto device = LocalRunner::open(model + ".gguf", options);
+  ASSERT_NE(device->shard().device(), "cpu");
+  for (LocalRunner* runner : {cpu.get(), device.get()}) {
+    Batch batch;
+    for (int32_t i = 0; i < prefix; ++i) batch.add(tokens[size_t(i)], 1, i, i + 1 == prefix);
+    runner->forward(batch, logits);
+  }
+  const RecurrentSnapshot want = cpu->shard().snapshot_state(1);
+  const RecurrentSnapshot got = device->shard().snapshot_state(1);
+  EXPECT_EQ(got.pos, prefix);
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  ASSERT_FALSE(got.rows.empty());
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    ASSERT_NEAR(got.rows[i], want.rows[i], 1e-4 * (1 + std::fabs(want.rows[i]))) << i;
+  }
+  device->save_state(1, prefix);
+  const int32_t end = int32_t(tokens.size());
+  const std::vector<float> first = run(*device, 1, prefix, end);
+  // The slot stands at the end now: a token at the prefix's position is refused.
+  EXPECT_THROW(run(*device, 1, prefix, prefix + 1), Error);
+  EXPECT_EQ(device->restore_state(1, prefix), prefix);
+  const std::vector<float> again = run(*device, 1, prefix, end);
+  ASSERT_EQ(again.size(), first.size());
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(again[i], first[i], 1e-6) << i;
+}
+
+// Two sequences' tokens alternating in one batch (runs of one token, each slot in several)
+// give the logits each gives alone: each run reads and leaves its own slot's states.
+TEST(VulkanBackend, AlternatingSequencesKeepTheirOwnRecurrentStates) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  const std::string model = "../shared/models/frontier2/qwen35moe-f32";
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.n_seq = 2;
+  options.device = test_device_name();
+  auto runner = LocalRunner::open(model + ".gguf", options);
+  const std::vector<int32_t> a = read_tokens(model + ".1.tokens");
+  const std::vector<int32_t> b = read_tokens(model + ".2.tokens");
+  const size_t n = std::min(a.size(), b.size());
+  std::vector<float> alone[2], together;
+  for (int32_t seq : {0, 1}) {
+    Batch batch;
+    for (size_t i = 0; i < n; ++i) batch.add((seq == 0 ? a : b)[i], seq, int32_t(i), true);
+    runner->forward(batch, alone[seq]);
+  }
+  Batch batch;
+  for (size_t i = 0; i < n; ++i) {
+    batch.add(a[i], 0, int32_t(i), true);
+    batch.add(b[i], 1, int32_t(i), true);
+  }
+  runner->forward(batch, together);
+  const size_t n_vocab = size_t(runner->hparams().n_vocab);
+  ASSERT_EQ(together.size(), 2 * n * n_vocab);
+  for (size_t row = 0; row < 2 * n; ++row) {
+    const float* want = alone[row % 2].data() + (row / 2) * n_vocab;
+    for (size_t v = 0; v < n_vocab; ++v) {
+      ASSERT_NEAR(together[row * n_vocab + v], want[v], 1e-4 * (1 + std::fabs(want[v])))
+          << "row " << row << " logit " << v;
+    }
   }
 }
 
@@ -294,7 +390,8 @@ TEST(VulkanBackend, ExpertsOnTheCpuBesideTheDeviceThroughTheRunner) {
 TEST(VulkanBackend, FirstLayersOnTheDeviceTheRestOnTheCpu) {
   HERD_TEST_VULKAN_CONTEXT(context);
   static_cast<void>(context);
-  for (const char* model : {"models/llama-q8_0", "models/frontier/gemma3-f32"}) {
+  for (const char* model :
+       {"models/llama-q8_0", "models/frontier/gemma3-f32", "models/frontier2/qwen3next-f32"}) {
     SCOPED_TRACE(model);
     LocalOptions options;
     options.n_ctx = 64;

@@ -183,6 +183,10 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
   vulkan::Kernels& k = *kernels_;
   vulkan::Recorder& r = *recorder_;
   const int64_t n = batch.size(), hd = hp.head_dim, n_head = s_.n_head, n_kv = s_.n_head_kv;
+  if (host.options.linear) {
+    record_linear(l, batch);
+    return;
+  }
   if (n_head == 0) {  // a tensor-parallel rank without heads adds zeros to the others'
     reduce_projection(n, true);
     add_attention_output(l, n);
@@ -201,7 +205,11 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
     return;
   }
   k.rms_norm(r, x_, l.vector(W::kAttnNorm), h_, n_embd_, n, hp.rms_eps);
-  mul(l.matrix(W::kAttnQ), h_, q_, n);
+  if (arch.attn_output_gate) {
+    record_gated_query(l, n);
+  } else {
+    mul(l.matrix(W::kAttnQ), h_, q_, n);
+  }
   mul(l.matrix(W::kAttnK), h_, k_, n);
   mul(l.matrix(W::kAttnV), h_, v_, n);
   if (l.has(W::kAttnQBias)) k.add_bias(r, q_, l.vector(W::kAttnQBias), q_dim_, n);
@@ -228,6 +236,7 @@ void VulkanBackend::record_attention(const DeviceLayer& l, const Batch& batch) {
   k.store_rows(r, v_, k_rows_, l.v_cache, kv_dim_, n);
 
   record_attend(l, batch, q_, attn_, hd, hd, n_kv, hd, false);
+  if (arch.attn_output_gate) k.sigmoid_mul(r, attn_, attn_gate_, n * q_dim_, 1);
   mul(l.matrix(W::kAttnOutput), attn_, proj_, n);
   if (s_.partial_sums) reduce_projection(n, false);
   add_attention_output(l, n);
@@ -387,6 +396,7 @@ void VulkanBackend::record_ffn(const DeviceLayer& l, int64_t n) {
   if (!beside && host.ffn_runs) {
     record_gated(l.matrix(W::kFfnGate), l.matrix(W::kFfnUp), l.matrix(W::kFfnDown), n,
                  hp.swiglu_limit_shared, wrote ? shared_ : proj_);
+    if (l.has(W::kSharedExpertGate)) record_shared_expert_gate(l, wrote ? shared_ : proj_, n);
     if (wrote) k.add(r, proj_, shared_, proj_, n * n_embd_);
     wrote = true;
   }

@@ -79,6 +79,25 @@ struct RouterShape {
   int64_t n_group = 1, n_group_used = 1;
 };
 
+// One run of consecutive tokens of one sequence through a Gated DeltaNet layer's mixing
+// (engine/delta_net.h): rows [t0, t0 + n_tokens) of the batch, the slot's state at
+// state_offset floats of the layer's state buffer ([conv_rows][conv_dim], then [n_v][dk][dv]:
+// engine/kv_cache.h's RecurrentShape). fresh: the sequence starts here (its state read as
+// zeros).
+struct DeltaNetShape {
+  int64_t n_tokens = 1, t0 = 0;
+  int64_t n_k = 1, n_v = 1, dk = 0, dv = 0;
+  int64_t conv_kernel = 1;
+  bool tiled = false;  // V head j reads K head j % n_k (else j / (n_v / n_k))
+  // beta's and alpha's projections: token t's head j at t * stride + offset + j.
+  int64_t b_stride = 0, b_offset = 0, alpha_stride = 0, alpha_offset = 0;
+  int64_t state_offset = 0;
+  bool fresh = false;
+  float eps = 1e-6f;  // of the L2 norms of q and k, and of the output's RMSNorm
+  int64_t conv_dim() const { return 2 * n_k * dk + n_v * dv; }
+  int64_t conv_floats() const { return (conv_kernel - 1) * conv_dim(); }
+};
+
 class Kernels {
  public:
   explicit Kernels(Context& context, KernelOptions options = {});
@@ -176,6 +195,21 @@ class Kernels {
   // REQUIRES: k_dim, stride, head_stride even; k_dim <= 1024; n_kv_head divides n_head.
   void attend(Recorder& r, Binding q, Binding keys, Binding values, const Binding* sinks,
               Binding scores, Binding out, const AttentionShape& shape);
+  // x[i] *= sigmoid(gate[i / group]) for i < n: gates per element (group 1) or per row of
+  // `group` elements. x: [n]; gate: [n / group].
+  void sigmoid_mul(Recorder& r, Binding x, Binding gate, int64_t n, int64_t group);
+  // Gated DeltaNet (kernels_delta.cpp), for one run (DeltaNetShape). delta_conv: the causal
+  // conv with SiLU (kernels/delta_net.h conv1d_silu) of x [n][conv_dim] into out, weight
+  // [kernel][conv_dim]; the state's conv rows read and updated. delta_rule: the gated delta
+  // rule of every V head (engine/delta_net.cpp's from the conv output on: q, k L2-normed,
+  // the gates, the recurrence, the RMSNorm by norm [dv] and silu(z)) from conv [n][conv_dim]
+  // into out [n][n_v dv]; b, alpha: the projections (DeltaNetShape's strides); z: [n][n_v
+  // dv]; dt_bias, a: [n_v]; the state's delta rows read and updated.
+  // REQUIRES: conv_kernel <= 16; dk, dv <= 256.
+  void delta_conv(Recorder& r, Binding x, Binding weight, Binding state, Binding out,
+                  const DeltaNetShape& shape);
+  void delta_rule(Recorder& r, Binding conv, Binding b, Binding alpha, Binding z, Binding dt_bias,
+                  Binding a, Binding norm, Binding state, Binding out, const DeltaNetShape& shape);
 
  private:
   struct MatvecCall {
