@@ -16,8 +16,10 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
     return "a q/k norm over the whole row across tensor-parallel ranks";
   }
   // Each capability the forward pass on the device lacks, in the words a user reads.
-  if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
-  if (arch.hyper_connections) return "hyper-connections";
+  // DeepSeek V4's (vulkan_ds4.cpp) come together.
+  if (arch.hyper_connections != (arch.attention == AttentionKind::kCompressed)) {
+    return "hyper-connections without compressed attention";
+  }
   if (arch.delta_net) return "linear attention (Gated DeltaNet)";
   if (arch.layer_shapes || hp.n_embd_per_layer > 0) return "per-layer attention shapes and inputs";
   if (arch.moe_beside_dense) return "experts beside a dense FFN";

@@ -85,6 +85,16 @@ class VulkanBackend : public DeviceBackend {
   void record_gated(const DeviceMatrix& gate, const DeviceMatrix& up, const DeviceMatrix& down,
                     int64_t n, float limit, const vulkan::Buffer& out);
   void record_experts(const DeviceLayer& l, int64_t n);
+  // DeepSeek V4 (vulkan_ds4.cpp): hyper-connections around every sublayer and before the
+  // head, compressed attention, hash-routed experts; its caches, scratch and step uploads.
+  struct Ds4;
+  void load_ds4();
+  void reserve_ds4(int64_t n);
+  void begin_ds4(const Batch& batch);
+  void record_ds4_layer(const DeviceLayer& l, const Batch& batch);
+  void record_compressed(const DeviceLayer& l, const Batch& batch);
+  void record_hash_route(const DeviceLayer& l, int64_t n);
+  void record_hc_head(int64_t n);
 
   const Shard::State& s_;
   std::shared_ptr<VulkanRuntime> runtime_;  // outlives every buffer below
@@ -120,6 +130,7 @@ class VulkanBackend : public DeviceBackend {
   // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.
   vulkan::Buffer upload_, download_;
   std::vector<size_t> angles_at_;  // per rope group: where its angles start in the upload
+  std::shared_ptr<Ds4> ds4_;       // DeepSeek V4's state (shared_ptr: complete only there)
 };
 
 }  // namespace herd::engine
