@@ -120,6 +120,41 @@ TEST(VulkanBackend, SequencesSharingABatchKeepTheirOwnCache) {
   }
 }
 
+// DeepSeek V4's state on the device is every position's rows: a slot continues from a
+// snapshot (the scheduler's prefix reuse) as it did the first time, and a batch that does
+// not continue its slot is refused as on the CPU.
+TEST(VulkanBackend, CompressedAttentionContinuesFromASnapshot) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.device = test_device_name();
+  auto runner = LocalRunner::open("../shared/models/frontier2/deepseek4-f32.gguf", options);
+  const std::vector<int32_t> tokens =
+      read_tokens("../shared/models/frontier2/deepseek4-f32.1.tokens");
+  auto run = [&](int32_t from, int32_t to) {
+    std::vector<float> all, logits;
+    for (int32_t p0 = from; p0 < to; p0 += 3) {
+      Batch batch;
+      for (int32_t p = p0; p < std::min(to, p0 + 3); ++p) batch.add(tokens[size_t(p)], 0, p, true);
+      runner->forward(batch, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  run(0, 21);
+  runner->save_state(0, 21);
+  const std::vector<float> first = run(21, 40);
+  EXPECT_EQ(runner->restore_state(0, 30), 21);
+  const std::vector<float> again = run(21, 40);
+  ASSERT_EQ(again.size(), first.size());
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(again[i], first[i], 1e-5) << i;
+  Batch skipping;
+  skipping.add(tokens[0], 0, 45, true);
+  std::vector<float> logits;
+  EXPECT_THROW(runner->forward(skipping, logits), Error);
+}
+
 // A model the Vulkan backend cannot run yet is refused with the capability named; auto
 // leaves it on the CPU (lavapipe is a CPU driver: auto never picks it).
 TEST(VulkanBackend, ModelsItCannotRunAreRefusedByName) {
