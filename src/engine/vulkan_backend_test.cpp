@@ -155,6 +155,57 @@ TEST(VulkanBackend, CompressedAttentionContinuesFromASnapshot) {
   EXPECT_THROW(runner->forward(skipping, logits), Error);
 }
 
+// Two sequences' tokens interleaved in batches give the logits each gives alone: the
+// compressors' rows and entries, the indexer's choice and the window are each token's own
+// slot's.
+TEST(VulkanBackend, CompressedAttentionSequencesSharingABatch) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.n_seq = 2;
+  options.device = test_device_name();
+  auto runner = LocalRunner::open("../shared/models/frontier2/deepseek4-f32.gguf", options);
+  const std::string base = "../shared/models/frontier2/deepseek4-f32.";
+  const std::vector<int32_t> a = read_tokens(base + "1.tokens"), b = read_tokens(base + "2.tokens");
+  const int64_t n_vocab = runner->hparams().n_vocab;
+  std::vector<float> logits;
+  auto alone = [&](const std::vector<int32_t>& tokens, int32_t seq) {
+    std::vector<float> all;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      Batch batch;
+      batch.add(tokens[i], seq, int32_t(i), true);
+      runner->forward(batch, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  const std::vector<float> want_a = alone(a, 0), want_b = alone(b, 1);
+  // Both slots start again at 0: per batch 3 positions of a and 1 of b, interleaved.
+  std::vector<float> got_a, got_b;
+  for (size_t k = 0; 3 * k < a.size(); ++k) {
+    Batch batch;
+    std::vector<std::vector<float>*> rows;
+    for (size_t i = 3 * k; i < std::min(a.size(), 3 * k + 3); ++i) {
+      batch.add(a[i], 0, int32_t(i), true);
+      rows.push_back(&got_a);
+      if (i == 3 * k && k < b.size()) {
+        batch.add(b[k], 1, int32_t(k), true);
+        rows.push_back(&got_b);
+      }
+    }
+    runner->forward(batch, logits);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      rows[r]->insert(rows[r]->end(), logits.begin() + int64_t(r) * n_vocab,
+                      logits.begin() + int64_t(r + 1) * n_vocab);
+    }
+  }
+  ASSERT_EQ(got_a.size(), want_a.size());
+  ASSERT_EQ(got_b.size(), want_b.size());
+  for (size_t i = 0; i < got_a.size(); ++i) ASSERT_NEAR(got_a[i], want_a[i], 1e-4) << i;
+  for (size_t i = 0; i < got_b.size(); ++i) ASSERT_NEAR(got_b[i], want_b[i], 1e-4) << i;
+}
+
 // A model the Vulkan backend cannot run yet is refused with the capability named; auto
 // leaves it on the CPU (lavapipe is a CPU driver: auto never picks it).
 TEST(VulkanBackend, ModelsItCannotRunAreRefusedByName) {
