@@ -206,6 +206,22 @@ TEST(VulkanBackend, CompressedAttentionSequencesSharingABatch) {
   for (size_t i = 0; i < got_b.size(); ++i) ASSERT_NEAR(got_b[i], want_b[i], 1e-4) << i;
 }
 
+// DeepSeek V4's first two layers on the device, the rest and the head on the CPU: the
+// residual streams ([n][n_hc][n_embd]) cross between the stages.
+TEST(VulkanBackend, CompressedAttentionFirstLayersOnTheDevice) {
+  HERD_TEST_VULKAN_CONTEXT(context);
+  static_cast<void>(context);
+  Case c{2, 256, kernels::best_isa(kernels::detect_cpu()), -1, test_device_name()};
+  c.device_layers = 2;
+  LocalOptions options;
+  options.n_ctx = 64;
+  options.device = c.device;
+  options.device_layers = c.device_layers;
+  auto runner = LocalRunner::open("../shared/models/frontier2/deepseek4-f32.gguf", options);
+  EXPECT_NE(runner->describe().find("the rest on the CPU"), std::string::npos);
+  check_model("models/frontier2/deepseek4-f32", c);
+}
+
 // A model the Vulkan backend cannot run yet is refused with the capability named; auto
 // leaves it on the CPU (lavapipe is a CPU driver: auto never picks it).
 TEST(VulkanBackend, ModelsItCannotRunAreRefusedByName) {
