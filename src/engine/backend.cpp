@@ -16,7 +16,8 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
     return "a q/k norm over the whole row across tensor-parallel ranks";
   }
   // Each capability the forward pass on the device lacks, in the words a user reads.
-  // DeepSeek V4's (vulkan_ds4.cpp) come together.
+  // Hyper-connections run on the device with DeepSeek V4's compressed attention only
+  // (vulkan_ds4.cpp).
   if (arch.hyper_connections != (arch.attention == AttentionKind::kCompressed)) {
     return "hyper-connections without compressed attention";
   }

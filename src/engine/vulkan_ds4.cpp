@@ -111,7 +111,7 @@ void VulkanBackend::load_ds4() {
     a.n_entries = d.compressors[i][0].shape.n_entries;
     d.key_rows = std::max(d.key_rows, a.key_rows());
   }
-  if (s_.spec.output && s_.n_vocab > 0) {
+  if (s_.spec.output) {  // the head's collapse runs wherever the stage ends the model
     d.output_hc_fn =
         DeviceMatrix{s_.output_hc_fn.type(), s_.output_hc_fn.rows(), s_.output_hc_fn.cols(), 0, {}};
     const kernels::MatrixView v = s_.output_hc_fn.gguf_view();
