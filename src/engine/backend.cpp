@@ -16,8 +16,14 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
     return "a q/k norm over the whole row across tensor-parallel ranks";
   }
   // Each capability the forward pass on the device lacks, in the words a user reads.
-  if (arch.attention == AttentionKind::kCompressed) return "compressed attention";
-  if (arch.hyper_connections) return "hyper-connections";
+  // DeepSeek V4's compressed attention and hyper-connections run on the device together
+  // (vulkan_ds4.cpp), not one without the other.
+  if (arch.hyper_connections && arch.attention != AttentionKind::kCompressed) {
+    return "hyper-connections without compressed attention";
+  }
+  if (!arch.hyper_connections && arch.attention == AttentionKind::kCompressed) {
+    return "compressed attention without hyper-connections";
+  }
   if (sliced && arch.delta_net) {
     return "linear attention (Gated DeltaNet) across tensor-parallel ranks";
   }

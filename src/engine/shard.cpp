@@ -616,8 +616,14 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
   }
   if (s.device != nullptr) {
     // The recurrent states are on the device; their positions are checked here all the same.
+    // Compressed attention's slot lengths (the batch's checks, snapshots' positions) are
+    // kept here for a device too; its rows live there, every position's, so a slot's prefix
+    // stays valid without the host's rings (vulkan_ds4.cpp).
+    const bool compressed = arch.attention == AttentionKind::kCompressed;
     s.kv.begin_recurrent(batch);
+    if (compressed) s.compressed_begin(batch);
     s.device->forward(batch, input, output, all_reduce);
+    if (compressed) s.compressed_end(batch);
     s.kv.end_recurrent(batch);
     return;
   }

@@ -136,11 +136,6 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     DeviceLayer& l = layers_[i];
     l.host = &s.layers[i];
     const LayerOptions& lo = l.host->options;
-    if (lo.hash_routed) {
-      throw Error("engine", "layer " + std::to_string(s.spec.layer_begin + int64_t(i)) +
-                                " on a Vulkan device: hash routing not yet on the Vulkan "
-                                "backend (run it with --device cpu)");
-    }
     max_ff_ = std::max(max_ff_, lo.moe ? hp.n_expert_used * s.n_ff : 0);
     max_ff_ = std::max(max_ff_, l.host->n_ff);
     // The rope group: the first layer with the same rope.
@@ -166,7 +161,10 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     if (!lo.own_kv) continue;
     const size_t cache_bytes = size_t(s.kv.n_seq() * s.kv.n_ctx() * l.kv_dim) * 2;
     l.k_cache = make_buffer(cache_bytes, "keys of layer " + std::to_string(i));
-    l.v_cache = make_buffer(cache_bytes, "values of layer " + std::to_string(i));
+    // Compressed attention's keys are its values (vulkan_ds4.cpp).
+    if (arch.attention != AttentionKind::kCompressed) {
+      l.v_cache = make_buffer(cache_bytes, "values of layer " + std::to_string(i));
+    }
   }
   if (arch.layer_shapes) prepare_layer_shapes();
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -227,6 +225,7 @@ VulkanBackend::VulkanBackend(const Shard::State& s, const gguf::File& file, cons
     expert_index_ = make_buffer(local.size() * 4, "held experts");
     vulkan::upload(*context_, expert_index_, local.data(), local.size() * 4);
   }
+  if (arch.attention == AttentionKind::kCompressed) load_ds4();
   // The host's pages of the weights are dead weight now (the forward reads the device's
   // copies), but for the token embedding, whose rows the host looks up.
   for (const TensorSpec& t : info.tensors) {
@@ -317,6 +316,7 @@ void VulkanBackend::reserve(int64_t n) {
   const int64_t one_token = s_.n_head * s_.kv.n_ctx();
   scores_floats_ = std::max<int64_t>(one_token, std::min<int64_t>(n * one_token, 1 << 22));
   scores_ = floats(scores_floats_, "attention scores");
+  if (ds4_) reserve_ds4(n);
   activation_bytes_ = device_bytes_ - before;
   capacity_ = n;
 }

@@ -118,6 +118,17 @@ class VulkanBackend : public DeviceBackend {
     return l.rows_group < 0 ? k_rows_ : width_rows_[size_t(l.rows_group)];
   }
 
+  // DeepSeek V4 (vulkan_ds4.cpp): hyper-connections around every sublayer and before the
+  // head, compressed attention, hash-routed experts; its caches, scratch and step uploads.
+  struct Ds4;
+  void load_ds4();
+  void reserve_ds4(int64_t n);
+  void begin_ds4(const Batch& batch);
+  void record_ds4_layer(const DeviceLayer& l, const Batch& batch);
+  void record_compressed(const DeviceLayer& l, const Batch& batch);
+  void record_hash_route(const DeviceLayer& l, int64_t n);
+  void record_hc_head(int64_t n);
+
   const Shard::State& s_;
   std::shared_ptr<VulkanRuntime> runtime_;  // outlives every buffer below
   vulkan::Context* context_ = nullptr;
@@ -169,6 +180,7 @@ class VulkanBackend : public DeviceBackend {
   // Host-visible: what a step sends (input, angles, cache rows) and what it brings back.
   vulkan::Buffer upload_, download_;
   std::vector<size_t> angles_at_;  // per rope group: where its angles start in the upload
+  std::shared_ptr<Ds4> ds4_;       // DeepSeek V4's state (shared_ptr: complete only there)
 };
 
 }  // namespace herd::engine

@@ -90,11 +90,12 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     const size_t row = row_bytes(s_.token_embd->type, n_embd_);
     const float scale = arch.embed_scale ? std::sqrt(static_cast<float>(n_embd_)) : 1.0f;
     for (int64_t t = 0; t < n; ++t) {
-      float* xt = up + t * n_embd_;
+      float* xt = up + t * width;  // one copy per residual stream (hyper-connections)
       tt.dequantize(s_.token_embd->data + row * size_t(batch.tokens[t]), xt, n_embd_);
       if (scale != 1.0f) {
         for (int64_t i = 0; i < n_embd_; ++i) xt[i] *= scale;
       }
+      for (int64_t c = n_embd_; c < width; c += n_embd_) std::copy_n(xt, n_embd_, xt + c);
     }
   } else {
     HERD_CHECK(input != nullptr);
@@ -136,8 +137,13 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     r.copy(upload_, (rows_at + (g + 1) * size_t(n)) * 4, width_rows_[g], 0, size_t(n) * 4);
   }
   if (per_layer_ > 0) record_per_layer_inputs(n, per_layer_at);
+  if (ds4_) begin_ds4(batch);
 
   for (const DeviceLayer& l : layers_) {
+    if (ds4_) {
+      record_ds4_layer(l, batch);
+      continue;
+    }
     record_attention(l, batch);
     record_ffn(l, n);
     if (per_layer_ > 0 || arch.layer_output_scale) record_layer_end(l, n);
@@ -151,6 +157,7 @@ void VulkanBackend::forward(const Batch& batch, const float* input, std::vector<
     output.assign(got, got + n * width);
     return;
   }
+  if (ds4_) record_hc_head(n);  // x [n][n_embd]: the streams reduced
   int64_t m = 0;
   for (int64_t t = 0; t < n; ++t) m += batch.want_logits[t] ? 1 : 0;
   if (m < n) {  // the wanted rows, gathered into h
@@ -326,7 +333,11 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   route.n_group_used = o.n_group_used;
   std::optional<vulkan::Binding> selection;
   if (l.has(W::kSelectionBias)) selection.emplace(l.vector(W::kSelectionBias));
-  k.route(r, logits_, selection ? &*selection : nullptr, ids_, weights_, route);
+  if (l.host->options.hash_routed) {
+    record_hash_route(l, n);
+  } else {
+    k.route(r, logits_, selection ? &*selection : nullptr, ids_, weights_, route);
+  }
   // A rank holding some experts: the others' slots give 0 here, their ranks' sums bring them.
   if (expert_index_.bytes() > 0) k.remap_experts(r, ids_, expert_index_, n * n_used);
 

@@ -5,6 +5,7 @@
 // Shapes are in the comments; every buffer holds row-major floats unless said otherwise.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,6 +97,53 @@ struct DeltaNetShape {
   float eps = 1e-6f;  // of the L2 norms of q and k, and of the output's RMSNorm
   int64_t conv_dim() const { return 2 * n_k * dk + n_v * dv; }
   int64_t conv_floats() const { return (conv_kernel - 1) * conv_dim(); }
+};
+
+// DeepSeek V4 (Kernels::hc_pre ... hash_route; engine/hyper_connection.h, compressor.h,
+// lightning_indexer.h, compressed_attention.h). A sequence's rows (raw latents, compressor
+// rows) lie at seq * n_ctx + pos, its entries at seq * n_entries + block. `tokens`:
+// [n_tokens][4] uint32: the token's sequence, position and id, and 0.
+struct HyperShape {
+  int64_t n_tokens = 1;
+  int64_t n_hc = 4;  // streams
+  int64_t n_embd = 0;
+  int64_t sinkhorn_iters = 20;
+  float eps = 1e-6f;
+  bool head = false;  // the output head's collapse (pre only)
+};
+
+// A compressor of a layer (engine/compressor.h's CompressorShape and compressed_finish).
+struct CompressShape {
+  int64_t ratio = 0;
+  int64_t head_dim = 0;
+  bool overlap = false;  // CSA: rows [2 head_dim], an entry also reads the previous block
+  int64_t n_ctx = 0;     // rows per sequence
+  int64_t n_entries = 0;
+  int64_t n_rot = 0;      // the entries' roped tail
+  bool hadamard = false;  // the indexer's keys
+  float eps = 1e-6f;
+  int64_t width() const { return overlap ? 2 * head_dim : head_dim; }
+};
+
+struct IndexerShape {
+  int64_t n_tokens = 1;
+  int64_t n_head = 0, dim = 0;
+  int64_t n_entries = 0, ratio = 0, top_k = 0;
+  float w_scale = 1.0f;  // on the head weights
+};
+
+struct CompressedAttentionShape {
+  int64_t n_tokens = 1;
+  int64_t n_head = 0, dim = 0;
+  int64_t n_ctx = 0, window = 0;
+  int64_t ratio = 0;  // 0: the window only
+  bool indexed = false;
+  int64_t top_k = 0, n_entries = 0;
+  float scale = 1.0f;
+  // Keys a token may read: its window and the entries it may choose from.
+  int64_t key_rows() const {
+    return window + (ratio == 0 ? 0 : indexed ? std::min(top_k, n_entries) : n_entries);
+  }
 };
 
 class Kernels {
@@ -210,6 +258,47 @@ class Kernels {
                   const DeltaNetShape& shape);
   void delta_rule(Recorder& r, Binding conv, Binding b, Binding alpha, Binding z, Binding dt_bias,
                   Binding a, Binding norm, Binding state, Binding out, const DeltaNetShape& shape);
+
+  // ---- DeepSeek V4 (kernels_ds4.cpp)
+  // Before a sublayer: each token's weights from its mixes (hc_weights; the head's:
+  // hc_head_weights), kept in coeffs, and out = sum_i pre_i x_i. x: [n_tokens][n_hc][n_embd];
+  // mixes, coeffs: [n_tokens][2 n_hc + n_hc^2] ([n_tokens][n_hc] and unused for the head);
+  // scale: [3] ([1]); base: [n_mixes]; out: [n_tokens][n_embd]. REQUIRES: n_hc <= 8.
+  void hc_pre(Recorder& r, Binding x, Binding mixes, Binding scale, Binding base, Binding coeffs,
+              Binding out, const HyperShape& shape);
+  // After it, in place: x_i = post_i f + sum_j C[j][i] x_j (hc_expand). f: [n_tokens][n_embd].
+  void hc_post(Recorder& r, Binding f, Binding coeffs, Binding x, const HyperShape& shape);
+  // x[i] = H x[i] / sqrt(n) for each row. x: [n_rows][n]; n a power of two <= 1024.
+  void hadamard(Recorder& r, Binding x, int64_t n, int64_t n_rows);
+  // A batch's compressor rows into its sequences' row stores, the ape of the position added to
+  // the score. kv, score: [n_tokens][width]; ape: [ratio][width]; kv_rows, score_rows:
+  // [n_seq * n_ctx][width].
+  void compressor_rows(Recorder& r, Binding kv, Binding score, Binding ape, Binding tokens,
+                       Binding kv_rows, Binding score_rows, const CompressShape& shape,
+                       int64_t n_tokens);
+  // The entries of n_blocks complete blocks (compress_block, then compressed_finish) into
+  // entries (F16 [n_seq][n_entries][head_dim]). blocks: [n_blocks][2] uint32 seq, block;
+  // norm: [head_dim]; angles: [n_blocks][n_rot] of each block's first position.
+  // REQUIRES: head_dim even and <= 1024 (a power of two with hadamard).
+  void compress(Recorder& r, Binding kv_rows, Binding score_rows, Binding blocks, Binding norm,
+                Binding angles, Binding entries, const CompressShape& shape, int64_t n_blocks);
+  // The lightning indexer's top_k entries of each token (indexer_scores, top_k). q:
+  // [n_tokens][n_head][dim] roped and transformed; w: [n_tokens][n_head] (times w_scale);
+  // keys: F16 [n_seq][n_entries][dim]; scores: [n_tokens][n_entries] scratch; chosen:
+  // [n_tokens][top_k] uint32, the first min(visible, top_k) written.
+  void indexer_top_k(Recorder& r, Binding q, Binding w, Binding keys, Binding tokens,
+                     Binding scores, Binding chosen, const IndexerShape& shape);
+  // Attention of each token over its window of raw rows (F16 [n_seq][n_ctx][dim]) and its
+  // entries (chosen, or every visible one), keys as values, with a sink per head. q, out:
+  // [n_tokens][n_head][dim]; scores: [n_tokens][n_head][key_rows()] scratch.
+  // REQUIRES: dim even and <= 1024.
+  void attend_compressed(Recorder& r, Binding q, Binding raw, Binding entries, Binding chosen,
+                         Binding sinks, Binding tokens, Binding scores, Binding out,
+                         const CompressedAttentionShape& shape);
+  // A hash-routed layer's experts (a row of table [n_vocab][n_used] int32 by token id) and
+  // their weights from the router logits, as route's. REQUIRES: n_used <= 64.
+  void hash_route(Recorder& r, Binding logits, Binding table, Binding tokens, Binding experts,
+                  Binding weights, const RouterShape& shape);
 
  private:
   struct MatvecCall {
