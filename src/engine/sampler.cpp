@@ -5,6 +5,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "util/error.h"
+
 namespace herd::engine {
 
 int32_t greedy(std::span<const float> logits) {
@@ -101,16 +103,12 @@ DrawCheck Sampler::check(std::span<const float> logits, int32_t token) {
   return out;
 }
 
-int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
+size_t Sampler::chain(std::span<const float> logits) {
   const SamplerParams& p = params_;
-  if (p.temperature <= 0.0f && !penalizing()) return greedy(logits);
   penalized_candidates(logits);
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
-  if (p.temperature <= 0.0f)
-    return std::min_element(candidates_.begin(), candidates_.end(), by_logit)->id;
-
   size_t n = candidates_.size();
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) n = static_cast<size_t>(p.top_k);
   std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<long>(n),
@@ -119,16 +117,16 @@ int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
 
   // Probabilities at temperature 1 for top-p and min-p (llama.cpp applies them before
   // the temperature), then the temperature reshapes what is left.
-  std::vector<float> probs(n);
+  probs_.resize(n);
   const float max = candidates_[0].logit;
   float sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(candidates_[i].logit - max);
-  for (float& pr : probs) pr /= sum;
+  for (size_t i = 0; i < n; ++i) sum += probs_[i] = std::exp(candidates_[i].logit - max);
+  for (float& pr : probs_) pr /= sum;
   if (p.top_p < 1.0f) {
     float cumulative = 0;
     size_t keep = n;
     for (size_t i = 0; i < n; ++i) {
-      cumulative += probs[i];
+      cumulative += probs_[i];
       if (cumulative >= p.top_p) {
         keep = i + 1;
         break;
@@ -137,25 +135,71 @@ int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
     n = keep;
   }
   if (p.min_p > 0.0f) {
-    const float threshold = probs[0] * p.min_p;
+    const float threshold = probs_[0] * p.min_p;
     size_t keep = 1;
-    while (keep < n && probs[keep] >= threshold) ++keep;
+    while (keep < n && probs_[keep] >= threshold) ++keep;
     n = keep;
   }
+  for (size_t i = 0; i < n; ++i) {
+    probs_[i] = static_cast<float>(
+        std::exp(static_cast<double>(candidates_[i].logit - max) / p.temperature));
+  }
+  return n;
+}
+
+int32_t Sampler::sample_unfiltered(std::span<const float> logits) {
+  const SamplerParams& p = params_;
+  if (p.temperature <= 0.0f && !penalizing()) return greedy(logits);
+  if (p.temperature <= 0.0f) {
+    penalized_candidates(logits);
+    auto by_logit = [](const Candidate& a, const Candidate& b) {
+      return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    return std::min_element(candidates_.begin(), candidates_.end(), by_logit)->id;
+  }
+  const size_t n = chain(logits);
   // The draw is written out (not std::discrete_distribution) so that a seed gives the same
   // tokens with every standard library.
   double total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    total += probs[i] = static_cast<float>(
-        std::exp(static_cast<double>(candidates_[i].logit - max) / p.temperature));
-  }
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  const double u = uniform() * total;
   double cumulative = 0;
   for (size_t i = 0; i < n; ++i) {
-    cumulative += probs[i];
+    cumulative += probs_[i];
     if (u < cumulative) return candidates_[i].id;
   }
   return candidates_[n - 1].id;
+}
+
+double Sampler::uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+void Sampler::distribution(std::span<const float> logits, TokenProbs& out) {
+  out.clear();
+  if (params_.temperature <= 0.0f) {
+    out.push_back({sample_unfiltered(logits), 1.0f});
+    return;
+  }
+  const size_t n = chain(logits);
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back({candidates_[i].id, static_cast<float>(probs_[i] / total)});
+  }
+}
+
+int32_t Sampler::draw(const TokenProbs& probs) {
+  HERD_CHECK(!probs.empty());
+  double total = 0;
+  for (const TokenProb& t : probs) total += t.p;
+  const double u = uniform() * total;
+  double cumulative = 0;
+  for (const TokenProb& t : probs) {
+    cumulative += t.p;
+    if (u < cumulative) return t.id;
+  }
+  return probs.back().id;
 }
 
 }  // namespace herd::engine

@@ -37,6 +37,13 @@ struct SamplerParams {
   uint64_t seed = 0xC0FFEE;
 };
 
+// A token and its probability: an entry of the distribution the sampler draws from.
+struct TokenProb {
+  int32_t id;
+  float p;
+};
+using TokenProbs = std::vector<TokenProb>;
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& params);
@@ -56,8 +63,21 @@ class Sampler {
 
   const SamplerParams& params() const { return params_; }
 
+  // The distribution sample() draws from (penalties, top-k, top-p, min-p, temperature), the
+  // tokens it may draw with probabilities summing to 1, most likely first; greedy: the one
+  // token it would choose, at 1. For speculative decoding (speculative.h), which compares a
+  // draft's distribution with the target's. Reuses `out`'s memory.
+  void distribution(std::span<const float> logits, TokenProbs& out);
+  // A draw from `probs` (whose probabilities need not sum to 1) with this sampler's generator.
+  int32_t draw(const TokenProbs& probs);
+  // A uniform draw in [0, 1) from this sampler's generator.
+  double uniform();
+
  private:
   int32_t sample_unfiltered(std::span<const float> logits);
+  // candidates_[0, n) and probs_[0, n): the tokens the chain keeps, most likely first, with
+  // their unnormalized probabilities at the temperature; returns n. REQUIRES: temperature > 0.
+  size_t chain(std::span<const float> logits);
   bool penalizing() const;
   // candidates_ = logits with the penalties of the recent tokens applied.
   void penalized_candidates(std::span<const float> logits);
@@ -70,6 +90,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> recent_;  // the last penalty_last_n accepted tokens
   std::vector<Candidate> candidates_;
+  std::vector<float> probs_;      // chain()'s, kept to spare an allocation per token
   std::vector<uint8_t> allowed_;  // [n_vocab], filtered draws only
   std::vector<float> masked_;     // [n_vocab] logits with refused tokens at -inf
 };

@@ -1,0 +1,41 @@
+// Speculative decoding's two pure parts (issue 31): where draft tokens come from without a
+// draft model (prompt lookup), and how the target's logits for a sequence's draft decide
+// which of them to keep. A draft of k tokens costs the target one batched forward of k + 1
+// rows; decode is memory-bound, so that costs about one row's time, and each accepted token
+// is a token the target did not run alone for.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace herd::engine {
+
+// Prompt lookup: the longest n-gram (n_max down to n_min tokens) that ends `tokens` and
+// occurred earlier in them; up to k tokens that followed its latest earlier occurrence
+// (none when there is none). Answers that quote their prompt, code edits, and
+// repetitive text draft well this way, with no draft model.
+std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k);
+
+struct DraftVerdict {
+  int accepted = 0;   // draft tokens kept, a prefix of the draft
+  int32_t next = -1;  // the token after them: the target's own at the first refusal, or
+                      // after the whole draft, the bonus token from its last row
+};
+
+// Checks `draft` against the target's logits for the sequence: rows [k + 1][n_vocab], row i
+// the target's next-token logits after the draft's first i tokens. With the sampler greedy,
+// a draft token is kept while it is the target's choice: the output is token for token
+// what decoding without a draft gives. Sampled, the standard rule (Leviathan et al. 2023,
+// Chen et al. 2023) keeps the output distributed as the target's: token i is kept with
+// probability min(1, p_i / q_i), else the next token is drawn from max(0, p - q) normalized;
+// p is the target's distribution after the sampler's chain (sampler.h), q the draft's:
+// draft_probs[i], or, when empty (a lookup draft, a greedy draft model), all on the draft
+// token. Every kept token and `next` are accepted into the sampler (its penalties).
+DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
+                         std::span<const float> rows, int64_t n_vocab,
+                         std::span<const TokenProbs> draft_probs = {});
+
+}  // namespace herd::engine
