@@ -44,6 +44,7 @@ struct ServeOptions {
   std::string hub_name;           // the pod's name at the hub
   std::string hub_ca;             // certificate authorities for an https hub (empty: the system's)
   std::string models_dir;         // GGUF files the hub may ask this pod to load (POST /api/load)
+  int lookup = 0;                 // --lookup: speculative prompt-lookup drafts per step (0: off)
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
@@ -359,6 +360,7 @@ void serve(const ServeOptions& o) {
   // Before any thread starts: a bad URL is refused, not found after the model loaded.
   for (const std::string& url : o.hubs) hub::parse_hub_url(url);
   server::ServerOptions http_options = o.http;
+  if (o.lookup > 0) http_options.speculative = engine::SpeculativeParams{o.lookup, 1, 3};
   if (!o.api_key_file.empty()) {
     for (std::string& key : net::read_key_file(o.api_key_file)) {
       http_options.api_keys.push_back(std::move(key));
@@ -467,6 +469,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--api-key-file", o->api_key_file,
                   "Keys as --api-key, one a line (# comments); a private file (not "
                   "world-readable)");
+  cmd->add_option("--lookup", o->lookup,
+                  "Speculative decoding by prompt lookup: up to K draft tokens per step from "
+                  "n-grams of the prompt and reply (requests may say otherwise: \"speculative\")")
+      ->check(CLI::Range(0, 16));
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
   add_http_limit_options(*cmd, o->http.limits);
   cmd->add_option("--hub", o->hubs,

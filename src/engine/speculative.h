@@ -13,6 +13,13 @@
 
 namespace herd::engine {
 
+// How a request drafts: up to `lookup` tokens per step from prompt lookup (below), with
+// n-grams of ngram_max down to ngram_min tokens.
+struct SpeculativeParams {
+  int lookup = 0;  // draft tokens per step at most; 0: off
+  int ngram_min = 1, ngram_max = 3;
+};
+
 // Prompt lookup: the longest n-gram (n_max down to n_min tokens) that ends `tokens` and
 // occurred earlier in them; up to k tokens that followed its latest earlier occurrence
 // (none when there is none). Answers that quote their prompt, code edits, and

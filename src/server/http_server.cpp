@@ -300,6 +300,7 @@ std::shared_ptr<RequestStream> HttpServer::submit(const Current& cur, Generation
   if (draining_.load()) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
+  if (!params.speculative) params.speculative = options_.speculative;
   try {
     return cur.scheduler->submit(std::move(params));
   } catch (const SubmitError& e) {
@@ -421,6 +422,7 @@ GenerationParams generation_params(const SamplingRequest& r) {
   g.stop = r.stop;
   g.top_logprobs = r.top_logprobs;
   g.stop_at_eog = !r.ignore_eos;
+  g.speculative = r.speculative;
   return g;
 }
 

@@ -52,6 +52,9 @@ struct ServerOptions {
   std::vector<std::string> api_keys;  // empty: no authentication (net/api_keys.h)
   // Bodies, headers, deadlines and connections (a stream holds one): http/limits.h.
   http::HttpLimits limits = default_limits();
+  // Speculative decoding for requests that do not say (their "speculative" field): off when
+  // unset (herd serve --lookup K sets it).
+  std::optional<engine::SpeculativeParams> speculative;
 
   // serve's: 64 connections, and as many from one address (a pod's hub reaches it from one).
   static http::HttpLimits default_limits() {

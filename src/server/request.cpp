@@ -100,6 +100,23 @@ SamplingRequest parse_sampling(const json& body) {
     r.sampler.seed =
         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
+  if (body.contains("speculative") && !body["speculative"].is_null()) {
+    const json& s = body["speculative"];
+    if (s.is_boolean() && !s.get<bool>()) {
+      r.speculative = engine::SpeculativeParams{};  // lookup 0: none
+    } else if (s.is_object()) {
+      engine::SpeculativeParams p;
+      if (auto n = integer(s, "lookup", 0, 16)) p.lookup = static_cast<int>(*n);
+      if (auto n = integer(s, "ngram_min", 1, 8)) p.ngram_min = static_cast<int>(*n);
+      if (auto n = integer(s, "ngram_max", 1, 8)) p.ngram_max = static_cast<int>(*n);
+      if (p.ngram_min > p.ngram_max) {
+        bad("speculative", "'speculative.ngram_min' must not exceed 'speculative.ngram_max'");
+      }
+      r.speculative = p;
+    } else {
+      bad("speculative", "'speculative' must be false or {\"lookup\": K, ...}");
+    }
+  }
   integer(body, "n", 1, 1);  // one choice per request
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];

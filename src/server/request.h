@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "server/json_schema.h"
 #include "util/error.h"
 
@@ -46,6 +47,9 @@ struct SamplingRequest {
   // tokens generated, as "herd": {"completion_token_ids": [...]}, so that the hub can have
   // them checked by another pod (POST /api/verify).
   bool herd_token_ids = false;
+  // herd's extension: "speculative": {"lookup": K, "ngram_min": a, "ngram_max": b} (K <= 16,
+  // 1 <= a <= b <= 8), or false (none); absent: the server's default.
+  std::optional<engine::SpeculativeParams> speculative;
 };
 
 // OpenAI's tool_choice: "auto", "none", "required" or {"type": "function", "function":

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "engine/generate.h"
+#include "engine/speculative.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace herd::server {
@@ -128,6 +129,9 @@ struct Scheduler::Active {
   int64_t n_cached = 0;     // of which were reused
   int32_t next_token = -1;  // sampled, not yet run through the model
   int64_t n_generated = 0;
+  std::vector<int32_t> draft;    // run through the model this step after next_token
+  std::vector<int32_t> context;  // scratch: the slot's tokens and next_token, for lookup
+  int64_t n_drafted = 0, n_draft_accepted = 0, n_target_steps = 0;
   Clock::time_point submitted, first_token;
   bool done = false;
 };
@@ -338,6 +342,9 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   f.n_prompt = static_cast<int64_t>(a.params.prompt.size());
   f.n_cached = a.n_cached;
   f.n_completion = a.n_generated;
+  f.n_drafted = a.n_drafted;
+  f.n_draft_accepted = a.n_draft_accepted;
+  f.n_target_steps = a.n_target_steps;
   const auto now = Clock::now();
   if (a.n_generated > 0) {
     f.ttft_seconds = seconds_between(a.submitted, a.first_token);
@@ -381,6 +388,11 @@ void Scheduler::sample_and_emit(Active& a, const float* logits) {
            "no token of the vocabulary continues the reply within its JSON schema");
     return;
   }
+  ++a.n_target_steps;
+  if (emit(a, token, row, true)) a.next_token = token;
+}
+
+bool Scheduler::emit(Active& a, int32_t token, std::span<const float> row, bool into_sampler) {
   const auto now = Clock::now();
   if (a.n_generated == 0) {
     a.first_token = now;
@@ -389,11 +401,11 @@ void Scheduler::sample_and_emit(Active& a, const float* logits) {
   // Under a grammar an end token is allowed only where the reply is whole: it ends it.
   if ((a.params.stop_at_eog || a.filter) && tokenizer_.is_eog(token)) {
     finish(a, FinishReason::kStop);
-    return;
+    return false;
   }
   ++a.n_generated;
   if (metrics_) metrics_->add_completion_tokens(1);
-  a.sampler.accept(token);
+  if (into_sampler) a.sampler.accept(token);
   if (a.filter) a.filter->accept(token);
   TokenLogprob lp;
   if (a.params.top_logprobs >= 0) lp = logprobs_of(row, token, a.params.top_logprobs);
@@ -401,17 +413,44 @@ void Scheduler::sample_and_emit(Active& a, const float* logits) {
   a.stream->publish(text, token, a.params.top_logprobs >= 0 ? &lp : nullptr);
   if (a.stops.stopped() || (a.filter && a.filter->complete())) {
     finish(a, FinishReason::kStop);
-    return;
+    return false;
   }
   if (a.params.max_tokens >= 0 && a.n_generated >= a.params.max_tokens) {
     finish(a, FinishReason::kLength);
-    return;
+    return false;
   }
   if (static_cast<int64_t>(slots_[static_cast<size_t>(a.slot)].cached.size()) >= runner_.n_ctx()) {
     finish(a, FinishReason::kLength);  // the context is full
-    return;
+    return false;
   }
-  a.next_token = token;
+  return true;
+}
+
+bool Scheduler::speculates(const Active& a) const {
+  return a.params.speculative && a.params.speculative->lookup > 0 && !a.filter &&
+         a.params.top_logprobs < 0 && a.params.score_from == 0 && !runner_.recurrent();
+}
+
+void Scheduler::check_and_emit(Active& a, const float* rows) {
+  const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
+  const size_t k = a.draft.size();
+  const engine::DraftVerdict v = engine::check_draft(a.sampler, a.draft, {rows, (k + 1) * n_vocab},
+                                                     static_cast<int64_t>(n_vocab));
+  a.n_drafted += static_cast<int64_t>(k);
+  a.n_draft_accepted += v.accepted;
+  ++a.n_target_steps;
+  auto& cached = slots_[static_cast<size_t>(a.slot)].cached;
+  // The kept draft tokens are in the cache already (the rest of the draft's rows there are
+  // overwritten by what comes next); then the target's own next token.
+  for (int i = 0; i < v.accepted; ++i) {
+    cached.push_back(a.draft[static_cast<size_t>(i)]);
+    if (!emit(a, a.draft[static_cast<size_t>(i)], {rows + size_t(i) * n_vocab, n_vocab}, false)) {
+      return;
+    }
+  }
+  if (emit(a, v.next, {rows + size_t(v.accepted) * n_vocab, n_vocab}, false)) {
+    a.next_token = v.next;
+  }
 }
 
 void Scheduler::score_and_emit(Active& a, size_t position, const float* logits) {
@@ -435,9 +474,26 @@ bool Scheduler::step() {
   for (auto& a : running_) {
     if (a->next_token < 0) continue;
     Slot& slot = slots_[static_cast<size_t>(a->slot)];
-    batch_.add(a->next_token, a->slot, static_cast<int32_t>(slot.cached.size()), true);
+    const size_t pos = slot.cached.size();
+    batch_.add(a->next_token, a->slot, static_cast<int32_t>(pos), true);
     rows.push_back(a.get());
-    row_positions.push_back(slot.cached.size());
+    row_positions.push_back(pos);
+    // A draft after it, within the context and what the request may still generate.
+    a->draft.clear();
+    if (!speculates(*a)) continue;
+    const engine::SpeculativeParams& spec = *a->params.speculative;
+    int64_t k = std::min<int64_t>(spec.lookup, runner_.n_ctx() - 1 - static_cast<int64_t>(pos));
+    if (a->params.max_tokens >= 0) k = std::min(k, a->params.max_tokens - a->n_generated);
+    if (k <= 0) continue;
+    a->context.assign(slot.cached.begin(), slot.cached.end());
+    a->context.push_back(a->next_token);
+    a->draft =
+        engine::lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
+    for (size_t i = 0; i < a->draft.size(); ++i) {
+      batch_.add(a->draft[i], a->slot, static_cast<int32_t>(pos + 1 + i), true);
+      rows.push_back(a.get());
+      row_positions.push_back(pos + 1 + i);
+    }
   }
   // Then prompt chunks, oldest request first, within what the budget leaves (at least one
   // token, so that prefill always progresses).
@@ -512,12 +568,20 @@ bool Scheduler::step() {
     metrics_->add_prompt_tokens(n_prefilled, n_cached);
 
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
-  for (size_t r = 0; r < rows.size(); ++r) {
+  for (size_t r = 0; r < rows.size();) {
     const float* row = logits_.data() + r * n_vocab;
-    if (rows[r]->params.score_from > 0) {
-      score_and_emit(*rows[r], row_positions[r], row);
+    Active& a = *rows[r];
+    if (a.params.score_from > 0) {
+      score_and_emit(a, row_positions[r], row);
+      ++r;
+    } else if (!a.draft.empty()) {
+      const size_t k = a.draft.size();
+      check_and_emit(a, row);  // its decode row and its draft's, consecutive
+      a.draft.clear();
+      r += k + 1;
     } else {
-      sample_and_emit(*rows[r], row);
+      sample_and_emit(a, row);
+      ++r;
     }
   }
   for (auto& [a, n] : prefills) {

@@ -25,11 +25,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/runner.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "server/json_token_filter.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +55,10 @@ struct GenerationParams {
   // of those is scored as the sampler's draw (engine::DrawCheck) from the logits before it,
   // all in one prefill, and the request finishes. REQUIRES: < prompt.size(); no grammar.
   int64_t score_from = 0;
+  // Speculative decoding (engine/speculative.h): off when unset. The scheduler does not draft
+  // where it cannot help or cannot roll back: under a grammar, with logprobs, for a check, or
+  // on a model with recurrent state.
+  std::optional<engine::SpeculativeParams> speculative;
 };
 
 struct TopLogprob {
@@ -75,12 +81,15 @@ std::string_view finish_reason_name(FinishReason reason);
 
 struct Finish {
   FinishReason reason = FinishReason::kStop;
-  std::string error;          // kError: what went wrong
-  int64_t n_prompt = 0;       // prompt tokens
-  int64_t n_cached = 0;       // of which were reused from the slot's cache
-  int64_t n_completion = 0;   // generated tokens (a final end-of-generation token not counted)
-  double ttft_seconds = 0;    // from submit() to the first generated token
-  double decode_seconds = 0;  // from the first to the last generated token
+  std::string error;             // kError: what went wrong
+  int64_t n_prompt = 0;          // prompt tokens
+  int64_t n_cached = 0;          // of which were reused from the slot's cache
+  int64_t n_completion = 0;      // generated tokens (a final end-of-generation token not counted)
+  double ttft_seconds = 0;       // from submit() to the first generated token
+  double decode_seconds = 0;     // from the first to the last generated token
+  int64_t n_drafted = 0;         // speculative draft tokens the target checked
+  int64_t n_draft_accepted = 0;  // of which it kept
+  int64_t n_target_steps = 0;    // forward passes that produced its generated tokens
 };
 
 // What a request produced since the last read.
@@ -206,6 +215,12 @@ class Scheduler {
   void admit();
   void finish(Active& active, FinishReason reason, const std::string& error = {});
   void sample_and_emit(Active& active, const float* logits);
+  // Emits a chosen token (the sampler has it already when !into_sampler); false when that
+  // finished the request. Sets nothing for the next step.
+  bool emit(Active& active, int32_t token, std::span<const float> row, bool into_sampler);
+  // The pending token and a draft went through the model: rows [k + 1][n_vocab].
+  void check_and_emit(Active& active, const float* rows);
+  bool speculates(const Active& active) const;
   void score_and_emit(Active& active, size_t position, const float* logits);
   void drop_cancelled();
   const ConstraintVocabulary& constraint_vocabulary(bool render_special);
