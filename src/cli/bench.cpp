@@ -1,6 +1,7 @@
 // herd bench: prefill and decode speed of a model, the machine's memory read bandwidth
 // measured in the same run, and decode as a share of the bandwidth roofline (the weight
-// bytes one token must read, divided by the bandwidth, over the measured time per token).
+// bytes one token must read, divided by the bandwidth, over the measured time per token);
+// with --lookup, speculative decoding against plain decode (bench_speculative.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
+#include "cli/bench_speculative.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
@@ -29,6 +33,7 @@ struct BenchOptions {
   int reps = 3;
   int64_t seqs = 1;
   int64_t depth = 0;  // > 0: decode after a context of this many tokens (llama-bench -gp)
+  int lookup = 0;     // > 0: also measure speculative decoding by prompt lookup (K drafts)
   bool json = false;
 };
 
@@ -99,6 +104,10 @@ void add_bench(CLI::App& app) {
                   "Decode after a context of this many tokens, filled untimed (llama-bench "
                   "-gp DEPTH,N); 0: right after the -p prompt")
       ->capture_default_str();
+  cmd->add_option("--lookup", o->lookup,
+                  "Also measure speculative decoding by prompt lookup, K draft tokens per step: "
+                  "the cost of verifying K+1 tokens, acceptance, decode against plain decode")
+      ->check(CLI::Range(0, 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     if (o->n_prompt < 1 || o->n_gen < 1 || o->reps < 1)
@@ -107,7 +116,7 @@ void add_bench(CLI::App& app) {
     if (o->depth < 0) throw Error("cli", "--depth must not be negative");
     // Decoding starts after the prompt, or after the --depth context.
     const int64_t decode_start = o->depth > 0 ? o->depth : o->n_prompt;
-    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen;
+    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen + o->lookup;
     // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
     ModelOptions model = o->model;
     if (model.n_ctx == 0) model.n_ctx = needed;
@@ -251,6 +260,10 @@ void add_bench(CLI::App& app) {
     }
     if (hp.tied_output) bytes_per_token += static_cast<double>(embd.n_bytes);
     const double decode = median(decode_tps), prefill_speed = median(prefill_tps);
+    std::optional<SpeculativeBench> speculative;
+    if (o->lookup > 0) {
+      speculative = bench_speculative(*runner, ids, o->n_gen, o->lookup, o->reps);
+    }
     const double roofline_tps = bandwidth / bytes_per_token;
     const double roofline_pct = 100.0 * decode / roofline_tps;
     if (o->json) {
@@ -272,6 +285,10 @@ void add_bench(CLI::App& app) {
                                   {"decode_cpu_ms_per_tok", median(decode_cpu)},
                                   {"batch_decode_cpu_ms_per_tok", batch_cpu_ms},
                                   {"weights_plus_kv_mb", model_bytes / 1e6}};
+      if (speculative) {
+        j["acceptance"] = speculative->acceptance;
+        j["speculative"] = speculative->json();
+      }
       if (cluster) {
         j["stages"] = stage_json(prefill_stages, decode_stages, o->n_prompt, o->n_gen);
         j["pipeline_bubble_prefill"] = bubble(prefill_stages, prefill_wall);
@@ -308,6 +325,7 @@ void add_bench(CLI::App& app) {
                 model_bytes / 1e6);
     std::printf("roofline     %8.1f tok/s  (%.1f MB of weights read per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
+    if (speculative) speculative->print();
     if (cluster) {
       const Prediction predicted = cluster->prediction(o->n_prompt);
       std::printf("predicted    %s: measured decode %.2fx, prefill %.2fx of it\n",

@@ -1,0 +1,135 @@
+#include "cli/bench_speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace herd::cli {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Run {
+  std::vector<int32_t> tokens;
+  server::Finish finish;
+  double decode_tok_s = 0;
+};
+
+// One greedy request through a scheduler, to its end: its tokens, its finish and its
+// decode speed (from the first generated token to the last).
+Run generate(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
+             const std::vector<int32_t>& prompt, int64_t n_gen, int lookup) {
+  server::Scheduler s(runner, tok, {}, nullptr);
+  server::GenerationParams p;
+  p.prompt = prompt;
+  p.max_tokens = n_gen;
+  p.sampler.temperature = 0;
+  p.stop_at_eog = false;
+  if (lookup > 0) p.speculative = engine::SpeculativeParams{lookup, 1, 3};
+  auto stream = s.submit(p);
+  Run run;
+  for (;;) {
+    s.step();
+    server::StreamUpdate u = stream->wait(std::chrono::milliseconds(0));
+    run.tokens.insert(run.tokens.end(), u.tokens.begin(), u.tokens.end());
+    if (u.finish) {
+      run.finish = *u.finish;
+      break;
+    }
+  }
+  if (run.finish.reason == server::FinishReason::kError) {
+    throw Error("bench", "generation failed: " + run.finish.error);
+  }
+  const double t = run.finish.decode_seconds;
+  run.decode_tok_s = t > 0 ? static_cast<double>(run.finish.n_completion - 1) / t : 0;
+  return run;
+}
+
+}  // namespace
+
+SpeculativeBench bench_speculative(engine::ModelRunner& runner, const std::vector<int32_t>& prompt,
+                                   int64_t n_gen, int k, int reps) {
+  SpeculativeBench b;
+  b.k = k;
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner.file());
+  // (1) k + 1 rows against 1 at the prompt's end (the rows' cache entries are overwritten).
+  std::vector<float> logits;
+  engine::Batch batch;
+  const auto pos = static_cast<int32_t>(prompt.size());
+  std::vector<double> one, many;
+  for (int r = 0; r < reps + 1; ++r) {
+    for (int rows : {1, k + 1}) {
+      batch.clear();
+      for (int i = 0; i < rows; ++i) batch.add(prompt[size_t(i) % prompt.size()], 0, pos + i, true);
+      const double t0 = now_seconds();
+      runner.forward(batch, logits);
+      if (r > 0) (rows == 1 ? one : many).push_back(now_seconds() - t0);  // first: warm-up
+    }
+  }
+  b.one_ms = 1e3 * median(one);
+  b.verify_ms = 1e3 * median(many);
+  // (2) Plain and drafted generations, alternated.
+  std::vector<double> plain, drafted;
+  for (int r = 0; r < reps; ++r) {
+    const Run p = generate(runner, tok, prompt, n_gen, 0);
+    const Run d = generate(runner, tok, prompt, n_gen, k);
+    plain.push_back(p.decode_tok_s);
+    drafted.push_back(d.decode_tok_s);
+    b.same_tokens = b.same_tokens && p.tokens == d.tokens;
+    if (r + 1 == reps) {
+      b.drafted = d.finish.n_drafted;
+      b.kept = d.finish.n_draft_accepted;
+      b.generated = d.finish.n_completion;
+      b.acceptance =
+          b.drafted > 0 ? static_cast<double>(b.kept) / static_cast<double>(b.drafted) : 0;
+      b.tokens_per_forward = d.finish.n_target_steps > 0
+                                 ? static_cast<double>(d.finish.n_completion) /
+                                       static_cast<double>(d.finish.n_target_steps)
+                                 : 0;
+    }
+  }
+  b.plain_tok_s = median(plain);
+  b.drafted_tok_s = median(drafted);
+  return b;
+}
+
+nlohmann::ordered_json SpeculativeBench::json() const {
+  return {{"kind", "lookup"},
+          {"k", k},
+          {"acceptance", acceptance},
+          {"drafted", drafted},
+          {"kept", kept},
+          {"tokens_per_target_forward", tokens_per_forward},
+          {"verify_ms", verify_ms},
+          {"one_token_ms", one_ms},
+          {"verify_cost_ratio", one_ms > 0 ? verify_ms / one_ms : 0},
+          {"plain_decode_tok_s", plain_tok_s},
+          {"speculative_decode_tok_s", drafted_tok_s},
+          {"speedup", plain_tok_s > 0 ? drafted_tok_s / plain_tok_s : 0},
+          {"same_tokens", same_tokens}};
+}
+
+void SpeculativeBench::print() const {
+  std::printf("verify       %8.2f ms for %d tokens, %.2f ms for 1: %.2fx the cost\n", verify_ms,
+              k + 1, one_ms, one_ms > 0 ? verify_ms / one_ms : 0.0);
+  std::printf(
+      "lookup       %lld of %lld drafted tokens kept (%.0f%%), %.2f tokens per target "
+      "forward\n",
+      static_cast<long long>(kept), static_cast<long long>(drafted), 100 * acceptance,
+      tokens_per_forward);
+  std::printf("speculative  %8.1f tok/s decode against %.1f plain: %.2fx%s\n", drafted_tok_s,
+              plain_tok_s, plain_tok_s > 0 ? drafted_tok_s / plain_tok_s : 0.0,
+              same_tokens ? " (the same tokens)" : " (TOKENS DIFFER)");
+}
+
+}  // namespace herd::cli
