@@ -34,6 +34,8 @@ struct BenchOptions {
   int64_t seqs = 1;
   int64_t depth = 0;  // > 0: decode after a context of this many tokens (llama-bench -gp)
   int lookup = 0;     // > 0: also measure speculative decoding by prompt lookup (K drafts)
+  std::string draft;  // --draft: also measure speculative decoding with this draft model
+  int draft_max = 4;
   bool json = false;
 };
 
@@ -108,6 +110,12 @@ void add_bench(CLI::App& app) {
                   "Also measure speculative decoding by prompt lookup, K draft tokens per step: "
                   "the cost of verifying K+1 tokens, acceptance, decode against plain decode")
       ->check(CLI::Range(0, 16));
+  cmd->add_option("--draft", o->draft,
+                  "Also measure speculative decoding with this draft model (same vocabulary): "
+                  "acceptance, decode against plain decode");
+  cmd->add_option("--draft-max", o->draft_max, "Draft-model tokens per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     if (o->n_prompt < 1 || o->n_gen < 1 || o->reps < 1)
@@ -116,7 +124,8 @@ void add_bench(CLI::App& app) {
     if (o->depth < 0) throw Error("cli", "--depth must not be negative");
     // Decoding starts after the prompt, or after the --depth context.
     const int64_t decode_start = o->depth > 0 ? o->depth : o->n_prompt;
-    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen + o->lookup;
+    const int64_t needed =
+        std::max(o->n_prompt, decode_start) + o->n_gen + std::max(o->lookup, o->draft_max);
     // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
     ModelOptions model = o->model;
     if (model.n_ctx == 0) model.n_ctx = needed;
@@ -261,8 +270,14 @@ void add_bench(CLI::App& app) {
     if (hp.tied_output) bytes_per_token += static_cast<double>(embd.n_bytes);
     const double decode = median(decode_tps), prefill_speed = median(prefill_tps);
     std::optional<SpeculativeBench> speculative;
-    if (o->lookup > 0) {
-      speculative = bench_speculative(*runner, ids, o->n_gen, o->lookup, o->reps);
+    if (!o->draft.empty()) {
+      engine::LocalOptions lo = model.local_options(1);
+      lo.n_ctx = runner->n_ctx();
+      lo.upload_progress = nullptr;
+      auto draft = engine::LocalRunner::open(o->draft, lo);
+      speculative = bench_speculative(*runner, draft.get(), ids, o->n_gen, o->draft_max, o->reps);
+    } else if (o->lookup > 0) {
+      speculative = bench_speculative(*runner, nullptr, ids, o->n_gen, o->lookup, o->reps);
     }
     const double roofline_tps = bandwidth / bytes_per_token;
     const double roofline_pct = 100.0 * decode / roofline_tps;

@@ -27,15 +27,20 @@ struct Run {
 
 // One greedy request through a scheduler, to its end: its tokens, its finish and its
 // decode speed (from the first generated token to the last).
-Run generate(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
-             const std::vector<int32_t>& prompt, int64_t n_gen, int lookup) {
-  server::Scheduler s(runner, tok, {}, nullptr);
+Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
+             const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t n_gen,
+             int k) {
+  server::SchedulerOptions so;
+  so.draft = draft;
+  server::Scheduler s(runner, tok, so, nullptr);
   server::GenerationParams p;
   p.prompt = prompt;
   p.max_tokens = n_gen;
   p.sampler.temperature = 0;
   p.stop_at_eog = false;
-  if (lookup > 0) p.speculative = engine::SpeculativeParams{lookup, 1, 3};
+  if (k > 0) {
+    p.speculative = draft ? engine::SpeculativeParams{0, 1, 3, k} : engine::SpeculativeParams{k};
+  }
   auto stream = s.submit(p);
   Run run;
   for (;;) {
@@ -57,9 +62,11 @@ Run generate(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
 
 }  // namespace
 
-SpeculativeBench bench_speculative(engine::ModelRunner& runner, const std::vector<int32_t>& prompt,
-                                   int64_t n_gen, int k, int reps) {
+SpeculativeBench bench_speculative(engine::ModelRunner& runner, engine::ModelRunner* draft,
+                                   const std::vector<int32_t>& prompt, int64_t n_gen, int k,
+                                   int reps) {
   SpeculativeBench b;
+  b.kind = draft ? "draft" : "lookup";
   b.k = k;
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner.file());
   // (1) k + 1 rows against 1 at the prompt's end (the rows' cache entries are overwritten).
@@ -81,8 +88,8 @@ SpeculativeBench bench_speculative(engine::ModelRunner& runner, const std::vecto
   // (2) Plain and drafted generations, alternated.
   std::vector<double> plain, drafted;
   for (int r = 0; r < reps; ++r) {
-    const Run p = generate(runner, tok, prompt, n_gen, 0);
-    const Run d = generate(runner, tok, prompt, n_gen, k);
+    const Run p = generate(runner, nullptr, tok, prompt, n_gen, 0);
+    const Run d = generate(runner, draft, tok, prompt, n_gen, k);
     plain.push_back(p.decode_tok_s);
     drafted.push_back(d.decode_tok_s);
     b.same_tokens = b.same_tokens && p.tokens == d.tokens;
@@ -104,7 +111,7 @@ SpeculativeBench bench_speculative(engine::ModelRunner& runner, const std::vecto
 }
 
 nlohmann::ordered_json SpeculativeBench::json() const {
-  return {{"kind", "lookup"},
+  return {{"kind", kind},
           {"k", k},
           {"acceptance", acceptance},
           {"drafted", drafted},
@@ -122,11 +129,9 @@ nlohmann::ordered_json SpeculativeBench::json() const {
 void SpeculativeBench::print() const {
   std::printf("verify       %8.2f ms for %d tokens, %.2f ms for 1: %.2fx the cost\n", verify_ms,
               k + 1, one_ms, one_ms > 0 ? verify_ms / one_ms : 0.0);
-  std::printf(
-      "lookup       %lld of %lld drafted tokens kept (%.0f%%), %.2f tokens per target "
-      "forward\n",
-      static_cast<long long>(kept), static_cast<long long>(drafted), 100 * acceptance,
-      tokens_per_forward);
+  std::printf("%-12s %lld of %lld drafted tokens kept (%.0f%%), %.2f tokens per target forward\n",
+              kind, static_cast<long long>(kept), static_cast<long long>(drafted), 100 * acceptance,
+              tokens_per_forward);
   std::printf("speculative  %8.1f tok/s decode against %.1f plain: %.2fx%s\n", drafted_tok_s,
               plain_tok_s, plain_tok_s > 0 ? drafted_tok_s / plain_tok_s : 0.0,
               same_tokens ? " (the same tokens)" : " (TOKENS DIFFER)");

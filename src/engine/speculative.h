@@ -14,10 +14,13 @@
 namespace herd::engine {
 
 // How a request drafts: up to `lookup` tokens per step from prompt lookup (below), with
-// n-grams of ngram_max down to ngram_min tokens.
+// n-grams of ngram_max down to ngram_min tokens; or up to `draft` tokens per step from a
+// draft model (a smaller model of the same vocabulary that the server loaded), which wins
+// where both are asked.
 struct SpeculativeParams {
   int lookup = 0;  // draft tokens per step at most; 0: off
   int ngram_min = 1, ngram_max = 3;
+  int draft = 0;  // draft-model tokens per step at most; 0: off
 };
 
 // Prompt lookup: the longest n-gram (n_max down to n_min tokens) that ends `tokens` and

@@ -144,6 +144,28 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
       metrics_(metrics),
       slots_(static_cast<size_t>(runner.n_seq())) {
   options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
+  if (engine::ModelRunner* d = options_.draft) {
+    // The same vocabulary: the same number of tokens with the same texts (a draft's ids mean
+    // the target's tokens).
+    const tokenizer::Tokenizer draft_tokens = tokenizer::Tokenizer::from_gguf(d->file());
+    bool same = draft_tokens.n_vocab() == tokenizer.n_vocab() &&
+                d->hparams().n_vocab == runner.hparams().n_vocab;
+    for (int32_t id = 0; same && id < tokenizer.n_vocab(); ++id) {
+      same = draft_tokens.token_text(id) == tokenizer.token_text(id);
+    }
+    if (!same) {
+      throw Error("server", "the draft model's vocabulary (" +
+                                std::to_string(draft_tokens.n_vocab()) +
+                                " tokens) is not the model's (" +
+                                std::to_string(tokenizer.n_vocab()) + " tokens)");
+    }
+    if (d->n_seq() < runner.n_seq() || d->n_ctx() < runner.n_ctx() || d->recurrent()) {
+      throw Error("server", "the draft model needs " + std::to_string(runner.n_seq()) +
+                                " slots of " + std::to_string(runner.n_ctx()) +
+                                " positions and no recurrent state");
+    }
+    draft_cached_.resize(static_cast<size_t>(runner.n_seq()));
+  }
 }
 
 Scheduler::~Scheduler() = default;
@@ -427,8 +449,78 @@ bool Scheduler::emit(Active& a, int32_t token, std::span<const float> row, bool 
 }
 
 bool Scheduler::speculates(const Active& a) const {
-  return a.params.speculative && a.params.speculative->lookup > 0 && !a.filter &&
-         a.params.top_logprobs < 0 && a.params.score_from == 0 && !runner_.recurrent();
+  const bool asked = a.params.speculative && (a.params.speculative->lookup > 0 ||
+                                              (a.params.speculative->draft > 0 && options_.draft));
+  return asked && !a.filter && a.params.top_logprobs < 0 && a.params.score_from == 0 &&
+         !runner_.recurrent();
+}
+
+void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k) {
+  engine::ModelRunner& d = *options_.draft;
+  const auto n_vocab = static_cast<size_t>(d.hparams().n_vocab);
+  const int64_t n_ctx = d.n_ctx();
+  // Catch up: each slot of the draft gets the request's tokens it lacks (after the longest
+  // prefix it holds: what it drafted and the target refused is overwritten), in chunks,
+  // logits for each request's last token only.
+  std::vector<size_t> fed(active.size(), 0);
+  for (;;) {
+    draft_batch_.clear();
+    std::vector<size_t> rows;  // which request each logits row is for
+    for (size_t i = 0; i < active.size(); ++i) {
+      Active& a = *active[i];
+      std::vector<int32_t>& held = draft_cached_[static_cast<size_t>(a.slot)];
+      if (fed[i] == 0) {
+        held.resize(common_prefix(held, a.context));
+        if (held.size() == a.context.size()) held.pop_back();  // its logits are wanted again
+      }
+      const size_t begin = held.size();
+      const size_t room = static_cast<size_t>(options_.batch_tokens) - draft_batch_.size();
+      const size_t n = std::min(a.context.size() - begin, room);
+      for (size_t j = 0; j < n; ++j) {
+        const size_t pos = begin + j;
+        const bool last = pos + 1 == a.context.size();
+        draft_batch_.add(a.context[pos], a.slot, static_cast<int32_t>(pos), last);
+        held.push_back(a.context[pos]);
+        if (last) rows.push_back(i);
+      }
+      fed[i] = 1;
+      if (draft_batch_.size() >= static_cast<size_t>(options_.batch_tokens)) break;
+    }
+    if (draft_batch_.size() == 0) break;
+    d.forward(draft_batch_, draft_logits_);
+    // The rows of requests now caught up: their first draft token.
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Active& a = *active[rows[r]];
+      a.draft.push_back(engine::greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+    }
+    bool behind = false;
+    for (size_t i = 0; i < active.size(); ++i) {
+      behind = behind || draft_cached_[static_cast<size_t>(active[i]->slot)].size() <
+                             active[i]->context.size();
+    }
+    if (!behind) break;
+  }
+  // Then one token per round for the requests that want more, the last one drafted going in.
+  for (;;) {
+    draft_batch_.clear();
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < active.size(); ++i) {
+      Active& a = *active[i];
+      std::vector<int32_t>& held = draft_cached_[static_cast<size_t>(a.slot)];
+      if (a.draft.empty() || static_cast<int64_t>(a.draft.size()) >= k[i]) continue;
+      const int64_t pos = static_cast<int64_t>(held.size());
+      if (pos + 1 >= n_ctx) continue;
+      draft_batch_.add(a.draft.back(), a.slot, static_cast<int32_t>(pos), true);
+      held.push_back(a.draft.back());
+      rows.push_back(i);
+    }
+    if (draft_batch_.size() == 0) break;
+    d.forward(draft_batch_, draft_logits_);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      active[rows[r]]->draft.push_back(
+          engine::greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+    }
+  }
 }
 
 void Scheduler::check_and_emit(Active& a, const float* rows) {
@@ -470,29 +562,52 @@ bool Scheduler::step() {
   // the row is of (a check's rows score the token after it).
   std::vector<Active*> rows;
   std::vector<size_t> row_positions;
-  // Decode tokens first: every generating request advances by one token per step.
+  // Decode tokens first: every generating request advances by one token per step, with its
+  // draft after it (prompt lookup, or the draft model's, run for all of them together).
+  std::vector<Active*> decoding, by_draft_model;
+  std::vector<int64_t> draft_k;
   for (auto& a : running_) {
     if (a->next_token < 0) continue;
-    Slot& slot = slots_[static_cast<size_t>(a->slot)];
-    const size_t pos = slot.cached.size();
-    batch_.add(a->next_token, a->slot, static_cast<int32_t>(pos), true);
-    rows.push_back(a.get());
-    row_positions.push_back(pos);
-    // A draft after it, within the context and what the request may still generate.
+    decoding.push_back(a.get());
     a->draft.clear();
     if (!speculates(*a)) continue;
+    // Within the context and what the request may still generate.
+    const Slot& slot = slots_[static_cast<size_t>(a->slot)];
     const engine::SpeculativeParams& spec = *a->params.speculative;
-    int64_t k = std::min<int64_t>(spec.lookup, runner_.n_ctx() - 1 - static_cast<int64_t>(pos));
+    const bool by_model = spec.draft > 0 && options_.draft != nullptr;
+    int64_t k = std::min<int64_t>(by_model ? spec.draft : spec.lookup,
+                                  runner_.n_ctx() - 1 - static_cast<int64_t>(slot.cached.size()));
     if (a->params.max_tokens >= 0) k = std::min(k, a->params.max_tokens - a->n_generated);
     if (k <= 0) continue;
     a->context.assign(slot.cached.begin(), slot.cached.end());
     a->context.push_back(a->next_token);
-    a->draft =
-        engine::lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
-    for (size_t i = 0; i < a->draft.size(); ++i) {
-      batch_.add(a->draft[i], a->slot, static_cast<int32_t>(pos + 1 + i), true);
-      rows.push_back(a.get());
-      row_positions.push_back(pos + 1 + i);
+    if (by_model) {
+      by_draft_model.push_back(a.get());
+      draft_k.push_back(k);
+    } else {
+      a->draft =
+          engine::lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
+    }
+  }
+  if (!by_draft_model.empty()) {
+    try {
+      run_draft_model(by_draft_model, draft_k);
+    } catch (const std::exception& e) {
+      // No draft this step (the target decodes as without one); the draft's slots are
+      // unknown now: they start again.
+      for (Active* a : by_draft_model) a->draft.clear();
+      for (auto& held : draft_cached_) held.clear();
+      std::lock_guard lock(mutex_);
+      failure_ = std::string("the draft model: ") + e.what();
+    }
+  }
+  for (Active* a : decoding) {
+    const size_t pos = slots_[static_cast<size_t>(a->slot)].cached.size();
+    for (size_t i = 0; i <= a->draft.size(); ++i) {
+      batch_.add(i == 0 ? a->next_token : a->draft[i - 1], a->slot, static_cast<int32_t>(pos + i),
+                 true);
+      rows.push_back(a);
+      row_positions.push_back(pos + i);
     }
   }
   // Then prompt chunks, oldest request first, within what the budget leaves (at least one

@@ -139,6 +139,10 @@ class SubmitError : public Error {
 struct SchedulerOptions {
   int64_t max_queue = 64;      // waiting (not yet admitted) requests; more are refused
   int64_t batch_tokens = 256;  // tokens per forward pass: decode tokens, then prompt chunks
+  // A draft model for speculative decoding (SpeculativeParams::draft): the same vocabulary,
+  // at least as many slots, no recurrent state; it drafts greedily, each slot of it following
+  // the target's slot of the same index. Null: requests draft by prompt lookup only.
+  engine::ModelRunner* draft = nullptr;
 };
 
 class Scheduler {
@@ -221,6 +225,9 @@ class Scheduler {
   // The pending token and a draft went through the model: rows [k + 1][n_vocab].
   void check_and_emit(Active& active, const float* rows);
   bool speculates(const Active& active) const;
+  // Runs the draft model for the requests whose `draft` it should fill (their slots caught up
+  // to their tokens, then one token per round, greedily), at most k[i] tokens each.
+  void run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k);
   void score_and_emit(Active& active, size_t position, const float* logits);
   void drop_cancelled();
   const ConstraintVocabulary& constraint_vocabulary(bool render_special);
@@ -244,6 +251,10 @@ class Scheduler {
 
   engine::Batch batch_;
   std::vector<float> logits_;
+  // The draft model's slots: the tokens at positions [0, n) of each (options_.draft).
+  std::vector<std::vector<int32_t>> draft_cached_;
+  engine::Batch draft_batch_;
+  std::vector<float> draft_logits_;
   // Built by the first constrained request's submit(), one per render_special; read by
   // the engine thread when it admits requests (locks: mutex_, then this one).
   std::mutex vocabularies_mutex_;

@@ -585,6 +585,58 @@ TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
               static_cast<long long>(drafted));
 }
 
+// A draft model (the same random weights in Q4_0) for a Q8_0 target, two requests drafting
+// together: the target's greedy tokens, most drafts kept. A draft of another vocabulary is
+// refused.
+TEST(Scheduler, ADraftModelGivesTheSameGreedyTokens) {
+  engine::LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 96;
+  lo.n_seq = 2;
+  lo.device = "cpu";
+  auto target = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
+  auto draft = engine::LocalRunner::open("../shared/models/llama-q4_0.gguf", lo);
+  const auto tok = tokenizer::Tokenizer::from_gguf(target->file());
+  const std::vector<std::vector<int32_t>> prompts = {
+      tok.encode("the herd runs the model", true, false),
+      tok.encode("a pod of machines and a hub", true, false)};
+  std::vector<Result> outputs[2];
+  for (int with_draft : {0, 1}) {
+    SchedulerOptions so;
+    so.draft = with_draft ? draft.get() : nullptr;
+    Scheduler s(*target, tok, so, nullptr);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& prompt : prompts) {
+      GenerationParams p = greedy(prompt, 30);
+      p.stop_at_eog = false;
+      if (with_draft) p.speculative = engine::SpeculativeParams{0, 1, 3, 4};
+      streams.push_back(s.submit(p));
+    }
+    outputs[with_draft] = run_all(s, streams);
+  }
+  int64_t drafted = 0, kept = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(outputs[1][i].tokens, outputs[0][i].tokens) << i;
+    drafted += outputs[1][i].finish->n_drafted;
+    kept += outputs[1][i].finish->n_draft_accepted;
+    EXPECT_LT(outputs[1][i].finish->n_target_steps, 30);
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_GT(kept * 2, drafted) << kept << " of " << drafted;
+  std::printf("a q4_0 draft for a q8_0 target: %lld of %lld draft tokens kept\n",
+              static_cast<long long>(kept), static_cast<long long>(drafted));
+
+  auto other = engine::LocalRunner::open("../shared/models/qwen3-f32.gguf", lo);
+  SchedulerOptions so;
+  so.draft = other.get();
+  try {
+    Scheduler s(*target, tok, so, nullptr);
+    ADD_FAILURE() << "a draft of another vocabulary was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
   engine::LocalOptions lo;
   lo.threads = 2;
