@@ -7,7 +7,8 @@
 # deepseek4 in pipelines;
 # weights are shipped to nodes without the file (tensor-parallel ranks only their cuts),
 # then read from their caches; cluster keys are enforced both ways; plan names the nodes;
-# a mixed pod of a node on a Vulkan device and a CPU node; garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
+# a mixed pod of a node on a Vulkan device and a CPU node (and a later stage split over a
+# node's device and its CPU); garbage on a node's port and a hostile coordinator (cluster_e2e_hostile.py) do not stop
 # it serving; a node that stops answering or dies is named by the coordinator, which goes
 # on without it; nodes serve again after a dead coordinator or a SIGCONT. About 30 s.
 # Nodes listen on port 0 and the test reads the bound address from their first log lines.
@@ -194,7 +195,11 @@ done
 # ran its layers there.
 if "$herd" devices --device vulkan >/dev/null 2>&1; then
   start_node nv --device vulkan
-  wait_nodes nv
+  # Its stage over its GPU and its CPU, as a pod node whose GPU is too small runs it: forced
+  # (lavapipe's memory holds any stage here). Fast-reported, so that it gets the later stage's
+  # most layers: its first on the device, the rest and the head on the CPU.
+  start_node nvsplit --device vulkan --device-layers 1 --bandwidth 1000 --matmul 1000
+  wait_nodes nv nvsplit
   eval_model "$f16model" "$dir/ref-mixed.f32"
   mv=$(mark nv) m1=$(mark n1)
   eval_model "$f16model" "$dir/mixed.f32" --peers "${addr[nv]},${addr[n1]}" --no-local \
@@ -204,7 +209,15 @@ if "$herd" devices --device vulkan >/dev/null 2>&1; then
   since n1 "$m1" | grep -q "loaded layers" || fail "mixed pod: the CPU node ran no stage"
   quantized_logits "$dir/ref-mixed.f32" "$dir/mixed.f32" "${f16model%.gguf}.0.tokens" \
     "mixed pod (a Vulkan node and a CPU node)"
+  ms=$(mark nvsplit)
+  eval_model "$f16model" "$dir/mixed-split.f32" --peers "${addr[n1]},${addr[nvsplit]}" \
+    --no-local --parallel pipeline:2
+  since nvsplit "$ms" | grep -q "layers on vulkan:.*: layers [0-9]*-[0-9]*; the rest on the CPU" ||
+    fail "mixed pod: the Vulkan node's stage was not split over its device and its CPU"
+  quantized_logits "$dir/ref-mixed.f32" "$dir/mixed-split.f32" "${f16model%.gguf}.0.tokens" \
+    "mixed pod (a later stage's first layer on a Vulkan device, the rest on its CPU)"
   stop_node nv
+  stop_node nvsplit
 elif [ "${CI:-}" = true ]; then
   fail "no Vulkan device for the mixed pod (CI=true: a missing dependency fails, it does not skip)"
 else

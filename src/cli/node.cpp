@@ -19,6 +19,7 @@
 #include "cli/model_options.h"
 #include "cluster/node.h"
 #include "cluster/weight_cache.h"
+#include "engine/device_placement.h"
 #include "net/discovery.h"
 #include "util/error.h"
 
@@ -41,6 +42,8 @@ struct NodeArgs {
   bool no_model_files = false;
   std::string isa = "auto";
   std::string device = "auto";
+  std::string experts = "auto";
+  int64_t device_layers = -1;
   double bandwidth_gbs = 0;
   double matmul_gflops = 0;
   uint64_t memory_bytes = 0;
@@ -135,6 +138,15 @@ void add_node(CLI::App& app) {
                   "Where this node's part of a model runs: auto (a GPU that can run it, else "
                   "the CPU), cpu, vulkan, vulkan:N (herd devices lists them)")
       ->capture_default_str();
+  cmd->add_option("--experts", a->experts,
+                  "A part of an MoE model on a GPU: cpu keeps its routed experts on the CPU and "
+                  "the rest on the GPU (unless the plan splits the part itself); auto, device: "
+                  "as the plan says")
+      ->capture_default_str();
+  cmd->add_option("--device-layers", a->device_layers,
+                  "A part on a GPU: its first N layers there, the rest on the CPU (unless the "
+                  "plan splits the part itself)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--isa", a->isa, "Kernel instruction set: auto, scalar, avx2, avx512")
       ->capture_default_str();
   cmd->add_option("--bandwidth", a->bandwidth_gbs,
@@ -196,6 +208,9 @@ void add_node(CLI::App& app) {
     isa.isa = a->isa;
     o.isa_limit = isa.local_options(1).isa_limit;
     o.device = a->device;
+    engine::parse_experts_choice(a->experts);  // refused here, not at the first load
+    o.experts = a->experts;
+    o.device_layers = a->device_layers;
     o.log = log_line;
     if (!o.key) log_line("no cluster key: insecure mode (peers are not authenticated)");
     log_line("node id " + o.identity->id().to_text() +

@@ -137,6 +137,35 @@ void read_flow(const nlohmann::json& j, FlowSpec& flow, int stage, int n_stages)
   if ((!flow.next.empty() || flow.prev > 0) && flow.token == 0) bad("flow.token", "0 for links");
 }
 
+// Optional: an assignment without "placement" has all of its part on its device. Read after
+// the layers, the ranks and the device, which it is checked against.
+void read_placement(const nlohmann::json& j, Assignment& a) {
+  auto it = j.find("placement");
+  if (it == j.end()) {
+    if (j.contains("device_layers")) bad("device_layers", "without placement first-layers");
+    return;
+  }
+  if (!it->is_string()) bad("placement", "not a string");
+  const std::string placement = it->get<std::string>();
+  if (placement != "device" && placement != "experts-on-cpu" && placement != "first-layers") {
+    bad("placement", "'" + net::printable(placement.substr(0, 64)) +
+                         "' is not device, experts-on-cpu or first-layers");
+  }
+  a.placement = placement;
+  if (placement == "device") return;
+  if (a.n_ranks > 1) {
+    bad("placement", "a tensor-parallel rank runs on one device, not over a GPU and the CPU");
+  }
+  if (a.device == "cpu") bad("placement", placement + " needs a GPU device, not cpu");
+  if (placement == "first-layers") {
+    const int64_t layers = a.shard.layer_end - a.shard.layer_begin;
+    if (layers < 2) bad("device_layers", "a part of one layer is not split by layers");
+    a.device_layers = int_field(j, "device_layers", 1, layers - 1);
+  } else if (j.contains("device_layers")) {
+    bad("device_layers", "without placement first-layers");
+  }
+}
+
 }  // namespace
 
 nlohmann::json to_json(const Assignment& a) {
@@ -170,6 +199,8 @@ nlohmann::json to_json(const Assignment& a) {
       {"wire_dtype", std::string(net::wire_dtype_name(a.wire_dtype))},
       {"tensors", tensors}};
   if (a.device) j["device"] = *a.device;
+  if (a.placement != "device") j["placement"] = a.placement;
+  if (a.placement == "first-layers") j["device_layers"] = a.device_layers;
   return j;
 }
 
@@ -209,6 +240,7 @@ Assignment assignment_from_json(const nlohmann::json& j) {
     if (choice.kind == vulkan::DeviceChoice::kAuto) bad("device", "auto is the node's choice");
     a.device = device->get<std::string>();
   }
+  read_placement(j, a);
   a.n_ctx = int_field(j, "n_ctx", 1, int64_t{1} << 24);
   a.n_seq = int_field(j, "n_seq", 1, 4096);
   const nlohmann::json& dtype = field(j, "wire_dtype");
@@ -307,9 +339,15 @@ Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::Fil
   a.rank = rank;
   a.n_ranks = static_cast<int>(s.ranks.size());
   a.shard = shard_spec(s, r, info.hp.n_expert > 0);
-  // The placement on the node's GPU: a part split over a pod node's GPU and CPU is not
-  // planned (device_ranks.h), so "device" or the CPU.
-  a.device = r.device.empty() || r.placement != "device" ? "cpu" : r.device;
+  // Where the plan put the part on the node (device_ranks.h): its GPU, all of it or split
+  // with its CPU (one-rank stages only), or the CPU. The coordinator's own ranks (node 0) load
+  // a whole shard on assignment.device: a split planned for them runs on the CPU.
+  const bool split = r.placement == "experts-on-cpu" || r.placement == "first-layers";
+  a.device = r.device.empty() || (split && r.node == 0) ? "cpu" : r.device;
+  if (split && r.node != 0 && !r.device.empty()) {
+    a.placement = r.placement;
+    a.device_layers = r.placement == "first-layers" ? r.device_layers : 0;
+  }
   a.n_ctx = plan.n_ctx;
   a.n_seq = plan.n_seq;
   a.wire_dtype = wire_dtype;

@@ -73,6 +73,14 @@ struct Assignment {
   // the node's profile named; nullopt (absent in the JSON, and for a spare, whose node is not
   // the one planned for): the node's own --device.
   std::optional<std::string> device;
+  // How the part sits over the node's GPU and CPU (Rank::placement, engine/rank.h):
+  // "device" (all on `device`), "experts-on-cpu" (the routed experts on the CPU, the rest on
+  // `device`), "first-layers" (its first device_layers layers on `device`, the rest and the
+  // head on the CPU). Absent in the JSON: "device". A split needs a GPU `device` and a
+  // one-rank stage (a tensor-parallel rank runs on one device); without a `device` (a spare)
+  // the node places the part as its own options say.
+  std::string placement = "device";
+  int64_t device_layers = 0;  // first-layers: 1 to the part's layers - 1
   int64_t n_ctx = 0;
   int64_t n_seq = 1;
   // Of the hidden states it returns and of its tensor-parallel all-reduces.

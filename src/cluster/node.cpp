@@ -20,6 +20,8 @@
 #include "cluster/shipping.h"
 #include "cluster/weight_cache.h"
 #include "engine/backend.h"
+#include "engine/device_placement.h"
+#include "engine/rank.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -40,12 +42,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// What a session has loaded: the file (mapped model or cached shard) and its shard.
+// What a session has loaded: the file (mapped model or cached shard) and the rank that runs
+// its part (declared after the file, whose mapping it points into).
 struct Loaded {
   Assignment assignment;
   gguf::File file;
   ModelInfo info;
-  engine::Shard shard;
+  std::unique_ptr<engine::Rank> rank;
   std::unique_ptr<RingAllReduce> ring;  // tensor-parallel ranks only
   // Stage links (assignment.h FlowSpec): the input comes over `prev` when there is one;
   // rank 0 sends its output over `next` (to every rank of the next stage) when there are
@@ -102,7 +105,8 @@ struct NodeServer::Impl {
   NodeOptions options;
   std::shared_ptr<net::Transport> transport;  // a TcpTransport unless options.transport
   uint16_t port = 0;                          // the TcpTransport's
-  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<ThreadPool> pool;           // measures this machine at start-up, then let go
+  int threads = 0;                            // its size: each loaded rank's pool has as many
   // Watches the coordinator and ring links: a coordinator that hangs or vanishes without a
   // goodbye ends its session within seconds instead of keeping the node busy.
   std::unique_ptr<net::Heartbeat> heartbeat =
@@ -129,6 +133,8 @@ struct NodeServer::Impl {
   }
   void session(const std::shared_ptr<net::Connection>& c);
   std::optional<Loaded> load(net::Connection& c, const net::Load& request);
+  engine::DevicePlacement placement(const Assignment& a, const gguf::File& file,
+                                    const ModelInfo& info, const engine::Device& device);
   void forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
                std::vector<float>& input, std::vector<float>& output, std::vector<uint8_t>& wire);
 };
@@ -193,6 +199,9 @@ NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
              : "") +
         ", " + std::to_string(static_cast<int>(s.profile.bandwidth_gbs)) + " GB/s, " +
         std::to_string(static_cast<int>(s.profile.matmul_gflops)) + " GFLOP/s q4_0");
+  // A loaded rank has its own pool (engine/rank.h): this one's threads would only wait.
+  s.threads = s.pool->size();
+  s.pool.reset();
 }
 
 NodeServer::~NodeServer() = default;
@@ -389,7 +398,7 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
     p.free_memory = profile.free_memory_bytes;
     p.memory_bandwidth = profile.bandwidth_gbs;
     p.matmul_gflops = profile.matmul_gflops;
-    p.details_json = nlohmann::json{{"threads", pool->size()},
+    p.details_json = nlohmann::json{{"threads", threads},
                                     {"unified_memory", profile.unified_memory},
                                     {"devices", devices_to_json(profile.devices)}}
                          .dump();
@@ -588,22 +597,25 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     so.n_ctx = a.n_ctx;
     so.n_seq = a.n_seq;
     so.isa = kernels::best_isa(kernels::detect_cpu(), options.isa_limit);
-    so.n_threads = pool->size();
+    so.n_threads = threads;
     std::string note;
-    // Where the plan put the part (its GPU, or its CPU), else this node's --device; under
-    // --device auto a GPU that fails to take it (memory, a weight type) leaves the CPU.
-    const std::string device = a.device.value_or(options.device);
-    std::optional<engine::Shard> loaded;
+    // Where the plan put the part (its GPU, all of it or split with the CPU, or its CPU),
+    // else this node's --device; under --device auto a GPU that fails to take it (memory, a
+    // weight type) leaves the CPU.
+    so.device =
+        engine::choose_device(a.device.value_or(options.device), *info.arch, info.hp, &note);
+    std::unique_ptr<engine::Rank> rank;
     try {
-      loaded.emplace(engine::load_shard(device, file, info, a.shard, so, &note));
+      rank = engine::Rank::open(file, info, a.shard, so, placement(a, file, info, so.device));
     } catch (const Error& e) {
-      if (options.device != "auto" || device == "cpu" || device == "auto") throw;
-      note = device + " could not take the part (" + e.what() + "): running on the CPU";
-      loaded.emplace(engine::load_shard("cpu", file, info, a.shard, so, nullptr));
+      if (options.device != "auto" || so.device.kind == engine::Device::kCpu) throw;
+      note = engine::device_name(so.device) + " could not take the part (" + e.what() +
+             "): running on the CPU";
+      so.device = engine::Device{};
+      rank = engine::Rank::open(file, info, a.shard, so, engine::DevicePlacement{});
     }
-    engine::Shard shard = std::move(*loaded);
     if (!note.empty()) log(note);
-    if (shard.device() != "cpu") log("layers on " + shard.device());
+    if (rank->shard().device() != "cpu") log("layers on " + rank->describe(so.isa));
     std::unique_ptr<RingAllReduce> ring;
     if (a.n_ranks > 1 && !a.standby) {
       ring = join_ring(
@@ -641,7 +653,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
          : a.rank == 0       ? "; output to the next stage"
                              : "; output by rank 0"));
     net::send_message(c, 0, net::Ready{});
-    Loaded result{std::move(a),    std::move(file), std::move(info), std::move(shard),
+    Loaded result{std::move(a),    std::move(file), std::move(info), std::move(rank),
                   std::move(ring), std::move(prev), std::move(next)};
     next.clear();  // now the session's
     return result;
@@ -650,6 +662,36 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     net::send_message(c, 0, net::ErrorReply{net::ErrorCode::LOAD_FAILED, e.what()});
     return std::nullopt;
   }
+}
+
+// The plan's placement of the part on the node's GPU when it splits it; else, on a GPU, the
+// one this node's --experts / --device-layers force (for tests, and users who know better than
+// the planner), except for a tensor-parallel rank's slice, which runs on one device.
+engine::DevicePlacement NodeServer::Impl::placement(const Assignment& a, const gguf::File& file,
+                                                    const ModelInfo& info,
+                                                    const engine::Device& device) {
+  engine::DevicePlacement p;
+  if (device.kind == engine::Device::kCpu) return p;
+  if (a.device && a.placement != "device") {
+    p.kind = a.placement == "experts-on-cpu" ? engine::DevicePlacement::kExpertsOnCpu
+                                             : engine::DevicePlacement::kFirstLayers;
+    p.device_layers = a.device_layers;
+    return p;
+  }
+  const engine::ExpertsChoice experts = engine::parse_experts_choice(options.experts);
+  if (experts != engine::ExpertsChoice::kCpu && options.device_layers < 0) return p;
+  if (a.n_ranks > 1) {
+    log("--experts / --device-layers: a tensor-parallel rank runs on one device: all on " +
+        engine::device_name(device));
+    return p;
+  }
+  const engine::PartBytes part =
+      engine::part_bytes(info, file, a.shard.layer_begin, a.shard.layer_end, a.shard.embedding,
+                         a.shard.output, a.n_ctx, a.n_seq);
+  p = engine::place_on_device(part, engine::device_memory_bytes(device), engine::kDeviceHeadroom,
+                              experts, options.device_layers, engine::device_name(device));
+  log(p.why);
+  return p;
 }
 
 void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
@@ -673,7 +715,7 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
       in = input.data();
     }
     const auto start = Clock::now();
-    loaded.shard.forward(f.batch, in, output, *pool, loaded.ring.get());
+    loaded.rank->forward(f.batch, in, output, loaded.ring.get());
     net::Result r;
     r.compute_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
@@ -705,7 +747,9 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
     r.upstream_ns = std::move(f.upstream_ns);
     if (a.shard.output) {
       // This rank's vocabulary rows (all of them unless the head is split).
-      const engine::TensorSlice& slice = loaded.shard.spec().slice;
+      const engine::Shard& head =
+          loaded.rank->cpu_stage() != nullptr ? *loaded.rank->cpu_stage() : loaded.rank->shard();
+      const engine::TensorSlice& slice = head.spec().slice;
       r.kind = net::ResultKind::LOGITS;
       const auto rows = static_cast<uint32_t>(f.batch.n_logits());
       r.output = net::encode_activations(output, rows,

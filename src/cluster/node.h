@@ -31,7 +31,12 @@ struct NodeOptions {
   bool plaintext = false;           // --insecure: frames unencrypted (peers must say the same)
   std::filesystem::path cache_dir;  // empty: default_cache_dir()
   kernels::Isa isa_limit = kernels::Isa::kAvx512;
-  std::string device = "cpu";       // --device: where a loaded part runs (engine::choose_device)
+  std::string device = "cpu";  // --device: where a loaded part runs (engine::choose_device)
+  // A part on a GPU, unless the plan splits it itself (assignment.h placement): "cpu" keeps
+  // its routed experts on the CPU (--experts); device_layers >= 0 puts its first N layers on
+  // the GPU and the rest on the CPU (--device-layers). Not for a tensor-parallel rank.
+  std::string experts = "auto";
+  int64_t device_layers = -1;
   double bandwidth_gbs = 0;         // 0: measured at start-up
   double matmul_gflops = 0;         // > 0: reported instead of measured (nodes sharing a machine)
   uint64_t memory_limit_bytes = 0;  // the most free memory to report; 0: what is free

@@ -34,11 +34,12 @@ void CpuExperts::run() {
     wake_.wait(lock, [&] { return stop_ || batch_ != nullptr; });
     if (stop_) return;
     const Batch* batch = batch_;
+    const float* input = input_;
     lock.unlock();
     std::exception_ptr error;
     bool first = false;
     try {
-      shard_.forward(*batch, nullptr, unused_, pool_, &cpu_rank_);
+      shard_.forward(*batch, input, unused_, pool_, &cpu_rank_);
     } catch (...) {
       error = std::current_exception();
       first = sum_.abort();  // the device rank must not wait for this one's sums
@@ -52,11 +53,12 @@ void CpuExperts::run() {
   }
 }
 
-void CpuExperts::forward(Shard& device, const Batch& batch, std::vector<float>& logits,
-                         ThreadPool& device_pool) {
+void CpuExperts::forward(Shard& device, const Batch& batch, const float* input,
+                         std::vector<float>& output, ThreadPool& device_pool) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     batch_ = &batch;
+    input_ = input;
     finished_ = false;
   }
   wake_.notify_one();
@@ -65,7 +67,7 @@ void CpuExperts::forward(Shard& device, const Batch& batch, std::vector<float>& 
   // throws instead of waiting for it, and the first failure is the one reported.
   std::exception_ptr mine;
   try {
-    device.forward(batch, nullptr, logits, device_pool, &device_rank_);
+    device.forward(batch, input, output, device_pool, &device_rank_);
   } catch (...) {
     mine = std::current_exception();
     sum_.abort();

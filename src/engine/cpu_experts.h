@@ -32,8 +32,10 @@ class CpuExperts {
   CpuExperts& operator=(const CpuExperts&) = delete;
 
   // Runs `device` (the other rank) on the calling thread and this rank on its own, with the
-  // same batch; logits: the device rank's. Rethrows this rank's error.
-  void forward(Shard& device, const Batch& batch, std::vector<float>& logits,
+  // same batch and input (Shard::forward's: [n][n_embd] activations from the previous stage,
+  // null where the part embeds the tokens); output: the device rank's (logits, or the
+  // activations of a part without the head). Rethrows this rank's error.
+  void forward(Shard& device, const Batch& batch, const float* input, std::vector<float>& output,
                ThreadPool& device_pool);
   const Shard& shard() const { return shard_; }
 
@@ -48,6 +50,7 @@ class CpuExperts {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const Batch* batch_ = nullptr;  // the request in hand
+  const float* input_ = nullptr;  // and its input
   bool finished_ = false, stop_ = false;
   std::exception_ptr error_;
   bool cpu_failed_first_ = false;  // this rank's error aborted the sum (the device's followed)

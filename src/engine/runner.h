@@ -10,6 +10,7 @@
 
 #include "engine/batch.h"
 #include "engine/cpu_experts.h"
+#include "engine/rank.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -75,15 +76,15 @@ struct LocalOptions {
 };
 constexpr int64_t kDefaultMaxCtx = 4096;
 
-// The one-stage plan: this process holds the whole model.
+// The one-stage plan: this process holds the whole model, as one rank (rank.h).
 class LocalRunner : public ModelRunner {
  public:
   // Maps the file, checks the model and loads it. Throws herd::Error naming the problem.
   static std::unique_ptr<LocalRunner> open(const std::string& path, const LocalOptions& options);
 
-  const HParams& hparams() const override { return shard_.hparams(); }
-  int64_t n_ctx() const override { return shard_.n_ctx(); }
-  int64_t n_seq() const override { return shard_.n_seq(); }
+  const HParams& hparams() const override { return rank_->shard().hparams(); }
+  int64_t n_ctx() const override { return rank_->shard().n_ctx(); }
+  int64_t n_seq() const override { return rank_->shard().n_seq(); }
   void forward(const Batch& batch, std::vector<float>& logits) override;
   void save_state(int32_t seq, int64_t pos) override;
   int64_t restore_state(int32_t seq, int64_t at_most) override;
@@ -91,28 +92,24 @@ class LocalRunner : public ModelRunner {
   const gguf::File& file() const override { return file_; }
   const ModelInfo& info() const override { return info_; }
   std::string describe() const override;
-  ThreadPool& pool() { return pool_; }
+  ThreadPool& pool() { return rank_->pool(); }
   kernels::Isa isa() const { return isa_; }
-  const Shard& shard() const { return shard_; }
+  const Shard& shard() const { return rank_->shard(); }
   // The CPU rank of the routed experts when they stay off the device, or null.
-  const CpuExperts* cpu_experts() const { return experts_.get(); }
+  const CpuExperts* cpu_experts() const { return rank_->cpu_experts(); }
   // Why --device auto runs on the CPU though the machine has a GPU ("" otherwise): a line for
   // the user.
   const std::string& device_note() const { return device_note_; }
 
  private:
-  LocalRunner(gguf::File file, ModelInfo info, Shard shard, int threads, kernels::Isa isa);
+  LocalRunner(gguf::File file, ModelInfo info, kernels::Isa isa);
 
+  // The rank points into the file's mapping: declared after it, so destroyed before it.
   gguf::File file_;
   ModelInfo info_;
-  Shard shard_;
-  ThreadPool pool_;
+  std::unique_ptr<Rank> rank_;
   kernels::Isa isa_;
   std::string device_note_;
-  std::unique_ptr<CpuExperts> experts_;  // the routed experts on the CPU, beside a device shard
-  // The later layers and the head on the CPU, after a device shard of the first layers.
-  std::optional<Shard> cpu_stage_;
-  std::vector<float> between_;  // [n][n_embd] activations from the device stage to the CPU one
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;

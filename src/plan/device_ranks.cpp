@@ -36,22 +36,26 @@ engine::PartBytes part_of(const PlanModel& m, const PlanOptions& options, const 
 
 }  // namespace
 
-uint64_t node_capacity(const NodeProfile& node, const PlanOptions& options, bool alone) {
+bool rank_splits(int node, size_t stage_ranks, bool alone) {
+  return stage_ranks == 1 && (node != 0 || alone);
+}
+
+uint64_t node_capacity(const NodeProfile& node, const PlanOptions& options, bool split) {
   const uint64_t cpu = usable_memory(node, options);
   if (node.devices.empty() || node.devices.front().unified) return cpu;
   const uint64_t gpu = device_room(node.devices.front(), options);
-  return alone ? cpu + gpu : std::max(cpu, gpu);
+  return split ? cpu + gpu : std::max(cpu, gpu);
 }
 
 double node_read_seconds(const NodeProfile& node, double bytes, const PlanOptions& options,
-                         bool alone) {
+                         bool split) {
   const double cpu = node.bandwidth_gbs * 1e9;
   if (node.devices.empty() || !(node.devices.front().bandwidth_gbs > 0)) return bytes / cpu;
   const DeviceProfile& d = node.devices.front();
   const double gpu = d.bandwidth_gbs * 1e9;
   const double room = static_cast<double>(device_room(d, options));
   if (bytes <= room || d.unified) return bytes / gpu;
-  return alone ? room / gpu + (bytes - room) / cpu : bytes / cpu;
+  return split ? room / gpu + (bytes - room) / cpu : bytes / cpu;
 }
 
 void place_ranks_on_devices(const PlanModel& model, const std::vector<NodeProfile>& nodes,
@@ -75,18 +79,22 @@ void place_ranks_on_devices(const PlanModel& model, const std::vector<NodeProfil
           continue;
         }
       }
-      if (!alone) {
-        // A pod node: its part on the GPU when it fits there, else on the CPU.
+      if (!rank_splits(rank.node, stage.ranks.size(), alone)) {
+        // A tensor-parallel rank, or the coordinator's own rank in a pod: its part on the GPU
+        // when it fits there, else on the CPU.
         if (rank.memory_bytes <= device_room(d, options)) {
           rank.device = d.name;
           rank.placement = "device";
           plan.notes.push_back(who + "its part (" + memory_text(rank.memory_bytes) + ") on " +
                                d.name + " " + d.description);
         } else {
-          plan.notes.push_back(who + "its part (" + memory_text(rank.memory_bytes) + ") outgrows " +
-                               d.name + " (" + memory_text(d.memory_bytes) +
-                               "): on the CPU (a pod node's part is not yet split over its GPU "
-                               "and CPU)");
+          plan.notes.push_back(
+              who + "its part (" + memory_text(rank.memory_bytes) + ") outgrows " + d.name + " (" +
+              memory_text(d.memory_bytes) + "): on the CPU (" +
+              (stage.ranks.size() > 1
+                   ? "a tensor-parallel rank runs on one device"
+                   : "the coordinator's own part is not yet split over its GPU and CPU") +
+              ")");
         }
         continue;
       }

@@ -2,9 +2,11 @@
 // CPU, with its own memory and bandwidth, and places each rank's part with
 // engine::place_on_device (device_placement.h): the whole part on the GPU when it fits, else
 // the routed experts on the CPU (MoE), else the first layers on the GPU and the rest on the
-// CPU. A node alone runs its part over both; a node of a pod runs its part on its GPU when
-// it fits there and on its CPU otherwise (a pod node's part split over its GPU and CPU is not
-// built yet), and the planner counts memory and speed accordingly.
+// CPU. A rank that is its stage's only one runs its part over both (a pod node loads it as an
+// engine::Rank with the plan's placement; a node alone as the local runner); a tensor-parallel
+// rank, whose slice runs on one device, and the coordinator's own ranks in a plan of several
+// nodes (its cluster runner loads one shard per rank) run on the GPU when the part fits there
+// and on the CPU otherwise. The planner counts memory and speed accordingly.
 #pragma once
 
 #include <cstdint>
@@ -16,16 +18,21 @@
 
 namespace herd {
 
+// Whether the rank of `node`, one of `stage_ranks` ranks of its stage, may run its part over
+// its node's GPU and CPU: the only rank of its stage, on any node but the coordinator (node
+// 0), or on the coordinator when it is the plan's only rank (`alone`).
+bool rank_splits(int node, size_t stage_ranks, bool alone);
+
 // The bytes a node offers one rank: its CPU's usable memory (usable_memory()), and its GPU's
 // (memory times the headroom; an integrated GPU's memory is the node's own and adds nothing):
-// added when the node is alone, the larger of the two in a pod.
-uint64_t node_capacity(const NodeProfile& node, const PlanOptions& options, bool alone);
+// added when the rank splits its part over both (rank_splits), else the larger of the two.
+uint64_t node_capacity(const NodeProfile& node, const PlanOptions& options, bool split);
 
 // Seconds per token to read `bytes` of weights on `node`: the GPU's share at its bandwidth
-// (the whole, when it holds them; as much as fits, when the node is alone), the rest at the
-// CPU's. A GPU that has not measured its bandwidth counts at the CPU's.
+// (the whole, when it holds them; as much as fits, when the rank splits its part), the rest
+// at the CPU's. A GPU that has not measured its bandwidth counts at the CPU's.
 double node_read_seconds(const NodeProfile& node, double bytes, const PlanOptions& options,
-                         bool alone);
+                         bool split);
 
 // Sets each rank's device, placement and device_layers for its node's first GPU, and adds
 // one line per such rank to plan.notes saying why. Ranks of nodes without a GPU stay as

@@ -110,7 +110,7 @@ TEST(DeviceRanks, ADenseModelLargerThanTheGpuIsSplitByLayersAndBothMemoriesCount
   EXPECT_LT(r.device_layers, 100);
 }
 
-TEST(DeviceRanks, APodNodeRunsItsPartOnItsGpuWhenItFitsAndOnItsCpuOtherwise) {
+TEST(DeviceRanks, AOneRankStageOfAPodSplitsItsPartOverItsGpuAndCpu) {
   const PlanModel m = llama(32);  // ~3.7 GiB
   PlanOptions o;
   o.mode = PlanOptions::Mode::kPipeline;
@@ -119,13 +119,26 @@ TEST(DeviceRanks, APodNodeRunsItsPartOnItsGpuWhenItFitsAndOnItsCpuOtherwise) {
                                           with_gpu(node("small", 32, 50), 0.25, 900)};
   const Plan p = checked_plan(m, nodes, o);
   ASSERT_EQ(p.stages.size(), 3u);
+  bool saw_small = false;
   for (const Stage& s : p.stages) {
     const Rank& r = s.ranks[0];
-    if (r.node == 1) EXPECT_EQ(r.placement, "device");
-    if (r.node == 2) EXPECT_EQ(r.device, "") << "0.25 GiB holds no stage of this model";
-    if (r.node == 0) EXPECT_EQ(r.device, "");
+    if (r.node == 1) {
+      EXPECT_EQ(r.placement, "device");
+    }
+    if (r.node == 2) {
+      // 0.25 GiB holds no stage of this model: the first layers there, the rest on the CPU.
+      saw_small = true;
+      EXPECT_EQ(r.device, "vulkan:0");
+      EXPECT_EQ(r.placement, "first-layers");
+      EXPECT_GE(r.device_layers, 1);
+      EXPECT_LT(r.device_layers, s.layer_end - s.layer_begin);
+    }
+    if (r.node == 0) {
+      EXPECT_EQ(r.device, "");
+    }
   }
-  EXPECT_TRUE(has_note(p, "not yet split over its GPU and CPU"));
+  EXPECT_TRUE(saw_small);
+  EXPECT_FALSE(has_note(p, "not yet split"));
   // The GPU's bandwidth makes its stage the fastest: it gets the most layers.
   int64_t most = 0;
   int most_node = -1;
@@ -136,6 +149,47 @@ TEST(DeviceRanks, APodNodeRunsItsPartOnItsGpuWhenItFitsAndOnItsCpuOtherwise) {
     }
   }
   EXPECT_EQ(most_node, 1);
+}
+
+TEST(DeviceRanks, AnMoeStageOfAPodKeepsItsExpertsOnItsNodesCpu) {
+  const PlanModel m = qwen3moe(48);  // ~17 GiB, of which ~16 GiB routed experts
+  PlanOptions o;
+  o.mode = PlanOptions::Mode::kPipeline;
+  // The two nodes' RAM does not hold it; with the GPU's memory they do.
+  const std::vector<NodeProfile> nodes = {node("local", 10, 50),
+                                          with_gpu(node("gpu", 10, 50), 8, 900)};
+  EXPECT_GT(node_capacity(nodes[1], o, true), node_capacity(nodes[1], o, false));
+  const Plan p = checked_plan(m, nodes, o);
+  ASSERT_EQ(p.stages.size(), 2u);
+  const Rank& r = p.stages[1].ranks[0];
+  ASSERT_EQ(r.node, 1);
+  EXPECT_EQ(r.device, "vulkan:0");
+  EXPECT_EQ(r.placement, "experts-on-cpu");
+}
+
+TEST(DeviceRanks, TensorRanksAndTheCoordinatorInAPodRunOnOneDevice) {
+  const PlanModel m = llama(32);  // ~3.7 GiB
+  PlanOptions o;
+  o.mode = PlanOptions::Mode::kTensor;
+  const std::vector<NodeProfile> tensor = {with_gpu(node("local", 32, 50), 0.25, 900),
+                                           with_gpu(node("b", 32, 50), 0.25, 900)};
+  const Plan tp = checked_plan(m, tensor, o);
+  ASSERT_EQ(tp.stages.size(), 1u);
+  ASSERT_EQ(tp.stages[0].ranks.size(), 2u);
+  for (const Rank& r : tp.stages[0].ranks) EXPECT_EQ(r.device, "") << "its slice outgrows 0.25 GiB";
+  EXPECT_TRUE(has_note(tp, "a tensor-parallel rank runs on one device"));
+  o.mode = PlanOptions::Mode::kPipeline;
+  const std::vector<NodeProfile> pod = {with_gpu(node("local", 32, 50), 0.25, 900),
+                                        node("b", 32, 50)};
+  const Plan pp = checked_plan(m, pod, o);
+  ASSERT_EQ(pp.stages.size(), 2u);
+  EXPECT_EQ(pp.stages[0].ranks[0].node, 0);
+  EXPECT_EQ(pp.stages[0].ranks[0].device, "");
+  EXPECT_TRUE(has_note(pp, "the coordinator's own part is not yet split"));
+  EXPECT_TRUE(rank_splits(1, 1, false));
+  EXPECT_FALSE(rank_splits(0, 1, false));
+  EXPECT_TRUE(rank_splits(0, 1, true));
+  EXPECT_FALSE(rank_splits(1, 2, false));
 }
 
 TEST(DeviceRanks, AGpuThatCannotRunTheModelIsLeftOutWithItsReason) {

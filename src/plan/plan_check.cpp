@@ -99,7 +99,8 @@ void check_stage(const Stage& stage, size_t index, const PlanModel& m, const Pla
       broken(at, "memory_bytes " + std::to_string(rank.memory_bytes) + " is not the estimate " +
                      std::to_string(memory));
     }
-    const uint64_t usable = node_capacity(nodes[static_cast<size_t>(rank.node)], o, alone);
+    const uint64_t usable = node_capacity(nodes[static_cast<size_t>(rank.node)], o,
+                                          rank_splits(rank.node, stage.ranks.size(), alone));
     if (memory > usable) {
       broken(at, "needs " + memory_text(memory) + " but node " + std::to_string(rank.node) +
                      " offers " + memory_text(usable));

@@ -87,7 +87,9 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
           stage.output ? range_text(rank.vocab_begin, rank.vocab_end, m.n_vocab).c_str() : "",
           memory_text(rank.memory_bytes).c_str(),
           memory_text(
-              node_capacity(node, options, plan.stages.size() == 1 && stage.ranks.size() == 1))
+              node_capacity(node, options,
+                            rank_splits(rank.node, stage.ranks.size(),
+                                        plan.stages.size() == 1 && stage.ranks.size() == 1)))
               .c_str());
       if (!rank.device.empty()) {
         out +=

@@ -115,10 +115,14 @@ class Planner {
  public:
   Planner(const PlanModel& m, const std::vector<NodeProfile>& nodes, const PlanOptions& o)
       : m_(m), nodes_(nodes), o_(o), sums_(m) {
-    // A node's GPU adds its memory and speed (device_ranks.h); a node alone splits its part
-    // over both.
+    // A node's GPU adds its memory and speed (device_ranks.h); the only rank of a stage
+    // splits its part over both (rank_splits).
     alone_ = nodes.size() - (o.use_local ? 0 : 1) == 1;
-    for (const NodeProfile& n : nodes) usable_.push_back(node_capacity(n, o, alone_));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      usable_.push_back(node_capacity(nodes[i], o, false));
+      usable_split_.push_back(
+          node_capacity(nodes[i], o, rank_splits(static_cast<int>(i), 1, alone_)));
+    }
     // The coordinator's speed counts only when it holds layers.
     count_prefill_ = true;
     for (size_t i = o.use_local ? 0 : 1; i < nodes.size(); ++i) {
@@ -144,8 +148,10 @@ class Planner {
   // Seconds of one rank of `node` per token (planner.h): `read` bytes decoded and a share
   // `fraction` of the matrix work of `n_layers` layers for kPromptTokensPerReplyToken
   // prompt tokens.
-  double rank_seconds(int node, double read, double fraction, int64_t n_layers) const {
-    double s = node_read_seconds(nodes_[static_cast<size_t>(node)], read, o_, alone_);
+  double rank_seconds(int node, double read, double fraction, int64_t n_layers,
+                      size_t stage_ranks) const {
+    double s = node_read_seconds(nodes_[static_cast<size_t>(node)], read, o_,
+                                 rank_splits(node, stage_ranks, alone_));
     if (count_prefill_) {
       s += kPromptTokensPerReplyToken * fraction * static_cast<double>(n_layers) *
            m_.layer_flops_per_token() / (nodes_[static_cast<size_t>(node)].matmul_gflops * 1e9);
@@ -160,9 +166,14 @@ class Planner {
   const std::vector<NodeProfile>& nodes_;
   const PlanOptions& o_;
   LayerSums sums_;
-  std::vector<uint64_t> usable_;  // per node
-  bool count_prefill_ = false;    // every node that may hold layers measured its matmul speed
-  bool alone_ = false;            // one node holds the model
+  // The bytes a node offers one rank of a tensor-parallel stage, and the only rank of a stage.
+  uint64_t usable(int node, size_t stage_ranks) const {
+    return (stage_ranks == 1 ? usable_split_ : usable_)[static_cast<size_t>(node)];
+  }
+
+  std::vector<uint64_t> usable_, usable_split_;  // per node
+  bool count_prefill_ = false;  // every node that may hold layers measured its matmul speed
+  bool alone_ = false;          // one node holds the model
 };
 
 Slicing Planner::slicing(int64_t n_ranks) const {
@@ -242,9 +253,9 @@ GroupFit Planner::fit_group(const std::vector<int>& group, int64_t begin, int64_
     all.kv_heads = m_.n_head_kv;
     all.ffn_cells = cells;
     all.vocab_rows = output ? m_.n_vocab : 0;
-    fit.fits = estimate_memory(m_, o_, all).total() <= usable_[static_cast<size_t>(node)];
+    fit.fits = estimate_memory(m_, o_, all).total() <= usable(node, 1);
     fit.fraction = {1.0};
-    fit.seconds = rank_seconds(node, whole_read + split_read, 1.0, end - begin);
+    fit.seconds = rank_seconds(node, whole_read + split_read, 1.0, end - begin, 1);
     return fit;
   }
 
@@ -287,7 +298,7 @@ GroupFit Planner::fit_group(const std::vector<int>& group, int64_t begin, int64_
     const size_t i = static_cast<size_t>(r);
     fit.seconds =
         std::max(fit.seconds, rank_seconds(group[i], whole_read + fit.fraction[i] * split_read,
-                                           fit.fraction[i], end - begin));
+                                           fit.fraction[i], end - begin, group.size()));
   }
   return fit;
 }
@@ -339,7 +350,7 @@ Stage Planner::build_stage(const std::vector<int>& group, int64_t begin, int64_t
       rank.vocab_end = vocab[i + 1];
     }
     rank.memory_bytes = estimate_memory(m_, o_, rank_load(m_, stage, rank)).total();
-    HERD_CHECK_MSG(rank.memory_bytes <= usable_[static_cast<size_t>(group[i])],
+    HERD_CHECK_MSG(rank.memory_bytes <= usable(group[i], group.size()),
                    "rank of node " + std::to_string(group[i]) + " needs " +
                        std::to_string(rank.memory_bytes) + " bytes");
     stage.ranks.push_back(std::move(rank));
@@ -407,11 +418,11 @@ std::optional<Plan> Planner::pipeline(const std::vector<std::vector<int>>& group
       holds_a_layer = fit_group(groups[g], il, il + 1).fits;
     }
     for (int node : groups[g]) {
-      plan.notes.push_back(
-          "node " + node_name(node) + " left out: " +
-          (holds_a_layer ? std::string("the other nodes are faster and hold every layer")
-                         : "too little memory for even one layer (" +
-                               memory_text(usable_[static_cast<size_t>(node)]) + " usable)"));
+      plan.notes.push_back("node " + node_name(node) + " left out: " +
+                           (holds_a_layer
+                                ? std::string("the other nodes are faster and hold every layer")
+                                : "too little memory for even one layer (" +
+                                      memory_text(usable(node, groups[g].size())) + " usable)"));
     }
   }
   return plan;
@@ -450,7 +461,7 @@ Error Planner::no_fit_error(const std::vector<int>& nodes, const std::string& ho
   uint64_t offer = 0, largest = 0;
   std::string offers;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const uint64_t usable = usable_[static_cast<size_t>(nodes[i])];
+    const uint64_t usable = this->usable(nodes[i], 1);
     offer += usable;
     largest = std::max(largest, usable);
     if (i < 8) offers += (i ? ", " : "") + node_name(nodes[i]) + " " + memory_text(usable);
