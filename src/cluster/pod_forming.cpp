@@ -173,13 +173,13 @@ void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& has
   }
 }
 
-std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
-                                              const std::vector<std::string>& peers, bool tolerant,
-                                              std::vector<std::string>& unreachable,
-                                              std::vector<std::string>& failed_loads,
-                                              const KeptPlan* kept) {
+namespace {
+
+// ---- form_pod's steps, in the order it runs them ----
+
+// A pod with its thread pool and its way to reach nodes, and nothing else yet.
+std::unique_ptr<ClusterRunner::Impl> new_pod(ClusterRunner::State& st) {
   const ClusterOptions& options = st.options;
-  const std::string& path = st.path;
   auto impl = std::make_unique<ClusterRunner::Impl>(st.file, st.info);
   ClusterRunner::Impl& r = *impl;
   r.options = options;
@@ -191,8 +191,12 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     t.test_send_delay = options.test_link_delay;
     r.transport = std::make_shared<net::TcpTransport>(t);
   }
+  return impl;
+}
 
-  // Node 0 is this process; then the peers in the order given.
+// Node 0: this process's profile, measured once per runner.
+void add_local_node(ClusterRunner::State& st, ClusterRunner::Impl& r) {
+  const ClusterOptions& options = st.options;
   LocalProfileOptions local;
   local.name = "local";
   local.bandwidth_gbs = options.local_bandwidth_gbs;
@@ -204,7 +208,13 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   local.measure_device = local.measure_matmul;
   if (!st.local_profile) st.local_profile = measure_local_profile(*r.pool, local);
   r.nodes.push_back(*st.local_profile);
-  std::vector<std::shared_ptr<net::Connection>> connections(1);
+}
+
+// The peers that let the connection in, in the order given. tolerant: the others are named
+// in `unreachable`; otherwise the first is an error.
+std::vector<Peer> connect_to(const ClusterOptions& options, net::Transport& transport,
+                             const std::vector<std::string>& peers, bool tolerant,
+                             std::vector<std::string>& unreachable) {
   std::vector<Peer> reached;
   if (tolerant) {
     for (const std::string& address : peers) {
@@ -212,15 +222,26 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       // A node that lets the connection in but never answers (stopped, cut off) must not
       // hold a recovery up for long.
       const net::Millis timeout = std::min(options.connect_timeout, kReformConnectTimeout);
-      if (std::optional<Peer> peer = try_connect_peer(*r.transport, address, timeout, why)) {
+      if (std::optional<Peer> peer = try_connect_peer(transport, address, timeout, why)) {
         reached.push_back(std::move(*peer));
       } else {
         unreachable.push_back(address + " (" + why + ")");
       }
     }
   } else {
-    reached = connect_peers(*r.transport, peers, options.connect_timeout);
+    reached = connect_peers(transport, peers, options.connect_timeout);
   }
+  return reached;
+}
+
+// The reached peers become the pod's nodes 1.., each with its link from this process.
+// Gives the connection to each node ([0], this process, none).
+std::vector<std::shared_ptr<net::Connection>> add_peers(ClusterRunner::State& st,
+                                                        ClusterRunner::Impl& r,
+                                                        std::vector<Peer>& reached, bool tolerant,
+                                                        std::vector<std::string>& unreachable) {
+  const ClusterOptions& options = st.options;
+  std::vector<std::shared_ptr<net::Connection>> connections(1);
   r.links.to_node.push_back(LinkProfile{});
   for (Peer& peer : reached) {
     // Each link once per process (a pod formed again reuses the figures): PROBEs before LOAD.
@@ -240,7 +261,14 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     r.nodes.push_back(std::move(peer.profile));
     connections.push_back(std::move(peer.connection));
   }
-  if (options.measure_links && r.nodes.size() > 2) {
+  return connections;
+}
+
+// The links between the pod's nodes (stage links and rings run on them).
+void measure_links_between(ClusterRunner::State& st, ClusterRunner::Impl& r,
+                           const std::vector<std::shared_ptr<net::Connection>>& connections,
+                           bool tolerant) {
+  if (st.options.measure_links && r.nodes.size() > 2) {
     std::vector<NodeEnd> ends(r.nodes.size());
     for (size_t i = 1; i < r.nodes.size(); ++i) {
       ends[i] = {r.nodes[i].name, r.nodes[i].address, connections[i]};
@@ -253,7 +281,13 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       st.event("links", std::string("links between nodes not measured: ") + e.what());
     }
   }
+}
 
+// The pod's plan (r.plan, r.plan_options) and its spares: `kept` when it is given and the
+// nodes can hold it, else the planner's.
+std::vector<Shadow> plan_pod(ClusterRunner::State& st, ClusterRunner::Impl& r, bool tolerant,
+                             const KeptPlan* kept) {
+  const ClusterOptions& options = st.options;
   PlanOptions po = options.plan;
   po.n_ctx = options.local.n_ctx > 0 ? std::min(options.local.n_ctx, r.info.hp.n_ctx)
                                      : std::min(r.info.hp.n_ctx, engine::kDefaultMaxCtx);
@@ -261,7 +295,7 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   const PlanModel& model = st.model;
   std::vector<Shadow> shadows;
   bool planned = false;
-  if (kept && reached.size() == peers.size()) {
+  if (kept) {
     try {
       check_plan(kept->plan, model, r.nodes, po);  // a spare may offer less memory
       r.plan = kept->plan;
@@ -274,7 +308,12 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   }
   if (!planned) shadows = plan_spared(st, r, model, po, tolerant, options.spares);
   r.plan_options = po;
-  // Nodes the plan does not use, and are not spares, are let go at once.
+  return shadows;
+}
+
+// Nodes the plan does not use, and are not spares, are let go at once.
+void let_go_unused(const ClusterRunner::Impl& r, const std::vector<Shadow>& shadows,
+                   const std::vector<std::shared_ptr<net::Connection>>& connections) {
   std::vector<bool> used(r.nodes.size(), false);
   for (const Stage& stage : r.plan.stages) {
     for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
@@ -283,9 +322,14 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   for (size_t i = 1; i < connections.size(); ++i) {
     if (!used[i]) connections[i]->close();
   }
+}
 
+// The plan's stages, each rank with its assignment and connection (watched by the
+// heartbeat), their rings and stage links; then the spares.
+void make_stages(ClusterRunner::Impl& r, const std::vector<Shadow>& shadows,
+                 const std::vector<std::shared_ptr<net::Connection>>& connections) {
+  const ClusterOptions& options = r.options;
   r.heartbeat = std::make_unique<net::Heartbeat>(options.heartbeat);
-  const kernels::Isa isa = kernels::best_isa(kernels::detect_cpu(), options.local.isa_limit);
   const uint64_t ring_token = random_token();
   for (size_t i = 0; i < r.plan.stages.size(); ++i) {
     auto s = std::make_unique<StageRunner>();
@@ -324,9 +368,11 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
     r.heartbeat->watch(spare.remote);
     r.spares.push_back(std::move(spare));
   }
+}
 
-  // Remote ranks load in parallel (each node reads or receives its own weights) while this
-  // process loads its own and dials its ring links.
+// The model file's content hash, which a node's LOAD names: computed once, when a pod
+// first has a remote rank or a spare.
+net::ContentHash content_hash_for(ClusterRunner::State& st, const ClusterRunner::Impl& r) {
   bool any_remote = !r.spares.empty();
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) any_remote = any_remote || rank.remote != nullptr;
@@ -337,46 +383,28 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
       cache = default_cache_dir();
     } catch (const Error&) {
     }
-    st.content_hash = file_content_hash(path, cache);
+    st.content_hash = file_content_hash(st.path, cache);
   }
-  const net::ContentHash hash = st.content_hash.value_or(net::ContentHash{});
-  const std::string absolute = fs::absolute(path).string();
-  std::vector<std::thread> loaders;
-  std::mutex errors_mutex;
-  std::vector<std::string> load_errors;
-  auto record = [&](const std::string& e) {
-    std::lock_guard<std::mutex> lock(errors_mutex);
-    load_errors.push_back(e);
-  };
-  for (auto& s : r.stages) {
-    for (RankRunner& rank : s->ranks) {
-      if (!rank.remote) continue;
-      loaders.emplace_back([&r, &rank, &hash, &absolute, &record, &errors_mutex, &failed_loads] {
-        try {
-          r.load_remote(rank, hash, absolute);
-        } catch (const std::exception& e) {
-          {
-            std::lock_guard<std::mutex> lock(errors_mutex);
-            failed_loads.push_back(r.nodes[static_cast<size_t>(rank.node)].address);
-          }
-          record(e.what());
-          rank.remote->fail(e.what());  // ring neighbours waiting for it give up at once
-        }
-      });
-    }
+  return st.content_hash.value_or(net::ContentHash{});
+}
+
+// What the loading threads report: each failure, and the nodes that could not load.
+struct LoadErrors {
+  explicit LoadErrors(std::vector<std::string>& failed) : failed_loads(failed) {}
+
+  std::vector<std::string>& failed_loads;  // addresses
+  std::mutex mutex;
+  std::vector<std::string> texts;
+
+  void record(const std::string& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    texts.push_back(e);
   }
-  // A spare that cannot load is let go: the pod runs without it.
-  std::vector<std::string> spare_errors(r.spares.size());
-  for (size_t i = 0; i < r.spares.size(); ++i) {
-    loaders.emplace_back([&r, &hash, &absolute, &spare_errors, i] {
-      try {
-        r.load_remote(r.spares[i], hash, absolute);
-      } catch (const std::exception& e) {
-        spare_errors[i] = e.what();
-        r.spares[i].remote->fail(e.what());
-      }
-    });
-  }
+};
+
+// This process's ranks: their shards, and the ring links it dials.
+void load_local_ranks(ClusterRunner::Impl& r, LoadErrors& errors) {
+  const kernels::Isa isa = kernels::best_isa(kernels::detect_cpu(), r.options.local.isa_limit);
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) {
       if (rank.remote) continue;
@@ -401,10 +429,50 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
           r.heartbeat->watch(rank.ring->prev());
         }
       } catch (const std::exception& e) {
-        record(e.what());
+        errors.record(e.what());
       }
     }
   }
+}
+
+// Remote ranks load in parallel (each node reads or receives its own weights) while this
+// process loads its own and dials its ring links.
+void load_pod(ClusterRunner::State& st, ClusterRunner::Impl& r,
+              std::vector<std::string>& failed_loads) {
+  const net::ContentHash hash = content_hash_for(st, r);
+  const std::string absolute = fs::absolute(st.path).string();
+  std::vector<std::thread> loaders;
+  LoadErrors errors(failed_loads);
+  for (auto& s : r.stages) {
+    for (RankRunner& rank : s->ranks) {
+      if (!rank.remote) continue;
+      loaders.emplace_back([&r, &rank, &hash, &absolute, &errors] {
+        try {
+          r.load_remote(rank, hash, absolute);
+        } catch (const std::exception& e) {
+          {
+            std::lock_guard<std::mutex> lock(errors.mutex);
+            errors.failed_loads.push_back(r.nodes[static_cast<size_t>(rank.node)].address);
+          }
+          errors.record(e.what());
+          rank.remote->fail(e.what());  // ring neighbours waiting for it give up at once
+        }
+      });
+    }
+  }
+  // A spare that cannot load is let go: the pod runs without it.
+  std::vector<std::string> spare_errors(r.spares.size());
+  for (size_t i = 0; i < r.spares.size(); ++i) {
+    loaders.emplace_back([&r, &hash, &absolute, &spare_errors, i] {
+      try {
+        r.load_remote(r.spares[i], hash, absolute);
+      } catch (const std::exception& e) {
+        spare_errors[i] = e.what();
+        r.spares[i].remote->fail(e.what());
+      }
+    });
+  }
+  load_local_ranks(r, errors);
   for (auto& l : loaders) l.join();
   for (size_t i = r.spares.size(); i-- > 0;) {
     if (spare_errors[i].empty()) continue;
@@ -414,14 +482,41 @@ std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
   }
   // Each recorded error already names its module ("[cluster] node 'x' could not load ...",
   // "[engine] ..." of a local rank): passed on as it is, not prefixed a second time.
-  if (!load_errors.empty()) throw Error(load_errors.front());
+  if (!errors.texts.empty()) throw Error(errors.texts.front());
+}
 
+// Each stage's worker, and a chain's receiver, start.
+void start_workers(ClusterRunner::Impl& r) {
   for (auto& s : r.stages) {
     StageRunner* stage = s.get();
     if (stage->chained) continue;  // its head's threads run it
     s->worker = std::thread([&r, stage] { r.worker(*stage); });
     if (stage->all_remote) s->receiver = std::thread([&r, stage] { r.receiver(*stage); });
   }
+}
+
+}  // namespace
+
+std::unique_ptr<ClusterRunner::Impl> form_pod(ClusterRunner::State& st,
+                                              const std::vector<std::string>& peers, bool tolerant,
+                                              std::vector<std::string>& unreachable,
+                                              std::vector<std::string>& failed_loads,
+                                              const KeptPlan* kept) {
+  std::unique_ptr<ClusterRunner::Impl> impl = new_pod(st);
+  ClusterRunner::Impl& r = *impl;
+  // Node 0 is this process; then the peers in the order given.
+  add_local_node(st, r);
+  std::vector<Peer> reached = connect_to(st.options, *r.transport, peers, tolerant, unreachable);
+  const bool every_peer_answered = reached.size() == peers.size();
+  const std::vector<std::shared_ptr<net::Connection>> connections =
+      add_peers(st, r, reached, tolerant, unreachable);
+  measure_links_between(st, r, connections, tolerant);
+  const std::vector<Shadow> shadows =
+      plan_pod(st, r, tolerant, every_peer_answered ? kept : nullptr);
+  let_go_unused(r, shadows, connections);
+  make_stages(r, shadows, connections);
+  load_pod(st, r, failed_loads);
+  start_workers(r);
   return impl;
 }
 
