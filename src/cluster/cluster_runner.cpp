@@ -347,9 +347,18 @@ void ClusterRunner::Impl::receive_result(StageRunner& s, Job& job) {
     }
   }
 
-  // Per stage: its compute time; the coordinator's bytes at the ends of the chain; the time
-  // the chain was busy with this batch (since it was sent, or since the previous result
-  // came when batches queued) to its last stage, less the stages' compute before it.
+  count_stage_stats(s, job, compute_ns, upstream_ns, received);
+}
+
+// Per stage: its compute time; the coordinator's bytes at the ends of the chain; the time
+// the chain was busy with this batch (since it was sent, or since the previous result
+// came when batches queued) to its last stage, less the stages' compute before it.
+void ClusterRunner::Impl::count_stage_stats(StageRunner& s, const Job& job, uint64_t compute_ns,
+                                            const std::vector<uint64_t>& upstream_ns,
+                                            uint64_t received) {
+  const HParams& hp = info.hp;
+  const auto n = static_cast<uint32_t>(job.batch.size());
+  const size_t chain = s.chain_end + 1 - static_cast<size_t>(s.index);
   const auto now = Clock::now();
   const auto busy_from = std::max(job.sent_at, s.last_result);
   s.last_result = now;

@@ -220,6 +220,9 @@ struct ClusterRunner::Impl {
   void run_stage(StageRunner& s, Job& job);
   void send_batch(StageRunner& s, Job& job);
   void receive_result(StageRunner& s, Job& job);
+  // The figures of the stages of s's chain, for a batch whose result came back.
+  void count_stage_stats(StageRunner& s, const Job& job, uint64_t compute_ns,
+                         const std::vector<uint64_t>& upstream_ns, uint64_t received);
   net::Frame receive_from_chain(StageRunner& s, RankRunner& rank);
   void pass_on(StageRunner& s, Job job);
   void worker(StageRunner& s);

@@ -62,6 +62,56 @@ std::string ClusterRunner::unavailable() const {
   return state_->state == "degraded" ? state_->reason : std::string();
 }
 
+namespace {
+
+// The pod's nodes: each one's profile, its state ("up", "unused"; a spare's "spare" or
+// "lost", and the rank it stands by for) and its link from this process.
+nlohmann::json pod_nodes_json(const ClusterRunner::Impl& pod) {
+  nlohmann::json nodes = nlohmann::json::array();
+  std::vector<bool> used(pod.nodes.size(), false);
+  for (const Stage& stage : pod.plan.stages) {
+    for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
+  }
+  for (size_t i = 0; i < pod.nodes.size(); ++i) {
+    nlohmann::json n = to_json(pod.nodes[i]);
+    n["index"] = i;
+    n["state"] = used[i] ? "up" : "unused";
+    if (i > 0) {
+      const LinkProfile& l = pod.links.to_node[i];
+      n["link"] = {{"rtt_ms", l.rtt_seconds * 1e3},
+                   {"send_gbits", l.send_bytes_per_s * 8e-9},
+                   {"receive_gbits", l.receive_bytes_per_s * 8e-9},
+                   {"measured", l.measured}};
+    }
+    for (const RankRunner& spare : pod.spares) {
+      if (spare.node != static_cast<int>(i)) continue;
+      const int stage = spare.assignment.stage, rank = spare.assignment.rank;
+      const int node =
+          pod.plan.stages[static_cast<size_t>(stage)].ranks[static_cast<size_t>(rank)].node;
+      n["state"] = spare.remote->is_open() ? "spare" : "lost";
+      n["stands_by"] = {
+          {"stage", stage}, {"rank", rank}, {"node", pod.nodes[static_cast<size_t>(node)].name}};
+    }
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+// Links measured between nodes (stage links and rings run on them).
+nlohmann::json node_links_json(const ClusterRunner::Impl& pod) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& [pair, l] : pod.links.between) {
+    links.push_back({{"from", pod.nodes[static_cast<size_t>(pair.first)].name},
+                     {"to", pod.nodes[static_cast<size_t>(pair.second)].name},
+                     {"rtt_ms", l.rtt_seconds * 1e3},
+                     {"send_gbits", l.send_bytes_per_s * 8e-9},
+                     {"receive_gbits", l.receive_bytes_per_s * 8e-9}});
+  }
+  return links;
+}
+
+}  // namespace
+
 nlohmann::json ClusterRunner::status() const {
   const State& st = *state_;
   const std::shared_ptr<Impl> current = pod();
@@ -84,42 +134,8 @@ nlohmann::json ClusterRunner::status() const {
     const Prediction predicted = prediction();
     out["prediction"] = {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
                          {"prefill_tokens_per_s", predicted.prefill_tokens_per_s}};
-    std::vector<bool> used(current->nodes.size(), false);
-    for (const Stage& stage : current->plan.stages) {
-      for (const Rank& rank : stage.ranks) used[static_cast<size_t>(rank.node)] = true;
-    }
-    for (size_t i = 0; i < current->nodes.size(); ++i) {
-      nlohmann::json n = to_json(current->nodes[i]);
-      n["index"] = i;
-      n["state"] = used[i] ? "up" : "unused";
-      if (i > 0) {
-        const LinkProfile& l = current->links.to_node[i];
-        n["link"] = {{"rtt_ms", l.rtt_seconds * 1e3},
-                     {"send_gbits", l.send_bytes_per_s * 8e-9},
-                     {"receive_gbits", l.receive_bytes_per_s * 8e-9},
-                     {"measured", l.measured}};
-      }
-      for (const RankRunner& spare : current->spares) {
-        if (spare.node != static_cast<int>(i)) continue;
-        const int stage = spare.assignment.stage, rank = spare.assignment.rank;
-        const int node =
-            current->plan.stages[static_cast<size_t>(stage)].ranks[static_cast<size_t>(rank)].node;
-        n["state"] = spare.remote->is_open() ? "spare" : "lost";
-        n["stands_by"] = {{"stage", stage},
-                          {"rank", rank},
-                          {"node", current->nodes[static_cast<size_t>(node)].name}};
-      }
-      out["nodes"].push_back(std::move(n));
-    }
-    // Links measured between nodes (stage links and rings run on them).
-    out["node_links"] = nlohmann::json::array();
-    for (const auto& [pair, l] : current->links.between) {
-      out["node_links"].push_back({{"from", current->nodes[static_cast<size_t>(pair.first)].name},
-                                   {"to", current->nodes[static_cast<size_t>(pair.second)].name},
-                                   {"rtt_ms", l.rtt_seconds * 1e3},
-                                   {"send_gbits", l.send_bytes_per_s * 8e-9},
-                                   {"receive_gbits", l.receive_bytes_per_s * 8e-9}});
-    }
+    out["nodes"] = pod_nodes_json(*current);
+    out["node_links"] = node_links_json(*current);
   } else {
     out["parallel"] = "";
     out["plan"] = nullptr;
