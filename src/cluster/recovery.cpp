@@ -1,0 +1,425 @@
+// A lost node: the runner's forward() notices it (the heartbeat's verdict), forms a pod
+// again of the nodes that still answer (spares in the lost nodes' places when they can
+// take them) and replays every sequence's tokens into it; the mender retries while the
+// pod is degraded and finds nodes that answer again, taken in at a request boundary.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "cluster/cluster_runner_state.h"
+#include "cluster/peers.h"
+#include "util/error.h"
+
+namespace herd::cluster {
+
+namespace {
+
+constexpr net::Millis kRetryEvery{1000};  // forming a pod while degraded; probing lost nodes
+constexpr int kMaxRecoveries = 4;         // pods formed again for one batch before giving up
+// Tokens per forward pass when a new pod replays the sequences (the plan's batch size).
+constexpr size_t kReplayChunk = 256;
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// Spares in the places of lost nodes: when every lost node that ran a rank has a spare
+// standing by for that rank, the pod is formed again with the same plan (every survivor
+// and spare loads what it already has: no weights shipped). Gives the peers to ask (the
+// plan's nodes in order with spares in place, then the spares still standing by) and the
+// plan renumbered for them; nullopt when a lost rank has no live spare.
+std::optional<KeptPlan> spares_in_place(const Plan& plan, const std::vector<NodeProfile>& nodes,
+                                        const std::vector<Shadow>& spares,
+                                        const std::vector<std::string>& lost,
+                                        std::vector<std::string>& peers, std::string& text) {
+  const auto is_lost = [&](int node) {
+    return std::find(lost.begin(), lost.end(), nodes[static_cast<size_t>(node)].address) !=
+           lost.end();
+  };
+  std::vector<bool> taken(spares.size(), false);
+  std::vector<int> renumbered(nodes.size(), -1);
+  renumbered[0] = 0;
+  KeptPlan kept{plan, {}};
+  peers.clear();
+  text.clear();
+  for (size_t i = 0; i < kept.plan.stages.size(); ++i) {
+    for (size_t k = 0; k < kept.plan.stages[i].ranks.size(); ++k) {
+      int& node = kept.plan.stages[i].ranks[k].node;
+      if (node == 0) continue;
+      int now = node;
+      if (is_lost(node)) {
+        now = -1;
+        for (size_t j = 0; j < spares.size() && now < 0; ++j) {
+          const Shadow& sp = spares[j];
+          if (!taken[j] && sp.stage == static_cast<int>(i) && sp.rank == static_cast<int>(k) &&
+              !is_lost(sp.node)) {
+            taken[j] = true;
+            now = sp.node;
+            text += (text.empty() ? "spare '" : ", spare '") +
+                    nodes[static_cast<size_t>(now)].name + "' in the place of '" +
+                    nodes[static_cast<size_t>(node)].name + "'";
+          }
+        }
+        if (now < 0) return std::nullopt;
+      }
+      if (renumbered[static_cast<size_t>(now)] < 0) {
+        peers.push_back(nodes[static_cast<size_t>(now)].address);
+        renumbered[static_cast<size_t>(now)] = static_cast<int>(peers.size());
+      }
+      node = renumbered[static_cast<size_t>(now)];
+    }
+  }
+  if (text.empty()) return std::nullopt;  // no rank was lost: nothing to put in place
+  for (size_t j = 0; j < spares.size(); ++j) {
+    if (taken[j] || is_lost(spares[j].node)) continue;
+    peers.push_back(nodes[static_cast<size_t>(spares[j].node)].address);
+    kept.spares.push_back({static_cast<int>(peers.size()), spares[j].stage, spares[j].rank});
+  }
+  return kept;
+}
+
+// Whether the batch begins a request (a prompt, or a sequence started again or rewound)
+// rather than only continuing sequences by a token each: the boundary where nodes may
+// join the pod.
+bool begins_request(const engine::Batch& batch, const std::vector<std::vector<int32_t>>& history) {
+  std::vector<int32_t> seen;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const int32_t seq = batch.seq[static_cast<size_t>(i)];
+    const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
+    const auto s = static_cast<size_t>(seq);
+    if (pos == 0 || s >= history.size() || pos < history[s].size()) return true;
+    if (std::find(seen.begin(), seen.end(), seq) != seen.end()) return true;  // a chunk
+    seen.push_back(seq);
+  }
+  return false;
+}
+
+}  // namespace
+
+void ClusterRunner::mend() {
+  std::unique_lock<std::mutex> lock(mender_mutex_);
+  while (!mender_wake_.wait_for(lock, kRetryEvery, [&] { return stopping_; })) {
+    lock.unlock();
+    if (state_->options.discover) {
+      // Browsing takes a while (--discover-ms): done here, never on a recovery's path.
+      std::vector<std::string> found = state_->options.discover();
+      std::lock_guard<std::mutex> guard(state_->mutex);
+      state_->discovered = std::move(found);
+    }
+    if (unavailable().empty()) {
+      probe_returning();
+      lock.lock();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> turn(forward_mutex_);
+      if (!pod() && !unavailable().empty()) {
+        try {
+          const auto start = Clock::now();
+          std::shared_ptr<Impl> formed = form_again(engine::Batch{});
+          set_pod(formed);
+          state_->event("formed",
+                        "pod whole again after " +
+                            std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                            " ms, replayed " + std::to_string(replayed_tokens_) +
+                            " tokens: " + formed->describe());
+        } catch (const std::exception&) {
+          // Still degraded; form_again recorded why.
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
+void ClusterRunner::remember_pod(const Impl& pod) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (size_t i = 1; i < pod.nodes.size(); ++i) state_->known[pod.nodes[i].address] = pod.nodes[i];
+  last_plan_ = pod.plan;
+  last_nodes_ = pod.nodes;
+  state_->last_spares.clear();
+  for (const RankRunner& spare : pod.spares) {
+    state_->last_spares.push_back({spare.node, spare.assignment.stage, spare.assignment.rank});
+  }
+}
+
+std::vector<std::string> ClusterRunner::all_peers() const {
+  std::vector<std::string> peers = state_->options.peers;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const std::string& address : state_->discovered) {
+    if (std::find(peers.begin(), peers.end(), address) == peers.end()) peers.push_back(address);
+  }
+  return peers;
+}
+
+void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
+  State& st = *state_;
+  std::vector<float> scratch;
+  int64_t replayed = 0;
+  const auto start = Clock::now();
+  for (size_t seq = 0; seq < st.history.size(); ++seq) {
+    const std::vector<int32_t>& tokens = st.history[seq];
+    size_t keep = tokens.size();  // up to where `next` continues (or rewinds) the sequence
+    for (int64_t i = 0; i < next.size(); ++i) {
+      if (static_cast<size_t>(next.seq[static_cast<size_t>(i)]) == seq) {
+        keep = std::min(keep, static_cast<size_t>(next.pos[static_cast<size_t>(i)]));
+      }
+    }
+    for (size_t begin = 0; begin < keep;) {
+      const size_t end = std::min(keep, begin + kReplayChunk);
+      engine::Batch chunk;
+      for (size_t p = begin; p < end; ++p) {
+        chunk.add(tokens[p], static_cast<int32_t>(seq), static_cast<int32_t>(p), p + 1 == end);
+      }
+      pod.forward(chunk, scratch);
+      replayed += static_cast<int64_t>(end - begin);
+      begin = end;
+    }
+  }
+  replayed_tokens_ = replayed;
+  replay_ms_ = static_cast<int>(seconds_since(start) * 1000);
+}
+
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Batch& next,
+                                                               std::vector<std::string> skip) {
+  State& st = *state_;
+  // First, spares in the lost nodes' places (the same plan: nothing to ship); if that
+  // fails, the planner on every node that answers.
+  std::optional<KeptPlan> kept;
+  std::vector<std::string> kept_peers;
+  std::string in_place;
+  if (!skip.empty()) {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    kept = spares_in_place(last_plan_, last_nodes_, st.last_spares, skip, kept_peers, in_place);
+  }
+  // Each round leaves out the nodes that failed in the one before (could not load, or died
+  // during the replay): at most one round per node.
+  for (;;) {
+    std::vector<std::string> unreachable, peers, failed;
+    for (const std::string& address : all_peers()) {
+      if (std::find(skip.begin(), skip.end(), address) == skip.end()) {
+        peers.push_back(address);
+      } else {
+        unreachable.push_back(address + " (lost)");
+      }
+    }
+    std::optional<KeptPlan> spares;
+    spares.swap(kept);  // once: a later round plans again
+    if (spares) peers = kept_peers;
+    std::shared_ptr<Impl> pod;
+    std::string error;
+    try {
+      pod = form_pod(st, peers, true, unreachable, failed, spares ? &*spares : nullptr);
+      if (spares && pod->plan == spares->plan) st.event("spares", in_place);
+      try {
+        replay(*pod, next);
+      } catch (const std::exception& e) {
+        error = e.what();
+        failed = settled_lost_nodes(*pod);
+        if (failed.empty()) throw;
+        pod.reset();
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (spares && failed.empty()) {
+        st.event("spares",
+                 "the spares could not take the lost nodes' places: " + error + "; planning again");
+        continue;
+      }
+      if (failed.empty()) {
+        std::string reason = error;
+        if (!unreachable.empty()) {
+          std::vector<std::string> named;
+          for (const std::string& u : unreachable) {
+            const auto known = st.known.find(u.substr(0, u.find(' ')));
+            named.push_back(known == st.known.end() ? u : "'" + known->second.name + "' " + u);
+          }
+          reason += "; not answering: " + joined(named);
+        }
+        bool news;
+        {
+          std::lock_guard<std::mutex> lock(st.mutex);
+          news = st.state != "degraded" || st.reason != reason;
+          st.state = "degraded";
+          st.reason = reason;
+          st.last_attempt = Clock::now();
+        }
+        if (news) st.event("degraded", "the pod cannot run the model: " + reason);
+        throw Error("cluster", "the pod cannot run the model: " + reason);
+      }
+      pod.reset();
+    }
+    if (!pod) {
+      st.event("lost", "lost node " + named_nodes(failed) + " while forming the pod: " + error);
+      skip.insert(skip.end(), failed.begin(), failed.end());
+      continue;
+    }
+    remember_pod(*pod);
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.lost.clear();
+    for (const std::string& u : unreachable) st.lost.push_back(u.substr(0, u.find(' ')));
+    st.returning.clear();  // this pod asked every node that answers
+    st.state = "ok";
+    st.reason.clear();
+    return pod;
+  }
+}
+
+std::vector<std::string> ClusterRunner::settled_lost_nodes(const Impl& pod) const {
+  // A node that reports its ring or stage neighbour gone may answer before this process
+  // sees the neighbour's connection break: the heartbeat settles it within its timeout.
+  std::vector<std::string> lost = pod.lost_nodes();
+  const auto settle =
+      Clock::now() + state_->options.heartbeat.timeout + state_->options.heartbeat.interval;
+  while (lost.empty() && Clock::now() < settle) {
+    std::this_thread::sleep_for(net::Millis(20));
+    lost = pod.lost_nodes();
+  }
+  return lost;
+}
+
+std::string ClusterRunner::named_nodes(const std::vector<std::string>& addresses) const {
+  std::string names;
+  for (const std::string& address : addresses) {
+    const auto known = state_->known.find(address);
+    names += (names.empty() ? "'" : ", '") +
+             (known == state_->known.end() ? address : known->second.name) + "' (" + address + ")";
+  }
+  return names;
+}
+
+void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logits) {
+  std::lock_guard<std::mutex> turn(forward_mutex_);
+  State& st = *state_;
+  if (pod() && begins_request(batch, st.history)) take_in_returning(batch);
+  std::string last_error;
+  std::vector<std::string> lost;  // by the last attempt: not asked again while recovering
+  for (int attempt = 0; attempt <= kMaxRecoveries; ++attempt) {
+    std::shared_ptr<Impl> current = pod();
+    if (!current) {
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        if (st.state == "degraded" && Clock::now() - st.last_attempt < kRetryEvery) {
+          throw Error("cluster", "the pod cannot run the model: " + st.reason);
+        }
+      }
+      const auto start = Clock::now();
+      current = form_again(batch, lost);
+      set_pod(current);
+      st.event("formed", "pod formed again in " +
+                             std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                             " ms after replaying " + std::to_string(replayed_tokens_) +
+                             " tokens (in " + std::to_string(replay_ms_) +
+                             " ms): " + current->describe());
+    }
+    try {
+      current->forward(batch, logits);
+      for (int64_t i = 0; i < batch.size(); ++i) {
+        const auto seq = static_cast<size_t>(batch.seq[static_cast<size_t>(i)]);
+        const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
+        if (seq >= st.history.size()) continue;
+        std::vector<int32_t>& h = st.history[seq];
+        // A write before the end rewinds the sequence, as it does in the KV cache; a gap
+        // (never made by generation or the scheduler) leaves the sequence unknown.
+        if (pos > h.size()) {
+          h.clear();
+          continue;
+        }
+        h.resize(pos);
+        h.push_back(batch.tokens[static_cast<size_t>(i)]);
+      }
+      return;
+    } catch (const std::exception& e) {
+      last_error = e.what();
+      // A node that reports its ring neighbour gone may answer before this process sees
+      // the neighbour's connection break: the heartbeat settles it within its timeout.
+      lost = settled_lost_nodes(*current);
+      set_pod(nullptr);  // broken either way: the next batch gets a pod formed again
+      if (lost.empty()) throw;
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        st.state = "recovering";
+        st.reason = "lost " + joined(lost);
+        st.lost = lost;
+      }
+      st.event("lost", "lost node " + named_nodes(lost) + ": " + last_error);
+    }
+  }
+  throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries + 1) +
+                             " pods failed in a row; last: " + last_error);
+}
+
+void ClusterRunner::probe_returning() {
+  State& st = *state_;
+  std::vector<std::string> candidates;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    candidates = st.lost;
+  }
+  const std::vector<std::string> peers = all_peers();
+  {
+    const std::shared_ptr<Impl> current = pod();
+    if (!current) return;
+    // A spare that died is lost like any node: probed, and taken in again when it answers.
+    for (const RankRunner& spare : current->spares) {
+      const std::string& address = current->nodes[static_cast<size_t>(spare.node)].address;
+      if (spare.remote->is_open() ||
+          std::find(candidates.begin(), candidates.end(), address) != candidates.end()) {
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        st.lost.push_back(address);
+      }
+      candidates.push_back(address);
+      st.event("lost", "lost spare '" + spare.node_name + "' (" + address + ")");
+    }
+    // Nodes the plan left out as unneeded are among current->nodes too: not asked.
+    for (const std::string& address : peers) {
+      bool in_pod = false;
+      for (const NodeProfile& n : current->nodes) in_pod = in_pod || n.address == address;
+      if (!in_pod && std::find(candidates.begin(), candidates.end(), address) == candidates.end()) {
+        candidates.push_back(address);
+      }
+    }
+  }
+  if (candidates.empty()) return;
+  if (!st.probe_transport) st.probe_transport = st.options.transport;
+  if (!st.probe_transport) {
+    st.probe_transport = std::make_shared<net::TcpTransport>(tcp_options(st.options));
+  }
+  std::vector<std::string> back;
+  for (const std::string& address : candidates) {
+    std::string why;
+    if (std::optional<Peer> peer =
+            try_connect_peer(*st.probe_transport, address, net::Millis(500), why)) {
+      peer->connection->close();
+      back.push_back(address);
+    }
+  }
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.returning = back;
+}
+
+void ClusterRunner::take_in_returning(const engine::Batch& batch) {
+  State& st = *state_;
+  std::vector<std::string> back;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    back.swap(st.returning);
+  }
+  if (back.empty()) return;
+  const auto start = Clock::now();
+  set_pod(nullptr);  // its nodes end their sessions now, ready for the new pod
+  std::shared_ptr<Impl> formed = form_again(batch);
+  set_pod(formed);
+  st.event("joined", "node " + joined(back) + " joined; pod formed again in " +
+                         std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                         " ms: " + formed->describe());
+}
+
+}  // namespace herd::cluster
