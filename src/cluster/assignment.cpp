@@ -340,11 +340,10 @@ Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::Fil
   a.n_ranks = static_cast<int>(s.ranks.size());
   a.shard = shard_spec(s, r, info.hp.n_expert > 0);
   // Where the plan put the part on the node (device_ranks.h): its GPU, all of it or split
-  // with its CPU (one-rank stages only), or the CPU. The coordinator's own ranks (node 0) load
-  // a whole shard on assignment.device: a split planned for them runs on the CPU.
+  // with its CPU (one-rank stages only), or the CPU.
   const bool split = r.placement == "experts-on-cpu" || r.placement == "first-layers";
-  a.device = r.device.empty() || (split && r.node == 0) ? "cpu" : r.device;
-  if (split && r.node != 0 && !r.device.empty()) {
+  a.device = r.device.empty() ? "cpu" : r.device;
+  if (split && !r.device.empty()) {
     a.placement = r.placement;
     a.device_layers = r.placement == "first-layers" ? r.device_layers : 0;
   }
@@ -353,6 +352,16 @@ Assignment assignment_for(const Plan& plan, int stage, int rank, const gguf::Fil
   a.wire_dtype = wire_dtype;
   a.tensors = shard_tensors(file, info, a.shard);
   return a;
+}
+
+engine::DevicePlacement planned_placement(const Assignment& a) {
+  engine::DevicePlacement p;
+  if (a.placement == "experts-on-cpu") p.kind = engine::DevicePlacement::kExpertsOnCpu;
+  if (a.placement == "first-layers") {
+    p.kind = engine::DevicePlacement::kFirstLayers;
+    p.device_layers = a.device_layers;
+  }
+  return p;
 }
 
 }  // namespace herd::cluster

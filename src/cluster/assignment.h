@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/device_placement.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -89,6 +90,9 @@ struct Assignment {
 };
 
 nlohmann::json to_json(const Assignment& a);
+
+// The placement over the node's GPU and CPU that the assignment carries (kDevice: whole).
+engine::DevicePlacement planned_placement(const Assignment& a);
 
 // Throws herd::Error("cluster", "assignment: field '...' ...") on anything missing,
 // mistyped or out of range (a hostile coordinator gets an error, never a crash).

@@ -62,7 +62,7 @@ TEST(AssignmentTest, ThePlannedPlacementTravelsAndIsChecked) {
   });
 }
 
-TEST(AssignmentTest, APodNodesOneRankStageGetsThePlannedSplitAndTheCoordinatorTheCpu) {
+TEST(AssignmentTest, AOneRankStageGetsThePlannedSplit) {
   const gguf::File file = gguf::File::open("../shared/models/llama-q4_0.gguf");
   const ModelInfo info = read_model_info(file);
   ASSERT_GE(info.hp.n_layer, 2);
@@ -85,11 +85,12 @@ TEST(AssignmentTest, APodNodesOneRankStageGetsThePlannedSplitAndTheCoordinatorTh
   const Assignment back = assignment_from_json(to_json(a));
   EXPECT_EQ(back.placement, "first-layers");
   EXPECT_EQ(back.device_layers, 1);
-  // The coordinator's own ranks load one shard: a split planned for them runs on the CPU.
+  // The coordinator's own ranks load their part as a node does: the same split.
   plan.stages[0].ranks[0].node = 0;
   const Assignment own = assignment_for(plan, 0, 0, file, info, net::WireDType::F32);
-  EXPECT_EQ(own.device, "cpu");
-  EXPECT_EQ(own.placement, "device");
+  EXPECT_EQ(own.device, "vulkan:0");
+  EXPECT_EQ(planned_placement(own).kind, engine::DevicePlacement::kFirstLayers);
+  EXPECT_EQ(planned_placement(own).device_layers, 1);
   // All of it on the GPU: the device, no placement in the JSON.
   plan.stages[0].ranks[0].node = 1;
   plan.stages[0].ranks[0].placement = "device";

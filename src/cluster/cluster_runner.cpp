@@ -201,7 +201,7 @@ void ClusterRunner::Impl::send_batch(StageRunner& s, Job& job) {
   for (RankRunner& rank : s.ranks) {
     if (rank.remote) continue;
     const auto t0 = Clock::now();
-    rank.shard->forward(job.batch, input, rank.output, *pool, rank.ring.get());
+    rank.part->forward(job.batch, input, rank.output, rank.ring.get());
     rank.compute_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   }

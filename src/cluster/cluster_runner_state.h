@@ -24,6 +24,7 @@
 #include "cluster/cluster_runner.h"
 #include "cluster/link_probe.h"
 #include "cluster/ring_links.h"
+#include "engine/rank.h"
 #include "engine/shard.h"
 #include "model/model_info.h"
 #include "net/messages.h"
@@ -89,12 +90,12 @@ class JobQueue {
 // (plan/spares.h).
 using Shadow = Spare;
 
-// One rank of a stage: run here (shard) or on a node (connection).
+// One rank of a stage: run here (part) or on a node (connection).
 struct RankRunner {
   int node = 0;
   std::string node_name;
   Assignment assignment;
-  std::unique_ptr<engine::Shard> shard;     // when this process runs the rank
+  std::unique_ptr<engine::Rank> part;       // when this process runs the rank
   std::unique_ptr<RingAllReduce> ring;      // this process's tensor-parallel rank
   std::shared_ptr<net::Connection> remote;  // else
   std::vector<float> output;                // [n][hidden_width] or [n_logits][its vocabulary rows]

@@ -414,9 +414,19 @@ void load_local_ranks(ClusterRunner::Impl& r, LoadErrors& errors) {
       so.isa = isa;
       so.n_threads = r.pool->size();
       try {
-        rank.shard = std::make_unique<engine::Shard>(
-            engine::load_shard(rank.assignment.device.value_or(r.options.local.device), r.file,
-                               r.info, rank.assignment.shard, so, nullptr));
+        // Where the plan put the part (this machine's GPU, all of it or split with its CPU,
+        // or its CPU); under --device auto a GPU that fails to take it leaves the CPU.
+        const std::string device = rank.assignment.device.value_or(r.options.local.device);
+        so.device = engine::choose_device(device, *r.info.arch, r.info.hp, nullptr);
+        try {
+          rank.part = engine::Rank::open(r.file, r.info, rank.assignment.shard, so,
+                                         planned_placement(rank.assignment));
+        } catch (const Error&) {
+          if (r.options.local.device != "auto" || so.device.kind == engine::Device::kCpu) throw;
+          so.device = engine::Device{};
+          rank.part = engine::Rank::open(r.file, r.info, rank.assignment.shard, so,
+                                         engine::DevicePlacement{});
+        }
         if (rank.assignment.n_ranks > 1) {
           // This process never listens: it dials both of its links (link_ring says so).
           rank.ring = join_ring(

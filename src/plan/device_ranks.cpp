@@ -36,8 +36,8 @@ engine::PartBytes part_of(const PlanModel& m, const PlanOptions& options, const 
 
 }  // namespace
 
-bool rank_splits(int node, size_t stage_ranks, bool alone) {
-  return stage_ranks == 1 && (node != 0 || alone);
+bool rank_splits(size_t stage_ranks) {
+  return stage_ranks == 1;
 }
 
 uint64_t node_capacity(const NodeProfile& node, const PlanOptions& options, bool split) {
@@ -60,9 +60,6 @@ double node_read_seconds(const NodeProfile& node, double bytes, const PlanOption
 
 void place_ranks_on_devices(const PlanModel& model, const std::vector<NodeProfile>& nodes,
                             const PlanOptions& options, Plan& plan) {
-  size_t n_ranks = 0;
-  for (const Stage& stage : plan.stages) n_ranks += stage.ranks.size();
-  const bool alone = n_ranks == 1;
   for (Stage& stage : plan.stages) {
     for (Rank& rank : stage.ranks) {
       const NodeProfile& node = nodes[static_cast<size_t>(rank.node)];
@@ -79,22 +76,17 @@ void place_ranks_on_devices(const PlanModel& model, const std::vector<NodeProfil
           continue;
         }
       }
-      if (!rank_splits(rank.node, stage.ranks.size(), alone)) {
-        // A tensor-parallel rank, or the coordinator's own rank in a pod: its part on the GPU
-        // when it fits there, else on the CPU.
+      if (!rank_splits(stage.ranks.size())) {
+        // A tensor-parallel rank: its part on the GPU when it fits there, else on the CPU.
         if (rank.memory_bytes <= device_room(d, options)) {
           rank.device = d.name;
           rank.placement = "device";
           plan.notes.push_back(who + "its part (" + memory_text(rank.memory_bytes) + ") on " +
                                d.name + " " + d.description);
         } else {
-          plan.notes.push_back(
-              who + "its part (" + memory_text(rank.memory_bytes) + ") outgrows " + d.name + " (" +
-              memory_text(d.memory_bytes) + "): on the CPU (" +
-              (stage.ranks.size() > 1
-                   ? "a tensor-parallel rank runs on one device"
-                   : "the coordinator's own part is not yet split over its GPU and CPU") +
-              ")");
+          plan.notes.push_back(who + "its part (" + memory_text(rank.memory_bytes) + ") outgrows " +
+                               d.name + " (" + memory_text(d.memory_bytes) +
+                               "): on the CPU (a tensor-parallel rank runs on one device)");
         }
         continue;
       }

@@ -2,11 +2,11 @@
 // CPU, with its own memory and bandwidth, and places each rank's part with
 // engine::place_on_device (device_placement.h): the whole part on the GPU when it fits, else
 // the routed experts on the CPU (MoE), else the first layers on the GPU and the rest on the
-// CPU. A rank that is its stage's only one runs its part over both (a pod node loads it as an
-// engine::Rank with the plan's placement; a node alone as the local runner); a tensor-parallel
-// rank, whose slice runs on one device, and the coordinator's own ranks in a plan of several
-// nodes (its cluster runner loads one shard per rank) run on the GPU when the part fits there
-// and on the CPU otherwise. The planner counts memory and speed accordingly.
+// CPU. A rank that is its stage's only one runs its part over both (a pod node, and the
+// coordinator for its own ranks, load it as an engine::Rank with the plan's placement; a node
+// alone as the local runner); a tensor-parallel rank, whose slice runs on one device, runs on
+// the GPU when the part fits there and on the CPU otherwise. The planner counts memory and
+// speed accordingly.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,9 @@
 
 namespace herd {
 
-// Whether the rank of `node`, one of `stage_ranks` ranks of its stage, may run its part over
-// its node's GPU and CPU: the only rank of its stage, on any node but the coordinator (node
-// 0), or on the coordinator when it is the plan's only rank (`alone`).
-bool rank_splits(int node, size_t stage_ranks, bool alone);
+// Whether a rank, one of `stage_ranks` ranks of its stage, may run its part over its node's
+// GPU and CPU: the only rank of its stage (a tensor-parallel rank runs on one device).
+bool rank_splits(size_t stage_ranks);
 
 // The bytes a node offers one rank: its CPU's usable memory (usable_memory()), and its GPU's
 // (memory times the headroom; an integrated GPU's memory is the node's own and adds nothing):

@@ -167,7 +167,7 @@ TEST(DeviceRanks, AnMoeStageOfAPodKeepsItsExpertsOnItsNodesCpu) {
   EXPECT_EQ(r.placement, "experts-on-cpu");
 }
 
-TEST(DeviceRanks, TensorRanksAndTheCoordinatorInAPodRunOnOneDevice) {
+TEST(DeviceRanks, TensorRanksRunOnOneDeviceAndTheCoordinatorSplitsLikeANode) {
   const PlanModel m = llama(32);  // ~3.7 GiB
   PlanOptions o;
   o.mode = PlanOptions::Mode::kTensor;
@@ -184,12 +184,12 @@ TEST(DeviceRanks, TensorRanksAndTheCoordinatorInAPodRunOnOneDevice) {
   const Plan pp = checked_plan(m, pod, o);
   ASSERT_EQ(pp.stages.size(), 2u);
   EXPECT_EQ(pp.stages[0].ranks[0].node, 0);
-  EXPECT_EQ(pp.stages[0].ranks[0].device, "");
-  EXPECT_TRUE(has_note(pp, "the coordinator's own part is not yet split"));
-  EXPECT_TRUE(rank_splits(1, 1, false));
-  EXPECT_FALSE(rank_splits(0, 1, false));
-  EXPECT_TRUE(rank_splits(0, 1, true));
-  EXPECT_FALSE(rank_splits(1, 2, false));
+  // The coordinator's stage outgrows its 0.25 GiB GPU: its first layers there, the rest on
+  // its CPU (it loads its part as an engine::Rank, as a node does).
+  EXPECT_EQ(pp.stages[0].ranks[0].device, "vulkan:0");
+  EXPECT_EQ(pp.stages[0].ranks[0].placement, "first-layers");
+  EXPECT_TRUE(rank_splits(1));
+  EXPECT_FALSE(rank_splits(2));
 }
 
 TEST(DeviceRanks, AGpuThatCannotRunTheModelIsLeftOutWithItsReason) {

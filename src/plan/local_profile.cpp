@@ -63,7 +63,10 @@ std::vector<DeviceProfile> local_devices(const std::string& device, bool measure
     p.description = d.name + " (" + vulkan::device_type_name(d.type) + ")";
     p.memory_bytes = d.device_local_bytes();
     p.unified = d.unified_memory;
-    p.bandwidth_gbs = measure ? vulkan::measure_copy_bandwidth_gbs(d.index) : 0;
+    // A CPU driver (lavapipe) computes with this machine's cores from its memory: the
+    // planner reads its share at the CPU's bandwidth (0 here), not at its copy speed.
+    const bool cpu_driver = d.type == vulkan::DeviceType::kCpu;
+    p.bandwidth_gbs = measure && !cpu_driver ? vulkan::measure_copy_bandwidth_gbs(d.index) : 0;
     return {p};
   }
   return {};

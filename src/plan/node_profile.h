@@ -36,7 +36,7 @@ struct NodeProfile {
   // system its share of the total as well (unified_model_limit(), rank_memory.h).
   bool unified_memory = false;
   // The GPUs the node runs models on (its --device); empty: the CPU only.
-  std::vector<DeviceProfile> devices;
+  std::vector<DeviceProfile> devices = {};
 
   bool operator==(const NodeProfile&) const = default;
 };

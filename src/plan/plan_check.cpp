@@ -40,7 +40,7 @@ void check_partition(const std::vector<std::pair<int64_t, int64_t>>& ranges, int
 }
 
 void check_stage(const Stage& stage, size_t index, const PlanModel& m, const PlanOptions& o,
-                 const std::vector<NodeProfile>& nodes, bool alone, std::vector<int>& node_uses) {
+                 const std::vector<NodeProfile>& nodes, std::vector<int>& node_uses) {
   const std::string where = "stage " + std::to_string(index);
   if (stage.ranks.empty()) broken(where, "no ranks");
   const int64_t group = m.n_head / m.n_head_kv;
@@ -99,8 +99,8 @@ void check_stage(const Stage& stage, size_t index, const PlanModel& m, const Pla
       broken(at, "memory_bytes " + std::to_string(rank.memory_bytes) + " is not the estimate " +
                      std::to_string(memory));
     }
-    const uint64_t usable = node_capacity(nodes[static_cast<size_t>(rank.node)], o,
-                                          rank_splits(rank.node, stage.ranks.size(), alone));
+    const uint64_t usable =
+        node_capacity(nodes[static_cast<size_t>(rank.node)], o, rank_splits(stage.ranks.size()));
     if (memory > usable) {
       broken(at, "needs " + memory_text(memory) + " but node " + std::to_string(rank.node) +
                      " offers " + memory_text(usable));
@@ -131,8 +131,6 @@ void check_plan(const Plan& plan, const PlanModel& m, const std::vector<NodeProf
   o.n_seq = plan.n_seq;
   if (plan.stages.empty()) broken("plan", "no stages");
   std::vector<int> node_uses(nodes.size(), 0);
-  // One rank: its node may split it over its GPU and CPU (device_ranks.h).
-  const bool alone = plan.stages.size() == 1 && plan.stages[0].ranks.size() == 1;
   int64_t next_layer = 0;
   size_t widest = 0;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -149,7 +147,7 @@ void check_plan(const Plan& plan, const PlanModel& m, const std::vector<NodeProf
       broken(where, "the output head belongs to the last stage");
     }
     widest = std::max(widest, stage.ranks.size());
-    check_stage(stage, s, m, o, nodes, alone, node_uses);
+    check_stage(stage, s, m, o, nodes, node_uses);
   }
   if (next_layer != m.n_layer) {
     broken("plan",

@@ -36,6 +36,18 @@ std::string line(const char* format, ...) {
   return std::string(text) + "\n";
 }
 
+// "      on vulkan:0: the first 12 layers (the rest on the CPU)"
+std::string placement_line(const Rank& rank) {
+  if (rank.placement == "experts-on-cpu") {
+    return line("      on %s: all but the routed experts (those on the CPU)", rank.device.c_str());
+  }
+  if (rank.placement == "first-layers") {
+    return line("      on %s: the first %lld layers (the rest on the CPU)", rank.device.c_str(),
+                static_cast<long long>(rank.device_layers));
+  }
+  return line("      on %s: all of it", rank.device.c_str());
+}
+
 }  // namespace
 
 std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<NodeProfile>& nodes,
@@ -58,10 +70,13 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
   }
   for (const NodeProfile& node : nodes) {
     for (const DeviceProfile& d : node.devices) {
-      out += "device: " + node.name + ": " + d.name + " " + d.description + ", " +
-             memory_text(d.memory_bytes) + (d.unified ? " (the node's own memory)" : "") +
-             (d.bandwidth_gbs > 0 ? ", " + std::to_string(int(d.bandwidth_gbs)) + " GB/s" : "") +
-             "\n";
+      out +=
+          line("device: %s: %s %s, %s%s", node.name.c_str(), d.name.c_str(), d.description.c_str(),
+               memory_text(d.memory_bytes).c_str(), d.unified ? " (the node's own memory)" : "");
+      if (d.bandwidth_gbs > 0) {
+        out.pop_back();
+        out += line(", %.0f GB/s", d.bandwidth_gbs);
+      }
     }
   }
   out +=
@@ -69,8 +84,10 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
            "address", "heads", "kv heads", "ffn rows", "experts", "vocab", "memory", "usable");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& stage = plan.stages[s];
-    std::string layers =
-        "[" + std::to_string(stage.layer_begin) + "," + std::to_string(stage.layer_end) + ")";
+    char range[64];
+    std::snprintf(range, sizeof range, "[%lld,%lld)", static_cast<long long>(stage.layer_begin),
+                  static_cast<long long>(stage.layer_end));
+    std::string layers = range;
     if (stage.embedding) layers += " E";
     if (stage.output) layers += " H";
     for (size_t r = 0; r < stage.ranks.size(); ++r) {
@@ -86,21 +103,8 @@ std::string plan_table(const Plan& plan, const PlanModel& m, const std::vector<N
           experts_text(rank.experts, m.n_expert).c_str(),
           stage.output ? range_text(rank.vocab_begin, rank.vocab_end, m.n_vocab).c_str() : "",
           memory_text(rank.memory_bytes).c_str(),
-          memory_text(
-              node_capacity(node, options,
-                            rank_splits(rank.node, stage.ranks.size(),
-                                        plan.stages.size() == 1 && stage.ranks.size() == 1)))
-              .c_str());
-      if (!rank.device.empty()) {
-        out +=
-            "      on " + rank.device +
-            (rank.placement == "experts-on-cpu" ? ": all but the routed experts (those on the CPU)"
-             : rank.placement == "first-layers"
-                 ? ": the first " + std::to_string(rank.device_layers) +
-                       " layers (the rest on the CPU)"
-                 : ": all of it") +
-            "\n";
-      }
+          memory_text(node_capacity(node, options, rank_splits(stage.ranks.size()))).c_str());
+      if (!rank.device.empty()) out += placement_line(rank);
     }
     if (!stage.shared_kv_heads.empty()) {
       std::string shared;

@@ -117,11 +117,9 @@ class Planner {
       : m_(m), nodes_(nodes), o_(o), sums_(m) {
     // A node's GPU adds its memory and speed (device_ranks.h); the only rank of a stage
     // splits its part over both (rank_splits).
-    alone_ = nodes.size() - (o.use_local ? 0 : 1) == 1;
     for (size_t i = 0; i < nodes.size(); ++i) {
       usable_.push_back(node_capacity(nodes[i], o, false));
-      usable_split_.push_back(
-          node_capacity(nodes[i], o, rank_splits(static_cast<int>(i), 1, alone_)));
+      usable_split_.push_back(node_capacity(nodes[i], o, rank_splits(1)));
     }
     // The coordinator's speed counts only when it holds layers.
     count_prefill_ = true;
@@ -150,8 +148,8 @@ class Planner {
   // prompt tokens.
   double rank_seconds(int node, double read, double fraction, int64_t n_layers,
                       size_t stage_ranks) const {
-    double s = node_read_seconds(nodes_[static_cast<size_t>(node)], read, o_,
-                                 rank_splits(node, stage_ranks, alone_));
+    double s =
+        node_read_seconds(nodes_[static_cast<size_t>(node)], read, o_, rank_splits(stage_ranks));
     if (count_prefill_) {
       s += kPromptTokensPerReplyToken * fraction * static_cast<double>(n_layers) *
            m_.layer_flops_per_token() / (nodes_[static_cast<size_t>(node)].matmul_gflops * 1e9);
@@ -173,7 +171,6 @@ class Planner {
 
   std::vector<uint64_t> usable_, usable_split_;  // per node
   bool count_prefill_ = false;  // every node that may hold layers measured its matmul speed
-  bool alone_ = false;          // one node holds the model
 };
 
 Slicing Planner::slicing(int64_t n_ranks) const {

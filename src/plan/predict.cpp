@@ -164,11 +164,7 @@ class Predictor {
       double t;
       if (decode) {
         // A GPU's share at its bandwidth (device_ranks.h).
-        size_t n_ranks = 0;
-        for (const Stage& stage : plan_.stages) n_ranks += stage.ranks.size();
-        t = node_read_seconds(n, reads[k], o_,
-                              rank_splits(s.ranks[k].node, s.ranks.size(), n_ranks == 1)) /
-            c_.decode_efficiency;
+        t = node_read_seconds(n, reads[k], o_, rank_splits(s.ranks.size())) / c_.decode_efficiency;
       } else {
         const double flops = m_.layer_flops_per_token() *
                              static_cast<double>(s.layer_end - s.layer_begin) *
