@@ -18,6 +18,7 @@
 #include "cluster/cluster_runner.h"
 #include "cluster/node.h"
 #include "cluster/peers.h"
+#include "cluster/test_node.h"
 #include "cluster/weight_cache.h"
 #include "engine/generate.h"
 #include "net/tcp_transport.h"
@@ -30,43 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-// A node daemon serving on a free port of 127.0.0.1 in a thread of this process.
-class TestNode {
- public:
-  explicit TestNode(const std::string& name, fs::path cache, bool use_model_files = true) {
-    NodeOptions o;
-    o.name = name;
-    o.threads = 1;
-    o.cache_dir = std::move(cache);
-    o.bandwidth_gbs = 10;  // skip the measurements
-    o.measure_matmul = false;
-    o.use_model_files = use_model_files;
-    o.log = [this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      log_ += std::string(line) + "\n";
-    };
-    server_ = std::make_unique<NodeServer>(std::move(o));
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  ~TestNode() { stop(); }
-  void stop() {
-    if (!thread_.joinable()) return;
-    server_->stop();
-    thread_.join();
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
-  std::string log() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return log_;
-  }
-
- private:
-  std::unique_ptr<NodeServer> server_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::string log_;
-};
 
 ClusterOptions pipeline_options(std::vector<std::string> peers) {
   ClusterOptions o;
