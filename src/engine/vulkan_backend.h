@@ -103,6 +103,10 @@ class VulkanBackend : public DeviceBackend {
   void record_gated(const DeviceMatrix& gate, const DeviceMatrix& up, const DeviceMatrix& down,
                     int64_t n, float limit, const vulkan::Buffer& out);
   void record_experts(const DeviceLayer& l, int64_t n);
+  // The chosen experts' products of h for the slots in ids_ (gate, up, their biases, the
+  // activation, down and its bias): expert_out_ [n][n_used][n_embd].
+  void record_expert_products(const DeviceLayer& l, int64_t n);
+  vulkan::RouterShape router_shape(int64_t n) const;  // this model's routing of n tokens
   // Gemma 4 (vulkan_gemma4.cpp): attention of the layer's own shapes (keys and values of
   // its width, values from the keys, value norms, another layer's cache); the experts beside
   // the dense FFN into proj; the per-layer inputs of the batch (host: the embedding rows of

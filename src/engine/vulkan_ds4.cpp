@@ -287,7 +287,6 @@ void VulkanBackend::record_ds4_layer(const DeviceLayer& l, const Batch& batch) {
 }
 
 void VulkanBackend::record_compressed(const DeviceLayer& l, const Batch& batch) {
-  const HParams& hp = s_.hp;
   Ds4& d = *ds4_;
   vulkan::Kernels& k = *kernels_;
   vulkan::Recorder& r = *recorder_;

@@ -314,6 +314,20 @@ void VulkanBackend::record_gated(const DeviceMatrix& gate, const DeviceMatrix& u
   mul(down, ffn_a_, out, n);
 }
 
+vulkan::RouterShape VulkanBackend::router_shape(int64_t n) const {
+  const RouterOptions o = router_options(s_.hp);
+  vulkan::RouterShape route;
+  route.gating = router_gating(o.gating);
+  route.n_tokens = n;
+  route.n_expert = s_.hp.n_expert;
+  route.n_used = s_.hp.n_expert_used;
+  route.norm_weights = o.norm_weights;
+  route.weights_scale = o.weights_scale;
+  route.n_group = o.n_group;
+  route.n_group_used = o.n_group_used;
+  return route;
+}
+
 void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   const HParams& hp = s_.hp;
   vulkan::Kernels& k = *kernels_;
@@ -321,26 +335,24 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   const int64_t n_expert = hp.n_expert, n_used = hp.n_expert_used;
   mul(l.matrix(W::kRouter), h_, logits_, n);
   if (l.has(W::kRouterBias)) k.add_bias(r, logits_, l.vector(W::kRouterBias), n_expert, n);
-  const RouterOptions o = router_options(hp);
-  vulkan::RouterShape route;
-  route.gating = router_gating(o.gating);
-  route.n_tokens = n;
-  route.n_expert = n_expert;
-  route.n_used = n_used;
-  route.norm_weights = o.norm_weights;
-  route.weights_scale = o.weights_scale;
-  route.n_group = o.n_group;
-  route.n_group_used = o.n_group_used;
   std::optional<vulkan::Binding> selection;
   if (l.has(W::kSelectionBias)) selection.emplace(l.vector(W::kSelectionBias));
   if (l.host->options.hash_routed) {
     record_hash_route(l, n);
   } else {
-    k.route(r, logits_, selection ? &*selection : nullptr, ids_, weights_, route);
+    k.route(r, logits_, selection ? &*selection : nullptr, ids_, weights_, router_shape(n));
   }
   // A rank holding some experts: the others' slots give 0 here, their ranks' sums bring them.
   if (expert_index_.bytes() > 0) k.remap_experts(r, ids_, expert_index_, n * n_used);
+  record_expert_products(l, n);
+  k.moe_combine(r, expert_out_, weights_, proj_, n_embd_, n_used, n);
+}
 
+void VulkanBackend::record_expert_products(const DeviceLayer& l, int64_t n) {
+  const HParams& hp = s_.hp;
+  vulkan::Kernels& k = *kernels_;
+  vulkan::Recorder& r = *recorder_;
+  const int64_t n_used = hp.n_expert_used;
   const DeviceMatrix& gate = l.matrix(W::kGateExps);
   const DeviceMatrix& up = l.matrix(W::kUpExps);
   const DeviceMatrix& down = l.matrix(W::kDownExps);
@@ -382,7 +394,6 @@ void VulkanBackend::record_experts(const DeviceLayer& l, int64_t n) {
   if (l.has(W::kDownExpsBias)) {
     k.add_expert_bias(r, expert_out_, l.vector(W::kDownExpsBias), ids_, n_embd_, slots);
   }
-  k.moe_combine(r, expert_out_, weights_, proj_, n_embd_, n_used, n);
 }
 
 void VulkanBackend::record_ffn(const DeviceLayer& l, int64_t n) {

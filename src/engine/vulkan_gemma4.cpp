@@ -97,39 +97,10 @@ void VulkanBackend::record_moe_beside_dense(const DeviceLayer& l, int64_t n) {
   // The router reads RMSNorm(x) * ffn_gate_inp.scale / sqrt(n_embd) (folded at load).
   k.rms_norm(r, x_, l.vector(W::kRouterScale), proj_, n_embd_, n, hp.rms_eps);
   mul(l.matrix(W::kRouter), proj_, logits_, n);
-  const RouterOptions o = router_options(hp);
-  vulkan::RouterShape route;
-  route.gating = o.gating == Gating::kSigmoid        ? vulkan::RouterShape::kSigmoid
-                 : o.gating == Gating::kSqrtSoftplus ? vulkan::RouterShape::kSqrtSoftplus
-                                                     : vulkan::RouterShape::kSoftmax;
-  route.n_group = o.n_group;
-  route.n_group_used = o.n_group_used;
-  route.n_tokens = n;
-  route.n_expert = hp.n_expert;
-  route.n_used = n_used;
-  route.norm_weights = o.norm_weights;
-  route.weights_scale = o.weights_scale;
-  k.route(r, logits_, nullptr, ids_, weights_, route);
+  k.route(r, logits_, nullptr, ids_, weights_, router_shape(n));
   // The experts read RMSNorm(x) * pre_ffw_norm_2, in h (free again).
   k.rms_norm(r, x_, l.vector(W::kPreFfnNorm2), h_, n_embd_, n, hp.rms_eps);
-  const DeviceMatrix& gate = l.matrix(W::kGateExps);
-  const DeviceMatrix& up = l.matrix(W::kUpExps);
-  const DeviceMatrix& down = l.matrix(W::kDownExps);
-  vulkan::ExpertShape shape;
-  shape.n_expert = gate.n_expert;
-  shape.rows = gate.rows;
-  shape.cols = gate.cols;
-  shape.n_tokens = n;
-  shape.n_used = n_used;
-  k.matmul_experts(r, gate.type, gate.buffer, h_, ids_, ffn_a_, shape);
-  k.matmul_experts(r, up.type, up.buffer, h_, ids_, ffn_b_, shape);
-  k.gated(r, vulkan::GatedActivation::kGeluTanhMul, ffn_a_, ffn_b_, ffn_a_, slots * gate.rows);
-  vulkan::ExpertShape down_shape = shape;
-  down_shape.n_expert = down.n_expert;
-  down_shape.rows = down.rows;
-  down_shape.cols = down.cols;
-  down_shape.x_per_slot = true;
-  k.matmul_experts(r, down.type, down.buffer, ffn_a_, ids_, expert_out_, down_shape);
+  record_expert_products(l, n);
   // Each expert's output times its own scale: the router's weights times the chosen
   // experts' scales (gathered as one-float rows; the product is moe_combine of one expert).
   k.get_rows(r, TensorType::F32, l.vector(W::kDownExpsScale), ids_, expert_scales_, 1, slots);

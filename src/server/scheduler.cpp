@@ -474,7 +474,7 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
         if (held.size() == a.context.size()) held.pop_back();  // its logits are wanted again
       }
       const size_t begin = held.size();
-      const size_t room = static_cast<size_t>(options_.batch_tokens) - draft_batch_.size();
+      const auto room = static_cast<size_t>(options_.batch_tokens - draft_batch_.size());
       const size_t n = std::min(a.context.size() - begin, room);
       for (size_t j = 0; j < n; ++j) {
         const size_t pos = begin + j;
@@ -484,7 +484,7 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
         if (last) rows.push_back(i);
       }
       fed[i] = 1;
-      if (draft_batch_.size() >= static_cast<size_t>(options_.batch_tokens)) break;
+      if (draft_batch_.size() >= options_.batch_tokens) break;
     }
     if (draft_batch_.size() == 0) break;
     d.forward(draft_batch_, draft_logits_);

@@ -7,6 +7,7 @@
 
 #include "quant/iq_grids.h"
 #include "util/error.h"
+#include "vulkan/kernel_args.h"
 
 namespace herd::vulkan {
 namespace {
@@ -45,18 +46,8 @@ const char* matvec_shader(TensorType type) {
   return nullptr;
 }
 
-// Shaders index with 32-bit unsigned integers.
-uint32_t u32(int64_t value, const char* what) {
-  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
-    throw Error("vulkan", std::string(what) + " " + std::to_string(value) +
-                              " is beyond the shaders' 32-bit indices");
-  }
-  return static_cast<uint32_t>(value);
-}
-
-uint64_t ceil_div(uint64_t a, uint64_t b) {
-  return (a + b - 1) / b;
-}
+using detail::ceil_div;
+using detail::u32;
 
 // The codebook each grid type's shaders read (weights.glsl): quant/iq_grids.h's tables as
 // they lie in memory, 64-bit rows as two little-endian words.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "util/error.h"
+#include "vulkan/kernel_args.h"
 #include "vulkan/kernels.h"
 
 namespace herd::vulkan {
@@ -16,17 +17,8 @@ constexpr int64_t kMaxKernel = 16;
 constexpr int64_t kMaxHead = 256;
 constexpr int64_t kMaxColumns = 8;
 
-uint32_t u32(int64_t value, const char* what) {
-  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
-    throw Error("vulkan", std::string(what) + " " + std::to_string(value) +
-                              " is beyond the shaders' 32-bit indices");
-  }
-  return static_cast<uint32_t>(value);
-}
-
-uint64_t ceil_div(uint64_t a, uint64_t b) {
-  return (a + b - 1) / b;
-}
+using detail::ceil_div;
+using detail::u32;
 
 }  // namespace
 

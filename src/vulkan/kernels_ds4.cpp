@@ -5,24 +5,13 @@
 #include <string>
 
 #include "util/error.h"
+#include "vulkan/kernel_args.h"
 #include "vulkan/kernels.h"
 
 namespace herd::vulkan {
-namespace {
 
-uint32_t u32(int64_t value, const char* what) {
-  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
-    throw Error("vulkan", std::string(what) + " " + std::to_string(value) +
-                              " is beyond the shaders' 32-bit indices");
-  }
-  return static_cast<uint32_t>(value);
-}
-
-uint64_t ceil_div(uint64_t a, uint64_t b) {
-  return (a + b - 1) / b;
-}
-
-}  // namespace
+using detail::ceil_div;
+using detail::u32;
 
 void Kernels::hc_pre(Recorder& r, Binding x, Binding mixes, Binding scale, Binding base,
                      Binding coeffs, Binding out, const HyperShape& s) {
