@@ -53,6 +53,19 @@ inline std::vector<float> read_logits(const std::string& path) {
 }
 
 // "models/llama-f16", "models/frontier/gemma3-f32", ...: every .gguf of the folders.
+// The logits of `tokens` run one per forward as positions 0.. of slot `seq`: [n][n_vocab].
+inline std::vector<float> token_by_token(ModelRunner& runner, const std::vector<int32_t>& tokens,
+                                         int32_t seq) {
+  std::vector<float> all, logits;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    Batch batch;
+    batch.add(tokens[i], seq, static_cast<int32_t>(i), true);
+    runner.forward(batch, logits);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
 inline std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {

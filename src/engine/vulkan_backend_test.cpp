@@ -83,17 +83,8 @@ TEST(VulkanBackend, SequencesSharingABatchKeepTheirOwnCache) {
   const std::vector<int32_t> a = read_tokens("../shared/models/qwen3-f32.1.tokens");
   const std::vector<int32_t> b = read_tokens("../shared/models/qwen3-f32.2.tokens");
   // Alone: a in slot 0, then b in slot 1, one token per forward.
-  auto alone = [&](const std::vector<int32_t>& tokens, int32_t seq) {
-    std::vector<float> all, logits;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      Batch batch;
-      batch.add(tokens[i], seq, int32_t(i), true);
-      runner->forward(batch, logits);
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
-    return all;
-  };
-  const std::vector<float> want_a = alone(a, 0), want_b = alone(b, 1);
+  const std::vector<float> want_a = token_by_token(*runner, a, 0),
+                           want_b = token_by_token(*runner, b, 1);
   // Together: prefixes of 3 and 5 tokens in one batch, then a step of each per batch.
   const int64_t n_vocab = runner->hparams().n_vocab;
   std::vector<float> got_a, got_b, logits;

@@ -67,17 +67,9 @@ TEST(VulkanBackend, CompressedAttentionSequencesSharingABatch) {
   const std::vector<int32_t> a = read_tokens(base + "1.tokens"), b = read_tokens(base + "2.tokens");
   const int64_t n_vocab = runner->hparams().n_vocab;
   std::vector<float> logits;
-  auto alone = [&](const std::vector<int32_t>& tokens, int32_t seq) {
-    std::vector<float> all;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      Batch batch;
-      batch.add(tokens[i], seq, int32_t(i), true);
-      runner->forward(batch, logits);
-      all.insert(all.end(), logits.begin(), logits.end());
-    }
-    return all;
-  };
-  const std::vector<float> want_a = alone(a, 0), want_b = alone(b, 1);
+  // Alone: a in slot 0, then b in slot 1, one token per forward.
+  const std::vector<float> want_a = token_by_token(*runner, a, 0),
+                           want_b = token_by_token(*runner, b, 1);
   // Both slots start again at 0: per batch 3 positions of a and 1 of b, interleaved.
   std::vector<float> got_a, got_b;
   for (size_t k = 0; 3 * k < a.size(); ++k) {

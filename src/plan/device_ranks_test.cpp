@@ -7,65 +7,19 @@
 #include "plan/plan_table.h"
 #include "plan/planner.h"
 #include "plan/rank_memory.h"
+#include "plan/test_plans.h"
 #include "util/error.h"
 
 namespace herd {
 namespace {
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-PlanModel llama(int64_t n_layer) {
-  HParams hp;
-  hp.n_vocab = 32000;
-  hp.n_embd = 4096;
-  hp.n_ff = 11008;
-  hp.n_layer = n_layer;
-  hp.n_head = 32;
-  hp.n_head_kv = 8;
-  hp.head_dim = 128;
-  hp.head_dim_v = hp.n_rot = hp.head_dim;
-  hp.n_ctx = 4096;
-  return synthetic_plan_model(*find_arch("llama"), hp, TensorType::Q4_K);
-}
-
-PlanModel qwen3moe(int64_t n_layer) {
-  HParams hp;
-  hp.n_vocab = 151936;
-  hp.n_embd = 2048;
-  hp.n_layer = n_layer;
-  hp.n_head = 32;
-  hp.n_head_kv = 4;
-  hp.head_dim = 128;
-  hp.head_dim_v = hp.n_rot = hp.head_dim;
-  hp.n_ctx = 4096;
-  hp.n_expert = 128;
-  hp.n_expert_used = 8;
-  hp.n_ff_expert = 768;
-  return synthetic_plan_model(*find_arch("qwen3moe"), hp, TensorType::Q4_K);
-}
-
-NodeProfile node(std::string name, double gib, double bandwidth_gbs) {
-  NodeProfile n;
-  n.name = name;
-  n.address = name == "local" ? "local" : name + ":7000";
-  n.cores = 8;
-  n.free_memory_bytes = static_cast<uint64_t>(gib * static_cast<double>(kGiB));
-  n.bandwidth_gbs = bandwidth_gbs;
-  return n;
-}
+using namespace test_plans;
 
 NodeProfile with_gpu(NodeProfile n, double gib, double bandwidth_gbs) {
   n.devices.push_back({"vulkan:0", "Test GPU (discrete)",
                        static_cast<uint64_t>(gib * static_cast<double>(kGiB)), bandwidth_gbs,
                        false});
   return n;
-}
-
-Plan checked_plan(const PlanModel& m, const std::vector<NodeProfile>& nodes, const PlanOptions& o) {
-  Plan p = plan(m, nodes, o);
-  check_plan(p, m, nodes, o);
-  EXPECT_EQ(plan_from_json(to_json(p)), p);
-  return p;
 }
 
 bool has_note(const Plan& p, const std::string& text) {
