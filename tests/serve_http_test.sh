@@ -314,7 +314,9 @@ done
 for i in 1 2; do
   addr=""
   for _ in $(seq 1 200); do
-    addr=$(sed -n 's|.* listening on \(127.0.0.1:[0-9]*\).*|\1|p' "$dir/node$i.log")
+    # The node's log may not exist yet: its background shell opens it when it runs.
+    addr=$(sed -n 's|.* listening on \(127.0.0.1:[0-9]*\).*|\1|p' "$dir/node$i.log" 2>/dev/null ||
+      true)
     [ -n "$addr" ] && break
     sleep 0.05
   done
