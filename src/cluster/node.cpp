@@ -604,16 +604,9 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     // weight type) leaves the CPU.
     so.device =
         engine::choose_device(a.device.value_or(options.device), *info.arch, info.hp, &note);
-    std::unique_ptr<engine::Rank> rank;
-    try {
-      rank = engine::Rank::open(file, info, a.shard, so, placement(a, file, info, so.device));
-    } catch (const Error& e) {
-      if (options.device != "auto" || so.device.kind == engine::Device::kCpu) throw;
-      note = engine::device_name(so.device) + " could not take the part (" + e.what() +
-             "): running on the CPU";
-      so.device = engine::Device{};
-      rank = engine::Rank::open(file, info, a.shard, so, engine::DevicePlacement{});
-    }
+    std::unique_ptr<engine::Rank> rank =
+        engine::open_rank(file, info, a.shard, so, placement(a, file, info, so.device),
+                          options.device == "auto", &note);
     if (!note.empty()) log(note);
     if (rank->shard().device() != "cpu") log("layers on " + rank->describe(so.isa));
     std::unique_ptr<RingAllReduce> ring;
@@ -672,12 +665,7 @@ engine::DevicePlacement NodeServer::Impl::placement(const Assignment& a, const g
                                                     const engine::Device& device) {
   engine::DevicePlacement p;
   if (device.kind == engine::Device::kCpu) return p;
-  if (a.device && a.placement != "device") {
-    p.kind = a.placement == "experts-on-cpu" ? engine::DevicePlacement::kExpertsOnCpu
-                                             : engine::DevicePlacement::kFirstLayers;
-    p.device_layers = a.device_layers;
-    return p;
-  }
+  if (a.device && a.placement != "device") return planned_placement(a);
   const engine::ExpertsChoice experts = engine::parse_experts_choice(options.experts);
   if (experts != engine::ExpertsChoice::kCpu && options.device_layers < 0) return p;
   if (a.n_ranks > 1) {

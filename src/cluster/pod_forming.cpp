@@ -418,15 +418,9 @@ void load_local_ranks(ClusterRunner::Impl& r, LoadErrors& errors) {
         // or its CPU); under --device auto a GPU that fails to take it leaves the CPU.
         const std::string device = rank.assignment.device.value_or(r.options.local.device);
         so.device = engine::choose_device(device, *r.info.arch, r.info.hp, nullptr);
-        try {
-          rank.part = engine::Rank::open(r.file, r.info, rank.assignment.shard, so,
-                                         planned_placement(rank.assignment));
-        } catch (const Error&) {
-          if (r.options.local.device != "auto" || so.device.kind == engine::Device::kCpu) throw;
-          so.device = engine::Device{};
-          rank.part = engine::Rank::open(r.file, r.info, rank.assignment.shard, so,
-                                         engine::DevicePlacement{});
-        }
+        rank.part = engine::open_rank(r.file, r.info, rank.assignment.shard, so,
+                                      planned_placement(rank.assignment),
+                                      r.options.local.device == "auto", nullptr);
         if (rank.assignment.n_ranks > 1) {
           // This process never listens: it dials both of its links (link_ring says so).
           rank.ring = join_ring(

@@ -38,23 +38,6 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
   return {};
 }
 
-Shard load_shard(const std::string& device, const gguf::File& file, const ModelInfo& info,
-                 const ShardSpec& spec, ShardOptions options, std::string* note) {
-  options.device = choose_device(device, *info.arch, info.hp, note);
-  if (options.device.kind == Device::kCpu) return Shard::load(file, info, spec, options);
-  try {
-    return Shard::load(file, info, spec, options);
-  } catch (const Error& e) {
-    if (device != "auto") throw;
-    if (note != nullptr) {
-      *note = device_name(options.device) + " could not take the model (" + e.what() +
-              "): running on the CPU";
-    }
-    options.device = Device{};
-    return Shard::load(file, info, spec, options);
-  }
-}
-
 uint64_t device_memory_bytes(const Device& device) {
   if (device.kind != Device::kVulkan) return 0;
   try {

@@ -52,12 +52,6 @@ std::string vulkan_unsupported(const ArchSpec& arch, const HParams& hp, bool sli
 Device choose_device(const std::string& text, const ArchSpec& arch, const HParams& hp,
                      std::string* note);
 
-// Shard::load on the device --device's text names (choose_device): with "auto", a GPU that
-// cannot take the shard (memory, a weight type without a shader) leaves it on the CPU, and
-// *note says so. Throws what Shard::load throws otherwise.
-Shard load_shard(const std::string& device, const gguf::File& file, const ModelInfo& info,
-                 const ShardSpec& spec, ShardOptions options, std::string* note);
-
 // Bytes of device-local memory of `device` (0 for the CPU, or when it cannot be read).
 uint64_t device_memory_bytes(const Device& device);
 

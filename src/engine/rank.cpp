@@ -91,4 +91,21 @@ void Rank::forward(const Batch& batch, const float* input, std::vector<float>& o
   shard_.forward(batch, input, output, pool_, all_reduce);
 }
 
+std::unique_ptr<Rank> open_rank(const gguf::File& file, const ModelInfo& info,
+                                const ShardSpec& spec, ShardOptions options,
+                                const DevicePlacement& placement, bool fall_back,
+                                std::string* note) {
+  try {
+    return Rank::open(file, info, spec, options, placement);
+  } catch (const Error& e) {
+    if (!fall_back || options.device.kind == Device::kCpu) throw;
+    if (note != nullptr) {
+      *note = device_name(options.device) + " could not take the part (" + e.what() +
+              "): running on the CPU";
+    }
+    options.device = Device{};
+    return Rank::open(file, info, spec, options, DevicePlacement{});
+  }
+}
+
 }  // namespace herd::engine

@@ -70,4 +70,12 @@ class Rank {
   std::vector<float> between_;  // [n][n_embd] activations from the device stage to the CPU one
 };
 
+// Rank::open on options.device; when `fall_back` (the user's --device auto), a device that
+// cannot take the part (memory, a weight type without a shader) leaves the whole part on the
+// CPU, and *note (when given) says why. Throws what Rank::open throws otherwise.
+std::unique_ptr<Rank> open_rank(const gguf::File& file, const ModelInfo& info,
+                                const ShardSpec& spec, ShardOptions options,
+                                const DevicePlacement& placement, bool fall_back,
+                                std::string* note);
+
 }  // namespace herd::engine

@@ -51,17 +51,9 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
       note = placement.why;
     }
   }
-  std::unique_ptr<Rank> rank;
-  try {
-    rank = Rank::open(file, info, ShardSpec{}, shard_options, placement);
-  } catch (const Error& e) {
-    // auto: a GPU that fails (memory, a weight type without a shader) leaves the CPU.
-    if (options.device != "auto" || shard_options.device.kind == Device::kCpu) throw;
-    note = device_name(shard_options.device) + " could not take the model (" + e.what() +
-           "): running on the CPU";
-    shard_options.device = Device{};
-    rank = Rank::open(file, info, ShardSpec{}, shard_options, DevicePlacement{});
-  }
+  // auto: a GPU that fails (memory, a weight type without a shader) leaves the CPU.
+  std::unique_ptr<Rank> rank =
+      open_rank(file, info, ShardSpec{}, shard_options, placement, options.device == "auto", &note);
   auto runner = std::unique_ptr<LocalRunner>(
       new LocalRunner(std::move(file), std::move(info), shard_options.isa));
   runner->rank_ = std::move(rank);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/backend.h"
+#include "engine/rank.h"
 #include "engine/reference_check.h"
 #include "engine/shared_memory_sum.h"
 #include "gguf/reader.h"
@@ -253,8 +254,11 @@ TEST(VulkanBackend, WhatItCannotRunIsRefusedByName) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
   }
+  // Under --device auto the refused slice runs on the CPU, saying why.
   std::string note;
-  EXPECT_EQ(load_shard("auto", file, info, half, ShardOptions{}, &note).device(), "cpu");
+  EXPECT_EQ(open_rank(file, info, half, options, DevicePlacement{}, true, &note)->shard().device(),
+            "cpu");
+  EXPECT_NE(note.find(missing), std::string::npos) << note;
 }
 
 TEST(VulkanBackend, ABadDeviceIsAClearError) {
