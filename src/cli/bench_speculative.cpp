@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace herd::cli {
@@ -21,7 +21,7 @@ double median(std::vector<double> v) {
 
 struct Run {
   std::vector<int32_t> tokens;
-  server::Finish finish;
+  engine::Finish finish;
   double decode_tok_s = 0;
 };
 
@@ -30,10 +30,10 @@ struct Run {
 Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
              const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t n_gen,
              int k) {
-  server::SchedulerOptions so;
+  engine::SchedulerOptions so;
   so.draft = draft;
-  server::Scheduler s(runner, tok, so, nullptr);
-  server::GenerationParams p;
+  engine::Scheduler s(runner, tok, so, nullptr);
+  engine::GenerationParams p;
   p.prompt = prompt;
   p.max_tokens = n_gen;
   p.sampler.temperature = 0;
@@ -45,14 +45,14 @@ Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
   Run run;
   for (;;) {
     s.step();
-    server::StreamUpdate u = stream->wait(std::chrono::milliseconds(0));
+    engine::StreamUpdate u = stream->wait(std::chrono::milliseconds(0));
     run.tokens.insert(run.tokens.end(), u.tokens.begin(), u.tokens.end());
     if (u.finish) {
       run.finish = *u.finish;
       break;
     }
   }
-  if (run.finish.reason == server::FinishReason::kError) {
+  if (run.finish.reason == engine::FinishReason::kError) {
     throw Error("bench", "generation failed: " + run.finish.error);
   }
   const double t = run.finish.decode_seconds;

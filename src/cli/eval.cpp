@@ -1,11 +1,14 @@
 // herd eval: run token ids as one sequence and write the logits after every position, in
-// the format of ../shared/models (float32 little-endian rows of n_vocab).
+// the format of ../shared/models (float32 little-endian rows of n_vocab). One request of the
+// prompt alone through the scheduler, its logits streamed to the file as each pass yields
+// them (a long sequence's rows are not all held in memory).
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/generate.h"
+#include "engine/scheduler.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace herd::cli {
@@ -53,12 +56,35 @@ void add_eval(CLI::App& app) {
   cmd->callback([model, tokens, out, batch] {
     std::vector<int32_t> ids = parse_ids(*tokens);
     auto runner = model->open();
-    const std::vector<float> all = engine::forward_sequence(*runner, ids, 0, *batch, true);
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner->file());
+    engine::SchedulerOptions so;
+    so.batch_tokens = *batch;
+    engine::Scheduler scheduler(*runner, tok, so, nullptr);
+    engine::GenerationParams g;
+    g.prompt = ids;
+    g.max_tokens = 0;
+    g.prompt_logits = true;
     FILE* f = std::fopen(out->c_str(), "wb");
     if (f == nullptr) throw Error("cli", "cannot create '" + *out + "'");
-    const size_t written = std::fwrite(all.data(), sizeof(float), all.size(), f);
-    if (std::fclose(f) != 0 || written != all.size()) {
+    size_t written = 0, rows = 0;
+    engine::Finish finish;
+    try {
+      auto stream = scheduler.submit(std::move(g));
+      finish = scheduler.drive(*stream, [&](const engine::StreamUpdate& u) {
+        written += std::fwrite(u.logits.data(), sizeof(float), u.logits.size(), f);
+        rows += u.logits.size();
+        return written == rows;
+      });
+    } catch (...) {
+      std::fclose(f);
       std::remove(out->c_str());
+      throw;
+    }
+    const bool failed = finish.reason != engine::FinishReason::kLength || written != rows ||
+                        rows != ids.size() * static_cast<size_t>(runner->hparams().n_vocab);
+    if (std::fclose(f) != 0 || failed) {
+      std::remove(out->c_str());
+      if (finish.reason == engine::FinishReason::kError) throw Error("cli", finish.error);
       throw Error("cli", "cannot write '" + *out + "'");
     }
     std::fprintf(stderr, "eval: %zu positions x %lld logits -> %s\n", ids.size(),

@@ -1,5 +1,7 @@
 // herd run: generate a continuation of a prompt (or, with --chat, a reply to it as a user
 // message rendered with the model's chat template), streamed to stdout; timings on stderr.
+// One request through the scheduler, the loop `herd serve` runs, stepped on this thread: the
+// same stops, sampling and speculative decoding as a served request.
 #include <cstdio>
 #include <memory>
 
@@ -8,7 +10,8 @@
 #include "chat/template.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/generate.h"
+#include "cli/speculative_options.h"
+#include "engine/scheduler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -24,6 +27,7 @@ struct RunOptions {
   bool chat = false;
   bool no_think = false;
   std::vector<std::string> stops;
+  SpeculativeOptions speculative;
 };
 
 // The prompt as the model's template renders a one-message conversation.
@@ -68,6 +72,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--stop", o->stops, "Stop string (repeatable)");
   cmd->add_flag("--chat", o->chat, "Treat the prompt as a user message of the chat template");
   cmd->add_option("--system", o->system, "System message (with --chat)");
+  o->speculative.add_to(*cmd, "Speculative decoding");
   cmd->add_flag("--no-think", o->no_think, "With --chat: ask the template to skip reasoning");
   cmd->callback([o] {
     auto runner = o->model.open();
@@ -80,25 +85,40 @@ void add_run(CLI::App& app) {
       prompt = tok.encode(o->prompt, true, false);
       std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     }
-    engine::GenerateOptions g;
-    g.n_predict = o->n_predict;
+    std::unique_ptr<engine::ModelRunner> draft = o->speculative.open_draft(o->model, *runner, 1);
+    engine::SchedulerOptions so;
+    so.draft = draft.get();
+    engine::Scheduler scheduler(*runner, tok, so, nullptr);
+    engine::GenerationParams g;
+    g.prompt = std::move(prompt);
+    g.max_tokens = o->n_predict;
     g.sampler = o->sampler;
-    g.stop_strings = o->stops;
-    engine::GenerateResult r = engine::generate(*runner, tok, prompt, g, [](std::string_view text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
+    g.stop = o->stops;
+    g.speculative = o->speculative.params();
+    auto stream = scheduler.submit(std::move(g));
+    const engine::Finish f = scheduler.drive(*stream, [](const engine::StreamUpdate& u) {
+      std::fwrite(u.text.data(), 1, u.text.size(), stdout);
       std::fflush(stdout);
       return true;
     });
     std::fputc('\n', stdout);
-    const double n_gen = static_cast<double>(r.tokens.size());
+    if (f.reason == engine::FinishReason::kError) throw Error("run", f.error);
+    const double n_gen = static_cast<double>(f.n_completion);
+    std::string drafts;
+    if (f.n_drafted > 0) {
+      drafts = "; drafts kept " + std::to_string(f.n_draft_accepted) + " of " +
+               std::to_string(f.n_drafted) + " (" + std::to_string(f.n_target_steps) +
+               " forward passes)";
+    }
     std::fprintf(stderr,
-                 "\nrun: prompt %lld tokens in %.3f s (%.1f tok/s); generated %zu tokens in "
-                 "%.3f s (%.1f tok/s); stop: %s; %s\n",
-                 static_cast<long long>(r.n_prompt), r.prefill_seconds,
-                 r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0,
-                 r.tokens.size(), r.decode_seconds,
-                 r.decode_seconds > 0 ? n_gen / r.decode_seconds : 0.0,
-                 std::string(engine::stop_reason_name(r.stop)).c_str(), runner->describe().c_str());
+                 "\nrun: prompt %lld tokens in %.3f s (%.1f tok/s); generated %lld tokens in "
+                 "%.3f s (%.1f tok/s); stop: %s%s; %s\n",
+                 static_cast<long long>(f.n_prompt), f.prefill_seconds,
+                 f.prefill_seconds > 0 ? static_cast<double>(f.n_prompt) / f.prefill_seconds : 0.0,
+                 static_cast<long long>(f.n_completion), f.decode_seconds,
+                 f.decode_seconds > 0 ? n_gen / f.decode_seconds : 0.0,
+                 std::string(engine::finish_reason_name(f.reason)).c_str(), drafts.c_str(),
+                 runner->describe().c_str());
   });
 }
 

@@ -18,11 +18,11 @@
 #include "cli/http_limit_options.h"
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
+#include "engine/scheduler.h"
 #include "hub/hub_client.h"
 #include "hub/pod_loads.h"
 #include "net/api_keys.h"
 #include "server/http_server.h"
-#include "server/scheduler.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -153,7 +153,7 @@ struct Served {
   server::ServedModel model;
   PodSpeed speed;
   std::unique_ptr<engine::ModelRunner> draft;  // --draft, on this machine
-  std::unique_ptr<server::Scheduler> scheduler;
+  std::unique_ptr<engine::Scheduler> scheduler;
   std::thread engine;
   std::future<void> engine_done;  // ready once the engine thread's run() returned
 
@@ -189,7 +189,7 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
     std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
                  s->speed.decode_tokens_per_s, s->speed.prefill_tokens_per_s);
   }
-  server::SchedulerOptions so;
+  engine::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.batch_tokens = o.batch_tokens;
   if (!o.draft.empty()) {
@@ -201,7 +201,7 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
     std::fprintf(stderr, "serve: draft model %s (%s)\n", o.draft.c_str(),
                  s->draft->describe().c_str());
   }
-  s->scheduler = std::make_unique<server::Scheduler>(*s->runner, *s->tok, so, &metrics);
+  s->scheduler = std::make_unique<engine::Scheduler>(*s->runner, *s->tok, so, &metrics);
   std::promise<void> done;
   s->engine_done = done.get_future();
   s->engine =

@@ -20,7 +20,7 @@
 #include "cluster/peers.h"
 #include "cluster/test_node.h"
 #include "cluster/weight_cache.h"
-#include "engine/generate.h"
+#include "engine/test_sequence.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
 #include "util/system_memory.h"

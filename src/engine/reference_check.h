@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/generate.h"
 #include "engine/runner.h"
+#include "engine/test_sequence.h"
 #include "util/mapped_file.h"
 
 namespace herd::engine {

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/generate.h"
 #include "engine/reference_check.h"
 #include "engine/runner.h"
+#include "engine/test_sequence.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "util/error.h"

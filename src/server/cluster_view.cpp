@@ -24,7 +24,7 @@ json range(int64_t begin, int64_t end) {
 
 }  // namespace
 
-json single_node_status(const json& node_info, const Scheduler::ForwardStats& forward) {
+json single_node_status(const json& node_info, const engine::Scheduler::ForwardStats& forward) {
   const json layers = node_info.value("layers", json::object());
   const int64_t n_layer = int_or(layers, "total", 0);
   const int64_t n_head = int_or(node_info, "n_head", 0);

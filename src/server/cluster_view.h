@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 
 namespace herd::server {
 
@@ -15,7 +15,7 @@ namespace herd::server {
 // rank on node 0, "nodes": [this machine], "stages": [the scheduler's forward passes],
 // "forward_seconds", "events": []}, from what /api/node reports (ServedModel::node_info).
 nlohmann::json single_node_status(const nlohmann::json& node_info,
-                                  const Scheduler::ForwardStats& forward);
+                                  const engine::Scheduler::ForwardStats& forward);
 
 // Adds the figures the page shows and the runner does not compute:
 //   nodes[i].memory_used_bytes: the memory_bytes of the plan's ranks on node i, summed;

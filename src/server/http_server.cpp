@@ -112,16 +112,16 @@ bool client_gone(int fd) {
 struct Collected {
   std::string text;
   std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  std::vector<TokenScore> scores;
-  Finish finish;
+  std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenScore> scores;
+  engine::Finish finish;
 };
-Collected collect(RequestStream& stream, const httplib::Request& req) {
+Collected collect(engine::RequestStream& stream, const httplib::Request& req) {
   const int fd = connection_socket(req);
   Collected c;
   for (;;) {
     if (!stream.cancelled() && client_gone(fd)) stream.cancel();
-    StreamUpdate u = stream.wait(kWaitSlice);
+    engine::StreamUpdate u = stream.wait(kWaitSlice);
     c.text += u.text;
     c.tokens.insert(c.tokens.end(), u.tokens.begin(), u.tokens.end());
     c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
@@ -138,7 +138,7 @@ json herd_extension(const std::vector<int32_t>& tokens) {
   return {{"completion_token_ids", tokens}};
 }
 
-ApiError generation_error(const Finish& f) {
+ApiError generation_error(const engine::Finish& f) {
   return ApiError(500, "generation failed: " + f.error, "server_error", "", "generation_failed");
 }
 
@@ -187,10 +187,10 @@ struct HttpServer::Current {
   }
   InFlight use;
   const ServedModel* model = nullptr;
-  Scheduler* scheduler = nullptr;
+  engine::Scheduler* scheduler = nullptr;
 };
 
-void HttpServer::set_model(const ServedModel* model, Scheduler* scheduler) {
+void HttpServer::set_model(const ServedModel* model, engine::Scheduler* scheduler) {
   scheduler_.store(scheduler);
   model_.store(model);
   loading_.store(false);
@@ -233,7 +233,7 @@ bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res)
   return false;
 }
 
-std::string HttpServer::degraded_reason(Scheduler* scheduler) {
+std::string HttpServer::degraded_reason(engine::Scheduler* scheduler) {
   std::string degraded;
   {
     std::lock_guard lock(degraded_mutex_);
@@ -248,7 +248,7 @@ std::string HttpServer::degraded_reason(Scheduler* scheduler) {
 
 void HttpServer::health(httplib::Response& res, const Current& cur) {
   const std::string degraded = degraded_reason(cur.scheduler);
-  Scheduler* scheduler = cur.scheduler;
+  engine::Scheduler* scheduler = cur.scheduler;
   if (!degraded.empty()) {
     send_json(res, 503, {{"status", "degraded"}, {"reason", degraded}});
   } else if (!cur.model || !scheduler) {
@@ -266,7 +266,7 @@ void HttpServer::health(httplib::Response& res, const Current& cur) {
 // failure (an engine that stopped) makes an "ok" pod "degraded".
 void HttpServer::cluster(httplib::Response& res, const Current& cur) {
   const ServedModel* m = cur.model;
-  Scheduler* scheduler = cur.scheduler;
+  engine::Scheduler* scheduler = cur.scheduler;
   if (!m || !scheduler) {
     send_json(res, 200,
               {{"state", "loading"},
@@ -295,25 +295,41 @@ void HttpServer::cluster(httplib::Response& res, const Current& cur) {
   send_json(res, 200, out);
 }
 
-std::shared_ptr<RequestStream> HttpServer::submit(const Current& cur, GenerationParams params,
-                                                  const char* prompt_param) {
+std::shared_ptr<engine::RequestStream> HttpServer::submit(
+    const Current& cur, engine::GenerationParams params, std::shared_ptr<const JsonGrammar> grammar,
+    const char* prompt_param) {
   if (draining_.load()) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
   if (!params.speculative) params.speculative = options_.speculative;
+  if (grammar) {
+    // The vocabulary's tables for a constraint are built (once, ~66 ms for 151k tokens) here
+    // on the HTTP thread, not later while the engine thread admits the request: that would
+    // stall every running stream.
+    std::shared_ptr<ConstraintVocabularies> vocabularies;
+    {
+      std::lock_guard lock(vocabularies_mutex_);
+      if (!vocabularies_ || &vocabularies_->tokenizer() != cur.model->tokenizer) {
+        vocabularies_ = std::make_shared<ConstraintVocabularies>(*cur.model->tokenizer);
+      }
+      vocabularies = vocabularies_;
+    }
+    params.constraint = std::make_shared<JsonReplyConstraint>(
+        std::move(grammar), vocabularies->get(params.render_special));
+  }
   try {
     return cur.scheduler->submit(std::move(params));
-  } catch (const SubmitError& e) {
+  } catch (const engine::SubmitError& e) {
     const std::string message = e.what() + std::string_view(e.what()).find("] ") + 2;
     switch (e.kind()) {
-      case SubmitError::Kind::kQueueFull:
+      case engine::SubmitError::Kind::kQueueFull:
         throw ApiError(503, message, "server_error", "", "queue_full");
-      case SubmitError::Kind::kShuttingDown:
+      case engine::SubmitError::Kind::kShuttingDown:
         throw ApiError(503, message, "server_error", "", "shutting_down");
-      case SubmitError::Kind::kPromptTooLong:
+      case engine::SubmitError::Kind::kPromptTooLong:
         throw ApiError(400, message, "invalid_request_error", prompt_param,
                        "context_length_exceeded");
-      case SubmitError::Kind::kInvalid:
+      case engine::SubmitError::Kind::kInvalid:
         throw ApiError(400, message, "invalid_request_error", prompt_param);
     }
     throw;
@@ -347,7 +363,7 @@ void HttpServer::routes() {
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const Current cur(*this);
-    if (Scheduler* s = cur.scheduler) metrics_.set_queue(s->n_queued(), s->n_running());
+    if (engine::Scheduler* s = cur.scheduler) metrics_.set_queue(s->n_queued(), s->n_running());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   http_->Get("/api/node", [this](const httplib::Request&, httplib::Response& res) {
@@ -415,8 +431,8 @@ void check_model(const SamplingRequest& r, const ServedModel& m) {
   }
 }
 
-GenerationParams generation_params(const SamplingRequest& r) {
-  GenerationParams g;
+engine::GenerationParams generation_params(const SamplingRequest& r) {
+  engine::GenerationParams g;
   g.max_tokens = r.max_tokens;
   g.sampler = r.sampler;
   g.stop = r.stop;
@@ -429,7 +445,7 @@ GenerationParams generation_params(const SamplingRequest& r) {
 // Writes what one step of a stream produced: its events, else a keep-alive comment after
 // kKeepAlive of silence, else nothing. A failed write means the client went away: its
 // request is cancelled at once, which frees the slot. False ends the response.
-bool write_events(httplib::DataSink& sink, std::string& out, RequestStream& stream,
+bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStream& stream,
                   Clock::time_point& last_write) {
   if (out.empty() && Clock::now() - last_write > kKeepAlive) out = ": keep-alive\n\n";
   if (out.empty()) return true;
@@ -443,10 +459,10 @@ bool write_events(httplib::DataSink& sink, std::string& out, RequestStream& stre
 
 // Ends a stream: a failed generation's error event, or else the final chunk that `last`
 // builds (called only then) and, when `usage_object` is given, the usage chunk; then [DONE].
-bool finish_events(httplib::DataSink& sink, std::string& out, const Finish& finish,
+bool finish_events(httplib::DataSink& sink, std::string& out, const engine::Finish& finish,
                    const std::function<json()>& last, const ResponseHeader& header,
                    const char* usage_object) {
-  if (finish.reason == FinishReason::kError) {
+  if (finish.reason == engine::FinishReason::kError) {
     out += sse_event(generation_error(finish).to_json());
   } else {
     const json chunk = last();
@@ -461,7 +477,7 @@ bool finish_events(httplib::DataSink& sink, std::string& out, const Finish& fini
 
 // The streamed state of one chat response; lives as long as its content provider.
 struct ChatStream {
-  std::shared_ptr<RequestStream> stream;
+  std::shared_ptr<engine::RequestStream> stream;
   OutputParser parser;
   ResponseHeader header;
   const tokenizer::Tokenizer* tokenizer = nullptr;
@@ -474,10 +490,12 @@ struct ChatStream {
   std::vector<int32_t> tokens;  // generated so far (when token_ids)
 };
 
-// A chat request as the engine runs it: its prompt's tokens and sampling, and how its output
-// is read (reasoning, tool calls). `n` numbers the response (tool-call ids).
+// A request as the engine runs it: its prompt's tokens and sampling, the JSON grammar its
+// reply is held to (none: free), and how a chat reply is read (reasoning, tool calls). `n`
+// numbers the response (tool-call ids).
 struct ChatRun {
-  GenerationParams params;
+  engine::GenerationParams params;
+  std::shared_ptr<const JsonGrammar> grammar;
   OutputParserOptions parser;
 };
 
@@ -553,15 +571,14 @@ ChatRun prepare_chat(const ServedModel& m, const ChatRequest& r, uint64_t n) {
     grammar = grammar_holds_arguments(po.tools) ? forced_call_grammar(po, r.tools) : nullptr;
   }
 
-  GenerationParams g = generation_params(r.sampling);
+  engine::GenerationParams g = generation_params(r.sampling);
   if (po.forced_call && !grammar) g.stop.emplace_back(call_block_end(po.tools));
   // Tool-call markers may be control tokens ([TOOL_CALLS], <|python_tag|>), and so are
   // harmony's channel markers.
   g.render_special = po.tools != ToolFormat::kNone || po.harmony;
-  g.grammar = std::move(grammar);
   // The template writes the special tokens itself (BOS included where it wants one).
   g.prompt = m.tokenizer->encode(prompt, false, true);
-  return {std::move(g), std::move(po)};
+  return {std::move(g), std::move(grammar), std::move(po)};
 }
 
 }  // namespace
@@ -572,14 +589,14 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
   ChatRequest r = parse_chat_request(req.body);
   check_model(r.sampling, m);
   const uint64_t n = next_id_.fetch_add(1);
-  auto [g, po] = prepare_chat(m, r, n);
+  auto [g, grammar, po] = prepare_chat(m, r, n);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "messages");
+  std::shared_ptr<engine::RequestStream> stream = submit(cur, std::move(g), grammar, "messages");
   ResponseHeader header{"chatcmpl-" + std::to_string(n), unix_now(), m.id};
 
   if (!r.sampling.stream) {
     Collected c = collect(*stream, req);
-    if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+    if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
     OutputParser parser(po);
     ParsedDelta all = parser.push(c.text);
     all.append(parser.finish());
@@ -612,7 +629,7 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
           out += sse_event(chat_chunk(state->header, {{"role", "assistant"}, {"content", ""}},
                                       nullptr, nullptr));
         }
-        StreamUpdate u = state->stream->wait(kWaitSlice);
+        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
         if (state->token_ids) {
           state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
         }
@@ -652,14 +669,13 @@ void HttpServer::chat_completions(const httplib::Request& req, httplib::Response
 
 namespace {
 
-GenerationParams prepare_completion(const ServedModel& m, const CompletionRequest& r) {
-  GenerationParams g = generation_params(r.sampling);
-  g.grammar = r.response_format.grammar;
+ChatRun prepare_completion(const ServedModel& m, const CompletionRequest& r) {
+  engine::GenerationParams g = generation_params(r.sampling);
   // A text prompt gets the model's BOS, as `herd run` gives it.
   g.prompt = r.prompt_text ? m.tokenizer->encode(*r.prompt_text, true, false) : r.prompt_tokens;
   if (g.prompt.empty())
     throw ApiError(400, "the prompt has no tokens", "invalid_request_error", "prompt");
-  return g;
+  return {std::move(g), r.response_format.grammar, {}};
 }
 
 }  // namespace
@@ -669,14 +685,14 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
   const ServedModel& m = *cur.model;
   CompletionRequest r = parse_completion_request(req.body);
   check_model(r.sampling, m);
-  GenerationParams g = prepare_completion(m, r);
+  auto [g, grammar, po] = prepare_completion(m, r);
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "prompt");
+  std::shared_ptr<engine::RequestStream> stream = submit(cur, std::move(g), grammar, "prompt");
   ResponseHeader header{"cmpl-" + std::to_string(next_id_.fetch_add(1)), unix_now(), m.id};
 
   if (!r.sampling.stream) {
     Collected c = collect(*stream, req);
-    if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+    if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
     json lp;
     if (r.sampling.top_logprobs >= 0) lp = completion_logprobs_json(*m.tokenizer, c.logprobs, 0);
     json answer = completion(header, c.text, c.finish, lp);
@@ -685,7 +701,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
     return;
   }
   struct CompletionStream {
-    std::shared_ptr<RequestStream> stream;
+    std::shared_ptr<engine::RequestStream> stream;
     ResponseHeader header;
     const tokenizer::Tokenizer* tokenizer;
     bool logprobs;
@@ -712,7 +728,7 @@ void HttpServer::completions(const httplib::Request& req, httplib::Response& res
       "text/event-stream",
       [state](size_t, httplib::DataSink& sink) {
         std::string out;
-        StreamUpdate u = state->stream->wait(kWaitSlice);
+        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
         if (state->token_ids) {
           state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
         }
@@ -784,28 +800,28 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res, con
     served.push_back(t.get<int32_t>());
   }
   const std::string request = body["request"].dump();
-  GenerationParams g;
+  ChatRun run;
   std::optional<OutputParserOptions> parser;  // chat's: the content its parser gives
   if (endpoint == "chat") {
     ChatRequest r = parse_chat_request(request);
     check_model(r.sampling, m);
-    ChatRun run = prepare_chat(m, r, 0);
-    g = std::move(run.params);
+    run = prepare_chat(m, r, 0);
     parser = run.parser;
   } else if (endpoint == "completions") {
     CompletionRequest r = parse_completion_request(request);
     check_model(r.sampling, m);
-    g = prepare_completion(m, r);
+    run = prepare_completion(m, r);
   } else {
     throw ApiError(400, "'endpoint' must be \"chat\" or \"completions\"", "invalid_request_error",
                    "endpoint");
   }
-  if (g.grammar) {
+  if (run.grammar) {
     throw ApiError(422,
                    "a request held to a grammar (a JSON schema, a forced tool call) cannot "
                    "be checked token by token",
                    "invalid_request_error", "request", "unverifiable");
   }
+  engine::GenerationParams& g = run.params;
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
   const std::string why = unscorable(
       ServedIds{&served, m.tokenizer->n_vocab(), g.max_tokens, n_prompt, cur.scheduler->n_ctx()});
@@ -816,9 +832,9 @@ void HttpServer::verify(const httplib::Request& req, httplib::Response& res, con
   g.prompt.insert(g.prompt.end(), served.begin(), served.end());
   g.max_tokens = 0;
   auto in_flight = std::make_unique<InFlight>(in_flight_);
-  std::shared_ptr<RequestStream> stream = submit(cur, std::move(g), "request");
+  std::shared_ptr<engine::RequestStream> stream = submit(cur, std::move(g), nullptr, "request");
   Collected c = collect(*stream, req);
-  if (c.finish.reason == FinishReason::kError) throw generation_error(c.finish);
+  if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
   if (c.scores.size() != served.size()) {
     throw ApiError(500,
                    "the check scored " + std::to_string(c.scores.size()) + " of " +

@@ -29,11 +29,12 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "engine/scheduler.h"
 #include "http/limits.h"
 #include "net/api_keys.h"
+#include "server/json_token_filter.h"
 #include "server/metrics.h"
 #include "server/output_parser.h"
-#include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -93,7 +94,7 @@ class HttpServer {
   void stop();
 
   // Serves `model` through `scheduler` (ends a begin_loading()).
-  void set_model(const ServedModel* model, Scheduler* scheduler);
+  void set_model(const ServedModel* model, engine::Scheduler* scheduler);
   // From now on handlers take no model: generation requests get 503 "the model is loading"
   // and /health says "loading", as at startup, until set_model().
   void begin_loading() { loading_.store(true); }
@@ -126,12 +127,14 @@ class HttpServer {
   void completions(const httplib::Request& req, httplib::Response& res, const Current& cur);
   void verify(const httplib::Request& req, httplib::Response& res, const Current& cur);
   void load(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<RequestStream> submit(const Current& cur, GenerationParams params,
-                                        const char* prompt_param);
+  // Queues a request, its reply held to `grammar` when one is given.
+  std::shared_ptr<engine::RequestStream> submit(const Current& cur, engine::GenerationParams params,
+                                                std::shared_ptr<const JsonGrammar> grammar,
+                                                const char* prompt_param);
   void health(httplib::Response& res, const Current& cur);
   void cluster(httplib::Response& res, const Current& cur);
   // Why the server cannot generate (the engine stopped, the last pass failed); empty: it can.
-  std::string degraded_reason(Scheduler* scheduler);
+  std::string degraded_reason(engine::Scheduler* scheduler);
 
   ServerOptions options_;
   net::ApiKeys api_keys_;  // options_.api_keys, looked up in constant time
@@ -139,7 +142,10 @@ class HttpServer {
   std::unique_ptr<http::GuardedServer> http_;
   int port_ = 0;
   std::atomic<const ServedModel*> model_{nullptr};
-  std::atomic<Scheduler*> scheduler_{nullptr};
+  std::atomic<engine::Scheduler*> scheduler_{nullptr};
+  // The served tokenizer's constraint vocabularies (a swapped model gets new ones).
+  std::mutex vocabularies_mutex_;
+  std::shared_ptr<ConstraintVocabularies> vocabularies_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> loading_{false};

@@ -27,6 +27,13 @@ ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tokenizer
   }
 }
 
+std::shared_ptr<const ConstraintVocabulary> ConstraintVocabularies::get(bool render_special) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<const ConstraintVocabulary>& v = built_[render_special ? 1 : 0];
+  if (!v) v = std::make_shared<const ConstraintVocabulary>(*tokenizer_, render_special);
+  return v;
+}
+
 JsonTokenFilter::JsonTokenFilter(std::shared_ptr<const JsonGrammar> grammar,
                                  const ConstraintVocabulary& vocabulary)
     : grammar_(std::move(grammar)),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,9 +39,9 @@ class JsonTokenFilter final : public engine::TokenFilter {
   bool allows(int32_t token) override;
   void allowed_tokens(std::span<uint8_t> allowed) override;
   // Moves on past `token` (one allows() said yes to, or an end token).
-  void accept(int32_t token);
+  void accept(int32_t token) override;
   // The reply is a whole JSON value: generation ends here.
-  bool complete() const { return state_.complete(); }
+  bool complete() const override { return state_.complete(); }
 
  private:
   // The bytes `token` adds as the decoder shows them (without the first piece's space).
@@ -52,6 +53,37 @@ class JsonTokenFilter final : public engine::TokenFilter {
   JsonConstraint probe_;
   std::vector<JsonConstraint> scratch_;  // the trie walk's states, one per depth
   bool first_piece_ = true;
+};
+
+// A reply held to a JSON grammar, as the scheduler takes it (GenerationParams::constraint):
+// each request's filter starts from the grammar's beginning over a shared vocabulary.
+class JsonReplyConstraint final : public engine::TokenConstraint {
+ public:
+  JsonReplyConstraint(std::shared_ptr<const JsonGrammar> grammar,
+                      std::shared_ptr<const ConstraintVocabulary> vocabulary)
+      : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+  std::unique_ptr<engine::TokenFilter> start() const override {
+    return std::make_unique<JsonTokenFilter>(grammar_, *vocabulary_);
+  }
+
+ private:
+  std::shared_ptr<const JsonGrammar> grammar_;
+  std::shared_ptr<const ConstraintVocabulary> vocabulary_;
+};
+
+// The constraint vocabularies of one tokenizer (with and without control tokens rendered),
+// each built on first use. Thread-safe.
+class ConstraintVocabularies {
+ public:
+  // REQUIRES: tokenizer outlives this.
+  explicit ConstraintVocabularies(const tokenizer::Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  std::shared_ptr<const ConstraintVocabulary> get(bool render_special);
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  const tokenizer::Tokenizer* tokenizer_;
+  std::mutex mutex_;
+  std::shared_ptr<const ConstraintVocabulary> built_[2];  // [render_special]
 };
 
 }  // namespace herd::server

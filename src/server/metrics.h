@@ -12,17 +12,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/scheduler_observer.h"
+
 namespace herd::server {
 
-class Metrics {
+class Metrics final : public engine::SchedulerObserver {
  public:
   Metrics();
 
   void count_request(const std::string& endpoint, int status);
-  void add_prompt_tokens(int64_t n_prefilled, int64_t n_cached);
-  void add_completion_tokens(int64_t n);
-  void observe_ttft(double seconds);
-  void set_queue(int64_t queued, int64_t running);
+  void add_prompt_tokens(int64_t n_prefilled, int64_t n_cached) override;
+  void add_completion_tokens(int64_t n) override;
+  void observe_ttft(double seconds) override;
+  void set_queue(int64_t queued, int64_t running) override;
 
   // Prometheus text exposition format 0.0.4.
   std::string prometheus() const;

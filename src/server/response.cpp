@@ -16,14 +16,15 @@ std::string sse_done() {
   return "data: [DONE]\n\n";
 }
 
-json usage_json(const Finish& f) {
+json usage_json(const engine::Finish& f) {
   return {{"prompt_tokens", f.n_prompt},
           {"completion_tokens", f.n_completion},
           {"total_tokens", f.n_prompt + f.n_completion},
           {"prompt_tokens_details", {{"cached_tokens", f.n_cached}}}};
 }
 
-json logprobs_json(const tokenizer::Tokenizer& tokenizer, const std::vector<TokenLogprob>& lps) {
+json logprobs_json(const tokenizer::Tokenizer& tokenizer,
+                   const std::vector<engine::TokenLogprob>& lps) {
   auto token_entry = [&](int32_t id, float logprob) {
     std::string piece;
     tokenizer.append_piece(id, false, piece);
@@ -32,10 +33,10 @@ json logprobs_json(const tokenizer::Tokenizer& tokenizer, const std::vector<Toke
     return json{{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
   };
   json content = json::array();
-  for (const TokenLogprob& lp : lps) {
+  for (const engine::TokenLogprob& lp : lps) {
     json entry = token_entry(lp.token, lp.logprob);
     json top = json::array();
-    for (const TopLogprob& t : lp.top) top.push_back(token_entry(t.token, t.logprob));
+    for (const engine::TopLogprob& t : lp.top) top.push_back(token_entry(t.token, t.logprob));
     entry["top_logprobs"] = top;
     content.push_back(entry);
   }
@@ -43,11 +44,11 @@ json logprobs_json(const tokenizer::Tokenizer& tokenizer, const std::vector<Toke
 }
 
 json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
-                              const std::vector<TokenLogprob>& lps, int64_t text_offset0) {
+                              const std::vector<engine::TokenLogprob>& lps, int64_t text_offset0) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   int64_t offset = text_offset0;
-  for (const TokenLogprob& lp : lps) {
+  for (const engine::TokenLogprob& lp : lps) {
     std::string piece;
     tokenizer.append_piece(lp.token, false, piece);
     tokens.push_back(piece);
@@ -55,7 +56,7 @@ json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
     offsets.push_back(offset);
     offset += static_cast<int64_t>(piece.size());
     json alternatives = json::object();
-    for (const TopLogprob& t : lp.top) {
+    for (const engine::TopLogprob& t : lp.top) {
       std::string alt;
       tokenizer.append_piece(t.token, false, alt);
       alternatives[alt] = t.logprob;  // dumped with invalid UTF-8 replaced, as values are
@@ -68,9 +69,9 @@ json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
           {"text_offset", offsets}};
 }
 
-std::string openai_finish_reason(const Finish& finish, bool has_tool_calls) {
+std::string openai_finish_reason(const engine::Finish& finish, bool has_tool_calls) {
   if (has_tool_calls) return "tool_calls";
-  return finish.reason == FinishReason::kLength ? "length" : "stop";
+  return finish.reason == engine::FinishReason::kLength ? "length" : "stop";
 }
 
 json chat_delta(const ParsedDelta& delta) {
@@ -108,12 +109,12 @@ json chat_chunk(const ResponseHeader& h, const json& delta, const json& finish_r
                                     {"finish_reason", finish_reason}}})}};
 }
 
-json usage_chunk(const ResponseHeader& h, const Finish& finish, const char* object) {
+json usage_chunk(const ResponseHeader& h, const engine::Finish& finish, const char* object) {
   return {{"id", h.id},       {"object", object},         {"created", h.created},
           {"model", h.model}, {"choices", json::array()}, {"usage", usage_json(finish)}};
 }
 
-json chat_completion(const ResponseHeader& h, const ParsedDelta& m, const Finish& finish,
+json chat_completion(const ResponseHeader& h, const ParsedDelta& m, const engine::Finish& finish,
                      const json& logprobs) {
   json message = {{"role", "assistant"}};
   message["content"] = m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content);
@@ -145,7 +146,7 @@ json completion_chunk(const ResponseHeader& h, const std::string& text, const js
 }
 
 // A whole completion is its one chunk with the finish reason, plus the usage.
-json completion(const ResponseHeader& h, const std::string& text, const Finish& finish,
+json completion(const ResponseHeader& h, const std::string& text, const engine::Finish& finish,
                 const json& logprobs) {
   json out = completion_chunk(h, text, openai_finish_reason(finish, false), logprobs);
   out["usage"] = usage_json(finish);

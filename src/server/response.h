@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/scheduler.h"
 #include "server/output_parser.h"
-#include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace herd::server {
@@ -28,17 +28,17 @@ struct ResponseHeader {
   std::string model;
 };
 
-nlohmann::json usage_json(const Finish& finish);
+nlohmann::json usage_json(const engine::Finish& finish);
 // {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}
 nlohmann::json logprobs_json(const tokenizer::Tokenizer& tokenizer,
-                             const std::vector<TokenLogprob>& logprobs);
+                             const std::vector<engine::TokenLogprob>& logprobs);
 // The legacy completions shape: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}],
 // "text_offset"}; offsets count from text_offset0.
 nlohmann::json completion_logprobs_json(const tokenizer::Tokenizer& tokenizer,
-                                        const std::vector<TokenLogprob>& logprobs,
+                                        const std::vector<engine::TokenLogprob>& logprobs,
                                         int64_t text_offset0);
 // "stop", "length" or "tool_calls" (when the reply holds tool calls).
-std::string openai_finish_reason(const Finish& finish, bool has_tool_calls);
+std::string openai_finish_reason(const engine::Finish& finish, bool has_tool_calls);
 
 // The delta of a chat chunk for what the parser produced: a tool call's first piece with its
 // index, id, type and name, later pieces with the index and more arguments text, as OpenAI
@@ -47,14 +47,15 @@ nlohmann::json chat_delta(const ParsedDelta& delta);
 nlohmann::json chat_chunk(const ResponseHeader& header, const nlohmann::json& delta,
                           const nlohmann::json& finish_reason, const nlohmann::json& logprobs);
 // The final chunk of include_usage: no choices, the usage.
-nlohmann::json usage_chunk(const ResponseHeader& header, const Finish& finish, const char* object);
+nlohmann::json usage_chunk(const ResponseHeader& header, const engine::Finish& finish,
+                           const char* object);
 nlohmann::json chat_completion(const ResponseHeader& header, const ParsedDelta& message,
-                               const Finish& finish, const nlohmann::json& logprobs);
+                               const engine::Finish& finish, const nlohmann::json& logprobs);
 
 nlohmann::json completion_chunk(const ResponseHeader& header, const std::string& text,
                                 const nlohmann::json& finish_reason,
                                 const nlohmann::json& logprobs);
 nlohmann::json completion(const ResponseHeader& header, const std::string& text,
-                          const Finish& finish, const nlohmann::json& logprobs);
+                          const engine::Finish& finish, const nlohmann::json& logprobs);
 
 }  // namespace herd::server

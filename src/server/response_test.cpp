@@ -22,7 +22,7 @@ TEST(Response, InvalidUtf8IsReplacedNotThrown) {
 TEST(Response, ToolCallsMakeTheFinishReasonAndNullContent) {
   ParsedDelta m;
   m.tool_calls.push_back({"call_1", "f", "{\"a\":1}"});
-  Finish f;
+  engine::Finish f;
   f.n_prompt = 10;
   f.n_completion = 4;
   f.n_cached = 3;
@@ -40,10 +40,10 @@ TEST(Response, ToolCallsMakeTheFinishReasonAndNullContent) {
 }
 
 TEST(Response, FinishReasons) {
-  Finish f;
-  f.reason = FinishReason::kLength;
+  engine::Finish f;
+  f.reason = engine::FinishReason::kLength;
   EXPECT_EQ(openai_finish_reason(f, false), "length");
-  f.reason = FinishReason::kStop;
+  f.reason = engine::FinishReason::kStop;
   EXPECT_EQ(openai_finish_reason(f, false), "stop");
   EXPECT_EQ(openai_finish_reason(f, true), "tool_calls");
 }

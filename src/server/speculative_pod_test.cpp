@@ -10,7 +10,7 @@
 
 #include "cluster/cluster_runner.h"
 #include "cluster/test_node.h"
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/temp_dir.h"
 
@@ -21,13 +21,13 @@ using namespace std::chrono_literals;
 
 struct Outcome {
   std::vector<int32_t> tokens;
-  Finish finish;
+  engine::Finish finish;
 };
 
 Outcome generate(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
                  const std::vector<int32_t>& prompt, int lookup) {
-  Scheduler s(runner, tok, {}, nullptr);
-  GenerationParams p;
+  engine::Scheduler s(runner, tok, {}, nullptr);
+  engine::GenerationParams p;
   p.prompt = prompt;
   p.max_tokens = 24;
   p.sampler.temperature = 0;
@@ -37,7 +37,7 @@ Outcome generate(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
   Outcome out;
   for (int i = 0; i < 1000; ++i) {
     s.step();
-    StreamUpdate u = stream->wait(0ms);
+    engine::StreamUpdate u = stream->wait(0ms);
     out.tokens.insert(out.tokens.end(), u.tokens.begin(), u.tokens.end());
     if (u.finish) {
       out.finish = *u.finish;

@@ -1,6 +1,6 @@
 #include "server/verify_render.h"
 
-#include "engine/generate.h"
+#include "engine/stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace herd::server {
@@ -47,9 +47,9 @@ std::string rendered_text(const tokenizer::Tokenizer& tokenizer, bool render_spe
   return all.content;
 }
 
-nlohmann::json scores_json(const std::vector<TokenScore>& scores) {
+nlohmann::json scores_json(const std::vector<engine::TokenScore>& scores) {
   nlohmann::json out = nlohmann::json::array();
-  for (const TokenScore& t : scores) {
+  for (const engine::TokenScore& t : scores) {
     out.push_back({{"token", t.token},
                    {"probability", t.check.probability},
                    {"gap", t.check.gap},

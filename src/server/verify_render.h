@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/scheduler.h"
 #include "server/output_parser.h"
-#include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace herd::server {
@@ -45,6 +45,6 @@ std::string rendered_text(const tokenizer::Tokenizer& tokenizer, bool render_spe
 
 // The scores as the answer lists them: [{"token", "probability", "gap", "entropy",
 // "variance"}, ...].
-nlohmann::json scores_json(const std::vector<TokenScore>& scores);
+nlohmann::json scores_json(const std::vector<engine::TokenScore>& scores);
 
 }  // namespace herd::server

@@ -13,8 +13,10 @@
 // kCheckpointEvery prompt tokens, before a prompt's last token, at the end of a reply) and
 // reuses the longest prefix it holds a snapshot of.
 //
-// It knows nothing of HTTP: submit() returns a RequestStream that the caller reads from
-// another thread, and cancel() on that stream frees the request's slot at the next step.
+// It is the one generation loop: `herd serve` runs it on an engine thread and reads each
+// RequestStream from an HTTP thread; `herd run`, `herd eval` and `herd bench` submit their
+// requests and drive it with step() on their own thread (drive()). It knows nothing of HTTP:
+// cancel() on a stream frees the request's slot at the next step.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,34 +34,38 @@
 
 #include "engine/runner.h"
 #include "engine/sampler.h"
+#include "engine/scheduler_observer.h"
 #include "engine/speculative.h"
-#include "server/json_token_filter.h"
-#include "server/metrics.h"
+#include "engine/token_filter.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace herd::server {
+namespace herd::engine {
 
 struct GenerationParams {
   std::vector<int32_t> prompt;  // REQUIRES: not empty
-  int64_t max_tokens = -1;      // < 0: until the context is full
-  engine::SamplerParams sampler;
+  int64_t max_tokens = -1;      // < 0: until the context is full; 0: the prompt only
+  // Every prompt position's logits are published (StreamUpdate::logits; `herd eval`), the
+  // whole prompt run (no cached prefix reused).
+  bool prompt_logits = false;
+  SamplerParams sampler;
   std::vector<std::string> stop;  // never streamed; generation ends before them
   int top_logprobs = -1;          // < 0: no logprobs; 0..20: chosen token plus that many
   bool render_special = false;    // decode control tokens as text (tool-call markers)
   bool stop_at_eog = true;        // false: end-of-generation tokens are generated as text
-  // When set, every token keeps the text a prefix of a reply of this grammar, and the
-  // reply ends (kStop) once it is whole; an end token is allowed only then.
-  std::shared_ptr<const JsonGrammar> grammar;
+  // When set, every token is one the constraint's filter allows (a JSON schema's, a forced
+  // tool call's), and the reply ends (kStop) once the filter calls it whole; an end token is
+  // allowed only then.
+  std::shared_ptr<const TokenConstraint> constraint;
   // > 0: a check, not a generation (a hub's verification, docs/network.md). The prompt is
   // a served request's prompt and then the tokens served for it, from this index on; each
-  // of those is scored as the sampler's draw (engine::DrawCheck) from the logits before it,
-  // all in one prefill, and the request finishes. REQUIRES: < prompt.size(); no grammar.
+  // of those is scored as the sampler's draw (DrawCheck) from the logits before it,
+  // all in one prefill, and the request finishes. REQUIRES: < prompt.size(); no constraint.
   int64_t score_from = 0;
   // Speculative decoding (engine/speculative.h): off when unset. The scheduler does not draft
-  // where it cannot help or cannot roll back: under a grammar, with logprobs, for a check, or
-  // on a model with recurrent state.
-  std::optional<engine::SpeculativeParams> speculative;
+  // where it cannot help or cannot roll back: under a constraint, with logprobs, for a check,
+  // or on a model with recurrent state.
+  std::optional<SpeculativeParams> speculative;
 };
 
 struct TopLogprob {
@@ -73,7 +80,7 @@ struct TokenLogprob {
 
 struct TokenScore {
   int32_t token = 0;
-  engine::DrawCheck check;
+  DrawCheck check;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };
@@ -86,6 +93,7 @@ struct Finish {
   int64_t n_cached = 0;          // of which were reused from the slot's cache
   int64_t n_completion = 0;      // generated tokens (a final end-of-generation token not counted)
   double ttft_seconds = 0;       // from submit() to the first generated token
+  double prefill_seconds = 0;    // from its first prompt pass to the end of its last
   double decode_seconds = 0;     // from the first to the last generated token
   int64_t n_drafted = 0;         // speculative draft tokens the target checked
   int64_t n_draft_accepted = 0;  // of which it kept
@@ -98,6 +106,7 @@ struct StreamUpdate {
   std::vector<int32_t> tokens;         // the tokens behind it
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
   std::vector<TokenScore> scores;      // a check's (GenerationParams::score_from)
+  std::vector<float> logits;           // [positions][n_vocab] (GenerationParams::prompt_logits)
   std::optional<Finish> finish;        // set once, in the last update
 };
 
@@ -116,6 +125,7 @@ class RequestStream {
   // Engine side. token < 0: text only (what was held back at the end).
   void publish(const std::string& text, int32_t token, const TokenLogprob* logprob);
   void publish_score(const TokenScore& score);
+  void publish_logits(std::span<const float> row);
   void finish(const Finish& finish);
 
  private:
@@ -129,7 +139,7 @@ class RequestStream {
 class SubmitError : public Error {
  public:
   enum class Kind { kQueueFull, kPromptTooLong, kInvalid, kShuttingDown };
-  SubmitError(Kind kind, const std::string& message) : Error("server", message), kind_(kind) {}
+  SubmitError(Kind kind, const std::string& message) : Error("scheduler", message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
  private:
@@ -142,14 +152,14 @@ struct SchedulerOptions {
   // A draft model for speculative decoding (SpeculativeParams::draft): the same vocabulary,
   // at least as many slots, no recurrent state; it drafts greedily, each slot of it following
   // the target's slot of the same index. Null: requests draft by prompt lookup only.
-  engine::ModelRunner* draft = nullptr;
+  ModelRunner* draft = nullptr;
 };
 
 class Scheduler {
  public:
-  // REQUIRES: runner and tokenizer outlive the scheduler; metrics may be null.
-  Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
-            const SchedulerOptions& options, Metrics* metrics);
+  // REQUIRES: runner and tokenizer outlive the scheduler; observer may be null.
+  Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
+            const SchedulerOptions& options, SchedulerObserver* observer);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -165,6 +175,12 @@ class Scheduler {
   // The engine thread: steps while there is work, sleeps otherwise, and returns once
   // shutdown() was called and every queued and running request has finished.
   void run();
+  // For a caller with no engine thread (herd run, eval, bench): steps on this thread until
+  // `stream`'s request has finished, and hands each update to on_update as it comes (the
+  // last one holds the finish); on_update returning false cancels the request. Other
+  // requests queued meanwhile advance too. Returns the finish.
+  Finish drive(RequestStream& stream, const std::function<bool(const StreamUpdate&)>& on_update);
+
   // Refuses new requests from now on and lets run() return when the rest are done.
   void shutdown();
   // shutdown(), and ends every queued and running request at the next step with an error
@@ -192,7 +208,7 @@ class Scheduler {
   // The tokens slot `slot` holds in its KV cache (for tests). Engine thread only.
   const std::vector<int32_t>& slot_tokens(int32_t slot) const { return slots_[slot].cached; }
   // The last batch step() ran (for tests). Engine thread only.
-  const engine::Batch& last_batch() const { return batch_; }
+  const Batch& last_batch() const { return batch_; }
 
  private:
   struct Active;
@@ -230,12 +246,11 @@ class Scheduler {
   void run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k);
   void score_and_emit(Active& active, size_t position, const float* logits);
   void drop_cancelled();
-  const ConstraintVocabulary& constraint_vocabulary(bool render_special);
 
-  engine::ModelRunner& runner_;
+  ModelRunner& runner_;
   const tokenizer::Tokenizer& tokenizer_;
   SchedulerOptions options_;
-  Metrics* metrics_;
+  SchedulerObserver* observer_;
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   uint64_t clock_ = 0;                            // admission counter for LRU slot choice
@@ -249,16 +264,12 @@ class Scheduler {
   std::string abort_reason_;  // guarded by mutex_; set: every request ends (abort())
   std::atomic<int64_t> n_running_{0};
 
-  engine::Batch batch_;
+  Batch batch_;
   std::vector<float> logits_;
   // The draft model's slots: the tokens at positions [0, n) of each (options_.draft).
   std::vector<std::vector<int32_t>> draft_cached_;
-  engine::Batch draft_batch_;
+  Batch draft_batch_;
   std::vector<float> draft_logits_;
-  // Built by the first constrained request's submit(), one per render_special; read by
-  // the engine thread when it admits requests (locks: mutex_, then this one).
-  std::mutex vocabularies_mutex_;
-  std::unique_ptr<ConstraintVocabulary> vocabularies_[2];
 };
 
-}  // namespace herd::server
+}  // namespace herd::engine

@@ -1,7 +1,7 @@
 // The scheduler on a fake model whose next token depends on everything in the slot (so a
 // wrongly reused prefix changes the output) and on a tiny synthetic model (greedy output
-// through the scheduler equals engine::generate).
-#include "server/scheduler.h"
+// through the scheduler equals the runner's own, token by token).
+#include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <map>
 
-#include "engine/generate.h"
+#include "engine/test_sequence.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "model/synth.h"
 
-namespace herd::server {
+namespace herd::engine {
 namespace {
 
 using namespace std::chrono_literals;
@@ -542,8 +542,8 @@ TEST(Scheduler, PromptLookupStopsAtAnEndTokenInsideTheDraft) {
 // batch-invariant first (issue 31's closing note).
 TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
   int64_t drafted = 0, kept = 0, models = 0;
-  for (const char* dir : {"../shared/models", "../shared/models/frontier",
-                          "../shared/models/frontier2"}) {
+  for (const char* dir :
+       {"../shared/models", "../shared/models/frontier", "../shared/models/frontier2"}) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
       if (e.path().extension() == ".gguf") files.push_back(e.path());
@@ -637,7 +637,24 @@ TEST(Scheduler, ADraftModelGivesTheSameGreedyTokens) {
   }
 }
 
-TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
+// The reference: the runner's greedy tokens, one sequence, token by token (no scheduler).
+std::vector<int32_t> greedy_alone(ModelRunner& runner, const tokenizer::Tokenizer& tok,
+                                  const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> out;
+  std::vector<float> logits = forward_sequence(runner, prompt, 0, 256, false);
+  Batch batch;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = engine::greedy(std::span<const float>(logits));
+    if (tok.is_eog(t)) break;
+    out.push_back(t);
+    batch.clear();
+    batch.add(t, 0, static_cast<int32_t>(prompt.size() + out.size() - 1), true);
+    runner.forward(batch, logits);
+  }
+  return out;
+}
+
+TEST(Scheduler, GreedyOnARealModelMatchesTheRunnerAlone) {
   engine::LocalOptions lo;
   lo.threads = 2;
   lo.n_ctx = 128;
@@ -647,19 +664,108 @@ TEST(Scheduler, GreedyOnARealModelMatchesGenerate) {
   const std::vector<std::vector<int32_t>> prompts = {tok.encode("The herd runs", false, false),
                                                      tok.encode("Hello there, how", false, false)};
   std::vector<std::vector<int32_t>> expected;
-  for (const auto& p : prompts) {
-    engine::GenerateOptions g;
-    g.n_predict = 12;
-    g.sampler.temperature = 0;
-    g.stop_at_eog = true;
-    expected.push_back(engine::generate(*single, tok, p, g, nullptr).tokens);
-  }
+  for (const auto& p : prompts) expected.push_back(greedy_alone(*single, tok, p, 12));
   lo.n_seq = 2;
   auto runner = engine::LocalRunner::open(tiny().path, lo);
   Scheduler s(*runner, tok, {}, nullptr);
   auto results = run_all(s, {s.submit(greedy(prompts[0], 12)), s.submit(greedy(prompts[1], 12))});
   EXPECT_EQ(results[0].tokens, expected[0]);
   EXPECT_EQ(results[1].tokens, expected[1]);
+}
+
+// herd eval's request: every prompt position's logits, as the runner gives them for the whole
+// sequence, though the scheduler runs it in chunks of 7; nothing generated.
+TEST(Scheduler, PromptLogitsAreThoseOfEveryPosition) {
+  engine::LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 64;
+  lo.n_seq = 1;
+  const auto& tok = *tiny().tok;
+  const std::vector<int32_t> prompt = prompt_of(20, 4);
+  auto reference = engine::LocalRunner::open(tiny().path, lo);
+  const std::vector<float> want = forward_sequence(*reference, prompt, 0, 256, true);
+  auto runner = engine::LocalRunner::open(tiny().path, lo);
+  SchedulerOptions so;
+  so.batch_tokens = 7;
+  Scheduler s(*runner, tok, so, nullptr);
+  GenerationParams p;
+  p.prompt = prompt;
+  p.max_tokens = 0;
+  p.prompt_logits = true;
+  std::vector<float> got;
+  int updates = 0;
+  const Finish f = s.drive(*s.submit(p), [&](const StreamUpdate& u) {
+    got.insert(got.end(), u.logits.begin(), u.logits.end());
+    ++updates;
+    return true;
+  });
+  EXPECT_EQ(f.reason, FinishReason::kLength);
+  EXPECT_EQ(f.n_completion, 0);
+  EXPECT_GE(updates, 3);  // streamed pass by pass
+  EXPECT_EQ(got, want);
+  // A prompt alone may fill the context; one to be continued may not.
+  p.prompt = prompt_of(64, 5);
+  EXPECT_NO_THROW(s.submit(p)->cancel());
+  p.max_tokens = 1;
+  EXPECT_THROW(s.submit(p), SubmitError);
+}
+
+// drive(): steps until the request finishes; a callback that declines cancels it.
+TEST(Scheduler, DriveRunsTheRequestAndCancelsWhenTheCallerDeclines) {
+  FakeRunner runner(*tiny().tok, 1, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  std::string text;
+  Finish f = s.drive(*s.submit(greedy(prompt_of(5, 1), 6)), [&](const StreamUpdate& u) {
+    text += u.text;
+    return true;
+  });
+  EXPECT_EQ(f.reason, FinishReason::kLength);
+  EXPECT_EQ(f.n_completion, 6);
+  EXPECT_EQ(text, alone(greedy(prompt_of(5, 1), 6)).text);
+  int calls = 0;
+  f = s.drive(*s.submit(greedy(prompt_of(5, 2), 50)),
+              [&](const StreamUpdate&) { return ++calls < 2; });
+  EXPECT_EQ(f.reason, FinishReason::kCancelled);
+  EXPECT_LT(f.n_completion, 50);
+}
+
+// A constraint (the server's JSON grammars are one): each reply gets a fresh filter; the
+// tokens are those it allows, and the reply ends where it calls the reply whole.
+TEST(Scheduler, AConstraintChoosesTheTokensAndEndsTheReply) {
+  struct Only final : TokenFilter {
+    int32_t token = 0;
+    int accepted = 0;
+    bool allows(int32_t t) override { return t == token; }
+    void allowed_tokens(std::span<uint8_t> allowed) override {
+      allowed[static_cast<size_t>(token)] = 1;
+    }
+    void accept(int32_t) override { ++accepted; }
+    bool complete() const override { return accepted == 3; }
+  };
+  struct OnlyConstraint final : TokenConstraint {
+    int32_t token = 0;
+    mutable int started = 0;
+    std::unique_ptr<TokenFilter> start() const override {
+      ++started;
+      auto f = std::make_unique<Only>();
+      f->token = token;
+      return f;
+    }
+  };
+  auto constraint = std::make_shared<OnlyConstraint>();
+  constraint->token = tiny().tok->encode("q", false, false).at(0);
+  FakeRunner runner(*tiny().tok, 2, 4096);
+  Scheduler s(runner, *tiny().tok, {}, nullptr);
+  GenerationParams p = greedy(prompt_of(5, 1), 10);
+  p.constraint = constraint;
+  p.speculative = SpeculativeParams{4, 1, 3};  // not under a constraint
+  const auto results = run_all(s, {s.submit(p), s.submit(p)});
+  EXPECT_EQ(constraint->started, 2);
+  for (const Result& r : results) {
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(3, constraint->token));
+    EXPECT_EQ(r.finish->reason, FinishReason::kStop);
+    EXPECT_EQ(r.finish->n_drafted, 0);
+  }
 }
 
 // A model with recurrent state (Gated DeltaNet layers) cannot cut a slot back: it reuses a
@@ -726,4 +832,4 @@ INSTANTIATE_TEST_SUITE_P(Models, StateThatCannotBeCutBack,
                          ::testing::Values(std::string("qwen35"), std::string("deepseek4")));
 
 }  // namespace
-}  // namespace herd::server
+}  // namespace herd::engine

@@ -1,4 +1,4 @@
-#include "engine/generate.h"
+#include "engine/stop_matcher.h"
 
 #include <gtest/gtest.h>
 

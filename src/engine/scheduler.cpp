@@ -1,14 +1,14 @@
-#include "server/scheduler.h"
+#include "engine/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <span>
 
-#include "engine/generate.h"
 #include "engine/speculative.h"
+#include "engine/stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
 
-namespace herd::server {
+namespace herd::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -74,7 +74,7 @@ StreamUpdate RequestStream::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   cv_.wait_for(lock, timeout, [&] {
     return !pending_.text.empty() || !pending_.tokens.empty() || !pending_.scores.empty() ||
-           pending_.finish;
+           !pending_.logits.empty() || pending_.finish;
   });
   StreamUpdate out = std::move(pending_);
   pending_ = StreamUpdate();
@@ -87,6 +87,14 @@ void RequestStream::publish(const std::string& text, int32_t token, const TokenL
     pending_.text += text;
     if (token >= 0) pending_.tokens.push_back(token);
     if (logprob) pending_.logprobs.push_back(*logprob);
+  }
+  cv_.notify_all();
+}
+
+void RequestStream::publish_logits(std::span<const float> row) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.logits.insert(pending_.logits.end(), row.begin(), row.end());
   }
   cv_.notify_all();
 }
@@ -120,10 +128,10 @@ struct Scheduler::Active {
 
   GenerationParams params;
   std::shared_ptr<RequestStream> stream;
-  engine::Sampler sampler;
+  Sampler sampler;
   tokenizer::StreamDecoder decoder;
-  engine::StopMatcher stops;
-  std::optional<JsonTokenFilter> filter;  // params.grammar's, when set
+  StopMatcher stops;
+  std::unique_ptr<TokenFilter> filter;  // params.constraint's, when set
   int32_t slot = -1;
   size_t n_prefilled = 0;   // prompt tokens in the slot's KV cache
   int64_t n_cached = 0;     // of which were reused
@@ -132,19 +140,19 @@ struct Scheduler::Active {
   std::vector<int32_t> draft;    // run through the model this step after next_token
   std::vector<int32_t> context;  // scratch: the slot's tokens and next_token, for lookup
   int64_t n_drafted = 0, n_draft_accepted = 0, n_target_steps = 0;
-  Clock::time_point submitted, first_token;
+  Clock::time_point submitted, first_token, prefill_start, prefill_end;
   bool done = false;
 };
 
-Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
-                     const SchedulerOptions& options, Metrics* metrics)
+Scheduler::Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
+                     const SchedulerOptions& options, SchedulerObserver* observer)
     : runner_(runner),
       tokenizer_(tokenizer),
       options_(options),
-      metrics_(metrics),
+      observer_(observer),
       slots_(static_cast<size_t>(runner.n_seq())) {
   options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
-  if (engine::ModelRunner* d = options_.draft) {
+  if (ModelRunner* d = options_.draft) {
     // The same vocabulary: the same number of tokens with the same texts (a draft's ids mean
     // the target's tokens).
     const tokenizer::Tokenizer draft_tokens = tokenizer::Tokenizer::from_gguf(d->file());
@@ -154,15 +162,15 @@ Scheduler::Scheduler(engine::ModelRunner& runner, const tokenizer::Tokenizer& to
       same = draft_tokens.token_text(id) == tokenizer.token_text(id);
     }
     if (!same) {
-      throw Error("server", "the draft model's vocabulary (" +
-                                std::to_string(draft_tokens.n_vocab()) +
-                                " tokens) is not the model's (" +
-                                std::to_string(tokenizer.n_vocab()) + " tokens)");
+      throw Error("scheduler", "the draft model's vocabulary (" +
+                                   std::to_string(draft_tokens.n_vocab()) +
+                                   " tokens) is not the model's (" +
+                                   std::to_string(tokenizer.n_vocab()) + " tokens)");
     }
     if (d->n_seq() < runner.n_seq() || d->n_ctx() < runner.n_ctx() || d->recurrent()) {
-      throw Error("server", "the draft model needs " + std::to_string(runner.n_seq()) +
-                                " slots of " + std::to_string(runner.n_ctx()) +
-                                " positions and no recurrent state");
+      throw Error("scheduler", "the draft model needs " + std::to_string(runner.n_seq()) +
+                                   " slots of " + std::to_string(runner.n_ctx()) +
+                                   " positions and no recurrent state");
     }
     draft_cached_.resize(static_cast<size_t>(runner.n_seq()));
   }
@@ -190,11 +198,13 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
     throw SubmitError(SubmitError::Kind::kInvalid, "the prompt has no tokens");
   }
   const int64_t n_ctx = runner_.n_ctx();
-  if (static_cast<int64_t>(params.prompt.size()) >= n_ctx) {
+  // Room for the prompt and at least one generated token (a prompt alone fills it).
+  const bool prompt_only = params.max_tokens == 0;
+  if (static_cast<int64_t>(params.prompt.size()) > n_ctx - (prompt_only ? 0 : 1)) {
     throw SubmitError(SubmitError::Kind::kPromptTooLong,
                       "the prompt has " + std::to_string(params.prompt.size()) +
                           " tokens but the context holds " + std::to_string(n_ctx) +
-                          " (prompt and at least one generated token)");
+                          (prompt_only ? "" : " (prompt and at least one generated token)"));
   }
   const int32_t n_vocab = static_cast<int32_t>(runner_.hparams().n_vocab);
   for (int32_t t : params.prompt) {
@@ -206,14 +216,10 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
   }
   if (params.score_from < 0 ||
       (params.score_from > 0 &&
-       (params.score_from >= static_cast<int64_t>(params.prompt.size()) || params.grammar))) {
+       (params.score_from >= static_cast<int64_t>(params.prompt.size()) || params.constraint))) {
     throw SubmitError(SubmitError::Kind::kInvalid,
                       "a check scores tokens after a prompt of at least one token, unconstrained");
   }
-  // The vocabulary's tables for a constraint are built (once, ~66 ms for 151k tokens) here
-  // on the caller's thread, not later while the engine thread admits the request holding
-  // the queue's lock: that would stall every running stream.
-  if (params.grammar) constraint_vocabulary(params.render_special);
   auto stream = std::make_shared<RequestStream>();
   {
     std::lock_guard lock(mutex_);
@@ -227,7 +233,7 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationParams params) {
                                                            " requests waiting); retry later");
     }
     queue_.push_back({std::move(params), stream, Clock::now()});
-    if (metrics_) metrics_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
+    if (observer_) observer_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
   }
   cv_.notify_all();
   return stream;
@@ -265,6 +271,21 @@ void Scheduler::run() {
   }
 }
 
+Finish Scheduler::drive(RequestStream& stream,
+                        const std::function<bool(const StreamUpdate&)>& on_update) {
+  for (;;) {
+    const bool stepped = step();
+    StreamUpdate u = stream.wait(std::chrono::milliseconds(0));
+    const bool news =
+        !u.text.empty() || !u.tokens.empty() || !u.scores.empty() || !u.logits.empty() || u.finish;
+    if (news && !on_update(u)) stream.cancel();
+    if (u.finish) return *u.finish;
+    if (!stepped && !stream.cancelled() && running_.empty() && n_queued() == 0) {
+      throw Error("scheduler", "a request was neither queued nor running, and never finished");
+    }
+  }
+}
+
 void Scheduler::admit() {
   std::lock_guard lock(mutex_);
   while (!queue_.empty()) {
@@ -286,14 +307,12 @@ void Scheduler::admit() {
     if (best < 0) break;
     auto active = std::make_unique<Active>(std::move(w.params), std::move(w.stream), tokenizer_);
     active->submitted = w.submitted;
-    if (active->params.grammar) {
-      active->filter.emplace(active->params.grammar,
-                             constraint_vocabulary(active->params.render_special));
-    }
+    if (active->params.constraint) active->filter = active->params.constraint->start();
     queue_.pop_front();
     // At least the last prompt token runs again: its logits choose the first token (a
     // check's: the token before the first it scores).
-    const size_t first_logits = active->params.score_from > 0
+    const size_t first_logits = active->params.prompt_logits ? 0
+                                : active->params.score_from > 0
                                     ? static_cast<size_t>(active->params.score_from) - 1
                                     : active->params.prompt.size() - 1;
     size_t keep = std::min(best_prefix, first_logits);
@@ -315,14 +334,7 @@ void Scheduler::admit() {
     running_.push_back(std::move(active));
   }
   n_running_.store(static_cast<int64_t>(running_.size()));
-  if (metrics_) metrics_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
-}
-
-const ConstraintVocabulary& Scheduler::constraint_vocabulary(bool render_special) {
-  std::lock_guard lock(vocabularies_mutex_);
-  std::unique_ptr<ConstraintVocabulary>& v = vocabularies_[render_special ? 1 : 0];
-  if (!v) v = std::make_unique<ConstraintVocabulary>(tokenizer_, render_special);
-  return *v;
+  if (observer_) observer_->set_queue(static_cast<int64_t>(queue_.size()), n_running_.load());
 }
 
 void Scheduler::drop_cancelled() {
@@ -367,6 +379,9 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   f.n_drafted = a.n_drafted;
   f.n_draft_accepted = a.n_draft_accepted;
   f.n_target_steps = a.n_target_steps;
+  if (a.n_prefilled == a.params.prompt.size() && a.prefill_end > a.prefill_start) {
+    f.prefill_seconds = seconds_between(a.prefill_start, a.prefill_end);
+  }
   const auto now = Clock::now();
   if (a.n_generated > 0) {
     f.ttft_seconds = seconds_between(a.submitted, a.first_token);
@@ -404,7 +419,7 @@ size_t Scheduler::next_checkpoint(const Active& a) {
 void Scheduler::sample_and_emit(Active& a, const float* logits) {
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
   std::span<const float> row(logits, n_vocab);
-  const int32_t token = a.sampler.sample(row, a.filter ? &*a.filter : nullptr);
+  const int32_t token = a.sampler.sample(row, a.filter.get());
   if (token < 0) {
     finish(a, FinishReason::kError,
            "no token of the vocabulary continues the reply within its JSON schema");
@@ -418,15 +433,15 @@ bool Scheduler::emit(Active& a, int32_t token, std::span<const float> row, bool 
   const auto now = Clock::now();
   if (a.n_generated == 0) {
     a.first_token = now;
-    if (metrics_) metrics_->observe_ttft(seconds_between(a.submitted, now));
+    if (observer_) observer_->observe_ttft(seconds_between(a.submitted, now));
   }
-  // Under a grammar an end token is allowed only where the reply is whole: it ends it.
+  // Under a constraint an end token is allowed only where the reply is whole: it ends it.
   if ((a.params.stop_at_eog || a.filter) && tokenizer_.is_eog(token)) {
     finish(a, FinishReason::kStop);
     return false;
   }
   ++a.n_generated;
-  if (metrics_) metrics_->add_completion_tokens(1);
+  if (observer_) observer_->add_completion_tokens(1);
   if (into_sampler) a.sampler.accept(token);
   if (a.filter) a.filter->accept(token);
   TokenLogprob lp;
@@ -456,7 +471,7 @@ bool Scheduler::speculates(const Active& a) const {
 }
 
 void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k) {
-  engine::ModelRunner& d = *options_.draft;
+  ModelRunner& d = *options_.draft;
   const auto n_vocab = static_cast<size_t>(d.hparams().n_vocab);
   const int64_t n_ctx = d.n_ctx();
   // Catch up: each slot of the draft gets the request's tokens it lacks (after the longest
@@ -491,7 +506,7 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
     // The rows of requests now caught up: their first draft token.
     for (size_t r = 0; r < rows.size(); ++r) {
       Active& a = *active[rows[r]];
-      a.draft.push_back(engine::greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+      a.draft.push_back(greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
     }
     bool behind = false;
     for (size_t i = 0; i < active.size(); ++i) {
@@ -517,8 +532,7 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
     if (draft_batch_.size() == 0) break;
     d.forward(draft_batch_, draft_logits_);
     for (size_t r = 0; r < rows.size(); ++r) {
-      active[rows[r]]->draft.push_back(
-          engine::greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+      active[rows[r]]->draft.push_back(greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
     }
   }
 }
@@ -526,8 +540,8 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
 void Scheduler::check_and_emit(Active& a, const float* rows) {
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
   const size_t k = a.draft.size();
-  const engine::DraftVerdict v = engine::check_draft(a.sampler, a.draft, {rows, (k + 1) * n_vocab},
-                                                     static_cast<int64_t>(n_vocab));
+  const DraftVerdict v =
+      check_draft(a.sampler, a.draft, {rows, (k + 1) * n_vocab}, static_cast<int64_t>(n_vocab));
   a.n_drafted += static_cast<int64_t>(k);
   a.n_draft_accepted += v.accepted;
   ++a.n_target_steps;
@@ -573,7 +587,7 @@ bool Scheduler::step() {
     if (!speculates(*a)) continue;
     // Within the context and what the request may still generate.
     const Slot& slot = slots_[static_cast<size_t>(a->slot)];
-    const engine::SpeculativeParams& spec = *a->params.speculative;
+    const SpeculativeParams& spec = *a->params.speculative;
     const bool by_model = spec.draft > 0 && options_.draft != nullptr;
     int64_t k = std::min<int64_t>(by_model ? spec.draft : spec.lookup,
                                   runner_.n_ctx() - 1 - static_cast<int64_t>(slot.cached.size()));
@@ -585,8 +599,7 @@ bool Scheduler::step() {
       by_draft_model.push_back(a.get());
       draft_k.push_back(k);
     } else {
-      a->draft =
-          engine::lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
+      a->draft = lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
     }
   }
   if (!by_draft_model.empty()) {
@@ -623,9 +636,10 @@ bool Scheduler::step() {
     for (size_t i = 0; i < n; ++i) {
       const size_t pos = a->n_prefilled + i;
       const bool last = pos + 1 == a->params.prompt.size();
-      const bool scored = a->params.score_from > 0
-                              ? pos + 1 >= static_cast<size_t>(a->params.score_from) && !last
-                              : last;
+      const bool scored =
+          a->params.prompt_logits ||
+          (a->params.score_from > 0 ? pos + 1 >= static_cast<size_t>(a->params.score_from) && !last
+                                    : last);
       batch_.add(a->params.prompt[pos], a->slot, static_cast<int32_t>(pos), scored);
       if (scored) {
         rows.push_back(a.get());
@@ -638,6 +652,9 @@ bool Scheduler::step() {
   if (batch_.size() == 0) return false;
 
   const auto forward_start = Clock::now();
+  for (auto& [a, n] : prefills) {
+    if (a->prefill_start == Clock::time_point()) a->prefill_start = forward_start;
+  }
   try {
     runner_.forward(batch_, logits_);
   } catch (const std::exception& e) {
@@ -675,12 +692,13 @@ bool Scheduler::step() {
     if (a->n_prefilled == static_cast<size_t>(a->n_cached)) n_cached += a->n_cached;
     a->n_prefilled += n;
     n_prefilled += static_cast<int64_t>(n);
+    if (a->n_prefilled == a->params.prompt.size()) a->prefill_end = Clock::now();
     if (runner_.recurrent() && a->n_prefilled == checkpoint_before(*a, a->n_prefilled + 1)) {
       runner_.save_state(a->slot, static_cast<int64_t>(a->n_prefilled));
     }
   }
-  if (metrics_ && (n_prefilled > 0 || n_cached > 0))
-    metrics_->add_prompt_tokens(n_prefilled, n_cached);
+  if (observer_ && (n_prefilled > 0 || n_cached > 0))
+    observer_->add_prompt_tokens(n_prefilled, n_cached);
 
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
   for (size_t r = 0; r < rows.size();) {
@@ -688,6 +706,15 @@ bool Scheduler::step() {
     Active& a = *rows[r];
     if (a.params.score_from > 0) {
       score_and_emit(a, row_positions[r], row);
+      ++r;
+      continue;
+    }
+    const bool prompt_row = row_positions[r] < a.params.prompt.size();
+    if (a.params.prompt_logits && prompt_row) a.stream->publish_logits({row, n_vocab});
+    if (prompt_row && row_positions[r] + 1 < a.params.prompt.size()) {
+      ++r;  // a prompt_logits row before the last
+    } else if (a.params.max_tokens == 0) {
+      finish(a, FinishReason::kLength);  // the prompt only
       ++r;
     } else if (!a.draft.empty()) {
       const size_t k = a.draft.size();
@@ -700,14 +727,14 @@ bool Scheduler::step() {
     }
   }
   for (auto& [a, n] : prefills) {
-    if (a->params.score_from > 0 && a->n_prefilled == a->params.prompt.size()) {
+    if (a->params.score_from > 0 && a->n_prefilled == a->params.prompt.size() && !a->done) {
       finish(*a, FinishReason::kStop);  // a check ends with its prefill
     }
   }
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
   n_running_.store(static_cast<int64_t>(running_.size()));
-  if (metrics_) metrics_->set_queue(n_queued(), n_running_.load());
+  if (observer_) observer_->set_queue(n_queued(), n_running_.load());
   return true;
 }
 
-}  // namespace herd::server
+}  // namespace herd::engine

@@ -1,0 +1,34 @@
+#include "cli/speculative_options.h"
+
+namespace herd::cli {
+
+void SpeculativeOptions::add_to(CLI::App& cmd, const std::string& what) {
+  cmd.add_option("--lookup", lookup,
+                 what +
+                     " by prompt lookup: up to K draft tokens per step from n-grams of the "
+                     "prompt and reply")
+      ->check(CLI::Range(0, 16));
+  cmd.add_option("--draft", draft,
+                 what +
+                     " with a draft model: a smaller GGUF of the same vocabulary, run on "
+                     "this machine");
+  cmd.add_option("--draft-max", draft_max, "Draft-model tokens per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+}
+
+std::optional<engine::SpeculativeParams> SpeculativeOptions::params() const {
+  if (!enabled()) return std::nullopt;
+  return engine::SpeculativeParams{lookup, 1, 3, draft.empty() ? 0 : draft_max};
+}
+
+std::unique_ptr<engine::ModelRunner> SpeculativeOptions::open_draft(
+    const ModelOptions& options, const engine::ModelRunner& model, int64_t n_seq) const {
+  if (draft.empty()) return nullptr;
+  engine::LocalOptions lo = options.local_options(n_seq);
+  lo.n_ctx = model.n_ctx();
+  lo.upload_progress = nullptr;
+  return engine::LocalRunner::open(draft, lo);
+}
+
+}  // namespace herd::cli

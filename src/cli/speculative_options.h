@@ -1,0 +1,36 @@
+// The speculative-decoding options of the commands that generate (run, serve, bench):
+// --lookup K (prompt-lookup drafts), --draft MODEL and --draft-max K (a draft model).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/model_options.h"
+#include "engine/runner.h"
+#include "engine/speculative.h"
+
+namespace herd::cli {
+
+struct SpeculativeOptions {
+  int lookup = 0;     // --lookup: prompt-lookup draft tokens per step (0: off)
+  std::string draft;  // --draft: a draft model of the same vocabulary
+  int draft_max = 4;  // --draft-max: its tokens per step
+
+  // `what` starts each option's help ("Speculative decoding", "Also measure speculative
+  // decoding").
+  void add_to(CLI::App& cmd, const std::string& what);
+  bool enabled() const { return lookup > 0 || !draft.empty(); }
+  // What a request asks for (draft-model drafts where a draft model is given, else lookup);
+  // unset when neither is on.
+  std::optional<engine::SpeculativeParams> params() const;
+  // The draft model, on this machine beside `model`, with its context and `n_seq` slots (the
+  // scheduler's draft follows the model's slots); null when --draft is not given.
+  std::unique_ptr<engine::ModelRunner> open_draft(const ModelOptions& options,
+                                                  const engine::ModelRunner& model,
+                                                  int64_t n_seq) const;
+};
+
+}  // namespace herd::cli
