@@ -1,6 +1,8 @@
 // The decode path allocates nothing once warm: every heap allocation of the process is
 // counted (operator new is replaced in this test binary only), and a shard of each
-// architecture decodes tokens after a warm-up prefill and decode step without one.
+// architecture decodes tokens after a warm-up prefill and decode step without one; so does
+// a whole scheduler step (the loop around the model: batch, sampling, text, stream) for two
+// requests decoding together, plainly and with prompt-lookup drafts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,9 +10,12 @@
 #include <new>
 #include <string>
 
+#include "engine/runner.h"
+#include "engine/scheduler.h"
 #include "engine/shard.h"
 #include "kernels/matmul.h"
 #include "model/model_info.h"
+#include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -110,6 +115,49 @@ INSTANTIATE_TEST_SUITE_P(Architectures, DecodeAllocations,
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            }
                            return name;
+                         });
+
+class SchedulerStepAllocations : public ::testing::TestWithParam<int> {};
+
+TEST_P(SchedulerStepAllocations, NoneOnceWarm) {
+  const int lookup = GetParam();
+  LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 256;
+  lo.n_seq = 2;
+  lo.device = "cpu";
+  auto runner = LocalRunner::open("../shared/models/llama-q4_0.gguf", lo);
+  const auto tok = tokenizer::Tokenizer::from_gguf(runner->file());
+  Scheduler scheduler(*runner, tok, {}, nullptr);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 2; ++i) {
+    GenerationParams p;
+    p.prompt = tok.encode(i == 0 ? "the herd runs the model and the herd runs" : "a b c a b c a b",
+                          true, false);
+    p.max_tokens = 200;
+    p.sampler.temperature = 0;
+    p.stop_at_eog = false;
+    if (lookup > 0) p.speculative = SpeculativeParams{lookup, 1, 3};
+    streams.push_back(scheduler.submit(std::move(p)));
+  }
+  StreamUpdate update;  // the reader's one buffer, as a server's stream would keep
+  auto step_and_read = [&] {
+    ASSERT_TRUE(scheduler.step());
+    for (auto& s : streams) {
+      s->wait(std::chrono::milliseconds(0), update);
+      ASSERT_FALSE(update.finish.has_value()) << update.finish->error;
+    }
+  };
+  for (int i = 0; i < 8; ++i) step_and_read();  // prefill, then warm decode steps
+
+  const long before = g_allocations.load();
+  for (int i = 0; i < 16; ++i) step_and_read();
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 16 scheduler steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafts, SchedulerStepAllocations, ::testing::Values(0, 4),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == 0 ? std::string("Plain") : std::string("PromptLookup");
                          });
 
 }  // namespace

@@ -13,7 +13,10 @@ int32_t greedy(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
+  // accept() holds one more than the window for a moment: no allocation once running.
+  if (params_.penalty_last_n > 0) recent_.reserve(static_cast<size_t>(params_.penalty_last_n) + 1);
+}
 
 void Sampler::reset() {
   rng_.seed(params_.seed);

@@ -71,14 +71,25 @@ std::string_view finish_reason_name(FinishReason reason) {
 // RequestStream
 
 StreamUpdate RequestStream::wait(std::chrono::milliseconds timeout) {
+  StreamUpdate out;
+  wait(timeout, out);
+  return out;
+}
+
+void RequestStream::wait(std::chrono::milliseconds timeout, StreamUpdate& into) {
+  into.text.clear();
+  into.tokens.clear();
+  into.logprobs.clear();
+  into.scores.clear();
+  into.logits.clear();
+  into.finish.reset();
   std::unique_lock lock(mutex_);
   cv_.wait_for(lock, timeout, [&] {
     return !pending_.text.empty() || !pending_.tokens.empty() || !pending_.scores.empty() ||
            !pending_.logits.empty() || pending_.finish;
   });
-  StreamUpdate out = std::move(pending_);
-  pending_ = StreamUpdate();
-  return out;
+  // The buffers trade places: the engine writes on into `into`'s old (empty) memory.
+  std::swap(pending_, into);
 }
 
 void RequestStream::publish(const std::string& text, int32_t token, const TokenLogprob* logprob) {
@@ -137,8 +148,13 @@ struct Scheduler::Active {
   int64_t n_cached = 0;     // of which were reused
   int32_t next_token = -1;  // sampled, not yet run through the model
   int64_t n_generated = 0;
-  std::vector<int32_t> draft;    // run through the model this step after next_token
-  std::vector<int32_t> context;  // scratch: the slot's tokens and next_token, for lookup
+  std::vector<int32_t> draft;     // run through the model this step after next_token
+  std::vector<int32_t> context;   // scratch: the slot's tokens and next_token, for lookup
+  bool drafted_by_model = false;  // this step's draft came from the draft model
+  // A sampled request's draft-model drafts are drawn from the draft's distribution (its
+  // chain without the penalties), kept per draft token for the check.
+  std::optional<Sampler> draft_sampler;
+  std::vector<TokenProbs> draft_probs;
   int64_t n_drafted = 0, n_draft_accepted = 0, n_target_steps = 0;
   Clock::time_point submitted, first_token, prefill_start, prefill_end;
   bool done = false;
@@ -152,6 +168,10 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
       observer_(observer),
       slots_(static_cast<size_t>(runner.n_seq())) {
   options_.batch_tokens = std::max<int64_t>(options_.batch_tokens, 1);
+  // A draft check's distributions hold the tokens the sampler's chain keeps (one when greedy,
+  // top_k at most otherwise): room for the usual ones before the first check.
+  draft_scratch_.target.reserve(256);
+  draft_scratch_.rest.reserve(256);
   if (ModelRunner* d = options_.draft) {
     // The same vocabulary: the same number of tokens with the same texts (a draft's ids mean
     // the target's tokens).
@@ -273,9 +293,10 @@ void Scheduler::run() {
 
 Finish Scheduler::drive(RequestStream& stream,
                         const std::function<bool(const StreamUpdate&)>& on_update) {
+  StreamUpdate u;
   for (;;) {
     const bool stepped = step();
-    StreamUpdate u = stream.wait(std::chrono::milliseconds(0));
+    stream.wait(std::chrono::milliseconds(0), u);
     const bool news =
         !u.text.empty() || !u.tokens.empty() || !u.scores.empty() || !u.logits.empty() || u.finish;
     if (news && !on_update(u)) stream.cancel();
@@ -308,6 +329,13 @@ void Scheduler::admit() {
     auto active = std::make_unique<Active>(std::move(w.params), std::move(w.stream), tokenizer_);
     active->submitted = w.submitted;
     if (active->params.constraint) active->filter = active->params.constraint->start();
+    if (options_.draft && active->params.sampler.temperature > 0) {
+      SamplerParams q = active->params.sampler;
+      q.repeat_penalty = 1;
+      q.presence_penalty = q.frequency_penalty = 0;
+      q.seed = q.seed * 0x9E3779B97F4A7C15ull + 1;  // its own draws, not the target's
+      active->draft_sampler.emplace(q);
+    }
     queue_.pop_front();
     // At least the last prompt token runs again: its logits choose the first token (a
     // check's: the token before the first it scores).
@@ -320,6 +348,9 @@ void Scheduler::admit() {
     if (runner_.recurrent()) keep = static_cast<size_t>(runner_.restore_state(best, keep));
     Slot& slot = slots_[static_cast<size_t>(best)];
     slot.cached.resize(keep);
+    // Room for the whole context now, not a reallocation now and then while decoding.
+    slot.cached.reserve(static_cast<size_t>(runner_.n_ctx()));
+    if (active->params.speculative) active->context.reserve(static_cast<size_t>(runner_.n_ctx()));
     slot.active = active.get();
     slot.last_used = ++clock_;
     active->slot = best;
@@ -477,10 +508,12 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
   // Catch up: each slot of the draft gets the request's tokens it lacks (after the longest
   // prefix it holds: what it drafted and the target refused is overwritten), in chunks,
   // logits for each request's last token only.
-  std::vector<size_t> fed(active.size(), 0);
+  std::vector<size_t>& fed = draft_fed_;
+  fed.assign(active.size(), 0);
   for (;;) {
     draft_batch_.clear();
-    std::vector<size_t> rows;  // which request each logits row is for
+    std::vector<size_t>& rows = draft_rows_;  // which request each logits row is for
+    rows.clear();
     for (size_t i = 0; i < active.size(); ++i) {
       Active& a = *active[i];
       std::vector<int32_t>& held = draft_cached_[static_cast<size_t>(a.slot)];
@@ -505,8 +538,7 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
     d.forward(draft_batch_, draft_logits_);
     // The rows of requests now caught up: their first draft token.
     for (size_t r = 0; r < rows.size(); ++r) {
-      Active& a = *active[rows[r]];
-      a.draft.push_back(greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+      draw_draft(*active[rows[r]], {draft_logits_.data() + r * n_vocab, n_vocab});
     }
     bool behind = false;
     for (size_t i = 0; i < active.size(); ++i) {
@@ -518,7 +550,8 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
   // Then one token per round for the requests that want more, the last one drafted going in.
   for (;;) {
     draft_batch_.clear();
-    std::vector<size_t> rows;
+    std::vector<size_t>& rows = draft_rows_;
+    rows.clear();
     for (size_t i = 0; i < active.size(); ++i) {
       Active& a = *active[i];
       std::vector<int32_t>& held = draft_cached_[static_cast<size_t>(a.slot)];
@@ -532,16 +565,34 @@ void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::v
     if (draft_batch_.size() == 0) break;
     d.forward(draft_batch_, draft_logits_);
     for (size_t r = 0; r < rows.size(); ++r) {
-      active[rows[r]]->draft.push_back(greedy({draft_logits_.data() + r * n_vocab, n_vocab}));
+      draw_draft(*active[rows[r]], {draft_logits_.data() + r * n_vocab, n_vocab});
     }
   }
+}
+
+void Scheduler::draw_draft(Active& a, std::span<const float> logits) {
+  if (!a.draft_sampler) {
+    a.draft.push_back(greedy(logits));
+    return;
+  }
+  // Sampled: a draw from the draft's own distribution, which the check needs (q).
+  const size_t i = a.draft.size();
+  if (a.draft_probs.size() <= i) a.draft_probs.resize(i + 1);
+  a.draft_sampler->distribution(logits, a.draft_probs[i]);
+  a.draft.push_back(a.draft_sampler->draw(a.draft_probs[i]));
 }
 
 void Scheduler::check_and_emit(Active& a, const float* rows) {
   const auto n_vocab = static_cast<size_t>(runner_.hparams().n_vocab);
   const size_t k = a.draft.size();
+  // The draft model's distributions where it sampled; none for lookup and greedy drafts
+  // (all on the draft token).
+  const bool sampled = a.draft_sampler && a.drafted_by_model;
   const DraftVerdict v =
-      check_draft(a.sampler, a.draft, {rows, (k + 1) * n_vocab}, static_cast<int64_t>(n_vocab));
+      check_draft(a.sampler, a.draft, {rows, (k + 1) * n_vocab}, static_cast<int64_t>(n_vocab),
+                  sampled ? std::span<const TokenProbs>(a.draft_probs.data(), k)
+                          : std::span<const TokenProbs>(),
+                  draft_scratch_);
   a.n_drafted += static_cast<int64_t>(k);
   a.n_draft_accepted += v.accepted;
   ++a.n_target_steps;
@@ -573,13 +624,20 @@ bool Scheduler::step() {
   admit();
   batch_.clear();
   // Which running request each logits row belongs to, in batch order, and the position
-  // the row is of (a check's rows score the token after it).
-  std::vector<Active*> rows;
-  std::vector<size_t> row_positions;
+  // the row is of (a check's rows score the token after it). Members, so that a step
+  // allocates nothing once warm.
+  std::vector<Active*>& rows = rows_;
+  std::vector<size_t>& row_positions = row_positions_;
+  rows.clear();
+  row_positions.clear();
   // Decode tokens first: every generating request advances by one token per step, with its
   // draft after it (prompt lookup, or the draft model's, run for all of them together).
-  std::vector<Active*> decoding, by_draft_model;
-  std::vector<int64_t> draft_k;
+  std::vector<Active*>& decoding = decoding_;
+  std::vector<Active*>& by_draft_model = by_draft_model_;
+  std::vector<int64_t>& draft_k = draft_k_;
+  decoding.clear();
+  by_draft_model.clear();
+  draft_k.clear();
   for (auto& a : running_) {
     if (a->next_token < 0) continue;
     decoding.push_back(a.get());
@@ -589,6 +647,7 @@ bool Scheduler::step() {
     const Slot& slot = slots_[static_cast<size_t>(a->slot)];
     const SpeculativeParams& spec = *a->params.speculative;
     const bool by_model = spec.draft > 0 && options_.draft != nullptr;
+    a->drafted_by_model = by_model;
     int64_t k = std::min<int64_t>(by_model ? spec.draft : spec.lookup,
                                   runner_.n_ctx() - 1 - static_cast<int64_t>(slot.cached.size()));
     if (a->params.max_tokens >= 0) k = std::min(k, a->params.max_tokens - a->n_generated);
@@ -599,7 +658,7 @@ bool Scheduler::step() {
       by_draft_model.push_back(a.get());
       draft_k.push_back(k);
     } else {
-      a->draft = lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k));
+      lookup_draft(a->context, spec.ngram_min, spec.ngram_max, static_cast<int>(k), a->draft);
     }
   }
   if (!by_draft_model.empty()) {
@@ -626,7 +685,8 @@ bool Scheduler::step() {
   // Then prompt chunks, oldest request first, within what the budget leaves (at least one
   // token, so that prefill always progresses).
   int64_t budget = std::max<int64_t>(options_.batch_tokens - batch_.size(), 1);
-  std::vector<std::pair<Active*, size_t>> prefills;  // request, tokens added this step
+  std::vector<std::pair<Active*, size_t>>& prefills = prefills_;  // request, tokens this step
+  prefills.clear();
   for (auto& a : running_) {
     if (budget <= 0) break;
     if (a->next_token >= 0 || a->n_prefilled >= a->params.prompt.size()) continue;

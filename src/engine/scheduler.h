@@ -117,6 +117,9 @@ class RequestStream {
   // Returns what arrived, waiting up to `timeout` for something; an empty update (no
   // text, no finish) means the wait timed out.
   StreamUpdate wait(std::chrono::milliseconds timeout);
+  // The same into `into` (cleared first), trading buffers with the stream: a reader that
+  // keeps one update causes no allocation per token once warm.
+  void wait(std::chrono::milliseconds timeout, StreamUpdate& into);
   // Asks the scheduler to stop this request and free its slot; a finish with kCancelled
   // follows (unless it had finished already).
   void cancel() { cancelled_.store(true); }
@@ -240,6 +243,9 @@ class Scheduler {
   bool emit(Active& active, int32_t token, std::span<const float> row, bool into_sampler);
   // The pending token and a draft went through the model: rows [k + 1][n_vocab].
   void check_and_emit(Active& active, const float* rows);
+  // Appends the draft model's next token for `active`: greedy, or drawn from the draft's
+  // distribution where the request samples.
+  void draw_draft(Active& active, std::span<const float> logits);
   bool speculates(const Active& active) const;
   // Runs the draft model for the requests whose `draft` it should fill (their slots caught up
   // to their tokens, then one token per round, greedily), at most k[i] tokens each.
@@ -266,6 +272,16 @@ class Scheduler {
 
   Batch batch_;
   std::vector<float> logits_;
+  // step()'s working lists, kept so that a step allocates nothing once warm: the request and
+  // position of each logits row, the decoding requests, those the draft model drafts for
+  // (and how many tokens each), the prompt chunks (request, tokens).
+  std::vector<Active*> rows_;
+  std::vector<size_t> row_positions_;
+  std::vector<Active*> decoding_, by_draft_model_;
+  std::vector<int64_t> draft_k_;
+  std::vector<std::pair<Active*, size_t>> prefills_;
+  std::vector<size_t> draft_fed_, draft_rows_;  // run_draft_model's
+  DraftScratch draft_scratch_;
   // The draft model's slots: the tokens at positions [0, n) of each (options_.draft).
   std::vector<std::vector<int32_t>> draft_cached_;
   Batch draft_batch_;

@@ -768,6 +768,37 @@ TEST(Scheduler, AConstraintChoosesTheTokensAndEndsTheReply) {
   }
 }
 
+// A sampled request drafts from the draft model's own distribution (q), which the check
+// weighs against the target's (p): with the target itself as its draft, q is p (up to the
+// last bits of another batch shape), so nearly every draft token is kept, where drafts
+// chosen greedily would be kept only as often as the target happens to draw them.
+TEST(Scheduler, SampledDraftsComeFromTheDraftsDistribution) {
+  engine::LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 96;
+  lo.n_seq = 1;
+  lo.device = "cpu";
+  auto target = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
+  auto draft = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
+  const auto tok = tokenizer::Tokenizer::from_gguf(target->file());
+  SchedulerOptions so;
+  so.draft = draft.get();
+  Scheduler s(*target, tok, so, nullptr);
+  GenerationParams p = greedy(tok.encode("the herd runs the model", true, false), 40);
+  p.sampler.temperature = 1.0f;
+  p.sampler.top_k = 0;
+  p.sampler.top_p = 1.0f;
+  p.sampler.min_p = 0.0f;
+  p.stop_at_eog = false;
+  p.speculative = engine::SpeculativeParams{0, 1, 3, 4};
+  const Result r = run_all(s, {s.submit(p)})[0];
+  ASSERT_TRUE(r.finish.has_value());
+  EXPECT_EQ(r.finish->n_completion, 40);
+  EXPECT_GT(r.finish->n_drafted, 20);
+  EXPECT_GE(r.finish->n_draft_accepted * 20, r.finish->n_drafted * 19)
+      << r.finish->n_draft_accepted << " of " << r.finish->n_drafted;
+}
+
 // A model with recurrent state (Gated DeltaNet layers) cannot cut a slot back: it reuses a
 // prefix only from a snapshot the scheduler had the runner keep. A follow-up that repeats
 // the history continues from the end of the reply, the same prompt again from before its

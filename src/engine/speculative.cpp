@@ -7,8 +7,16 @@
 namespace herd::engine {
 
 std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k) {
+  std::vector<int32_t> out;
+  lookup_draft(tokens, n_min, n_max, k, out);
+  return out;
+}
+
+void lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k,
+                  std::vector<int32_t>& out) {
+  out.clear();
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (k <= 0 || n_min < 1) return {};
+  if (k <= 0 || n_min < 1) return;
   for (int64_t len = std::min<int64_t>(n_max, n - 1); len >= n_min; --len) {
     const std::span<const int32_t> tail = tokens.subspan(static_cast<size_t>(n - len));
     // The latest earlier occurrence: start at the last position where it fits before the tail.
@@ -16,10 +24,10 @@ std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int n_min, in
       if (!std::equal(tail.begin(), tail.end(), tokens.begin() + at)) continue;
       const int64_t from = at + len;
       const int64_t count = std::min<int64_t>(k, n - from);
-      return {tokens.begin() + from, tokens.begin() + from + count};
+      out.assign(tokens.begin() + from, tokens.begin() + from + count);
+      return;
     }
   }
-  return {};
 }
 
 namespace {
@@ -45,6 +53,13 @@ void spread(const TokenProbs& probs, std::vector<float>& dense) {
 DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
                          std::span<const float> rows, int64_t n_vocab,
                          std::span<const TokenProbs> draft_probs) {
+  DraftScratch scratch;
+  return check_draft(sampler, draft, rows, n_vocab, draft_probs, scratch);
+}
+
+DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
+                         std::span<const float> rows, int64_t n_vocab,
+                         std::span<const TokenProbs> draft_probs, DraftScratch& scratch) {
   const size_t k = draft.size();
   HERD_CHECK(rows.size() == (k + 1) * static_cast<size_t>(n_vocab));
   HERD_CHECK(draft_probs.empty() || draft_probs.size() == k);
@@ -52,7 +67,9 @@ DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
     return rows.subspan(i * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
   };
   DraftVerdict verdict;
-  TokenProbs target, rest;
+  TokenProbs& target = scratch.target;
+  TokenProbs& rest = scratch.rest;
+  std::vector<float>& q_row = scratch.q_row;
   for (size_t i = 0; i < k; ++i) {
     const int32_t token = draft[i];
     sampler.distribution(row(i), target);
@@ -67,7 +84,6 @@ DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
     }
     // Refused: the next token from max(0, p - q), the target's mass the draft did not cover.
     rest.clear();
-    std::vector<float> q_row;
     if (!draft_probs.empty()) {
       q_row.assign(static_cast<size_t>(n_vocab), 0.0f);
       spread(draft_probs[i], q_row);

@@ -28,6 +28,9 @@ struct SpeculativeParams {
 // (none when there is none). Answers that quote their prompt, code edits, and
 // repetitive text draft well this way, with no draft model.
 std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k);
+// The same into `out` (its memory reused: no allocation once warm).
+void lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k,
+                  std::vector<int32_t>& out);
 
 struct DraftVerdict {
   int accepted = 0;   // draft tokens kept, a prefix of the draft
@@ -47,5 +50,15 @@ struct DraftVerdict {
 DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
                          std::span<const float> rows, int64_t n_vocab,
                          std::span<const TokenProbs> draft_probs = {});
+
+// What check_draft works in, kept by a caller that checks drafts every step (no allocation
+// once warm).
+struct DraftScratch {
+  TokenProbs target, rest;
+  std::vector<float> q_row;  // [n_vocab] the draft's distribution, dense
+};
+DraftVerdict check_draft(Sampler& sampler, std::span<const int32_t> draft,
+                         std::span<const float> rows, int64_t n_vocab,
+                         std::span<const TokenProbs> draft_probs, DraftScratch& scratch);
 
 }  // namespace herd::engine
