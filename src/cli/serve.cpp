@@ -18,6 +18,7 @@
 #include "cli/http_limit_options.h"
 #include "cli/model_options.h"
 #include "cluster/cluster_runner.h"
+#include "engine/request_speed.h"
 #include "engine/scheduler.h"
 #include "hub/hub_client.h"
 #include "hub/pod_loads.h"
@@ -50,32 +51,26 @@ struct ServeOptions {
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
-// decoded after it, timed on the runner before the scheduler starts (the scheduler keeps
-// no cache of these positions, so they are simply written over).
+// decoded after it, one request through a scheduler of its own before the server's starts
+// (the server's scheduler keeps no cache of these positions: they are written over).
 struct PodSpeed {
   double decode_tokens_per_s = 0;
   double prefill_tokens_per_s = 0;
 };
 
-PodSpeed measure_pod_speed(engine::ModelRunner& runner) {
-  using Clock = std::chrono::steady_clock;
-  const int32_t n_prompt = static_cast<int32_t>(std::min<int64_t>(64, runner.n_ctx() / 2));
-  const int32_t n_decode = static_cast<int32_t>(std::min<int64_t>(16, runner.n_ctx() / 4));
-  const int32_t n_vocab = static_cast<int32_t>(runner.hparams().n_vocab);
-  std::vector<float> logits;
-  engine::Batch prompt;
-  for (int32_t i = 0; i < n_prompt; ++i) prompt.add(1 + i % (n_vocab - 1), 0, i, i + 1 == n_prompt);
-  auto start = Clock::now();
-  runner.forward(prompt, logits);
-  const double prefill = std::chrono::duration<double>(Clock::now() - start).count();
-  start = Clock::now();
-  for (int32_t i = 0; i < n_decode; ++i) {
-    engine::Batch one;
-    one.add(1, 0, n_prompt + i, true);
-    runner.forward(one, logits);
+PodSpeed measure_pod_speed(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok) {
+  const int64_t n_prompt = std::min<int64_t>(64, runner.n_ctx() / 2);
+  const int64_t n_decode = std::min<int64_t>(16, runner.n_ctx() / 4);
+  const int64_t n_vocab = runner.hparams().n_vocab;
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int64_t i = 0; i < n_prompt; ++i) {
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>(1 + i % (n_vocab - 1));
   }
-  const double decode = std::chrono::duration<double>(Clock::now() - start).count();
-  return {n_decode / std::max(decode, 1e-9), n_prompt / std::max(prefill, 1e-9)};
+  engine::SchedulerOptions so;
+  so.batch_tokens = n_prompt;  // the prompt in one pass
+  engine::Scheduler scheduler(runner, tok, so, nullptr);
+  const engine::RequestSpeed speed = engine::time_request(scheduler, prompt, n_decode, true);
+  return {speed.decode_tokens_per_s(), speed.prefill_tokens_per_s()};
 }
 
 server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
@@ -185,7 +180,7 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
   s->model = served_model(*s->runner, *s->tok, named);
   if (!o.hubs.empty()) {
     // Measured before the scheduler owns the runner.
-    s->speed = measure_pod_speed(*s->runner);
+    s->speed = measure_pod_speed(*s->runner, *s->tok);
     std::fprintf(stderr, "serve: measured %.1f tok/s decode, %.0f tok/s prefill (for the hub)\n",
                  s->speed.decode_tokens_per_s, s->speed.prefill_tokens_per_s);
   }

@@ -339,7 +339,7 @@ void Scheduler::admit() {
     queue_.pop_front();
     // At least the last prompt token runs again: its logits choose the first token (a
     // check's: the token before the first it scores).
-    const size_t first_logits = active->params.prompt_logits ? 0
+    const size_t first_logits = active->params.prompt_logits || active->params.cold ? 0
                                 : active->params.score_from > 0
                                     ? static_cast<size_t>(active->params.score_from) - 1
                                     : active->params.prompt.size() - 1;

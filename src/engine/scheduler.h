@@ -48,6 +48,8 @@ struct GenerationParams {
   // Every prompt position's logits are published (StreamUpdate::logits; `herd eval`), the
   // whole prompt run (no cached prefix reused).
   bool prompt_logits = false;
+  // The whole prompt is run, no cached prefix reused (herd bench times prefill this way).
+  bool cold = false;
   SamplerParams sampler;
   std::vector<std::string> stop;  // never streamed; generation ends before them
   int top_logprobs = -1;          // < 0: no logprobs; 0..20: chosen token plus that many
