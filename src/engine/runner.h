@@ -114,9 +114,7 @@ class LocalRunner : public ModelRunner {
   const gguf::File& file() const override { return file_; }
   const ModelInfo& info() const override { return info_; }
   std::string describe() const override;
-  RunnerStatus status() const override;
-  ThreadPool& pool() { return rank_->pool(); }
-  kernels::Isa isa() const { return isa_; }
+  RunnerStatus status() const override;  // its threads and ISA are read here
   const Shard& shard() const { return rank_->shard(); }
   // The CPU rank of the routed experts when they stay off the device, or null.
   const CpuExperts* cpu_experts() const { return rank_->cpu_experts(); }
