@@ -16,7 +16,8 @@
 #include "cli/bench_speculative.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "cluster/cluster_runner.h"
+#include "engine/runner.h"
+#include "plan/predict.h"
 #include "util/bandwidth.h"
 #include "util/error.h"
 #include "util/memory.h"
@@ -57,20 +58,20 @@ double median(std::vector<double> v) {
 }
 
 // Share of the stages' time spent idle while forward() ran: 1 - sum(compute) / (S * wall).
-double bubble(const std::vector<cluster::StageStats>& stages, double wall) {
+double bubble(const std::vector<engine::StageStats>& stages, double wall) {
   if (stages.empty() || wall <= 0) return 0;
   double compute = 0;
-  for (const cluster::StageStats& s : stages) compute += s.compute_seconds;
+  for (const engine::StageStats& s : stages) compute += s.compute_seconds;
   return std::max(0.0, 1.0 - compute / (static_cast<double>(stages.size()) * wall));
 }
 
-nlohmann::json stage_json(const std::vector<cluster::StageStats>& prefill,
-                          const std::vector<cluster::StageStats>& decode, int64_t n_prompt,
+nlohmann::json stage_json(const std::vector<engine::StageStats>& prefill,
+                          const std::vector<engine::StageStats>& decode, int64_t n_prompt,
                           int64_t n_gen) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < decode.size(); ++i) {
-    const cluster::StageStats& p = prefill[i];
-    const cluster::StageStats& d = decode[i];
+    const engine::StageStats& p = prefill[i];
+    const engine::StageStats& d = decode[i];
     const double n_p = static_cast<double>(n_prompt), n_d = static_cast<double>(n_gen);
     out.push_back({{"node", d.node},
                    {"layers", {d.layer_begin, d.layer_end}},
@@ -171,34 +172,36 @@ void add_bench(CLI::App& app) {
     prefill();  // warm-up: page in the weights, grow the scratch buffers
     fill_depth();
     run_decode();
-    // Across nodes: per-stage figures of the last repetition, prefill and decode apart.
-    auto* cluster = dynamic_cast<cluster::ClusterRunner*>(runner.get());
-    std::vector<cluster::StageStats> prefill_stages, decode_stages;
+    // What the runner says of itself; a pod (across nodes) adds per-stage figures of the last
+    // repetition, prefill and decode apart.
+    const engine::RunnerStatus status = runner->status();
+    const bool pod = status.pod;
+    std::vector<engine::StageStats> prefill_stages, decode_stages;
     double prefill_wall = 0, decode_wall = 0;
     std::vector<double> prefill_tps, decode_tps, decode_cpu;
     for (int r = 0; r < o->reps; ++r) {
       const bool last = r + 1 == o->reps;
-      if (cluster && last) cluster->reset_stats();
+      if (pod && last) runner->reset_stats();
       double t0 = now_seconds();
       prefill();
       double t1 = now_seconds();
       const double prefill_seconds = t1 - t0;
-      if (cluster && last) {
-        prefill_stages = cluster->stage_stats();
-        prefill_wall = cluster->forward_seconds();
-        cluster->reset_stats();
+      if (pod && last) {
+        prefill_stages = runner->stage_stats();
+        prefill_wall = runner->forward_seconds();
+        runner->reset_stats();
       }
       if (o->depth > 0) {
         fill_depth();
-        if (cluster && last) cluster->reset_stats();
+        if (pod && last) runner->reset_stats();
       }
       const double c1 = cpu_seconds();
       t1 = now_seconds();
       run_decode();
       double t2 = now_seconds(), c2 = cpu_seconds();
-      if (cluster && last) {
-        decode_stages = cluster->stage_stats();
-        decode_wall = cluster->forward_seconds();
+      if (pod && last) {
+        decode_stages = runner->stage_stats();
+        decode_wall = runner->forward_seconds();
       }
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / prefill_seconds);
       decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
@@ -241,16 +244,13 @@ void add_bench(CLI::App& app) {
     }
     // Peak memory before the bandwidth probe allocates its buffer.
     const double peak_rss = static_cast<double>(peak_rss_bytes());
-    auto* local = dynamic_cast<engine::LocalRunner*>(runner.get());
-    const double kv_bytes = local ? static_cast<double>(local->shard().kv_cache_bytes()) : 0;
-    const double model_bytes = static_cast<double>(runner->info().weight_bytes) + kv_bytes;
+    const double model_bytes = static_cast<double>(runner->info().weight_bytes) +
+                               static_cast<double>(status.kv_cache_bytes);
     ThreadPool probe_pool(o->model.threads);
     // The roofline of the memory the weights are read from: the device's when the model runs
     // on one (its measured copy bandwidth), else the CPU's.
-    const std::string device = local ? local->shard().device() : "pod";
-    const int device_index = local ? local->shard().device_index() : -1;
-    const double bandwidth = device_index >= 0
-                                 ? vulkan::measure_copy_bandwidth_gbs(device_index) * 1e9
+    const double bandwidth = status.device_index >= 0
+                                 ? vulkan::measure_copy_bandwidth_gbs(status.device_index) * 1e9
                                  : measure_read_bandwidth(probe_pool);
     // Bytes one decoded token reads: every weight the forward pass uses once, but of each
     // MoE layer's experts only the ones a token runs through, and one row of the embedding.
@@ -285,7 +285,7 @@ void add_bench(CLI::App& app) {
       nlohmann::ordered_json j = {{"model", o->model.model},
                                   {"threads", probe_pool.size()},
                                   {"runner", runner->describe()},
-                                  {"device", device},
+                                  {"device", status.device},
                                   {"n_prompt", o->n_prompt},
                                   {"n_gen", o->n_gen},
                                   {"depth", o->depth},
@@ -304,19 +304,19 @@ void add_bench(CLI::App& app) {
         j["acceptance"] = speculative->acceptance;
         j["speculative"] = speculative->json();
       }
-      if (cluster) {
+      if (pod) {
         j["stages"] = stage_json(prefill_stages, decode_stages, o->n_prompt, o->n_gen);
         j["pipeline_bubble_prefill"] = bubble(prefill_stages, prefill_wall);
         j["pipeline_bubble_decode"] = bubble(decode_stages, decode_wall);
         // What the coordinator sends and receives per decoded token, all stages together:
         // with stage links it does not grow with the number of stages.
         uint64_t coordinator_bytes = 0;
-        for (const cluster::StageStats& s : decode_stages) {
+        for (const engine::StageStats& s : decode_stages) {
           coordinator_bytes += s.bytes_sent + s.bytes_received;
         }
         j["coordinator_bytes_per_token"] =
             static_cast<double>(coordinator_bytes) / static_cast<double>(o->n_gen);
-        const Prediction predicted = cluster->prediction(o->n_prompt);
+        const Prediction predicted = runner->prediction(o->n_prompt);
         j["predicted_decode_tok_s"] = predicted.decode_tokens_per_s;
         j["predicted_prefill_tok_s"] = predicted.prefill_tokens_per_s;
       }
@@ -341,8 +341,8 @@ void add_bench(CLI::App& app) {
     std::printf("roofline     %8.1f tok/s  (%.1f MB of weights read per token); decode at %.0f%%\n",
                 roofline_tps, bytes_per_token / 1e6, roofline_pct);
     if (speculative) speculative->print();
-    if (cluster) {
-      const Prediction predicted = cluster->prediction(o->n_prompt);
+    if (pod) {
+      const Prediction predicted = runner->prediction(o->n_prompt);
       std::printf("predicted    %s: measured decode %.2fx, prefill %.2fx of it\n",
                   prediction_text(predicted).c_str(), decode / predicted.decode_tokens_per_s,
                   predicted.prefill_tokens_per_s > 0
@@ -350,8 +350,8 @@ void add_bench(CLI::App& app) {
                       : 0.0);
       std::printf("stages       (last repetition; per token)\n");
       for (size_t i = 0; i < decode_stages.size(); ++i) {
-        const cluster::StageStats& p = prefill_stages[i];
-        const cluster::StageStats& d = decode_stages[i];
+        const engine::StageStats& p = prefill_stages[i];
+        const engine::StageStats& d = decode_stages[i];
         const double n_p = static_cast<double>(o->n_prompt), n_d = static_cast<double>(o->n_gen);
         std::printf(
             "  %-20s layers [%lld, %lld)  prefill %.2f ms compute %.2f ms wire  decode %.2f ms "

@@ -17,8 +17,8 @@
 #include "cli/commands.h"
 #include "cli/http_limit_options.h"
 #include "cli/model_options.h"
-#include "cluster/cluster_runner.h"
 #include "engine/request_speed.h"
+#include "engine/runner.h"
 #include "engine/scheduler.h"
 #include "hub/hub_client.h"
 #include "hub/pod_loads.h"
@@ -85,8 +85,10 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
   if (auto id = tok.bos()) m.bos = std::string(tok.token_text(*id));
   if (auto id = tok.eos()) m.eos = std::string(tok.token_text(*id));
   const HParams& hp = runner.hparams();
+  // What the runner says of itself: this process, or a pod it coordinates (runner_status.h).
+  const engine::RunnerStatus status = runner.status();
   m.node_info = {
-      {"name", "local"},
+      {"name", status.node},
       {"arch", std::string(runner.info().arch->name)},
       {"layers", {{"first", 0}, {"end", hp.n_layer}, {"total", hp.n_layer}}},
       {"n_embd", hp.n_embd},
@@ -99,42 +101,37 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
       {"slots", runner.n_seq()},
       {"weight_bytes", runner.info().weight_bytes},
       {"runner", runner.describe()},
+      {"threads", status.threads},
+      {"isa", status.isa},
+      {"kv_cache_bytes", status.kv_cache_bytes},
+      {"packed_weight_bytes", status.packed_weight_bytes},
   };
-  if (auto* local = dynamic_cast<engine::LocalRunner*>(&runner)) {
-    m.node_info["threads"] = local->pool().size();
-    m.node_info["isa"] = std::string(kernels::isa_name(local->isa()));
-    m.node_info["kv_cache_bytes"] = local->shard().kv_cache_bytes();
-    m.node_info["packed_weight_bytes"] = local->shard().packed_weight_bytes();
-    // Where the forward pass runs: "cpu", or the device and the memory it holds there.
-    m.node_info["device"] = local->shard().device();
-    m.node_info["device_bytes"] = local->shard().device_bytes();
-    // What GET /api/cluster's one-node view shows of this machine (read once, at load).
-    const SystemMemory memory = system_memory();
-    m.node_info["cores"] = cpu_cores().logical;
-    m.node_info["free_memory_bytes"] = memory.available_bytes;
-    m.node_info["total_memory_bytes"] = memory.total_bytes;
-  } else if (auto* cluster = dynamic_cast<cluster::ClusterRunner*>(&runner)) {
-    // Across nodes: the stages and who runs them (the page lists them).
-    m.node_info["name"] = "coordinator";
-    m.node_info["threads"] = o.model.threads;
-    m.node_info["isa"] = "cluster";
-    m.node_info["kv_cache_bytes"] = 0;
-    m.node_info["packed_weight_bytes"] = 0;
+  if (status.pod) {
+    // Across nodes: the stages and who runs them (the page lists them); GET /api/cluster asks
+    // the runner for the pod as it is then.
     nlohmann::json stages = nlohmann::json::array();
-    for (const Stage& s : cluster->plan().stages) {
+    for (const engine::StageStatus& s : status.stages) {
       nlohmann::json ranks = nlohmann::json::array();
-      for (const Rank& r : s.ranks) {
-        const NodeProfile& node = cluster->nodes()[static_cast<size_t>(r.node)];
-        ranks.push_back({{"node", r.node == 0 ? "coordinator" : node.name},
-                         {"address", node.address},
+      for (const engine::RankStatus& r : s.ranks) {
+        ranks.push_back({{"node", r.node},
+                         {"address", r.address},
                          {"heads", {r.head_begin, r.head_end}},
                          {"memory_bytes", r.memory_bytes}});
       }
       stages.push_back({{"layers", {s.layer_begin, s.layer_end}}, {"ranks", ranks}});
     }
     m.node_info["stages"] = stages;
-    m.node_info["parallel"] = cluster->plan().parallel;
-    m.cluster_status = [cluster] { return cluster->status(); };
+    m.node_info["parallel"] = status.parallel;
+    m.cluster_status = [&runner] { return runner.cluster_json(); };
+  } else {
+    // Where the forward pass runs: "cpu", or the device and the memory it holds there.
+    m.node_info["device"] = status.device;
+    m.node_info["device_bytes"] = status.device_bytes;
+    // What GET /api/cluster's one-node view shows of this machine (read once, at load).
+    const SystemMemory memory = system_memory();
+    m.node_info["cores"] = cpu_cores().logical;
+    m.node_info["free_memory_bytes"] = memory.available_bytes;
+    m.node_info["total_memory_bytes"] = memory.total_bytes;
   }
   return m;
 }

@@ -1,7 +1,7 @@
 // ClusterRunner's public methods and the forward through the pipeline: each stage's worker
 // (and a chain's receiver), sending a batch to a stage's ranks and gathering its result.
 // Forming a pod is in pod_forming.cpp, a lost node in recovery.cpp (ClusterRunner::forward
-// with it), status() in cluster_status.cpp.
+// with it), status() and cluster_json() in cluster_status.cpp.
 #include "cluster/cluster_runner.h"
 
 #include <algorithm>
@@ -507,7 +507,7 @@ void ClusterRunner::set_pod(std::shared_ptr<Impl> pod) {
     old = std::move(pod_);
     pod_ = std::move(pod);
   }
-  // The old pod says BYE to its nodes here, outside the lock (status() is not kept waiting).
+  // The old pod says BYE to its nodes here, outside the lock (cluster_json() is not kept waiting).
 }
 
 const HParams& ClusterRunner::hparams() const {

@@ -81,20 +81,8 @@ struct ClusterOptions {
   std::chrono::microseconds test_link_delay{0};  // test only: net/delayed_connection.h
 };
 
-// Per-stage figures since open() or reset_stats().
-struct StageStats {
-  std::string node;  // "local" or the node's name
-  int64_t layer_begin = 0, layer_end = 0;
-  int64_t batches = 0;
-  int64_t tokens = 0;
-  double compute_seconds = 0;  // the stage's own forward time
-  double busy_seconds = 0;     // from sending a batch to having its result (compute + wire)
-  uint64_t bytes_sent = 0;     // by the coordinator to this stage's node
-  uint64_t bytes_received = 0;
-  // Bytes that came to this stage's ranks straight from the previous stage (stage links:
-  // both run on nodes), not through the coordinator.
-  uint64_t link_bytes_received = 0;
-};
+// Per-stage figures since open() or reset_stats() (runner_status.h).
+using StageStats = engine::StageStats;
 
 class ClusterRunner : public engine::ModelRunner {
  public:
@@ -111,16 +99,19 @@ class ClusterRunner : public engine::ModelRunner {
   const gguf::File& file() const override;
   const ModelInfo& info() const override;
   std::string describe() const override;
+  // node "coordinator", pod, device "pod", isa "cluster", the options' threads, and the plan's
+  // stages with each rank's node; KV and packed bytes 0 (each node reports its own).
+  engine::RunnerStatus status() const override;
 
   const Plan& plan() const;
   const std::vector<NodeProfile>& nodes() const;
-  std::vector<StageStats> stage_stats() const;
-  void reset_stats();
+  std::vector<StageStats> stage_stats() const override;
+  void reset_stats() override;
   // Seconds forward() has spent since open() or reset_stats() (for the pipeline bubble).
-  double forward_seconds() const;
+  double forward_seconds() const override;
   // How fast the pod's plan should run (plan/predict.h), on its nodes' measured links, for
   // a prompt of `prompt_tokens`.
-  Prediction prediction(int64_t prompt_tokens = 256) const;
+  Prediction prediction(int64_t prompt_tokens) const override;
 
   // The pod as it is now, for the live view (GET /api/cluster) and `herd nodes`:
   //   {"state": "ok" | "recovering" | "degraded", "reason": text,
@@ -133,7 +124,7 @@ class ClusterRunner : public engine::ModelRunner {
   //                "compute_seconds", "busy_seconds", "bytes_sent", "bytes_received"}],
   //    "forward_seconds", "events": [{"time": unix seconds, "kind", "text"}]}
   // Safe from any thread while forward() runs.
-  nlohmann::json status() const;
+  nlohmann::json cluster_json() const override;
 
   // Why the pod cannot run the model now (the survivors of a failure cannot hold it), or
   // empty. The server answers 503 with it.
@@ -170,8 +161,8 @@ class ClusterRunner : public engine::ModelRunner {
 
   // Threads: forward() (the engine's) and mend() take turns under forward_mutex_, so what
   // only they touch (State::history, known, the replay figures) needs no other lock;
-  // status(), unavailable() and describe() (any thread) read pod_ and State's status fields
-  // under state_->mutex.
+  // status(), cluster_json(), unavailable() and describe() (any thread) read pod_, the last
+  // plan and State's status fields under state_->mutex.
   std::unique_ptr<State> state_;
   std::mutex forward_mutex_;  // forward() and mend() take turns
   std::mutex mender_mutex_;
@@ -180,9 +171,9 @@ class ClusterRunner : public engine::ModelRunner {
   std::thread mender_;
   std::shared_ptr<Impl> pod_;  // guarded by state_->mutex
   int64_t n_ctx_ = 0, n_seq_ = 0;
-  Plan last_plan_;
-  std::vector<NodeProfile> last_nodes_;
-  int64_t replayed_tokens_ = 0;  // by the last replay
+  Plan last_plan_;                       // written under state_->mutex (remember_pod)
+  std::vector<NodeProfile> last_nodes_;  // likewise
+  int64_t replayed_tokens_ = 0;          // by the last replay
   int replay_ms_ = 0;
 };
 

@@ -3,7 +3,7 @@
 //   cluster_runner.cpp  the runner's public methods and the forward through the pipeline
 //   pod_forming.cpp     connecting, profiling, planning, loading a pod (form_pod)
 //   recovery.cpp        a lost node: forming the pod again, replaying; nodes taken in
-//   cluster_status.cpp  status() for GET /api/cluster, and the figures it reports
+//   cluster_status.cpp  status(), cluster_json() for GET /api/cluster, and the figures
 // Threads and locks: as cluster_runner.h says (forward_mutex_, State::mutex).
 #pragma once
 
@@ -160,7 +160,7 @@ struct ClusterRunner::State {
   std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
   NodeLinks node_links;  // between nodes, by their addresses: measured once (link_probe.h)
 
-  mutable std::mutex mutex;           // guards what status() reads below
+  mutable std::mutex mutex;           // guards what status(), cluster_json() read below
   std::string state = "ok";           // "ok", "recovering" or "degraded"
   std::string reason;                 // why not "ok"
   std::vector<std::string> lost;      // addresses named or discovered that are not in the pod

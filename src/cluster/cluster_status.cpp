@@ -1,6 +1,7 @@
-// The pod as it is now, for the live view (GET /api/cluster), `herd nodes` and bench:
-// status(), unavailable(), describe() and the figures they report (per-stage stats, the
-// prediction). Safe from any thread while forward() runs (cluster_runner.h says how).
+// The pod as it is now, for the live view (GET /api/cluster), `herd nodes`, serve and bench:
+// status(), cluster_json(), unavailable(), describe() and the figures they report (per-stage
+// stats, the prediction). Safe from any thread while forward() runs (cluster_runner.h says
+// how).
 #include <algorithm>
 #include <mutex>
 
@@ -13,6 +14,28 @@ std::string ClusterRunner::describe() const {
   if (current) return current->describe();
   std::lock_guard<std::mutex> lock(state_->mutex);
   return "no pod: " + state_->reason;
+}
+
+engine::RunnerStatus ClusterRunner::status() const {
+  engine::RunnerStatus out;
+  out.node = "coordinator";
+  out.pod = true;
+  out.threads = state_->options.local.threads;
+  out.isa = "cluster";
+  out.device = "pod";
+  // The pod last formed (kept while it is formed again), under the lock remember_pod takes.
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  out.parallel = last_plan_.parallel;
+  for (const Stage& s : last_plan_.stages) {
+    engine::StageStatus stage{s.layer_begin, s.layer_end, {}};
+    for (const Rank& r : s.ranks) {
+      const NodeProfile& node = last_nodes_.at(static_cast<size_t>(r.node));
+      stage.ranks.push_back({r.node == 0 ? "coordinator" : node.name, node.address, r.head_begin,
+                             r.head_end, r.memory_bytes});
+    }
+    out.stages.push_back(std::move(stage));
+  }
+  return out;
 }
 
 std::vector<StageStats> ClusterRunner::stage_stats() const {
@@ -64,6 +87,9 @@ std::string ClusterRunner::unavailable() const {
 
 namespace {
 
+// The prompt the live view's prediction is for.
+constexpr int64_t kViewPromptTokens = 256;
+
 // The pod's nodes: each one's profile, its state ("up", "unused"; a spare's "spare" or
 // "lost", and the rank it stands by for) and its link from this process.
 nlohmann::json pod_nodes_json(const ClusterRunner::Impl& pod) {
@@ -112,7 +138,7 @@ nlohmann::json node_links_json(const ClusterRunner::Impl& pod) {
 
 }  // namespace
 
-nlohmann::json ClusterRunner::status() const {
+nlohmann::json ClusterRunner::cluster_json() const {
   const State& st = *state_;
   const std::shared_ptr<Impl> current = pod();
   nlohmann::json out;
@@ -131,7 +157,7 @@ nlohmann::json ClusterRunner::status() const {
   if (current) {
     out["parallel"] = current->plan.parallel;
     out["plan"] = to_json(current->plan);
-    const Prediction predicted = prediction();
+    const Prediction predicted = prediction(kViewPromptTokens);
     out["prediction"] = {{"decode_tokens_per_s", predicted.decode_tokens_per_s},
                          {"prefill_tokens_per_s", predicted.prefill_tokens_per_s}};
     out["nodes"] = pod_nodes_json(*current);

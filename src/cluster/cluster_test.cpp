@@ -273,7 +273,7 @@ TEST(ClusterTest, ALostStageOfAChainIsRecovered) {
     cluster->forward(next, logits);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
     EXPECT_EQ(cluster->plan().stages.size(), 1u) << cluster->describe();
-    EXPECT_THAT(cluster->status().dump(), HasSubstr(name)) << "stage " << victim;
+    EXPECT_THAT(cluster->cluster_json().dump(), HasSubstr(name)) << "stage " << victim;
     EXPECT_EQ(logits, expected) << "stage " << victim;
   }
 }
@@ -363,7 +363,7 @@ TEST(ClusterTest, ANodeThatGoesAwayIsReplacedByThisProcess) {
   next.add(99, 0, 5, true);
   cluster->forward(next, logits);  // a pod of this process alone, the prompt replayed
   EXPECT_EQ(cluster->plan().stages.size(), 1u);
-  const nlohmann::json status = cluster->status();
+  const nlohmann::json status = cluster->cluster_json();
   EXPECT_EQ(status["state"], "ok");
   EXPECT_THAT(status.dump(), HasSubstr("node-gone"));
   EXPECT_TRUE(cluster->unavailable().empty());
@@ -391,7 +391,7 @@ TEST(ClusterTest, ASpareTakesTheLostNodesPlaceWithoutAShipment) {
   o.spares = 1;
   auto cluster = ClusterRunner::open(model, o);
   ASSERT_EQ(cluster->plan().stages.size(), 2u);
-  nlohmann::json status = cluster->status();
+  nlohmann::json status = cluster->cluster_json();
   ASSERT_EQ(status["nodes"].size(), 4u);
   EXPECT_EQ(status["nodes"][3]["name"], "node-c");
   EXPECT_EQ(status["nodes"][3]["state"], "spare");
@@ -409,7 +409,7 @@ TEST(ClusterTest, ASpareTakesTheLostNodesPlaceWithoutAShipment) {
     cluster->forward(next, logits);
     got.insert(got.end(), logits.begin(), logits.end());
   }
-  status = cluster->status();
+  status = cluster->cluster_json();
   EXPECT_EQ(status["state"], "ok");
   EXPECT_THAT(status["events"].dump(), HasSubstr("spare 'node-c' in the place of 'node-a'"));
   EXPECT_EQ(cluster->plan().stages.size(), 2u);
@@ -439,7 +439,7 @@ TEST(ClusterTest, TheLinkToEachNodeIsMeasuredAndThePlanPredicted) {
   const TempDir cache("cluster-test", "links");
   TestNode node("node-a", cache);
   auto cluster = ClusterRunner::open(model, pipeline_options({node.address()}));
-  const nlohmann::json status = cluster->status();
+  const nlohmann::json status = cluster->cluster_json();
   const nlohmann::json& link = status["nodes"][1]["link"];
   EXPECT_EQ(link["measured"], true);
   // Loopback: well under a second's round trip, more than a megabit each way.
@@ -447,7 +447,7 @@ TEST(ClusterTest, TheLinkToEachNodeIsMeasuredAndThePlanPredicted) {
   EXPECT_LT(link["rtt_ms"].get<double>(), 1000);
   EXPECT_GT(link["send_gbits"].get<double>(), 1e-3);
   EXPECT_GT(link["receive_gbits"].get<double>(), 1e-3);
-  const Prediction p = cluster->prediction();
+  const Prediction p = cluster->prediction(256);
   EXPECT_GT(p.decode_tokens_per_s, 0);
   EXPECT_GT(p.decode_wire_seconds, 0);  // two messages a token: to node-a and back
   EXPECT_GT(status["prediction"]["decode_tokens_per_s"].get<double>(), 0);
@@ -461,8 +461,8 @@ TEST(ClusterTest, TheLinkBetweenTwoNodesIsMeasuredByOneOfThem) {
   TestNode a("node-a", cache);
   TestNode b("node-b", cache);
   auto cluster = ClusterRunner::open(model, pipeline_options({a.address(), b.address()}));
-  const nlohmann::json links = cluster->status()["node_links"];
-  ASSERT_EQ(links.size(), 1u) << cluster->status().dump();
+  const nlohmann::json links = cluster->cluster_json()["node_links"];
+  ASSERT_EQ(links.size(), 1u) << cluster->cluster_json().dump();
   EXPECT_EQ(links[0]["from"], "node-a");
   EXPECT_EQ(links[0]["to"], "node-b");
   EXPECT_GT(links[0]["rtt_ms"].get<double>(), 0);
@@ -497,7 +497,7 @@ TEST(ClusterTest, NoSurvivorsFailsTheRequestNamingTheNode) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_THAT(cluster->unavailable(), HasSubstr("node-gone"));
-  EXPECT_EQ(cluster->status()["state"], "degraded");
+  EXPECT_EQ(cluster->cluster_json()["state"], "degraded");
   // Later requests get the same clear error.
   EXPECT_THROW(cluster->forward(b, logits), Error);
 }

@@ -2,12 +2,19 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/backend.h"
 #include "engine/device_placement.h"
+#include "kernels/matmul.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
 
 namespace herd::engine {
+
+nlohmann::json ModelRunner::cluster_json() const {
+  return nullptr;
+}
 
 LocalRunner::LocalRunner(gguf::File file, ModelInfo info, kernels::Isa isa)
     : file_(std::move(file)), info_(std::move(info)), isa_(isa) {}
@@ -63,6 +70,26 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
 
 std::string LocalRunner::describe() const {
   return rank_->describe(isa_);
+}
+
+RunnerStatus LocalRunner::status() const {
+  const Shard& shard = rank_->shard();
+  RunnerStatus s;
+  s.threads = rank_->pool().size();
+  s.isa = std::string(kernels::isa_name(isa_));
+  s.device = shard.device();
+  s.device_index = shard.device_index();
+  s.device_bytes = shard.device_bytes();
+  s.kv_cache_bytes = shard.kv_cache_bytes();
+  s.packed_weight_bytes = shard.packed_weight_bytes();
+  // One stage of one rank: every layer and head, here.
+  RankStatus rank;
+  rank.node = s.node;
+  rank.address = "local";
+  rank.head_end = hparams().n_head;
+  rank.memory_bytes = info_.weight_bytes + s.packed_weight_bytes + s.kv_cache_bytes;
+  s.stages.push_back({0, hparams().n_layer, {rank}});
+  return s;
 }
 
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {

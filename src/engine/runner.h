@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "engine/batch.h"
 #include "engine/cpu_experts.h"
 #include "engine/rank.h"
+#include "engine/runner_status.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
@@ -31,6 +34,25 @@ class ModelRunner {
   virtual const ModelInfo& info() const = 0;
   // How the model runs, for timing summaries: "2 threads, avx512 kernels", ...
   virtual std::string describe() const = 0;
+
+  // What the runner is and holds (runner_status.h): callers read it, never the runner's type.
+  // Safe from any thread. The default (a test's stand-in runner) reports the defaults.
+  virtual RunnerStatus status() const { return {}; }
+  // A pod's figures: per stage and forward()'s seconds since open or reset_stats(), and the
+  // planner's prediction for a prompt of `prompt_tokens`. A runner that is one process keeps
+  // none (the defaults): no stages, 0 seconds, no prediction (all 0).
+  virtual std::vector<StageStats> stage_stats() const { return {}; }
+  virtual void reset_stats() {}
+  virtual double forward_seconds() const { return 0; }
+  virtual Prediction prediction(int64_t prompt_tokens) const {
+    static_cast<void>(prompt_tokens);
+    return {};
+  }
+  // The live view of a pod for GET /api/cluster (its schema: cluster_runner.h); null for a
+  // runner that is one process (the server draws the one-node view from status()). Safe from
+  // any thread.
+  virtual nlohmann::json cluster_json() const;
+
   // Why forward() cannot run now (a pod that lost more nodes than it can spare), or empty.
   // Safe from any thread. A server answers 503 with it.
   virtual std::string unavailable() const { return {}; }
@@ -92,8 +114,7 @@ class LocalRunner : public ModelRunner {
   const gguf::File& file() const override { return file_; }
   const ModelInfo& info() const override { return info_; }
   std::string describe() const override;
-  ThreadPool& pool() { return rank_->pool(); }
-  kernels::Isa isa() const { return isa_; }
+  RunnerStatus status() const override;  // its threads and ISA are read here
   const Shard& shard() const { return rank_->shard(); }
   // The CPU rank of the routed experts when they stay off the device, or null.
   const CpuExperts* cpu_experts() const { return rank_->cpu_experts(); }

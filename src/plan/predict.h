@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/runner_status.h"
 #include "plan/node_profile.h"
 #include "plan/plan.h"
 #include "plan/plan_model.h"
@@ -73,14 +74,8 @@ struct PredictCosts {
   bool stage_links = true;
 };
 
-struct Prediction {
-  double decode_tokens_per_s = 0;
-  double prefill_tokens_per_s = 0;  // 0 when a node holding layers has no matmul speed
-  // Per decoded token: reading weights, all-reduces, messages between processes.
-  double decode_compute_seconds = 0;
-  double decode_allreduce_seconds = 0;
-  double decode_wire_seconds = 0;
-};
+// The struct sits beside the runner's status (a runner reports its pod's prediction).
+using Prediction = engine::Prediction;
 
 // REQUIRES: `plan` is a plan of `model` on `nodes` (check_plan holds); links.to_node has
 // an entry per node.

@@ -76,7 +76,7 @@ struct ServedModel {
   std::optional<std::string> bos, eos;  // token texts for the template
   nlohmann::json node_info;             // what /api/node reports about this node
   // The pod as it is now, for GET /api/cluster (schema: docs/server.md): set when the
-  // runner spans nodes (the coordinator's status()); empty: the one-node view of node_info.
+  // runner spans nodes (its cluster_json()); empty: the one-node view of node_info.
   // Called from HTTP threads while the engine runs: it must be thread-safe.
   std::function<nlohmann::json()> cluster_status;
 };
