@@ -31,9 +31,10 @@ namespace {
 inline constexpr int kBias = 64;
 inline constexpr int kBiasShift = 6;
 
-// One super-block decoded:  x[i] = d * scale[i / 16] * (q[i] - the ISA's bias)
+// One super-block decoded:  x[i] = d * scale[i / 16] * w[i], w[i] read from byte q[i] as
+// the ISA stores it (NEON: q[i] - kBias; x86: iq_grid_x86.h)
 //   0                 256                288     292    320
-//   | q[256] u8       | scale[16] int16  | d f32 | pad  |
+//   | q[256] bytes    | scale[16] int16  | d f32 | pad  |
 struct alignas(64) Decoded {
   uint8_t q[256];
   int16_t scale[16];
