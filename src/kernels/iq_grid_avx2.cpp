@@ -1,6 +1,7 @@
-// AVX2 kernels of the grid-based types (iq_grid_simd.h): the dot of biased weight bytes
-// with Q8_K activations (vpmaddubsw, then vpmaddwd by the sub-blocks' scales), and the
-// decoders of the types that pay for one (iq_grid_x86.h). Compiled with AVX2 flags.
+// AVX2 kernels of the grid-based types (iq_grid_simd.h): the dot of decoded weight bytes
+// with Q8_K activations (vpmaddubsw, then vpmaddwd by the sub-blocks' scales), summed lane
+// for lane as the one-token kernels below sum them, and the decoders of iq_grid_x86.h.
+// Compiled with AVX2 flags.
 #include <immintrin.h>
 
 #include "kernels/iq_grid_kernels.h"
@@ -19,6 +20,8 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// kSigned: the decoder's kSigned (iq_grid_x86.h).
+template <bool kSigned>
 struct Dot {
   static constexpr int kMaxTokens = 4;  // 16 ymm: T sums + T accumulators + the block's
   template <int T>
@@ -38,17 +41,22 @@ struct Dot {
         const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(g.q + 32 * j));
         const __m256i sc =
             _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(j)), spread);
+        // Signed weights: magnitudes times the activations negated where a weight is negative.
+        const __m256i unsigned_q = kSigned ? _mm256_abs_epi8(q) : q;
         for (int t = 0; t < T; ++t) {
-          const __m256i x = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(act_block(act, stride, t, b).qs + 32 * j));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), sc));
+          __m256i x = load256(act_block(act, stride, t, b).qs + 32 * j);
+          if constexpr (kSigned) x = _mm256_sign_epi8(x, q);
+          isum[t] =
+              _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned_q, x), sc));
         }
       }
       for (int t = 0; t < T; ++t) {
         const ActQ8K& x = act_block(act, stride, t, b);
-        const __m256i bias = _mm256_madd_epi16(
-            scales, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsum16)));
-        isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias, kBiasShift));
+        if constexpr (!kSigned) {
+          const __m256i bias = _mm256_madd_epi16(scales, load256(x.bsum16));
+          isum[t] =
+              _mm256_sub_epi32(isum[t], _mm256_mullo_epi32(bias, _mm256_set1_epi32(kIq1Bias)));
+        }
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(g.d * x.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
       }
     }
@@ -58,7 +66,7 @@ struct Dot {
 
 template <class Decoder>
 void gemm(const GemmArgs& a) {
-  grid_gemm<Dot, Decoder>(a);
+  grid_gemm<Dot<Decoder::kSigned>, Decoder>(a);
 }
 
 // ---- one token (decode): the units of iq_grid_x86.h, no decoded row ----------------------

@@ -14,6 +14,9 @@ namespace {
 
 using namespace quant;
 
+// kSigned: the decoder's kSigned (iq_grid_x86.h). Every lane sums what it sums in the
+// one-token kernels below, so a token's result does not depend on the call's token count.
+template <bool kSigned>
 struct Dot {
   static constexpr int kMaxTokens = 8;
   template <int T>
@@ -37,17 +40,23 @@ struct Dot {
       for (int j = 0; j < 4; ++j) {
         const __m512i q = _mm512_load_si512(g.q + 64 * j);
         const __m512i sc = _mm512_permutexvar_epi16(pick[j], scales512);
+        // Signed weights: magnitudes times the activations negated where a weight is negative.
+        const __mmask64 negative = kSigned ? _mm512_movepi8_mask(q) : 0;
+        const __m512i unsigned_q = kSigned ? _mm512_abs_epi8(q) : q;
         for (int t = 0; t < T; ++t) {
-          const __m512i x = _mm512_loadu_si512(act_block(act, stride, t, b).qs + 64 * j);
-          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(q, x), sc);
+          __m512i x = _mm512_loadu_si512(act_block(act, stride, t, b).qs + 64 * j);
+          if constexpr (kSigned) x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(unsigned_q, x), sc);
         }
       }
       for (int t = 0; t < T; ++t) {
         const ActQ8K& x = act_block(act, stride, t, b);
-        const __m256i bias = _mm256_madd_epi16(
-            scales, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsum16)));
-        isum[t] =
-            _mm512_sub_epi32(isum[t], _mm512_zextsi256_si512(_mm256_slli_epi32(bias, kBiasShift)));
+        if constexpr (!kSigned) {
+          const __m256i bias = _mm256_madd_epi16(
+              scales, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsum16)));
+          const __m256i bias9 = _mm256_mullo_epi32(bias, _mm256_set1_epi32(kIq1Bias));
+          isum[t] = _mm512_sub_epi32(isum[t], _mm512_zextsi256_si512(bias9));
+        }
         acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(g.d * x.d), _mm512_cvtepi32_ps(isum[t]), acc[t]);
       }
     }
@@ -57,15 +66,14 @@ struct Dot {
 
 template <class Decoder>
 void gemm(const GemmArgs& a) {
-  grid_gemm<Dot, Decoder>(a);
+  grid_gemm<Dot<Decoder::kSigned>, Decoder>(a);
 }
 
 // ---- one token (decode): no decoded row, signs on the activations -------------------------
 // For the types whose weights are magnitudes with sign bits, a single token's product skips
 // the decoded row: per 64 weights the sign bits become a mask register that negates the
 // activation bytes (vpsubb under mask) and the unsigned magnitudes go straight into
-// vpmaddubsw, with no bias and no correction. The integer sums are those of the decoded
-// path, so the result is the same.
+// vpmaddubsw, with no bias and no correction. Dot does the same with the decoded row.
 
 // Per 64 weights j: int16 lane l takes the scale of weights 64j + 16 * (l / 8) .. + 15,
 // from the block's 16 int16 scales (one per 16 weights).

@@ -1,7 +1,7 @@
 // The SIMD gemm of the grid-based types, written once over an ISA's dot product (`Dot`)
 // and a per-type decoder ("unpacker x tile", as panel_gemm.h): a decoder turns a GGUF
-// super-block into 256 biased int8 weights plus its scales (`Decoded`), and the dot runs
-// T tokens against a decoded row.
+// super-block into 256 int8 weights plus its scales (`Decoded`), and the dot runs T tokens
+// against a decoded row. A token's result must not depend on T (matmul_test checks it).
 //
 // Why decode rows instead of repacking panels as the other quantized types do: the weights
 // are grid indices, one per 4 or 8 values; splitting them into panel lanes would still need
@@ -25,15 +25,16 @@
 namespace herd::kernels::iq_grid {
 namespace {
 
-// Weights are stored as q + kBias (2..126 for |q| <= 62): unsigned bytes for vpdpbusd /
-// vpmaddubsw (whose pair sums stay below 32767: 2 * 126 * 127), the bias taken back per
-// 16-value sub-block through the activations' block sums: sum q x = sum (q + 64) x - 64 bsum.
+// NEON stores weights as q + kBias (2..126 for |q| <= 62), the bias taken back per 16-value
+// sub-block through the activations' block sums: sum q x = sum (q + 64) x - 64 bsum. (The
+// x86 decoders store them as their one-token kernels read them: see iq_grid_x86.h.)
 inline constexpr int kBias = 64;
 inline constexpr int kBiasShift = 6;
 
-// One super-block decoded:  x[i] = d * scale[i / 16] * (q[i] - kBias)
+// One super-block decoded:  x[i] = d * scale[i / 16] * w[i], w[i] read from byte q[i] as
+// the ISA stores it (NEON: q[i] - kBias; x86: iq_grid_x86.h)
 //   0                 256                288     292    320
-//   | q[256] u8       | scale[16] int16  | d f32 | pad  |
+//   | q[256] bytes    | scale[16] int16  | d f32 | pad  |
 struct alignas(64) Decoded {
   uint8_t q[256];
   int16_t scale[16];

@@ -88,23 +88,33 @@ inline void store_nibble_scales(const uint8_t* scales, int16_t* scale) {
   }
 }
 
-// kBias + magnitude, or kBias - magnitude where `negative`.
-inline __m256i biased(__m256i magnitude, __m256i negative) {
-  const __m256i signed_q =
-      _mm256_sign_epi8(magnitude, _mm256_or_si256(negative, _mm256_set1_epi8(1)));
-  return _mm256_add_epi8(signed_q, _mm256_set1_epi8(kBias));
+// The magnitude, negated where `negative`.
+inline __m256i signed_weights(__m256i magnitude, __m256i negative) {
+  return _mm256_sign_epi8(magnitude, _mm256_or_si256(negative, _mm256_set1_epi8(1)));
 }
 
-// IQ1: kBias + 8 * grid + delta, grid bytes -1, 0, +1; delta (+-1) per byte in `delta`.
+// IQ1: no signs; weights q = 8g + delta (grid bytes g: -1, 0, +1; delta +-1 per byte in
+// `delta`) are stored as q + 9 = 8 (g + 1) + (delta + 1), 0..18, unsigned for vpmaddubsw
+// (the 9 comes back through the block sums: sum q x = sum (q + 9) x - 9 sum x).
+inline constexpr int kIq1Bias = 9;
 inline __m256i biased_iq1(__m256i grid, __m256i delta) {
   return _mm256_add_epi8(_mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), delta),
-                         _mm256_set1_epi8(kBias));
+                         _mm256_set1_epi8(kIq1Bias));
 }
 
-// ---- the decoders --------------------------------------------------------------------------
+// ---- the decoders ----------------------------------------------------------------------------
+// A Decoded block's q holds the weights as the one-token kernels below feed them to
+// vpmaddubsw, so the several-token dot (the ISA files' Dot) sums every SIMD lane exactly as
+// the one-token kernels do and a token's result does not depend on how many tokens share the
+// call (speculative decoding verifies k + 1 tokens at once and must match one at a time):
+//   kSigned (sign-bit types): the signed weights; the dot multiplies their magnitudes by the
+//     activations negated where a weight is negative, as the one-token kernels do;
+//   IQ1: the weights plus kIq1Bias, the bias taken back through the block sums.
+// (NEON keeps iq_grid_simd.h's q + kBias: its one-token product is its dot of one token.)
 
 struct DecodeIQ2_XXS {
   using Block = quant::BlockIQ2_XXS;
+  static constexpr bool kSigned = true;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d) * 0.125f;
     // Sub-block k = 8 bytes: 4 grid indices, then its u32 of signs and scale.
@@ -118,13 +128,14 @@ struct DecodeIQ2_XXS {
     for (int k = 0; k < 8; ++k) {
       const uint8_t* idx = b.qs + 8 * k;
       store256(out.q + 32 * k,
-               biased(grid4(grid, idx[0], idx[1], idx[2], idx[3]), sign_masks(signs, k)));
+               signed_weights(grid4(grid, idx[0], idx[1], idx[2], idx[3]), sign_masks(signs, k)));
     }
   }
 };
 
 struct DecodeIQ2_XS {
   using Block = quant::BlockIQ2_XS;
+  static constexpr bool kSigned = true;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d) * 0.125f;
     // u16 per group: grid index in bits 0-8, sign index in 9-15.
@@ -136,15 +147,16 @@ struct DecodeIQ2_XS {
     const uint64_t* grid = quant::kIq2xsGrid;
     for (int k = 0; k < 8; ++k) {
       const uint8_t* q = b.qs + 8 * k;
-      store256(out.q + 32 * k, biased(grid4(grid, load_u16(q) & 511, load_u16(q + 2) & 511,
-                                            load_u16(q + 4) & 511, load_u16(q + 6) & 511),
-                                      sign_masks(signs, k)));
+      store256(out.q + 32 * k, signed_weights(grid4(grid, load_u16(q) & 511, load_u16(q + 2) & 511,
+                                                    load_u16(q + 4) & 511, load_u16(q + 6) & 511),
+                                              sign_masks(signs, k)));
     }
   }
 };
 
 struct DecodeIQ2_S {
   using Block = quant::BlockIQ2_S;
+  static constexpr bool kSigned = true;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d) * 0.125f;
     const __m256i signs = load256(b.qs + 32);  // one sign byte per group, as stored
@@ -153,9 +165,10 @@ struct DecodeIQ2_S {
     for (int k = 0; k < 8; ++k) {
       const uint8_t* idx = b.qs + 4 * k;
       const int h = b.qh[k];
-      store256(out.q + 32 * k, biased(grid4(grid, idx[0] | (h & 3) << 8, idx[1] | (h & 12) << 6,
-                                            idx[2] | (h & 48) << 4, idx[3] | (h & 192) << 2),
-                                      sign_masks(signs, k)));
+      store256(out.q + 32 * k,
+               signed_weights(grid4(grid, idx[0] | (h & 3) << 8, idx[1] | (h & 12) << 6,
+                                    idx[2] | (h & 48) << 4, idx[3] | (h & 192) << 2),
+                              sign_masks(signs, k)));
     }
   }
 };
@@ -167,6 +180,7 @@ inline __m256i gather_grid4x8(const uint32_t* grid, __m256i index) {
 
 struct DecodeIQ3_XXS {
   using Block = quant::BlockIQ3_XXS;
+  static constexpr bool kSigned = true;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d) * 0.25f;
     const __m256i words = load256(b.qs + 64);  // u32 of signs and scale per sub-block
@@ -176,13 +190,14 @@ struct DecodeIQ3_XXS {
       const __m256i index =
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
       store256(out.q + 32 * k,
-               biased(gather_grid4x8(quant::kIq3xxsGrid, index), sign_masks(signs, k)));
+               signed_weights(gather_grid4x8(quant::kIq3xxsGrid, index), sign_masks(signs, k)));
     }
   }
 };
 
 struct DecodeIQ3_S {
   using Block = quant::BlockIQ3_S;
+  static constexpr bool kSigned = true;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d);
     const __m256i shifts = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);  // bit l of qh -> bit 8
@@ -193,8 +208,9 @@ struct DecodeIQ3_S {
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
       const __m256i high =
           _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(b.qh[k]), shifts), bit8);
-      store256(out.q + 32 * k, biased(gather_grid4x8(quant::kIq3sGrid, _mm256_or_si256(low, high)),
-                                      sign_masks(signs, k)));
+      store256(out.q + 32 * k,
+               signed_weights(gather_grid4x8(quant::kIq3sGrid, _mm256_or_si256(low, high)),
+                              sign_masks(signs, k)));
       const int s = (b.scales[k / 2] >> (4 * (k % 2))) & 15;
       out.scale[2 * k] = out.scale[2 * k + 1] = int16_t(2 * s + 1);
     }
@@ -203,6 +219,7 @@ struct DecodeIQ3_S {
 
 struct DecodeIQ1_S {
   using Block = quant::BlockIQ1_S;
+  static constexpr bool kSigned = false;
   static void decode(const Block& b, Decoded& out) {
     out.d = half_to_float(b.d) * 0.125f;
     const uint64_t* grid = quant::kIq1sGrid;
@@ -219,6 +236,7 @@ struct DecodeIQ1_S {
 
 struct DecodeIQ1_M {
   using Block = quant::BlockIQ1_M;
+  static constexpr bool kSigned = false;
   static void decode(const Block& b, Decoded& out) {
     uint16_t sc[4];
     for (int m = 0; m < 4; ++m) sc[m] = load_u16(b.scales + 2 * m);
@@ -348,10 +366,7 @@ struct UnitIQ3_S {
   }
 };
 
-// IQ1: no signs; weights q = 8g + delta as q + 9 = 8 (g + 1) + (delta + 1), 0..18 (the 9
-// comes back through the block sums: sum q x = sum (q + 9) x - 9 sum x).
-inline constexpr int kIq1Bias = 9;
-
+// IQ1: the weights q + kIq1Bias, as the decoders write them.
 struct UnitIQ1_S {
   using Block = quant::BlockIQ1_S;
   static float d(const Block& b) { return half_to_float(b.d) * 0.125f; }

@@ -228,6 +228,40 @@ TEST_P(MatmulTest, SmallTokenCountsMatchScalar) {
   }
 }
 
+// Speculative decoding verifies k + 1 tokens in one forward and must give what k + 1
+// one-token forwards give: a token's outputs may not depend on how many tokens share the
+// call, down to the last bit (a near tie between two logits would flip otherwise). So N
+// tokens at once equal N calls of one token, for every N a tile can end on, with odd
+// block counts and row counts (a partial last panel).
+TEST_P(MatmulTest, TokenCountDoesNotChangeAToken) {
+  const auto [type_case, isa] = GetParam();
+  const TensorType type = type_case.type;
+  if (best_isa(detect_cpu(), isa) != isa) {
+    GTEST_SKIP() << "this CPU lacks " << isa_name(isa);
+  }
+  ThreadPool pool(2);
+  const int64_t rows_of[] = {19, 13, 23};
+  for (int64_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
+    const int64_t rows = rows_of[n_tokens % 3];
+    const int64_t cols = cols_of(type, n_tokens % 2 == 0 ? 3 : 1);
+    SCOPED_TRACE("n_tokens " + std::to_string(n_tokens) + ", rows " + std::to_string(rows) +
+                 ", cols " + std::to_string(cols));
+    const Problem p = make_problem(type, n_tokens, rows, cols, uint32_t(300 + n_tokens));
+    const PackedMatrix packed = pack_matrix({type, rows, cols, p.weights.data()}, isa);
+    Workspace workspace;
+    std::vector<float> together(size_t(n_tokens * rows), NAN), alone(size_t(rows), NAN);
+    matmul(packed, p.x.data(), n_tokens, together.data(), pool, workspace);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      matmul(packed, p.x.data() + t * cols, 1, alone.data(), pool, workspace);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float y = together[size_t(t * rows + r)];
+        ASSERT_EQ(std::memcmp(&y, &alone[size_t(r)], sizeof(float)), 0)
+            << "token " << t << ", row " << r << ": " << y << " against " << alone[size_t(r)];
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TypesAndIsas, MatmulTest,
                          testing::Combine(testing::ValuesIn(kTypes), testing::ValuesIn(kIsas)),
                          case_name);
