@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,8 +17,11 @@
 #include "cli/bench_speculative.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/speculative_options.h"
 #include "engine/runner.h"
+#include "engine/scheduler.h"
 #include "plan/predict.h"
+#include "tokenizer/tokenizer.h"
 #include "util/bandwidth.h"
 #include "util/error.h"
 #include "util/memory.h"
@@ -34,9 +38,7 @@ struct BenchOptions {
   int reps = 3;
   int64_t seqs = 1;
   int64_t depth = 0;  // > 0: decode after a context of this many tokens (llama-bench -gp)
-  int lookup = 0;     // > 0: also measure speculative decoding by prompt lookup (K drafts)
-  std::string draft;  // --draft: also measure speculative decoding with this draft model
-  int draft_max = 4;
+  SpeculativeOptions speculative;  // also measure speculative decoding (K drafts per step)
   bool json = false;
 };
 
@@ -55,6 +57,34 @@ double cpu_seconds() {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Runs the requests together through the scheduler, on this thread, until every one has
+// finished. at_decode (when set) runs once, as soon as every request has its first token
+// (their prompts' passes done): a decode's clocks start there. Throws Error when one fails.
+void run_together(engine::Scheduler& scheduler, std::vector<engine::GenerationParams> requests,
+                  const std::function<void()>& at_decode) {
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (engine::GenerationParams& p : requests) streams.push_back(scheduler.submit(std::move(p)));
+  std::vector<char> started(streams.size(), 0), finished(streams.size(), 0);
+  bool decoding = false;
+  engine::StreamUpdate u;
+  for (size_t n_finished = 0; n_finished < streams.size();) {
+    scheduler.step();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (finished[i]) continue;
+      streams[i]->wait(std::chrono::milliseconds(0), u);
+      if (!u.tokens.empty()) started[i] = 1;
+      if (!u.finish) continue;
+      if (u.finish->reason == engine::FinishReason::kError) throw Error("bench", u.finish->error);
+      finished[i] = 1;
+      ++n_finished;
+    }
+    if (!decoding && std::all_of(started.begin(), started.end(), [](char c) { return c != 0; })) {
+      decoding = true;
+      if (at_decode) at_decode();
+    }
+  }
 }
 
 // Share of the stages' time spent idle while forward() ran: 1 - sum(compute) / (S * wall).
@@ -107,16 +137,8 @@ void add_bench(CLI::App& app) {
                   "Decode after a context of this many tokens, filled untimed (llama-bench "
                   "-gp DEPTH,N); 0: right after the -p prompt")
       ->capture_default_str();
-  cmd->add_option("--lookup", o->lookup,
-                  "Also measure speculative decoding by prompt lookup, K draft tokens per step: "
-                  "the cost of verifying K+1 tokens, acceptance, decode against plain decode")
-      ->check(CLI::Range(0, 16));
-  cmd->add_option("--draft", o->draft,
-                  "Also measure speculative decoding with this draft model (same vocabulary): "
-                  "acceptance, decode against plain decode");
-  cmd->add_option("--draft-max", o->draft_max, "Draft-model tokens per step")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 16));
+  o->speculative.add_to(*cmd, "Also measure speculative decoding",
+                        ": the cost of verifying K+1 tokens, acceptance, decode against plain");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     if (o->n_prompt < 1 || o->n_gen < 1 || o->reps < 1)
@@ -125,8 +147,8 @@ void add_bench(CLI::App& app) {
     if (o->depth < 0) throw Error("cli", "--depth must not be negative");
     // Decoding starts after the prompt, or after the --depth context.
     const int64_t decode_start = o->depth > 0 ? o->depth : o->n_prompt;
-    const int64_t needed =
-        std::max(o->n_prompt, decode_start) + o->n_gen + std::max(o->lookup, o->draft_max);
+    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen +
+                           std::max(o->speculative.lookup, o->speculative.draft_max);
     // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
     ModelOptions model = o->model;
     if (model.n_ctx == 0) model.n_ctx = needed;
@@ -137,105 +159,93 @@ void add_bench(CLI::App& app) {
                              " positions, beyond the context of " +
                              std::to_string(runner->n_ctx()));
     }
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner->file());
     // Deterministic pseudo-random prompt ids (the content does not change the cost).
     std::vector<int32_t> ids(static_cast<size_t>(o->n_prompt));
     for (size_t i = 0; i < ids.size(); ++i)
       ids[i] = static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab);
-    std::vector<float> logits;
-    engine::Batch batch;
-    auto prefill = [&] {
-      batch.clear();
-      for (int64_t i = 0; i < o->n_prompt; ++i)
-        batch.add(ids[static_cast<size_t>(i)], 0, static_cast<int32_t>(i), i + 1 == o->n_prompt);
-      runner->forward(batch, logits);
-    };
-    // The --depth context, in chunks of 256 tokens (not timed).
-    auto fill_depth = [&] {
-      for (int64_t begin = 0; begin < o->depth; begin += 256) {
-        batch.clear();
-        const int64_t end = std::min(o->depth, begin + 256);
-        for (int64_t i = begin; i < end; ++i) {
-          batch.add(static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab), 0, static_cast<int32_t>(i),
-                    i + 1 == end);
-        }
-        runner->forward(batch, logits);
-      }
-    };
-    auto run_decode = [&] {
-      for (int64_t i = 0; i < o->n_gen; ++i) {
-        batch.clear();
-        batch.add(ids[static_cast<size_t>(i) % ids.size()], 0,
-                  static_cast<int32_t>(decode_start + i), true);
-        runner->forward(batch, logits);
-      }
-    };
-    prefill();  // warm-up: page in the weights, grow the scratch buffers
-    fill_depth();
-    run_decode();
     // What the runner says of itself; a pod (across nodes) adds per-stage figures of the last
     // repetition, prefill and decode apart.
     const engine::RunnerStatus status = runner->status();
     const bool pod = status.pod;
+    // Every figure is of requests through the scheduler, the loop run and serve use: the
+    // prompt in one pass (the --depth context in passes of at least 256), greedy decoding
+    // past end tokens.
+    engine::SchedulerOptions so;
+    so.batch_tokens = std::max<int64_t>(o->n_prompt, 256);
+    engine::Scheduler scheduler(*runner, tok, so, nullptr);
+    auto request = [&](std::vector<int32_t> prompt, int64_t n_decode, bool cold) {
+      engine::GenerationParams p;
+      p.prompt = std::move(prompt);
+      p.max_tokens = n_decode > 0 ? n_decode + 1 : 0;  // the first token comes from the prompt
+      p.sampler.temperature = 0;
+      p.stop_at_eog = false;
+      p.cold = cold;
+      return p;
+    };
+    std::vector<int32_t> depth_ids(static_cast<size_t>(o->depth));
+    for (size_t i = 0; i < depth_ids.size(); ++i)
+      depth_ids[i] = static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab);
+    const std::vector<int32_t>& decode_prompt = o->depth > 0 ? depth_ids : ids;
+    // Decode after the prompt (or the --depth context), whose cache the slot holds (filled
+    // untimed first): the clocks start at the first token, then n_gen passes of one token.
+    struct Decode {
+      double seconds = 0, cpu_seconds = 0;
+    };
+    auto decode_after_prompt = [&](bool last) {
+      run_together(scheduler, {request(decode_prompt, 0, false)}, nullptr);
+      Decode d;
+      double t0 = 0, c0 = 0;
+      run_together(scheduler, {request(decode_prompt, o->n_gen, false)}, [&] {
+        if (pod && last) runner->reset_stats();
+        t0 = now_seconds();
+        c0 = cpu_seconds();
+      });
+      d.seconds = now_seconds() - t0;
+      d.cpu_seconds = cpu_seconds() - c0;
+      return d;
+    };
+    // Warm-up: page in the weights, grow the scratch buffers.
+    run_together(scheduler, {request(ids, 0, true)}, nullptr);
+    decode_after_prompt(false);
     std::vector<engine::StageStats> prefill_stages, decode_stages;
     double prefill_wall = 0, decode_wall = 0;
     std::vector<double> prefill_tps, decode_tps, decode_cpu;
     for (int r = 0; r < o->reps; ++r) {
       const bool last = r + 1 == o->reps;
       if (pod && last) runner->reset_stats();
-      double t0 = now_seconds();
-      prefill();
-      double t1 = now_seconds();
-      const double prefill_seconds = t1 - t0;
+      const double t0 = now_seconds();
+      run_together(scheduler, {request(ids, 0, true)}, nullptr);
+      const double prefill_seconds = now_seconds() - t0;
       if (pod && last) {
         prefill_stages = runner->stage_stats();
         prefill_wall = runner->forward_seconds();
-        runner->reset_stats();
       }
-      if (o->depth > 0) {
-        fill_depth();
-        if (pod && last) runner->reset_stats();
-      }
-      const double c1 = cpu_seconds();
-      t1 = now_seconds();
-      run_decode();
-      double t2 = now_seconds(), c2 = cpu_seconds();
+      const Decode d = decode_after_prompt(last);
       if (pod && last) {
         decode_stages = runner->stage_stats();
         decode_wall = runner->forward_seconds();
       }
       prefill_tps.push_back(static_cast<double>(o->n_prompt) / prefill_seconds);
-      decode_tps.push_back(static_cast<double>(o->n_gen) / (t2 - t1));
-      decode_cpu.push_back(1e3 * (c2 - c1) / static_cast<double>(o->n_gen));
+      decode_tps.push_back(static_cast<double>(o->n_gen) / d.seconds);
+      decode_cpu.push_back(1e3 * d.cpu_seconds / static_cast<double>(o->n_gen));
     }
-    // Batched decode: every step one token of each of `seqs` sequences (slots 0..seqs-1),
-    // each after its own copy of the prompt.
+    // Batched decode: `seqs` requests of the prompt together, each in its own slot, all
+    // prefilled in one pass (a scheduler of their own) and then decoded in the same passes.
     double batch_tps = 0, batch_cpu_ms = 0;  // tokens per second; CPU ms per token
     if (o->seqs > 1) {
-      // Slots [first, seqs) get the prompt (not timed).
-      auto prefill_slots = [&](int64_t first) {
-        for (int64_t s = first; s < o->seqs; ++s) {
-          batch.clear();
-          for (int64_t i = 0; i < o->n_prompt; ++i) {
-            batch.add(ids[static_cast<size_t>(i)], static_cast<int32_t>(s), static_cast<int32_t>(i),
-                      i + 1 == o->n_prompt);
-          }
-          runner->forward(batch, logits);
-        }
-      };
-      prefill_slots(1);
+      engine::SchedulerOptions together = so;
+      together.batch_tokens = o->n_prompt * o->seqs;
       std::vector<double> tps, cpu;
       for (int r = 0; r < o->reps; ++r) {
-        // A recurrent state cannot go back to the prompt's end: every slot starts again.
-        if (runner->recurrent()) prefill_slots(0);
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        for (int64_t i = 0; i < o->n_gen; ++i) {
-          batch.clear();
-          for (int64_t s = 0; s < o->seqs; ++s) {
-            batch.add(ids[static_cast<size_t>(i + s) % ids.size()], static_cast<int32_t>(s),
-                      static_cast<int32_t>(o->n_prompt + i), true);
-          }
-          runner->forward(batch, logits);
-        }
+        engine::Scheduler batched(*runner, tok, together, nullptr);
+        std::vector<engine::GenerationParams> requests(static_cast<size_t>(o->seqs),
+                                                       request(ids, o->n_gen, true));
+        double t0 = 0, c0 = 0;
+        run_together(batched, std::move(requests), [&] {
+          t0 = now_seconds();
+          c0 = cpu_seconds();
+        });
         tps.push_back(static_cast<double>(o->n_gen * o->seqs) / (now_seconds() - t0));
         cpu.push_back(1e3 * (cpu_seconds() - c0) / static_cast<double>(o->n_gen * o->seqs));
       }
@@ -270,14 +280,12 @@ void add_bench(CLI::App& app) {
     if (hp.tied_output) bytes_per_token += static_cast<double>(embd.n_bytes);
     const double decode = median(decode_tps), prefill_speed = median(prefill_tps);
     std::optional<SpeculativeBench> speculative;
-    if (!o->draft.empty()) {
-      engine::LocalOptions lo = model.local_options(1);
-      lo.n_ctx = runner->n_ctx();
-      lo.upload_progress = nullptr;
-      auto draft = engine::LocalRunner::open(o->draft, lo);
-      speculative = bench_speculative(*runner, draft.get(), ids, o->n_gen, o->draft_max, o->reps);
-    } else if (o->lookup > 0) {
-      speculative = bench_speculative(*runner, nullptr, ids, o->n_gen, o->lookup, o->reps);
+    if (auto draft = o->speculative.open_draft(model, *runner, 1)) {
+      speculative =
+          bench_speculative(*runner, draft.get(), ids, o->n_gen, o->speculative.draft_max, o->reps);
+    } else if (o->speculative.lookup > 0) {
+      speculative =
+          bench_speculative(*runner, nullptr, ids, o->n_gen, o->speculative.lookup, o->reps);
     }
     const double roofline_tps = bandwidth / bytes_per_token;
     const double roofline_pct = 100.0 * decode / roofline_tps;

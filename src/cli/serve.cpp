@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/http_limit_options.h"
 #include "cli/model_options.h"
+#include "cli/speculative_options.h"
 #include "engine/request_speed.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
@@ -40,14 +41,12 @@ struct ServeOptions {
   int64_t batch_tokens = 256;
   std::string alias;
   int drain_seconds = 60;
-  std::vector<std::string> hubs;  // http[s]://host:port of each herd hub (replica)
-  std::string public_url;         // how the hub's clients reach this server
-  std::string hub_name;           // the pod's name at the hub
-  std::string hub_ca;             // certificate authorities for an https hub (empty: the system's)
-  std::string models_dir;         // GGUF files the hub may ask this pod to load (POST /api/load)
-  int lookup = 0;                 // --lookup: speculative prompt-lookup drafts per step (0: off)
-  std::string draft;              // --draft: a draft model of the same vocabulary
-  int draft_max = 4;              // --draft-max: its tokens per step
+  std::vector<std::string> hubs;   // http[s]://host:port of each herd hub (replica)
+  std::string public_url;          // how the hub's clients reach this server
+  std::string hub_name;            // the pod's name at the hub
+  std::string hub_ca;              // certificate authorities for an https hub (empty: the system's)
+  std::string models_dir;          // GGUF files the hub may ask this pod to load (POST /api/load)
+  SpeculativeOptions speculative;  // --lookup, --draft, --draft-max
 };
 
 // The pod's speed as a hub routes by it: a prefill of up to 64 tokens, then up to 16 tokens
@@ -184,13 +183,11 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
   engine::SchedulerOptions so;
   so.max_queue = o.max_queue;
   so.batch_tokens = o.batch_tokens;
-  if (!o.draft.empty()) {
-    // The draft runs here, beside the coordinator, with a context and slots like the model's.
-    engine::LocalOptions lo = o.model.local_options(o.slots);
-    lo.n_ctx = s->runner->n_ctx();
-    s->draft = engine::LocalRunner::open(o.draft, lo);
-    so.draft = s->draft.get();
-    std::fprintf(stderr, "serve: draft model %s (%s)\n", o.draft.c_str(),
+  // The draft runs here, beside the coordinator, with a context and slots like the model's.
+  s->draft = o.speculative.open_draft(o.model, *s->runner, o.slots);
+  so.draft = s->draft.get();
+  if (s->draft) {
+    std::fprintf(stderr, "serve: draft model %s (%s)\n", o.speculative.draft.c_str(),
                  s->draft->describe().c_str());
   }
   s->scheduler = std::make_unique<engine::Scheduler>(*s->runner, *s->tok, so, &metrics);
@@ -364,10 +361,7 @@ void serve(const ServeOptions& o) {
   // Before any thread starts: a bad URL is refused, not found after the model loaded.
   for (const std::string& url : o.hubs) hub::parse_hub_url(url);
   server::ServerOptions http_options = o.http;
-  if (o.lookup > 0 || !o.draft.empty()) {
-    http_options.speculative =
-        engine::SpeculativeParams{o.lookup, 1, 3, o.draft.empty() ? 0 : o.draft_max};
-  }
+  http_options.speculative = o.speculative.params();
   if (!o.api_key_file.empty()) {
     for (std::string& key : net::read_key_file(o.api_key_file)) {
       http_options.api_keys.push_back(std::move(key));
@@ -476,16 +470,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--api-key-file", o->api_key_file,
                   "Keys as --api-key, one a line (# comments); a private file (not "
                   "world-readable)");
-  cmd->add_option("--lookup", o->lookup,
-                  "Speculative decoding by prompt lookup: up to K draft tokens per step from "
-                  "n-grams of the prompt and reply (requests may say otherwise: \"speculative\")")
-      ->check(CLI::Range(0, 16));
-  cmd->add_option("--draft", o->draft,
-                  "Speculative decoding with a draft model: a smaller GGUF of the same vocabulary, "
-                  "run on this machine");
-  cmd->add_option("--draft-max", o->draft_max, "Draft-model tokens per step")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 16));
+  o->speculative.add_to(*cmd, "Speculative decoding",
+                        " (requests may say otherwise: \"speculative\")");
   cmd->add_option("--alias", o->alias, "Model name in the API (default: the file's name)");
   add_http_limit_options(*cmd, o->http.limits);
   cmd->add_option("--hub", o->hubs,

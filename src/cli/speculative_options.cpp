@@ -2,11 +2,10 @@
 
 namespace herd::cli {
 
-void SpeculativeOptions::add_to(CLI::App& cmd, const std::string& what) {
+void SpeculativeOptions::add_to(CLI::App& cmd, const std::string& what, const std::string& note) {
   cmd.add_option("--lookup", lookup,
-                 what +
-                     " by prompt lookup: up to K draft tokens per step from n-grams of the "
-                     "prompt and reply")
+                 what + " by prompt lookup: up to K draft tokens per step from n-grams of the " +
+                     "prompt and reply" + note)
       ->check(CLI::Range(0, 16));
   cmd.add_option("--draft", draft,
                  what +

@@ -21,7 +21,7 @@ struct SpeculativeOptions {
 
   // `what` starts each option's help ("Speculative decoding", "Also measure speculative
   // decoding").
-  void add_to(CLI::App& cmd, const std::string& what);
+  void add_to(CLI::App& cmd, const std::string& what, const std::string& note = "");
   bool enabled() const { return lookup > 0 || !draft.empty(); }
   // What a request asks for (draft-model drafts where a draft model is given, else lookup);
   // unset when neither is on.
