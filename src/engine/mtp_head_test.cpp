@@ -244,68 +244,82 @@ TEST_P(MtpHeadTest, DraftsVerifiedByTheTargetKeepItsGreedyOutput) {
       target->forward(b, logits);
     }
   }
-  auto runner = open_runner(path, true);
-  const int64_t v = runner->hparams().n_vocab;
-  Batch b;
-  for (int64_t i = 0; i < n; ++i) b.add(kPrompt[static_cast<size_t>(i)], 1, i, i + 1 == n);
-  std::vector<float> logits;
-  runner->forward(b, logits);
-  std::vector<int32_t> out = {argmax(logits.data(), v)};
-  std::vector<MtpStart> starts = {{1, -1, -1, kPrompt[0]}};
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t next = i + 1 < n ? kPrompt[static_cast<size_t>(i + 1)] : out[0];
-    starts.push_back({1, static_cast<int32_t>(i), i, next});
-  }
-  int drafted = 0, accepted = 0, forwards = 0;
-  std::vector<MtpDraft> drafts;
-  while (out.size() < kTokens) {
-    runner->mtp_draft(starts, kDraft, drafts);
-    ASSERT_EQ(drafts.size(), 1u);
-    const std::vector<int32_t>& d = drafts[0].tokens;
-    ASSERT_EQ(d.size(), static_cast<size_t>(kDraft));
-    // The target checks [last, d...] at the positions after the kept tokens.
-    const auto p = static_cast<int32_t>(n + out.size() - 1);
-    b.clear();
-    b.add(out.back(), 1, p, true);
-    for (int i = 0; i < kDraft; ++i) b.add(d[static_cast<size_t>(i)], 1, p + 1 + i, true);
+  // oracle: the first r % (k + 1) tokens of round r's draft are the target's own (plain's),
+  // so that rounds keep several rows and the head starts again from several (random weights
+  // make its own guesses all miss).
+  for (const bool oracle : {false, true}) {
+    SCOPED_TRACE(oracle ? "with the target's tokens mixed in" : "the head's drafts");
+    auto runner = open_runner(path, true);
+    const int64_t v = runner->hparams().n_vocab;
+    Batch b;
+    for (int64_t i = 0; i < n; ++i) b.add(kPrompt[static_cast<size_t>(i)], 1, i, i + 1 == n);
+    std::vector<float> logits;
     runner->forward(b, logits);
-    ++forwards;
-    int a = 0;
-    while (a < kDraft && argmax(logits.data() + a * v, v) == d[static_cast<size_t>(a)]) ++a;
-    drafted += kDraft;
-    accepted += a;
-    const int32_t next = argmax(logits.data() + a * v, v);
-    out.insert(out.end(), d.begin(), d.begin() + a);
-    out.push_back(next);
-    // The head starts again from the verified rows that were kept.
-    starts.clear();
-    for (int i = 0; i <= a; ++i) {
-      starts.push_back({1, p + i, i, i < a ? d[static_cast<size_t>(i)] : next});
+    std::vector<int32_t> out = {argmax(logits.data(), v)};
+    std::vector<MtpStart> starts = {{1, -1, -1, kPrompt[0]}};
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t next = i + 1 < n ? kPrompt[static_cast<size_t>(i + 1)] : out[0];
+      starts.push_back({1, static_cast<int32_t>(i), i, next});
+    }
+    int drafted = 0, accepted = 0, forwards = 0, kept_rows = 0;
+    std::vector<MtpDraft> drafts;
+    while (out.size() < kTokens) {
+      runner->mtp_draft(starts, kDraft, drafts);
+      ASSERT_EQ(drafts.size(), 1u);
+      std::vector<int32_t> d = drafts[0].tokens;
+      ASSERT_EQ(d.size(), static_cast<size_t>(kDraft));
+      for (int i = 0; oracle && i < forwards % (kDraft + 1); ++i) {
+        if (out.size() + i < plain.size()) d[static_cast<size_t>(i)] = plain[out.size() + i];
+      }
+      // The target checks [last, d...] at the positions after the kept tokens.
+      const auto p = static_cast<int32_t>(n + out.size() - 1);
+      b.clear();
+      b.add(out.back(), 1, p, true);
+      for (int i = 0; i < kDraft; ++i) b.add(d[static_cast<size_t>(i)], 1, p + 1 + i, true);
+      runner->forward(b, logits);
+      ++forwards;
+      int a = 0;
+      while (a < kDraft && argmax(logits.data() + a * v, v) == d[static_cast<size_t>(a)]) ++a;
+      drafted += kDraft;
+      accepted += a;
+      kept_rows = std::max(kept_rows, a + 1);
+      const int32_t next = argmax(logits.data() + a * v, v);
+      out.insert(out.end(), d.begin(), d.begin() + a);
+      out.push_back(next);
+      // The head starts again from the verified rows that were kept.
+      starts.clear();
+      for (int i = 0; i <= a; ++i) {
+        starts.push_back({1, p + i, i, i < a ? d[static_cast<size_t>(i)] : next});
+      }
+    }
+    if (oracle) EXPECT_GT(kept_rows, 2);
+    // The head's cache, after chains past the kept positions and starts spread over the
+    // rounds, drafts as a fresh one that sees the whole sequence at once.
+    std::vector<MtpDraft> fresh;
+    runner->mtp_draft(starts, kDraft, drafts);
+    {
+      std::vector<int32_t> all = kPrompt;
+      all.insert(all.end(), out.begin(), out.end());
+      auto replay = open_runner(path, true);
+      b.clear();
+      starts = {{0, -1, -1, all[0]}};
+      for (size_t i = 0; i + 1 < all.size(); ++i) {
+        b.add(all[i], 0, static_cast<int32_t>(i), false);
+        starts.push_back({0, static_cast<int32_t>(i), static_cast<int64_t>(i), all[i + 1]});
+      }
+      replay->forward(b, logits);
+      replay->mtp_draft(starts, kDraft, fresh);
+    }
+    ASSERT_EQ(fresh.size(), 1u);
+    EXPECT_EQ(fresh[0].tokens, drafts[0].tokens);
+    out.resize(kTokens);
+    EXPECT_EQ(out, plain);
+    if (!oracle) {
+      std::printf("[ mtp %s ] acceptance %d/%d, %.2f tokens per target forward\n",
+                  GetParam().c_str(), accepted, drafted,
+                  static_cast<double>(kTokens) / std::max(1, forwards));
     }
   }
-  // The head's cache, after chains past the kept positions and starts spread over the
-  // rounds, drafts as a fresh one that sees the whole sequence at once.
-  std::vector<MtpDraft> fresh;
-  runner->mtp_draft(starts, kDraft, drafts);
-  {
-    std::vector<int32_t> all = kPrompt;
-    all.insert(all.end(), out.begin(), out.end());
-    auto replay = open_runner(path, true);
-    b.clear();
-    starts = {{0, -1, -1, all[0]}};
-    for (size_t i = 0; i + 1 < all.size(); ++i) {
-      b.add(all[i], 0, static_cast<int32_t>(i), false);
-      starts.push_back({0, static_cast<int32_t>(i), static_cast<int64_t>(i), all[i + 1]});
-    }
-    replay->forward(b, logits);
-    replay->mtp_draft(starts, kDraft, fresh);
-  }
-  ASSERT_EQ(fresh.size(), 1u);
-  EXPECT_EQ(fresh[0].tokens, drafts[0].tokens);
-  out.resize(kTokens);
-  EXPECT_EQ(out, plain);
-  std::printf("[ mtp %s ] acceptance %d/%d, %.2f tokens per target forward\n", GetParam().c_str(),
-              accepted, drafted, static_cast<double>(kTokens) / std::max(1, forwards));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MtpHeadTest,
