@@ -5,11 +5,13 @@
 // Built against ik_llama.cpp (commit 8337e4cd3, a CPU Release build with libllama.so):
 //   g++ -O2 -std=c++17 -I$IK/include -I$IK/ggml/include scripts/ik_mtp_logits.cpp \
 //       -L$IK/build/src -L$IK/build/ggml/src -lllama -lggml -o ik_mtp_logits
-//   LD_LIBRARY_PATH=$IK/build/src:$IK/build/ggml/src ./ik_mtp_logits MODEL OUT T1,T2,...
-// Runs tokens T0..Tn at positions 0..n (hidden row 0: zeros, as the reference's prompt warmup
-// conditions a sequence's first token; row i > 0: mtp_reference_hidden(i - 1)) in one
-// MTP_OP_UPDATE_ACCEPTED batch of sequence 0 with f16 K and V caches and flash attention (the
-// settings of ../shared/models) and writes the n rows of logits (float32, [n][n_vocab]) to OUT.
+//   LD_LIBRARY_PATH=$IK/build/src:$IK/build/ggml/src ./ik_mtp_logits MODEL OUT T0,T1,...
+// (src/engine/testdata/mtp_*.ik.logits: T = 1,5,17,42,99,3,250,7,64, MODEL the test's synthesized
+// file or ../shared/models/frontier2/*.gguf.) Runs tokens T0..Tn at positions 0..n (hidden row 0:
+// zeros, as the reference's prompt warmup conditions a sequence's first token; row i > 0:
+// mtp_reference_hidden(i - 1)) in one MTP_OP_UPDATE_ACCEPTED batch of sequence 0 with f16 K and V
+// caches and flash attention (the settings of ../shared/models) and writes the n + 1 rows of logits
+// (float32, [n + 1][n_vocab]) to OUT.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +30,7 @@ static float mtp_reference_hidden(int i, int j) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s MODEL OUT T1,T2,...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL OUT T0,T1,...\n", argv[0]);
     return 2;
   }
   std::vector<llama_token> tokens;

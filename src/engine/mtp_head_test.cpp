@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "engine/reference_check.h"
 #include "engine/runner.h"
 #include "model/synth.h"
 #include "quant/types.h"
@@ -325,22 +327,32 @@ TEST_P(MtpHeadTest, DraftsVerifiedByTheTargetKeepItsGreedyOutput) {
 INSTANTIATE_TEST_SUITE_P(Families, MtpHeadTest,
                          ::testing::Values("deepseek2", "glm4moe", "glm-dsa", "qwen35"));
 
-// The head alone against ik_llama.cpp's MTP graph (scripts/ik_mtp_logits.cpp wrote
-// testdata/mtp_<arch>.ik.logits from the synthesized model of synth_model with tokens
-// kFirst, kPrompt...): the same hidden rows, a zero one before the first token, positions
-// 0..n. The reference's K and V cache is f16: the f32 files' tolerance of
-// reference_logits_test and the same top token. (Its deepseek2 loader refuses a
-// file with NextN blocks, which its converter leaves out; glm-dsa runs the same MLA head.)
+// The head alone against ik_llama.cpp's MTP graph: scripts/ik_mtp_logits.cpp wrote
+// testdata/mtp_<model>.ik.logits from the synthesized models of synth_model and from the
+// files of ../shared/models/frontier2 (which carry a NextN block as the reference's converter
+// writes it), with tokens kFirst, kPrompt...: the same hidden rows, a zero one before the first
+// token, positions 0..n. The reference's K and V cache is f16: the tolerance of
+// reference_logits_test for the weights' type, and the same top token. (Its deepseek2 loader
+// refuses a file with NextN blocks, which its converter leaves out; glm-dsa runs the same MLA
+// head.)
 class MtpHeadReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MtpHeadReference, LogitsMatchIkLlamaCpp) {
-  const std::string path = synth_model(GetParam());
+  const std::string& model = GetParam();
+  const bool shared = model.starts_with("frontier2/");
+  const std::string path = shared ? "../shared/models/" + model + ".gguf" : synth_model(model);
+  std::string name = model;
+  std::replace(name.begin(), name.end(), '/', '_');
   gguf::File file = gguf::File::open(path);
   const ModelInfo info = read_model_info(file);
   const int64_t n = static_cast<int64_t>(kPrompt.size()), e = info.hp.n_embd;
   const int64_t v = info.hp.n_vocab;
+  // reference_logits_test's pairs (reference_check.h); q8_0 the wider one, as a one-layer
+  // head's rounding of the activations sits closer to its logits.
+  const bool quantized = model.ends_with("q8_0");
+  const Tolerance tolerance = quantized ? Tolerance{0.2, 0.05} : Tolerance{1e-2, 3e-3};
   const std::vector<float> want =
-      read_logits_file("src/engine/testdata/mtp_" + GetParam() + ".ik.logits");
+      read_logits_file("src/engine/testdata/mtp_" + name + ".ik.logits");
   ASSERT_EQ(static_cast<int64_t>(want.size()), (n + 1) * v);
   ShardOptions options;
   options.n_ctx = 64;
@@ -360,23 +372,38 @@ TEST_P(MtpHeadReference, LogitsMatchIkLlamaCpp) {
   ThreadPool pool(2);
   std::vector<float> logits, head_hidden;
   head.forward(rows, logits, head_hidden, pool);
-  double worst = 0;
+  double worst = 0, sum = 0;
   for (int64_t i = 0; i <= n; ++i) {
     const float* got = logits.data() + i * v;
     const float* ref = want.data() + i * v;
     double max_abs = 0;
     for (int64_t t = 0; t < v; ++t) {
-      max_abs = std::max(max_abs, std::fabs(static_cast<double>(got[t]) - ref[t]));
+      const double d = std::fabs(static_cast<double>(got[t]) - ref[t]);
+      max_abs = std::max(max_abs, d);
+      sum += d;
     }
-    EXPECT_LT(max_abs, 1e-2) << "row " << i;
-    EXPECT_EQ(argmax(got, v), argmax(ref, v)) << "row " << i;
+    EXPECT_LT(max_abs, tolerance.max_err) << "row " << i;
+    // q8_0's activations round as the reference's do not quite: a near tie may flip.
+    if (!quantized) EXPECT_EQ(argmax(got, v), argmax(ref, v)) << "row " << i;
     worst = std::max(worst, max_abs);
   }
-  std::printf("[ mtp %s ] largest difference from the reference %.2g\n", GetParam().c_str(), worst);
+  const double mean = sum / static_cast<double>((n + 1) * v);
+  EXPECT_LT(mean, tolerance.mean_err);
+  std::printf("[ mtp %s ] difference from the reference: largest %.2g, mean %.2g\n", model.c_str(),
+              worst, mean);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MtpHeadReference,
-                         ::testing::Values("glm4moe", "glm-dsa", "qwen35"));
+                         ::testing::Values("glm4moe", "glm-dsa", "qwen35", "frontier2/glm4moe-f32",
+                                           "frontier2/glm4moe-q8_0", "frontier2/glm-dsa-f32",
+                                           "frontier2/qwen35-f32", "frontier2/qwen35moe-f32",
+                                           "frontier2/qwen35moe-q8_0"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param;
+                           for (char& c : name)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace herd::engine
