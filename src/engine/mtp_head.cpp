@@ -129,25 +129,33 @@ void MtpHead::forward(std::span<const MtpInput> rows, std::vector<float>& logits
 
 void MtpHead::draft(std::span<const MtpInput> rows, int k, std::vector<MtpDraft>& drafts,
                     ThreadPool& pool) {
-  drafts.clear();
+  // The caller's drafts are reused (their token vectors keep their capacity): no allocation
+  // per step once warm.
+  size_t n_slots = 0;
   chain_.clear();
   chain_rows_.clear();
-  if (rows.empty() || k <= 0) return;
+  if (rows.empty() || k <= 0) {
+    drafts.clear();
+    return;
+  }
   forward(rows, step_logits_, step_hidden_, pool);
   // Each slot's last row starts its chain; chain_rows_[j]: slot j's row in the step's output
   // (-1: its chain ended).
   for (size_t i = 0; i < rows.size(); ++i) {
-    const auto it = std::find_if(drafts.begin(), drafts.end(),
-                                 [&](const MtpDraft& d) { return d.seq == rows[i].seq; });
-    const size_t j = static_cast<size_t>(it - drafts.begin());
-    if (it == drafts.end()) {
-      drafts.push_back({rows[i].seq, {}});
+    size_t j = 0;
+    while (j < n_slots && drafts[j].seq != rows[i].seq) ++j;
+    if (j == n_slots) {
+      if (n_slots == drafts.size()) drafts.emplace_back();
+      drafts[j].seq = rows[i].seq;
+      drafts[j].tokens.clear();
       chain_.push_back({});
       chain_rows_.push_back(-1);
+      ++n_slots;
     }
     chain_[j] = {rows[i].seq, rows[i].pos, nullptr, 0};
     chain_rows_[j] = static_cast<int64_t>(i);
   }
+  drafts.resize(n_slots);
   const int64_t e = n_embd_;
   chain_hidden_.resize(chain_.size() * static_cast<size_t>(e));  // [slots][n_embd]
   for (int step = 0;; ++step) {

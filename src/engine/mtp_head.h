@@ -69,7 +69,9 @@ class MtpHead {
   // Greedy drafts of up to k tokens per slot: runs `rows` (forward; several rows of a slot
   // are consecutive positions, e.g. a prompt or a verified draft), then chains the head from
   // each slot's last row, all slots in one batch per step. drafts: one per slot, in the
-  // order of their first row; shorter than k only where the context ends.
+  // order of their first row; shorter than k only where the context ends. The vector and its
+  // token vectors are reused: a caller that keeps them allocates nothing once warm
+  // (decode_alloc_test).
   void draft(std::span<const MtpInput> rows, int k, std::vector<MtpDraft>& drafts,
              ThreadPool& pool);
 

@@ -31,7 +31,11 @@ std::string synth_model(const std::string& arch) {
   SynthOptions o;
   o.arch = arch;
   o.type = "f32";
-  o.out_path = ::testing::TempDir() + "/mtp_" + arch + ".gguf";
+  // A file per test: ctest runs the tests of this binary in parallel processes.
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(test->test_suite_name()) + "_" + test->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  o.out_path = ::testing::TempDir() + "/mtp_" + name + ".gguf";
   o.n_embd = 128;
   o.n_layer = 3;
   o.n_head = 4;
