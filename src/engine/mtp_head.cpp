@@ -51,7 +51,8 @@ int64_t MtpHead::n_vocab() const {
   return n_vocab_;
 }
 
-MtpHead MtpHead::load(const gguf::File& file, const ModelInfo& info, ShardOptions options) {
+MtpHead MtpHead::load(const gguf::File& file, const ModelInfo& info, ShardOptions options,
+                      const kernels::PackedMatrix* model_head) {
   const ArchSpec& arch = *info.arch;
   if (arch.attention == AttentionKind::kCompressed || arch.hyper_connections) {
     throw Error("engine", std::string(arch.name) + ": its NextN blocks are not run yet");
@@ -72,8 +73,7 @@ MtpHead MtpHead::load(const gguf::File& file, const ModelInfo& info, ShardOption
   head.shared_head_norm_ = load_norm(file, blk + "shared_head_norm.weight", n_embd);
   head.eh_proj_ = pack_named(file, blk + "eh_proj.weight", 2 * n_embd, n_embd, options.isa);
   // The optional parts default to the model's own (GLM-4.6 and converted DeepSeek V3 files
-  // leave them out). A repacked copy of the output head is the price of not reaching into the
-  // main shard's.
+  // leave them out); the model's head is the main shard's where it is given.
   const gguf::TensorInfo* embed = file.find_tensor(blk + "embed_tokens.weight");
   head.embed_ = embed != nullptr ? embed : &file.tensor("token_embd.weight");
   if (head.embed_->shape != std::vector<int64_t>{n_embd, n_vocab}) {
@@ -82,9 +82,13 @@ MtpHead MtpHead::load(const gguf::File& file, const ModelInfo& info, ShardOption
   }
   std::string head_name = blk + "shared_head_head.weight";
   if (file.find_tensor(head_name) == nullptr) {
+    if (model_head != nullptr && model_head->rows() == n_vocab && model_head->cols() == n_embd) {
+      head.shared_head_ = model_head;
+      return head;
+    }
     head_name = info.hp.tied_output ? "token_embd.weight" : "output.weight";
   }
-  head.head_ = pack_named(file, head_name, n_embd, n_vocab, options.isa);
+  head.own_head_ = pack_named(file, head_name, n_embd, n_vocab, options.isa);
   return head;
 }
 
@@ -121,7 +125,8 @@ void MtpHead::forward(std::span<const MtpInput> rows, std::vector<float>& logits
     rms_norm(hidden.data() + i * e, shared_head_norm_.data(), e, rms_eps_, normed_.data() + i * e);
   }
   logits.resize(static_cast<size_t>(n * n_vocab_));  // [n][n_vocab]
-  kernels::matmul(head_, normed_.data(), n, logits.data(), pool, workspace_);
+  const kernels::PackedMatrix& head = shared_head_ != nullptr ? *shared_head_ : own_head_;
+  kernels::matmul(head, normed_.data(), n, logits.data(), pool, workspace_);
   if (final_softcap_ > 0) {
     for (float& logit : logits) logit = final_softcap_ * std::tanh(logit / final_softcap_);
   }

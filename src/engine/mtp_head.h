@@ -53,7 +53,11 @@ class MtpHead {
   // block's own weights and its eh_proj / head are read. Throws herd::Error when the model
   // has no NextN block or its kind of attention has no head here (compressed attention,
   // hyper-connections).
-  static MtpHead load(const gguf::File& file, const ModelInfo& info, ShardOptions options);
+  // model_head: the main model's output head (Shard::output_head), which the head then reads
+  // in place of a copy of its own where the file has no nextn.shared_head_head; it must have
+  // every vocabulary row and outlive the head.
+  static MtpHead load(const gguf::File& file, const ModelInfo& info, ShardOptions options,
+                      const kernels::PackedMatrix* model_head = nullptr);
 
   MtpHead(MtpHead&&) noexcept;
   MtpHead& operator=(MtpHead&&) noexcept;
@@ -88,7 +92,10 @@ class MtpHead {
   const gguf::TensorInfo* embed_ = nullptr;              // nextn.embed_tokens, else token_embd
   std::vector<float> enorm_, hnorm_, shared_head_norm_;  // [n_embd]
   kernels::PackedMatrix eh_proj_;                        // [n_embd x 2 n_embd]
-  kernels::PackedMatrix head_;                           // [n_vocab x n_embd]
+  // [n_vocab x n_embd]: the main model's head (not owned), else shared_head_head or a copy
+  // of the model's.
+  const kernels::PackedMatrix* shared_head_ = nullptr;
+  kernels::PackedMatrix own_head_;
   kernels::Workspace workspace_;
   // Per call: the batch, [n][2 n_embd] normed inputs, [n][n_embd] projected / normed rows.
   Batch batch_;

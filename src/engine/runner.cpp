@@ -63,8 +63,8 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
     if (r.shard().device_index() >= 0 || r.cpu_stage() != nullptr) {
       throw Error("engine", "an MTP head needs the model on the CPU (--device cpu)");
     }
-    runner->mtp_ =
-        std::make_unique<MtpHead>(MtpHead::load(runner->file_, runner->info_, shard_options));
+    runner->mtp_ = std::make_unique<MtpHead>(
+        MtpHead::load(runner->file_, runner->info_, shard_options, r.shard().output_head()));
   }
   return runner;
 }

@@ -102,6 +102,11 @@ std::span<const float> Shard::last_hidden() const {
   return {s.x.data(), static_cast<size_t>(s.n_forwarded * s.hp.n_embd)};
 }
 
+const kernels::PackedMatrix* Shard::output_head() const {
+  const State& s = *state_;
+  return s.spec.output && s.device == nullptr && s.n_vocab > 0 ? &s.output : nullptr;
+}
+
 std::string Shard::device() const {
   return state_->device != nullptr ? state_->device->describe() : "cpu";
 }

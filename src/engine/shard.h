@@ -117,6 +117,9 @@ class Shard {
   // (mtp_head.h). Empty before a forward, on a device, and with hyper-connections (the
   // head reduces their streams in place).
   std::span<const float> last_hidden() const;
+  // The output head as the CPU kernels read it ([vocab_end - vocab_begin][n_embd]), or null
+  // when the shard has no head or runs on a device: an MTP head shares it (mtp_head.h).
+  const kernels::PackedMatrix* output_head() const;
   const HParams& hparams() const;
   const ShardSpec& spec() const;
   bool is_sliced() const;  // holds less than every head, FFN row, expert or vocabulary row
