@@ -42,7 +42,7 @@ void add_synth(CLI::App& app) {
                   "FFN width of one expert (default --ff, or embd / 2 with dense layers)");
   cmd->add_option("--shared-experts", o->n_expert_shared,
                   "Shared experts every token runs through (deepseek2: 1)");
-  cmd->add_option("--nextn", o->n_nextn,
+  cmd->add_option("--nextn,--mtp", o->n_nextn,
                   "NextN (MTP) blocks after --layers, kept for speculative decoding (default "
                   "as the family's converter writes them)");
   cmd->add_option("--dense-layers", o->n_leading_dense,

@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "engine/mtp_head.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
 #include "engine/shard.h"
@@ -158,6 +159,48 @@ TEST_P(SchedulerStepAllocations, NoneOnceWarm) {
 INSTANTIATE_TEST_SUITE_P(Drafts, SchedulerStepAllocations, ::testing::Values(0, 4),
                          [](const ::testing::TestParamInfo<int>& p) {
                            return p.param == 0 ? std::string("Plain") : std::string("PromptLookup");
+                         });
+
+// The MTP head's drafting (mtp_head.h) as decoding uses it: after a prompt's rows, one kept
+// row per step, its drafts in the caller's reused vector.
+class MtpDraftAllocations : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtpDraftAllocations, NoneOnceWarm) {
+  const gguf::File file = gguf::File::open("../shared/models/" + GetParam() + ".gguf");
+  const ModelInfo info = read_model_info(file);
+  ShardOptions options;
+  options.n_ctx = 64;
+  options.n_threads = 2;
+  options.isa = kernels::best_isa(kernels::detect_cpu());
+  MtpHead head = MtpHead::load(file, info, options);
+  ThreadPool pool(2);
+  const std::vector<float> hidden(static_cast<size_t>(info.hp.n_embd), 0.5f);
+  std::vector<MtpInput> rows;
+  for (int32_t i = -1; i < 8; ++i) rows.push_back({0, i, i < 0 ? nullptr : hidden.data(), i + 2});
+  std::vector<MtpDraft> drafts;
+  head.draft(rows, 3, drafts, pool);
+  rows = {{0, 8, hidden.data(), 1}};
+  head.draft(rows, 3, drafts, pool);  // warm: the one-row sizes are reached
+
+  const long before = g_allocations.load();
+  for (int32_t pos = 9; pos < 20; ++pos) {
+    rows[0] = {0, pos, hidden.data(), (pos * 37) % 300};
+    head.draft(rows, 3, drafts, pool);
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 11 drafts of 3 tokens";
+  ASSERT_EQ(drafts.size(), 1u);
+  EXPECT_EQ(drafts[0].tokens.size(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, MtpDraftAllocations,
+                         ::testing::Values("frontier2/glm4moe-q8_0", "frontier2/glm-dsa-q8_0",
+                                           "frontier2/qwen35moe-q8_0"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param.substr(p.param.rfind('/') + 1);
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
                          });
 
 }  // namespace

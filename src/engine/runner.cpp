@@ -65,6 +65,14 @@ std::unique_ptr<LocalRunner> LocalRunner::open(const std::string& path,
       new LocalRunner(std::move(file), std::move(info), shard_options.isa));
   runner->rank_ = std::move(rank);
   runner->device_note_ = std::move(note);
+  if (options.mtp && runner->info_.hp.n_nextn > 0) {
+    const Rank& r = *runner->rank_;
+    if (r.shard().device_index() >= 0 || r.cpu_stage() != nullptr) {
+      throw Error("engine", "an MTP head needs the model on the CPU (--device cpu)");
+    }
+    runner->mtp_ = std::make_unique<MtpHead>(
+        MtpHead::load(runner->file_, runner->info_, shard_options, r.shard().output_head()));
+  }
   return runner;
 }
 
@@ -94,6 +102,37 @@ RunnerStatus LocalRunner::status() const {
 
 void LocalRunner::forward(const Batch& batch, std::vector<float>& logits) {
   rank_->forward(batch, nullptr, logits);
+  if (mtp_ != nullptr) {
+    mtp_last_.seq.assign(batch.seq.begin(), batch.seq.end());
+    mtp_last_.pos.assign(batch.pos.begin(), batch.pos.end());
+  }
+}
+
+int64_t LocalRunner::mtp_layers() const {
+  return mtp_ != nullptr ? info_.hp.n_nextn : 0;
+}
+
+void LocalRunner::mtp_draft(std::span<const MtpStart> starts, int k,
+                            std::vector<MtpDraft>& drafts) {
+  if (mtp_ == nullptr) throw Error("engine", "the model's MTP head is not loaded");
+  const std::span<const float> hidden = rank_->shard().last_hidden();  // [n][n_embd]
+  const int64_t n_embd = info_.hp.n_embd;
+  const auto n = static_cast<int64_t>(hidden.size()) / n_embd;
+  mtp_inputs_.clear();
+  for (const MtpStart& s : starts) {
+    if (s.row == -1 && s.pos == -1) {  // a sequence's first token
+      mtp_inputs_.push_back({s.seq, -1, nullptr, s.token});
+      continue;
+    }
+    const auto row = static_cast<size_t>(s.row);
+    if (s.row < 0 || s.row >= n || mtp_last_.seq[row] != s.seq || mtp_last_.pos[row] != s.pos) {
+      throw Error("engine", "MTP start at row " + std::to_string(s.row) + " (slot " +
+                                std::to_string(s.seq) + ", position " + std::to_string(s.pos) +
+                                ") is not a row of the last forward pass");
+    }
+    mtp_inputs_.push_back({s.seq, s.pos, hidden.data() + s.row * n_embd, s.token});
+  }
+  mtp_->draft(mtp_inputs_, k, drafts, rank_->pool());
 }
 
 void LocalRunner::save_state(int32_t seq, int64_t pos) {

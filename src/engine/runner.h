@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,14 +13,26 @@
 
 #include "engine/batch.h"
 #include "engine/cpu_experts.h"
+#include "engine/mtp_head.h"
 #include "engine/rank.h"
 #include "engine/runner_status.h"
 #include "engine/shard.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace herd::engine {
+
+// A row of a runner's last forward() that an MTP head starts from: the row `row` (its index
+// in that batch) of slot `seq` at position `pos`, and the token chosen for position pos + 1.
+// A sequence's first token has none before it: row -1, pos -1 (MtpInput).
+struct MtpStart {
+  int32_t seq = 0;
+  int32_t pos = 0;
+  int64_t row = 0;
+  int32_t token = 0;
+};
 
 class ModelRunner {
  public:
@@ -76,6 +89,22 @@ class ModelRunner {
     static_cast<void>(at_most);
     return 0;
   }
+
+  // Multi-token prediction (mtp_head.h): the NextN blocks of the model the runner drafts
+  // with; 0: none (the model has none, or its head is not loaded: LocalOptions::mtp).
+  virtual int64_t mtp_layers() const { return 0; }
+  // Greedy drafts of up to k tokens per slot from the MTP head, started from rows of the last
+  // forward() (whose hidden states the runner keeps, every row's, until the next one).
+  // Start with every position of a slot that the head has not seen (a prompt's from the first
+  // token, a verified draft's kept rows), in position order; drafts: one per slot, in the
+  // order of their first row.
+  // Throws herd::Error when mtp_layers() is 0 or a row is not one of the last forward's.
+  virtual void mtp_draft(std::span<const MtpStart> starts, int k, std::vector<MtpDraft>& drafts) {
+    static_cast<void>(starts);
+    static_cast<void>(k);
+    static_cast<void>(drafts);
+    throw Error("engine", "this runner has no MTP head");
+  }
 };
 
 struct LocalOptions {
@@ -90,6 +119,9 @@ struct LocalOptions {
   // MoE on a device: "cpu" keeps the routed experts on the CPU and the rest on the device
   // (cpu_experts.h); "auto" does so when the model outgrows the device's memory; "device".
   std::string experts = "auto";
+  // Loads the model's MTP head (mtp_layers(), mtp_draft()) where the file has NextN blocks and
+  // the model runs on the CPU.
+  bool mtp = false;
   // A model on a device: its first N layers there, the rest (and the head) on the CPU, as a
   // pipeline of two stages in this process. -1: every layer, or as many as fit when the
   // model outgrows the device (a dense model; an MoE model keeps its experts on the CPU
@@ -122,6 +154,9 @@ class LocalRunner : public ModelRunner {
   // the user.
   const std::string& device_note() const { return device_note_; }
 
+  int64_t mtp_layers() const override;
+  void mtp_draft(std::span<const MtpStart> starts, int k, std::vector<MtpDraft>& drafts) override;
+
  private:
   LocalRunner(gguf::File file, ModelInfo info, kernels::Isa isa);
 
@@ -134,6 +169,9 @@ class LocalRunner : public ModelRunner {
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;
+  std::unique_ptr<MtpHead> mtp_;  // LocalOptions::mtp; reads the file: destroyed before it
+  std::vector<MtpInput> mtp_inputs_;
+  Batch mtp_last_;  // the last forward's slots and positions (mtp_draft checks its starts)
 };
 
 }  // namespace herd::engine

@@ -97,6 +97,16 @@ size_t Shard::packed_weight_bytes() const {
   return total;
 }
 
+std::span<const float> Shard::last_hidden() const {
+  const State& s = *state_;
+  return {s.x.data(), static_cast<size_t>(s.n_forwarded * s.hp.n_embd)};
+}
+
+const kernels::PackedMatrix* Shard::output_head() const {
+  const State& s = *state_;
+  return s.spec.output && s.device == nullptr && s.n_vocab > 0 ? &s.output : nullptr;
+}
+
 std::string Shard::device() const {
   return state_->device != nullptr ? state_->device->describe() : "cpu";
 }
@@ -628,6 +638,7 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
     return;
   }
   s.reserve(n, static_cast<int>(pool.size()));
+  s.n_forwarded = 0;
   // Checks that the batch continues each slot's recurrent states (before anything changes).
   s.kv.begin_recurrent(batch);
   if (arch.attention == AttentionKind::kCompressed) s.compressed_begin(batch);
@@ -734,6 +745,7 @@ void Shard::forward(const Batch& batch, const float* input, std::vector<float>& 
 
   s.kv.end_recurrent(batch);
   if (arch.attention == AttentionKind::kCompressed) s.compressed_end(batch);
+  s.n_forwarded = arch.hyper_connections ? 0 : n;
 
   if (!s.spec.output) {
     output.assign(x, x + n * width);

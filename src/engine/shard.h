@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,14 @@ class Shard {
   void forward(const Batch& batch, const float* input, std::vector<float>& output, ThreadPool& pool,
                AllReduce* all_reduce = nullptr);
 
+  // [n][n_embd] the hidden state after the shard's last layer (before the output norm) of
+  // every row of the last forward(), valid until the next one: an MTP head's input
+  // (mtp_head.h). Empty before a forward, on a device, and with hyper-connections (the
+  // head reduces their streams in place).
+  std::span<const float> last_hidden() const;
+  // The output head as the CPU kernels read it ([vocab_end - vocab_begin][n_embd]), or null
+  // when the shard has no head or runs on a device: an MTP head shares it (mtp_head.h).
+  const kernels::PackedMatrix* output_head() const;
   const HParams& hparams() const;
   const ShardSpec& spec() const;
   bool is_sliced() const;  // holds less than every head, FFN row, expert or vocabulary row

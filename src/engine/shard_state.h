@@ -346,6 +346,7 @@ struct Shard::State {
   // batch larger than any before: nothing is allocated once warm.
   int64_t capacity = 0;
   std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b, ffn_out, router_logits;
+  int64_t n_forwarded = 0;    // rows of x the last forward() left there (Shard::last_hidden)
   std::vector<float> scores;  // [n_threads][scores_per_thread()]: the attention kernel's
   // Attention calls cut into chunks of positions (attend_cached): [calls][chunks][heads]
   // [v_dim] outputs, then [chunks][heads][2] partial sums; fewer calls than threads.

@@ -265,13 +265,15 @@ LayerOptions layer_options(const ArchSpec& arch, const HParams& hp, int64_t il) 
   const auto i = static_cast<size_t>(il);
   o.moe = hp.n_expert > 0 && il >= hp.n_leading_dense;
   o.nextn = il >= hp.n_layer;
+  o.nextn_run = !o.nextn && il >= hp.n_layer - hp.n_nextn_run;
   o.sliding = is_sliding(arch, hp, il);
   o.rope_base = hp.rope_base;
   o.rope_scaling = hp.rope_scaling;
   if (arch.delta_net) {
     const int64_t every = arch.full_attention_interval > 0 ? arch.full_attention_interval
                                                            : hp.full_attention_interval;
-    o.linear = !o.nextn && every > 0 && (il + 1) % every != 0;  // a NextN block: full attention
+    // A NextN block has full attention.
+    o.linear = !o.nextn && !o.nextn_run && every > 0 && (il + 1) % every != 0;
   }
   o.head_dim = hp.head_dim;
   o.head_dim_v = hp.head_dim_v;
@@ -578,7 +580,7 @@ std::vector<TensorSpec> model_tensors(const ArchSpec& arch, const HParams& hp) {
     if (arch.layer_output_scale && !lo.nextn) {
       add(W::kLayerOutputScale, "layer_output_scale.weight", {1}, kNorm);
     }
-    if (lo.nextn) {
+    if (lo.nextn || lo.nextn_run) {
       // The MTP head's own parts: the projection of [embedding | hidden] and its norms
       // (the optional nextn.embed_tokens / shared_head_head default to the model's).
       add(W::kNone, "nextn.eh_proj.weight", {2 * hp.n_embd, hp.n_embd}, TensorRole::kFfn);

@@ -208,6 +208,9 @@ struct HParams {
   // n_layer + n_nextn): listed and checked, kept for speculative decoding, never run by the
   // plain forward pass.
   int64_t n_nextn = 0;
+  // The MTP head's view of the model (mtp_model_info, model_info.h): the last n_nextn_run of
+  // the n_layer blocks are NextN blocks, run as ordinary layers by the head's own shard.
+  int64_t n_nextn_run = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;   // MLA: 1 (the latent is one KV head shared by every query head)
   int64_t head_dim = 0;    // key size per head (MLA: nope + rope)
@@ -435,6 +438,7 @@ struct LayerOptions {
   bool compress_indexed = false;
   bool hash_routed = false;  // the experts come from ffn_gate_tid2eid[token]
   bool nextn = false;        // a NextN block (il >= hp.n_layer): listed, not run
+  bool nextn_run = false;    // a NextN block the MTP head runs (hp.n_nextn_run): full attention
   bool linear = false;       // a Gated DeltaNet layer: no attention, a recurrent state per sequence
   // Attention shapes (Gemma 4's sliding and global layers differ; else the model's).
   int64_t head_dim = 0, head_dim_v = 0, n_head_kv = 0, n_rot = 0;

@@ -450,6 +450,24 @@ ModelInfo read_model_info(const gguf::File& f, bool partial) {
   return info;
 }
 
+ModelInfo mtp_model_info(const ModelInfo& info) {
+  if (info.hp.n_nextn == 0) throw Error("model", "the model has no NextN (MTP) block");
+  ModelInfo mtp = info;
+  mtp.hp.n_layer += info.hp.n_nextn;
+  mtp.hp.n_nextn_run = info.hp.n_nextn;
+  mtp.hp.n_nextn = 0;
+  // The same tensors (the file's names), the NextN blocks' now bound to their layers; what
+  // the file lacks and read_model_info left out stays out.
+  mtp.tensors.clear();
+  for (TensorSpec& t : model_tensors(*info.arch, mtp.hp)) {
+    if (find_tensor_spec(info, t.name) == nullptr) t.name = tensor_alias(t.name);
+    if (!t.name.empty() && find_tensor_spec(info, t.name) != nullptr) {
+      mtp.tensors.push_back(std::move(t));
+    }
+  }
+  return mtp;
+}
+
 const TensorSpec* find_tensor_spec(const ModelInfo& info, std::string_view name) {
   for (const TensorSpec& spec : info.tensors) {
     if (spec.name == name) return &spec;

@@ -34,6 +34,12 @@ struct ModelInfo {
 // A file that records a slice (read_slice_metadata) must hold each tensor cut by it.
 ModelInfo read_model_info(const gguf::File& file, bool partial = false);
 
+// The MTP head's view of a model with NextN blocks (hp.n_nextn > 0): the same file, its
+// NextN blocks counted in n_layer and bound as ordinary layers (hp.n_nextn_run of them, the
+// last), so that a Shard of layers [n_layer, n_layer + n_nextn) runs them (engine/mtp_head.h).
+// Throws herd::Error when the model has none.
+ModelInfo mtp_model_info(const ModelInfo& info);
+
 // The spec of the weight `name`, or nullptr when the model has none of that name.
 const TensorSpec* find_tensor_spec(const ModelInfo& info, std::string_view name);
 

@@ -219,6 +219,19 @@ TEST(Synth, NextNBlocksAreListedAndCheckedNotRun) {
   EXPECT_NE(find_tensor_spec(info, "blk.2.nextn.eh_proj.weight"), nullptr);
   EXPECT_NE(find_tensor_spec(info, "blk.2.ffn_gate_exps.weight"), nullptr);
   EXPECT_GT(nextn_tensors, 10);
+  // The MTP head's view: the block counted in n_layer and bound as a layer of its own.
+  const ModelInfo mtp = mtp_model_info(info);
+  EXPECT_EQ(mtp.hp.n_layer, 3);
+  EXPECT_EQ(mtp.hp.n_nextn, 0);
+  EXPECT_TRUE(layer_options(*mtp.arch, mtp.hp, 2).nextn_run);
+  EXPECT_FALSE(layer_options(*mtp.arch, mtp.hp, 1).nextn_run);
+  const TensorSpec* experts = find_tensor_spec(mtp, "blk.2.ffn_gate_exps.weight");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->layer, 2);
+  EXPECT_NE(experts->weight, LayerWeight::kNone);
+  EXPECT_NE(find_tensor_spec(mtp, "blk.2.nextn.eh_proj.weight"), nullptr);
+  EXPECT_EQ(mtp.tensors.size(), info.tensors.size());
+  EXPECT_THROW(mtp_model_info(mtp), Error);  // no NextN block left to view
   // A default deepseek2 has none; a NextN count that leaves nothing to run is refused.
   EXPECT_EQ(synth_hparams(small_new("deepseek2", "f32", "x"), 256).n_nextn, 0);
   SynthOptions bad = small_new("deepseek2", "f32", "synth_nextn_bad.gguf");
