@@ -12,9 +12,12 @@
 //
 // The head's KV cache has the main model's slots and context. Every position the main model
 // keeps must pass through the head once (a prompt's, from position 0: its first token with no
-// hidden state, MtpInput), or its attention reads rows never written;
-// rows written past a sequence's kept positions (a rejected draft's) are overwritten by the
-// next write at that position, as in the main cache, so nothing needs cutting back.
+// hidden state, MtpInput), or its attention reads rows never written. Rows written past a
+// sequence's kept positions (a rejected draft's) are overwritten by the next write at that
+// position, as in the main cache, so nothing needs cutting back.
+//
+// A file with several NextN blocks (nextn_predict_layers > 1) drafts with the first, chained,
+// as the references do by default.
 #pragma once
 
 #include <cstdint>
