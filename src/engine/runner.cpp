@@ -145,6 +145,19 @@ void LocalRunner::save_state(int32_t seq, int64_t pos) {
   HERD_CHECK(mine.back().pos == pos);
 }
 
+void LocalRunner::hold_state(int32_t seq) {
+  if (!rank_->shard().has_recurrent_state()) return;
+  held_.resize(static_cast<size_t>(rank_->shard().n_seq()));
+  held_.at(static_cast<size_t>(seq)) = rank_->shard().snapshot_state(seq);
+}
+
+void LocalRunner::return_to_held_state(int32_t seq) {
+  if (!rank_->shard().has_recurrent_state()) return;
+  if (static_cast<size_t>(seq) >= held_.size())
+    throw Error("engine", "no state held for this slot");
+  rank_->shard().restore_state(seq, held_[static_cast<size_t>(seq)]);
+}
+
 int64_t LocalRunner::restore_state(int32_t seq, int64_t at_most) {
   if (static_cast<size_t>(seq) >= snapshots_.size()) return 0;
   auto& mine = snapshots_[static_cast<size_t>(seq)];

@@ -89,6 +89,19 @@ class ModelRunner {
     static_cast<void>(at_most);
     return 0;
   }
+  // Speculative decoding on such a model: hold_state keeps a copy of slot `seq`'s states as
+  // they stand (one per slot) before a forward that checks a draft, and return_to_held_state
+  // puts it back when the check refused part of the draft (the kept tokens then run again).
+  // A runner that cannot (the default) is not given drafts for a recurrent model.
+  virtual bool holds_states() const { return false; }
+  virtual void hold_state(int32_t seq) {
+    static_cast<void>(seq);
+    throw Error("engine", "this runner cannot hold a slot's recurrent state");
+  }
+  virtual void return_to_held_state(int32_t seq) {
+    static_cast<void>(seq);
+    throw Error("engine", "this runner cannot hold a slot's recurrent state");
+  }
 
   // Multi-token prediction (mtp_head.h): the NextN blocks of the model the runner drafts
   // with; 0: none (the model has none, or its head is not loaded: LocalOptions::mtp).
@@ -142,6 +155,9 @@ class LocalRunner : public ModelRunner {
   void forward(const Batch& batch, std::vector<float>& logits) override;
   void save_state(int32_t seq, int64_t pos) override;
   int64_t restore_state(int32_t seq, int64_t at_most) override;
+  bool holds_states() const override { return true; }
+  void hold_state(int32_t seq) override;
+  void return_to_held_state(int32_t seq) override;
 
   const gguf::File& file() const override { return file_; }
   const ModelInfo& info() const override { return info_; }
@@ -169,7 +185,8 @@ class LocalRunner : public ModelRunner {
   // Per slot, its snapshots in the order taken (at most kSnapshotsPerSlot).
   std::vector<std::vector<RecurrentSnapshot>> snapshots_;
   static constexpr size_t kSnapshotsPerSlot = 4;
-  std::unique_ptr<MtpHead> mtp_;  // LocalOptions::mtp; reads the file: destroyed before it
+  std::vector<RecurrentSnapshot> held_;  // per slot: hold_state's copy
+  std::unique_ptr<MtpHead> mtp_;         // LocalOptions::mtp; reads the file: destroyed before it
   std::vector<MtpInput> mtp_inputs_;
   Batch mtp_last_;  // the last forward's slots and positions (mtp_draft checks its starts)
 };

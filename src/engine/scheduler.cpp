@@ -151,6 +151,10 @@ struct Scheduler::Active {
   std::vector<int32_t> draft;     // run through the model this step after next_token
   std::vector<int32_t> context;   // scratch: the slot's tokens and next_token, for lookup
   bool drafted_by_model = false;  // this step's draft came from the draft model
+  // A model with recurrent state: the positions of the slot its state has absorbed. Behind
+  // the slot's tokens after a check refused part of a draft (the state went back to before
+  // it): the next step runs the kept tokens again first.
+  size_t state_len = 0;
   // A sampled request's draft-model drafts are drawn from the draft's distribution (its
   // chain without the penalties), kept per draft token for the check.
   std::optional<Sampler> draft_sampler;
@@ -355,6 +359,7 @@ void Scheduler::admit() {
     slot.last_used = ++clock_;
     active->slot = best;
     active->n_prefilled = keep;
+    active->state_len = keep;
     active->n_cached = static_cast<int64_t>(keep);
     // The sampler's penalties look at the tokens before each draw (a check accepts the
     // tokens it scores as it goes).
@@ -422,6 +427,9 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   slot.active = nullptr;
   slot.last_used = ++clock_;
   if (reason == FinishReason::kError) slot.cached.clear();  // its KV entries are unknown
+  // A recurrent state behind the slot's tokens (a refused draft's step): the slot holds what
+  // the state absorbed.
+  if (runner_.recurrent() && a.state_len < slot.cached.size()) slot.cached.resize(a.state_len);
   // The reply's end: where a follow-up that repeats the reply continues.
   if ((reason == FinishReason::kStop || reason == FinishReason::kLength) && runner_.recurrent() &&
       a.n_prefilled == a.params.prompt.size()) {
@@ -498,7 +506,7 @@ bool Scheduler::speculates(const Active& a) const {
   const bool asked = a.params.speculative && (a.params.speculative->lookup > 0 ||
                                               (a.params.speculative->draft > 0 && options_.draft));
   return asked && !a.filter && a.params.top_logprobs < 0 && a.params.score_from == 0 &&
-         !runner_.recurrent();
+         (!runner_.recurrent() || runner_.holds_states());
 }
 
 void Scheduler::run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k) {
@@ -597,6 +605,16 @@ void Scheduler::check_and_emit(Active& a, const float* rows) {
   a.n_draft_accepted += v.accepted;
   ++a.n_target_steps;
   auto& cached = slots_[static_cast<size_t>(a.slot)].cached;
+  // A recurrent state absorbed the whole draft: where part of it was refused, it goes back to
+  // before this step (the kept tokens run again next step), before anything can finish the
+  // request.
+  if (runner_.recurrent()) {
+    if (v.accepted < static_cast<int>(k)) {
+      runner_.return_to_held_state(a.slot);
+    } else {
+      a.state_len = cached.size() + k;
+    }
+  }
   // The kept draft tokens are in the cache already (the rest of the draft's rows there are
   // overwritten by what comes next); then the target's own next token.
   for (int i = 0; i < v.accepted; ++i) {
@@ -645,6 +663,9 @@ bool Scheduler::step() {
     if (!speculates(*a)) continue;
     // Within the context and what the request may still generate.
     const Slot& slot = slots_[static_cast<size_t>(a->slot)];
+    // A recurrent state that went back runs the kept tokens again first, without a draft
+    // (another refusal would send it back behind them again).
+    if (runner_.recurrent() && a->state_len < slot.cached.size()) continue;
     const SpeculativeParams& spec = *a->params.speculative;
     const bool by_model = spec.draft > 0 && options_.draft != nullptr;
     a->drafted_by_model = by_model;
@@ -674,7 +695,14 @@ bool Scheduler::step() {
     }
   }
   for (Active* a : decoding) {
-    const size_t pos = slots_[static_cast<size_t>(a->slot)].cached.size();
+    const std::vector<int32_t>& cached = slots_[static_cast<size_t>(a->slot)].cached;
+    const size_t pos = cached.size();
+    if (runner_.recurrent()) {
+      for (size_t p = a->state_len; p < pos; ++p) {
+        batch_.add(cached[p], a->slot, static_cast<int32_t>(p), false);
+      }
+      if (!a->draft.empty()) runner_.hold_state(a->slot);
+    }
     for (size_t i = 0; i <= a->draft.size(); ++i) {
       batch_.add(i == 0 ? a->next_token : a->draft[i - 1], a->slot, static_cast<int32_t>(pos + i),
                  true);
@@ -741,7 +769,9 @@ bool Scheduler::step() {
   // The pass succeeded: the slots now hold what it wrote.
   for (auto& a : running_) {
     if (a->next_token < 0) continue;
-    slots_[static_cast<size_t>(a->slot)].cached.push_back(a->next_token);
+    auto& cached = slots_[static_cast<size_t>(a->slot)].cached;
+    cached.push_back(a->next_token);
+    if (a->draft.empty()) a->state_len = cached.size();  // else check_and_emit says
     a->next_token = -1;
   }
   int64_t n_prefilled = 0, n_cached = 0;
@@ -751,6 +781,7 @@ bool Scheduler::step() {
     cached.insert(cached.end(), begin, begin + static_cast<std::ptrdiff_t>(n));
     if (a->n_prefilled == static_cast<size_t>(a->n_cached)) n_cached += a->n_cached;
     a->n_prefilled += n;
+    a->state_len = cached.size();
     n_prefilled += static_cast<int64_t>(n);
     if (a->n_prefilled == a->params.prompt.size()) a->prefill_end = Clock::now();
     if (runner_.recurrent() && a->n_prefilled == checkpoint_before(*a, a->n_prefilled + 1)) {

@@ -532,14 +532,15 @@ TEST(Scheduler, PromptLookupStopsAtAnEndTokenInsideTheDraft) {
   EXPECT_EQ(plain.finish->reason, FinishReason::kStop);
 }
 
-// Every shared reference model that can roll back (no recurrent state): greedy output with
-// prompt-lookup drafts is token for token the output without them. The random-weight models
-// repeat themselves soon, so drafts are made and kept (the test says how many).
-// Exact because every kernel gives a token's row the same bits whatever else shares its
+// Every shared reference model: greedy output with prompt-lookup drafts is token for token the
+// output without them; on those with recurrent state (Gated DeltaNet, DeepSeek V4's
+// compressed cache) a refused draft sends the state back and the kept tokens run again. The
+// random-weight models repeat themselves soon, so drafts are made and kept (the test says how
+// many). Exact because every kernel gives a token's row the same bits whatever else shares its
 // batch (kernels' MatmulTest.TokenCountDoesNotChangeAToken): a verification's logits are a
 // decode's.
 TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
-  int64_t drafted = 0, kept = 0, models = 0;
+  int64_t drafted = 0, kept = 0, models = 0, recurrent = 0;
   for (const char* dir :
        {"../shared/models", "../shared/models/frontier", "../shared/models/frontier2"}) {
     std::vector<std::filesystem::path> files;
@@ -555,7 +556,7 @@ TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
       lo.n_seq = 1;
       lo.device = "cpu";
       auto runner = engine::LocalRunner::open(f.string(), lo);
-      if (runner->recurrent()) continue;
+      recurrent += runner->recurrent() ? 1 : 0;
       const auto tok = tokenizer::Tokenizer::from_gguf(runner->file());
       std::vector<int32_t> prompt = tok.encode("the herd runs the model and the herd", true, false);
       std::vector<int32_t> outputs[2];
@@ -575,7 +576,8 @@ TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
       ++models;
     }
   }
-  EXPECT_GE(models, 36);
+  EXPECT_GE(models, 40);
+  EXPECT_GE(recurrent, 4);
   EXPECT_GT(kept, 0) << "no draft was kept in " << drafted;
   std::printf("prompt lookup over %lld models: %lld of %lld draft tokens kept\n",
               static_cast<long long>(models), static_cast<long long>(kept),
@@ -854,6 +856,26 @@ TEST_P(StateThatCannotBeCutBack, ReusesSnapshotsAndMatchesColdRuns) {
   const auto r3 = run_all(s, {s.submit(first)})[0];
   EXPECT_EQ(r3.finish->n_cached, 29);
   EXPECT_EQ(r3.tokens, r1.tokens);
+
+  // Drafts (prompt lookup: a long prompt, whose tokens the reply meets now and then): the
+  // tokens of a cold run without them; refused drafts sent the state back and the kept
+  // tokens ran again; a follow-up then continues from the reply's end as without drafts.
+  auto plain = greedy(prompt_of(60, 5), 40);
+  plain.stop_at_eog = false;
+  auto drafted = plain;
+  drafted.speculative = SpeculativeParams{4, 1, 3};
+  const auto d1 = run_all(s, {s.submit(drafted)})[0];
+  EXPECT_EQ(d1.tokens, cold(plain).tokens);
+  EXPECT_GT(d1.finish->n_drafted, d1.finish->n_draft_accepted);  // a refusal was rolled back
+  auto after = drafted;
+  after.prompt.insert(after.prompt.end(), d1.tokens.begin(), d1.tokens.end());
+  for (int32_t t : prompt_of(3, 7)) after.prompt.push_back(t);
+  after.max_tokens = 10;
+  const auto d2 = run_all(s, {s.submit(after)})[0];
+  auto after_plain = after;
+  after_plain.speculative.reset();
+  EXPECT_EQ(d2.tokens, cold(after_plain).tokens);
+  EXPECT_GT(d2.finish->n_cached, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StateThatCannotBeCutBack,
