@@ -1,6 +1,6 @@
-// The scheduler on a fake model whose next token depends on everything in the slot (so a
-// wrongly reused prefix changes the output) and on a tiny synthetic model (greedy output
-// through the scheduler equals the runner's own, token by token).
+// The scheduler on a fake model (scheduler_test_util.h) and on small real ones: batching,
+// prefix reuse, queueing, cancellation, stops, logprobs, checks, prompt logits, constraints,
+// snapshots of recurrent state; greedy output through it equals the runner's own.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -12,155 +12,16 @@
 #include <filesystem>
 #include <map>
 
+#include "engine/scheduler_test_util.h"
 #include "engine/test_sequence.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "model/synth.h"
 
-namespace herd::engine {
+namespace herd::engine::scheduler_test {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A tokenizer for StreamDecoder and EOG checks: the built-in vocabulary of a tiny model.
-struct TinyModel {
-  std::string path;
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  TinyModel() {
-    SynthOptions o;
-    o.arch = "qwen3";
-    o.type = "f32";
-    // One file per process: ctest runs the tests of this binary in parallel processes.
-    o.out_path = ::testing::TempDir() + "/server_tiny_" + std::to_string(getpid()) + ".gguf";
-    o.n_embd = 64;
-    o.n_layer = 2;
-    o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_ff = 128;
-    o.threads = 2;
-    synthesize(o);
-    path = o.out_path;
-    tok = std::make_unique<tokenizer::Tokenizer>(
-        tokenizer::Tokenizer::from_gguf(gguf::File::open(path)));
-  }
-  ~TinyModel() { std::filesystem::remove(path); }  // at exit: every test is done with it
-};
-TinyModel& tiny() {
-  static TinyModel m;
-  return m;
-}
-
-// The fake KV cache is the tokens themselves: the next token is a hash of every token at
-// positions [0, pos] of the slot, mapped onto single-letter tokens; a slot whose last
-// token is `eog_trigger` is answered with EOS.
-class FakeRunner : public engine::ModelRunner {
- public:
-  FakeRunner(const tokenizer::Tokenizer& tok, int64_t n_seq, int64_t n_ctx)
-      : file_(gguf::File::open(tiny().path)),
-        info_(read_model_info(file_)),
-        n_ctx_(n_ctx),
-        n_seq_(n_seq),
-        slots_(static_cast<size_t>(n_seq)) {
-    hp_.n_vocab = tok.n_vocab();
-    for (char c = 'a'; c <= 'z'; ++c) {
-      auto ids = tok.encode(std::string(1, c), false, false);
-      letters_.push_back(ids.at(0));
-    }
-    eos_ = *tok.eos();
-  }
-  const HParams& hparams() const override { return hp_; }
-  int64_t n_ctx() const override { return n_ctx_; }
-  int64_t n_seq() const override { return n_seq_; }
-  const gguf::File& file() const override { return file_; }
-  const ModelInfo& info() const override { return info_; }
-  std::string describe() const override { return "fake"; }
-  void forward(const engine::Batch& batch, std::vector<float>& logits) override {
-    if (fail) throw Error("fake", "the model broke");
-    batches.push_back(batch);
-    logits.assign(static_cast<size_t>(batch.n_logits() * hp_.n_vocab), 0.0f);
-    size_t row = 0;
-    for (int64_t i = 0; i < batch.size(); ++i) {
-      auto& kv = slots_.at(static_cast<size_t>(batch.seq[i]));
-      const auto pos = static_cast<size_t>(batch.pos[i]);
-      if (pos >= static_cast<size_t>(n_ctx_)) throw Error("fake", "context full");
-      if (kv.size() < pos) throw Error("fake", "a hole in the cache");
-      kv.resize(pos);  // later entries are overwritten
-      kv.push_back(batch.tokens[i]);
-      if (!batch.want_logits[i]) continue;
-      uint64_t h = 1469598103934665603ull;
-      for (int32_t t : kv) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
-      const int32_t letter = cycle > 0 ? letters_[kv.size() % static_cast<size_t>(cycle)]
-                                       : letters_[h % letters_.size()];
-      const int32_t next = kv.back() == eog_trigger ? eos_ : letter;
-      logits[row * static_cast<size_t>(hp_.n_vocab) + static_cast<size_t>(next)] = 10.0f;
-      ++row;
-    }
-  }
-  int32_t eog_trigger = -1;
-  int cycle = 0;  // > 0: the next token is the cycle-th letter of the position (repeats)
-  bool fail = false;
-  std::vector<engine::Batch> batches;
-
- private:
-  gguf::File file_;  // the tiny model's: the runner interface offers the file
-  ModelInfo info_;
-  HParams hp_;
-  int64_t n_ctx_, n_seq_;
-  std::vector<std::vector<int32_t>> slots_;
-  std::vector<int32_t> letters_;
-  int32_t eos_;
-};
-
-GenerationParams greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
-  GenerationParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = max_tokens;
-  p.sampler.temperature = 0;
-  return p;
-}
-
-std::vector<int32_t> prompt_of(int n, int32_t seed) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(100 + (seed * 31 + i * 7) % 200);
-  return p;
-}
-
-struct Result {
-  std::string text;
-  std::vector<int32_t> tokens;
-  std::optional<Finish> finish;
-};
-
-// Drains whatever the stream holds (without waiting).
-void read(RequestStream& s, Result& r) {
-  StreamUpdate u = s.wait(0ms);
-  r.text += u.text;
-  r.tokens.insert(r.tokens.end(), u.tokens.begin(), u.tokens.end());
-  if (u.finish) r.finish = u.finish;
-}
-
-// Steps until every stream has finished (bounded).
-std::vector<Result> run_all(Scheduler& s,
-                            const std::vector<std::shared_ptr<RequestStream>>& streams) {
-  std::vector<Result> results(streams.size());
-  for (int i = 0; i < 10000; ++i) {
-    s.step();
-    bool all = true;
-    for (size_t k = 0; k < streams.size(); ++k) {
-      read(*streams[k], results[k]);
-      all = all && results[k].finish.has_value();
-    }
-    if (all) return results;
-  }
-  ADD_FAILURE() << "requests did not finish";
-  return results;
-}
-
-Result alone(const GenerationParams& p) {
-  FakeRunner runner(*tiny().tok, 1, 4096);
-  Scheduler s(runner, *tiny().tok, {}, nullptr);
-  return run_all(s, {s.submit(p)})[0];
-}
 
 TEST(Scheduler, ConcurrentRequestsMatchRequestsAlone) {
   FakeRunner runner(*tiny().tok, 4, 4096);
@@ -472,170 +333,6 @@ TEST(Scheduler, ACheckScoresTheServedTokensInOnePrefill) {
   EXPECT_THROW(s.submit(bad), SubmitError);
 }
 
-// The real engine: greedy output of two requests batched together equals generate() alone.
-// Prompt lookup on a model whose text repeats: the same tokens as without it, in fewer
-// target steps, the drafts running at the positions after the pending token.
-TEST(Scheduler, PromptLookupKeepsTheTokensAndTakesFewerSteps) {
-  auto run = [](int lookup, int64_t max_tokens, std::vector<engine::Batch>* batches) {
-    FakeRunner runner(*tiny().tok, 1, 4096);
-    runner.cycle = 5;
-    Scheduler s(runner, *tiny().tok, {}, nullptr);
-    GenerationParams p = greedy(prompt_of(12, 3), max_tokens);
-    if (lookup > 0) p.speculative = engine::SpeculativeParams{lookup, 1, 3};
-    Result r = run_all(s, {s.submit(p)})[0];
-    if (batches) *batches = runner.batches;
-    return r;
-  };
-  std::vector<engine::Batch> batches;
-  for (int64_t max_tokens : {40, 7, 1}) {
-    SCOPED_TRACE(max_tokens);
-    const Result plain = run(0, max_tokens, nullptr);
-    const Result drafted = run(4, max_tokens, &batches);
-    ASSERT_TRUE(plain.finish && drafted.finish);
-    EXPECT_EQ(drafted.tokens, plain.tokens);
-    EXPECT_EQ(drafted.text, plain.text);
-    EXPECT_EQ(drafted.finish->reason, plain.finish->reason);
-    EXPECT_EQ(drafted.finish->n_completion, max_tokens);
-    EXPECT_EQ(plain.finish->n_drafted, 0);
-    EXPECT_EQ(plain.finish->n_target_steps, max_tokens);
-    if (max_tokens == 40) {
-      // After one period the drafts are right: most are kept, far fewer steps.
-      EXPECT_GT(drafted.finish->n_draft_accepted, 20);
-      EXPECT_LE(drafted.finish->n_draft_accepted, drafted.finish->n_drafted);
-      EXPECT_LT(drafted.finish->n_target_steps, 20);
-      // Each step: the pending token at the slot's next position, its draft right after.
-      bool drafted_batch = false;
-      for (const engine::Batch& b : batches) {
-        for (int64_t i = 1; i < b.size(); ++i) EXPECT_EQ(b.pos[i], b.pos[i - 1] + 1);
-        drafted_batch = drafted_batch || b.size() > 1;
-      }
-      EXPECT_TRUE(drafted_batch);
-    }
-  }
-}
-
-// A draft token the target keeps may end the reply: an end-of-generation token in it stops
-// the request there, as without the draft.
-TEST(Scheduler, PromptLookupStopsAtAnEndTokenInsideTheDraft) {
-  auto run = [](int lookup) {
-    FakeRunner runner(*tiny().tok, 1, 4096);
-    runner.cycle = 4;
-    runner.eog_trigger = tiny().tok->encode("c", false, false).at(0);
-    Scheduler s(runner, *tiny().tok, {}, nullptr);
-    GenerationParams p = greedy(prompt_of(6, 1), 50);
-    if (lookup > 0) p.speculative = engine::SpeculativeParams{lookup, 1, 3};
-    return run_all(s, {s.submit(p)})[0];
-  };
-  const Result plain = run(0), drafted = run(6);
-  EXPECT_EQ(drafted.tokens, plain.tokens);
-  EXPECT_EQ(drafted.finish->reason, FinishReason::kStop);
-  EXPECT_EQ(plain.finish->reason, FinishReason::kStop);
-}
-
-// Every shared reference model: greedy output with prompt-lookup drafts is token for token the
-// output without them; on those with recurrent state (Gated DeltaNet, DeepSeek V4's
-// compressed cache) a refused draft sends the state back and the kept tokens run again. The
-// random-weight models repeat themselves soon, so drafts are made and kept (the test says how
-// many). Exact because every kernel gives a token's row the same bits whatever else shares its
-// batch (kernels' MatmulTest.TokenCountDoesNotChangeAToken): a verification's logits are a
-// decode's.
-TEST(Scheduler, PromptLookupGivesTheSameGreedyTokensOnEveryReferenceModel) {
-  int64_t drafted = 0, kept = 0, models = 0, recurrent = 0;
-  for (const char* dir :
-       {"../shared/models", "../shared/models/frontier", "../shared/models/frontier2"}) {
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      if (e.path().extension() == ".gguf") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const std::filesystem::path& f : files) {
-      SCOPED_TRACE(f.string());
-      engine::LocalOptions lo;
-      lo.threads = 2;
-      lo.n_ctx = 96;
-      lo.n_seq = 1;
-      lo.device = "cpu";
-      auto runner = engine::LocalRunner::open(f.string(), lo);
-      recurrent += runner->recurrent() ? 1 : 0;
-      const auto tok = tokenizer::Tokenizer::from_gguf(runner->file());
-      std::vector<int32_t> prompt = tok.encode("the herd runs the model and the herd", true, false);
-      std::vector<int32_t> outputs[2];
-      for (int lookup : {0, 4}) {
-        Scheduler s(*runner, tok, {}, nullptr);
-        GenerationParams p = greedy(prompt, 24);
-        p.stop_at_eog = false;
-        if (lookup > 0) p.speculative = engine::SpeculativeParams{lookup, 1, 3};
-        const Result r = run_all(s, {s.submit(p)})[0];
-        outputs[lookup > 0] = r.tokens;
-        if (lookup > 0) {
-          drafted += r.finish->n_drafted;
-          kept += r.finish->n_draft_accepted;
-        }
-      }
-      EXPECT_EQ(outputs[1], outputs[0]);
-      ++models;
-    }
-  }
-  EXPECT_GE(models, 40);
-  EXPECT_GE(recurrent, 4);
-  EXPECT_GT(kept, 0) << "no draft was kept in " << drafted;
-  std::printf("prompt lookup over %lld models: %lld of %lld draft tokens kept\n",
-              static_cast<long long>(models), static_cast<long long>(kept),
-              static_cast<long long>(drafted));
-}
-
-// A draft model (the same random weights in Q4_0) for a Q8_0 target, two requests drafting
-// together: the target's greedy tokens, most drafts kept. A draft of another vocabulary is
-// refused.
-TEST(Scheduler, ADraftModelGivesTheSameGreedyTokens) {
-  engine::LocalOptions lo;
-  lo.threads = 2;
-  lo.n_ctx = 96;
-  lo.n_seq = 2;
-  lo.device = "cpu";
-  auto target = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
-  auto draft = engine::LocalRunner::open("../shared/models/llama-q4_0.gguf", lo);
-  const auto tok = tokenizer::Tokenizer::from_gguf(target->file());
-  const std::vector<std::vector<int32_t>> prompts = {
-      tok.encode("the herd runs the model", true, false),
-      tok.encode("a pod of machines and a hub", true, false)};
-  std::vector<Result> outputs[2];
-  for (int with_draft : {0, 1}) {
-    SchedulerOptions so;
-    so.draft = with_draft ? draft.get() : nullptr;
-    Scheduler s(*target, tok, so, nullptr);
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& prompt : prompts) {
-      GenerationParams p = greedy(prompt, 30);
-      p.stop_at_eog = false;
-      if (with_draft) p.speculative = engine::SpeculativeParams{0, 1, 3, 4};
-      streams.push_back(s.submit(p));
-    }
-    outputs[with_draft] = run_all(s, streams);
-  }
-  int64_t drafted = 0, kept = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(outputs[1][i].tokens, outputs[0][i].tokens) << i;
-    drafted += outputs[1][i].finish->n_drafted;
-    kept += outputs[1][i].finish->n_draft_accepted;
-    EXPECT_LT(outputs[1][i].finish->n_target_steps, 30);
-  }
-  EXPECT_GT(drafted, 0);
-  EXPECT_GT(kept * 2, drafted) << kept << " of " << drafted;
-  std::printf("a q4_0 draft for a q8_0 target: %lld of %lld draft tokens kept\n",
-              static_cast<long long>(kept), static_cast<long long>(drafted));
-
-  auto other = engine::LocalRunner::open("../shared/models/qwen3-f32.gguf", lo);
-  SchedulerOptions so;
-  so.draft = other.get();
-  try {
-    Scheduler s(*target, tok, so, nullptr);
-    ADD_FAILURE() << "a draft of another vocabulary was taken";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
-  }
-}
-
 // The reference: the runner's greedy tokens, one sequence, token by token (no scheduler).
 std::vector<int32_t> greedy_alone(ModelRunner& runner, const tokenizer::Tokenizer& tok,
                                   const std::vector<int32_t>& prompt, int n) {
@@ -767,37 +464,6 @@ TEST(Scheduler, AConstraintChoosesTheTokensAndEndsTheReply) {
   }
 }
 
-// A sampled request drafts from the draft model's own distribution (q), which the check
-// weighs against the target's (p): with the target itself as its draft, q is p (up to the
-// last bits of another batch shape), so nearly every draft token is kept, where drafts
-// chosen greedily would be kept only as often as the target happens to draw them.
-TEST(Scheduler, SampledDraftsComeFromTheDraftsDistribution) {
-  engine::LocalOptions lo;
-  lo.threads = 2;
-  lo.n_ctx = 96;
-  lo.n_seq = 1;
-  lo.device = "cpu";
-  auto target = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
-  auto draft = engine::LocalRunner::open("../shared/models/llama-q8_0.gguf", lo);
-  const auto tok = tokenizer::Tokenizer::from_gguf(target->file());
-  SchedulerOptions so;
-  so.draft = draft.get();
-  Scheduler s(*target, tok, so, nullptr);
-  GenerationParams p = greedy(tok.encode("the herd runs the model", true, false), 40);
-  p.sampler.temperature = 1.0f;
-  p.sampler.top_k = 0;
-  p.sampler.top_p = 1.0f;
-  p.sampler.min_p = 0.0f;
-  p.stop_at_eog = false;
-  p.speculative = engine::SpeculativeParams{0, 1, 3, 4};
-  const Result r = run_all(s, {s.submit(p)})[0];
-  ASSERT_TRUE(r.finish.has_value());
-  EXPECT_EQ(r.finish->n_completion, 40);
-  EXPECT_GT(r.finish->n_drafted, 20);
-  EXPECT_GE(r.finish->n_draft_accepted * 20, r.finish->n_drafted * 19)
-      << r.finish->n_draft_accepted << " of " << r.finish->n_drafted;
-}
-
 // A model with recurrent state (Gated DeltaNet layers) cannot cut a slot back: it reuses a
 // prefix only from a snapshot the scheduler had the runner keep. A follow-up that repeats
 // the history continues from the end of the reply, the same prompt again from before its
@@ -882,4 +548,4 @@ INSTANTIATE_TEST_SUITE_P(Models, StateThatCannotBeCutBack,
                          ::testing::Values(std::string("qwen35"), std::string("deepseek4")));
 
 }  // namespace
-}  // namespace herd::engine
+}  // namespace herd::engine::scheduler_test
