@@ -2,7 +2,9 @@
 // on the shared reference models that have a NextN block and no recurrent state.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,17 @@ TEST_P(SchedulerMtp, GivesTheSameGreedyTokens) {
   EXPECT_GT(drafted, 0);
   std::printf("[ mtp %s ] %lld of %lld drafted tokens kept\n", GetParam().c_str(),
               static_cast<long long>(kept), static_cast<long long>(drafted));
+
+  // Sampled: the head's greedy drafts are checked as drafts all on their token (check_draft);
+  // the request runs to its length with drafts checked.
+  GenerationParams sampled = greedy(prompts[0], 24, 3);
+  sampled.sampler.temperature = 0.8f;
+  sampled.sampler.seed = 7;
+  Scheduler s(*runner, tok, {}, nullptr);
+  const Traced r = run_all(s, {s.submit(sampled)})[0];
+  EXPECT_EQ(r.finish.reason, FinishReason::kLength) << r.finish.error;
+  EXPECT_EQ(r.tokens.size(), 24u);
+  EXPECT_GT(r.finish.n_drafted, 0);
 }
 
 // A long prompt fed in chunks of 8 (the head sees each chunk after its forward) drafts as the
