@@ -51,9 +51,11 @@ void Scheduler::feed_mtp() {
       mtp_starts_.push_back({a->slot, static_cast<int32_t>(q),
                              first_row + static_cast<int64_t>(q - a->mtp_pos), token_at(q + 1)});
     }
-    k = std::max(k, a->params.speculative->mtp);
+    // A prompt chunk before the last needs its rows fed, not a draft: no chained steps.
+    if (a->next_token >= 0) k = std::max(k, a->params.speculative->mtp);
   }
   if (mtp_starts_.empty()) return;
+  k = std::max(k, 1);  // the head runs the fed rows, and the first guess comes with them
   try {
     runner_.mtp_draft(mtp_starts_, k, mtp_drafts_);
   } catch (const std::exception& e) {
