@@ -147,11 +147,13 @@ void add_bench(CLI::App& app) {
     if (o->depth < 0) throw Error("cli", "--depth must not be negative");
     // Decoding starts after the prompt, or after the --depth context.
     const int64_t decode_start = o->depth > 0 ? o->depth : o->n_prompt;
-    const int64_t needed = std::max(o->n_prompt, decode_start) + o->n_gen +
-                           std::max(o->speculative.lookup, o->speculative.draft_max);
+    const int64_t needed =
+        std::max(o->n_prompt, decode_start) + o->n_gen +
+        std::max({o->speculative.lookup, o->speculative.draft_max, o->speculative.mtp});
     // Like llama-bench, the context is what the run needs unless --ctx says otherwise.
     ModelOptions model = o->model;
     if (model.n_ctx == 0) model.n_ctx = needed;
+    o->speculative.apply(model);
     auto runner = model.open(o->seqs);
     const HParams& hp = runner->hparams();
     if (needed > runner->n_ctx()) {
@@ -280,7 +282,15 @@ void add_bench(CLI::App& app) {
     if (hp.tied_output) bytes_per_token += static_cast<double>(embd.n_bytes);
     const double decode = median(decode_tps), prefill_speed = median(prefill_tps);
     std::optional<SpeculativeBench> speculative;
-    if (auto draft = o->speculative.open_draft(model, *runner, 1)) {
+    if (o->speculative.mtp > 0) {
+      if (runner->mtp_layers() == 0) {
+        throw Error("cli",
+                    "--mtp: the model has no MTP head here (no NextN layers, or not on "
+                    "this machine's CPU: --device cpu)");
+      }
+      speculative =
+          bench_speculative(*runner, nullptr, ids, o->n_gen, o->speculative.mtp, o->reps, true);
+    } else if (auto draft = o->speculative.open_draft(model, *runner, 1)) {
       speculative =
           bench_speculative(*runner, draft.get(), ids, o->n_gen, o->speculative.draft_max, o->reps);
     } else if (o->speculative.lookup > 0) {

@@ -29,7 +29,7 @@ struct Run {
 // decode speed (from the first generated token to the last).
 Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
              const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t n_gen,
-             int k) {
+             int k, bool mtp) {
   engine::SchedulerOptions so;
   so.draft = draft;
   engine::Scheduler s(runner, tok, so, nullptr);
@@ -39,7 +39,9 @@ Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
   p.sampler.temperature = 0;
   p.stop_at_eog = false;
   if (k > 0) {
-    p.speculative = draft ? engine::SpeculativeParams{0, 1, 3, k} : engine::SpeculativeParams{k};
+    p.speculative = mtp     ? engine::SpeculativeParams{0, 1, 3, 0, k}
+                    : draft ? engine::SpeculativeParams{0, 1, 3, k}
+                            : engine::SpeculativeParams{k};
   }
   auto stream = s.submit(p);
   Run run;
@@ -64,9 +66,9 @@ Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
 
 SpeculativeBench bench_speculative(engine::ModelRunner& runner, engine::ModelRunner* draft,
                                    const std::vector<int32_t>& prompt, int64_t n_gen, int k,
-                                   int reps) {
+                                   int reps, bool mtp) {
   SpeculativeBench b;
-  b.kind = draft ? "draft" : "lookup";
+  b.kind = mtp ? "mtp" : draft ? "draft" : "lookup";
   b.k = k;
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner.file());
   // (1) k + 1 rows against 1 at the prompt's end (the rows' cache entries are overwritten).
@@ -88,8 +90,8 @@ SpeculativeBench bench_speculative(engine::ModelRunner& runner, engine::ModelRun
   // (2) Plain and drafted generations, alternated.
   std::vector<double> plain, drafted;
   for (int r = 0; r < reps; ++r) {
-    const Run p = generate(runner, nullptr, tok, prompt, n_gen, 0);
-    const Run d = generate(runner, draft, tok, prompt, n_gen, k);
+    const Run p = generate(runner, nullptr, tok, prompt, n_gen, 0, false);
+    const Run d = generate(runner, draft, tok, prompt, n_gen, k, mtp);
     plain.push_back(p.decode_tok_s);
     drafted.push_back(d.decode_tok_s);
     b.same_tokens = b.same_tokens && p.tokens == d.tokens;

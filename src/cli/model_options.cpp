@@ -190,6 +190,7 @@ engine::LocalOptions ModelOptions::local_options(int64_t n_seq) const {
   options.device = device;
   options.experts = experts;
   options.device_layers = device_layers;
+  options.mtp = mtp;
   options.upload_progress = upload_progress_bar(stderr);
   if (mla_prefill == "auto") {
     options.mla_decompress_min_tokens = -1;

@@ -76,6 +76,7 @@ struct ModelOptions {
   int64_t device_layers = -1;        // layers on the GPU, the rest on the CPU; -1: auto
   std::string wire_dtype = "f32";
   bool no_stage_links = false;
+  bool mtp = false;  // load the model's MTP head (LocalOptions::mtp): set by --mtp
   ClusterFlags cluster;
 
   void add_to(CLI::App& cmd);

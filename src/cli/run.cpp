@@ -75,7 +75,9 @@ void add_run(CLI::App& app) {
   o->speculative.add_to(*cmd, "Speculative decoding");
   cmd->add_flag("--no-think", o->no_think, "With --chat: ask the template to skip reasoning");
   cmd->callback([o] {
+    o->speculative.apply(o->model);
     auto runner = o->model.open();
+    o->speculative.warn_without_head(*runner, "run");
     tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(runner->file());
     std::vector<int32_t> prompt;
     if (o->chat) {

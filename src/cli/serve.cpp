@@ -169,6 +169,7 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
   auto s = std::make_unique<Served>();
   ModelOptions mo = o.model;
   mo.model = path;
+  o.speculative.apply(mo);
   s->runner = runner ? std::move(runner) : mo.open(o.slots);
   s->tok.emplace(tokenizer::Tokenizer::from_gguf(s->runner->file()));
   ServeOptions named = o;
@@ -186,6 +187,7 @@ std::unique_ptr<Served> open_served(std::unique_ptr<engine::ModelRunner> runner,
   // The draft runs here, beside the coordinator, with a context and slots like the model's.
   s->draft = o.speculative.open_draft(o.model, *s->runner, o.slots);
   so.draft = s->draft.get();
+  o.speculative.warn_without_head(*s->runner, "serve");
   if (s->draft) {
     std::fprintf(stderr, "serve: draft model %s (%s)\n", o.speculative.draft.c_str(),
                  s->draft->describe().c_str());

@@ -161,6 +161,48 @@ INSTANTIATE_TEST_SUITE_P(Drafts, SchedulerStepAllocations, ::testing::Values(0, 
                            return p.param == 0 ? std::string("Plain") : std::string("PromptLookup");
                          });
 
+// The same with the model's MTP head drafting (scheduler_mtp.cpp): after each forward the
+// kept rows go through the head, whose chained guesses are the next step's drafts.
+TEST(SchedulerMtpStepAllocations, NoneOnceWarm) {
+  LocalOptions lo;
+  lo.threads = 2;
+  lo.n_ctx = 256;
+  lo.n_seq = 2;
+  lo.device = "cpu";
+  lo.mtp = true;
+  auto runner = LocalRunner::open("../shared/models/frontier2/glm4moe-q8_0.gguf", lo);
+  ASSERT_GT(runner->mtp_layers(), 0);
+  const auto tok = tokenizer::Tokenizer::from_gguf(runner->file());
+  Scheduler scheduler(*runner, tok, {}, nullptr);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 2; ++i) {
+    GenerationParams p;
+    for (int32_t t = 0; t < 9 + i; ++t) p.prompt.push_back(1 + (t * 13 + i) % 200);
+    p.max_tokens = 200;
+    p.sampler.temperature = 0;
+    p.stop_at_eog = false;
+    p.speculative = SpeculativeParams{0, 1, 3, 0, 3};
+    streams.push_back(scheduler.submit(std::move(p)));
+  }
+  StreamUpdate update;
+  int64_t drafted = 0;
+  auto step_and_read = [&] {
+    ASSERT_TRUE(scheduler.step());
+    drafted += scheduler.last_batch().size() - 2;  // the rows past the two pending tokens
+    for (auto& s : streams) {
+      s->wait(std::chrono::milliseconds(0), update);
+      ASSERT_FALSE(update.finish.has_value()) << update.finish->error;
+    }
+  };
+  for (int i = 0; i < 8; ++i) step_and_read();
+
+  const long before = g_allocations.load();
+  drafted = 0;
+  for (int i = 0; i < 16; ++i) step_and_read();
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 16 scheduler steps";
+  EXPECT_GT(drafted, 0) << "no MTP drafts were checked";
+}
+
 // The MTP head's drafting (mtp_head.h) as decoding uses it: after a prompt's rows, one kept
 // row per step, its drafts in the caller's reused vector.
 class MtpDraftAllocations : public ::testing::TestWithParam<std::string> {};

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <span>
 
+#include "engine/scheduler_active.h"
 #include "engine/speculative.h"
 #include "engine/stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
@@ -52,41 +53,6 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t token, int n_top
 }
 
 }  // namespace
-
-struct Scheduler::Active {
-  Active(GenerationParams p, std::shared_ptr<RequestStream> s, const tokenizer::Tokenizer& tok)
-      : params(std::move(p)),
-        stream(std::move(s)),
-        sampler(params.sampler),
-        decoder(tok, params.render_special),
-        stops(params.stop) {}
-
-  GenerationParams params;
-  std::shared_ptr<RequestStream> stream;
-  Sampler sampler;
-  tokenizer::StreamDecoder decoder;
-  StopMatcher stops;
-  std::unique_ptr<TokenFilter> filter;  // params.constraint's, when set
-  int32_t slot = -1;
-  size_t n_prefilled = 0;   // prompt tokens in the slot's KV cache
-  int64_t n_cached = 0;     // of which were reused
-  int32_t next_token = -1;  // sampled, not yet run through the model
-  int64_t n_generated = 0;
-  std::vector<int32_t> draft;     // run through the model this step after next_token
-  std::vector<int32_t> context;   // scratch: the slot's tokens and next_token, for lookup
-  bool drafted_by_model = false;  // this step's draft came from the draft model
-  // A model with recurrent state: the positions of the slot its state has absorbed. Behind
-  // the slot's tokens after a check refused part of a draft (the state went back to before
-  // it): the next step runs the kept tokens again first.
-  size_t state_len = 0;
-  // A sampled request's draft-model drafts are drawn from the draft's distribution (its
-  // chain without the penalties), kept per draft token for the check.
-  std::optional<Sampler> draft_sampler;
-  std::vector<TokenProbs> draft_probs;
-  int64_t n_drafted = 0, n_draft_accepted = 0, n_target_steps = 0;
-  Clock::time_point submitted, first_token, prefill_start, prefill_end;
-  bool done = false;
-};
 
 Scheduler::Scheduler(ModelRunner& runner, const tokenizer::Tokenizer& tokenizer,
                      const SchedulerOptions& options, SchedulerObserver* observer)
@@ -272,10 +238,13 @@ void Scheduler::admit() {
                                     ? static_cast<size_t>(active->params.score_from) - 1
                                     : active->params.prompt.size() - 1;
     size_t keep = std::min(best_prefix, first_logits);
+    if (drafts_by_mtp(*active))
+      keep = mtp_keep(slots_[static_cast<size_t>(best)], best_prefix, keep);
     // A recurrent state continues only from a snapshot (none: from position 0).
     if (runner_.recurrent()) keep = static_cast<size_t>(runner_.restore_state(best, keep));
     Slot& slot = slots_[static_cast<size_t>(best)];
     slot.cached.resize(keep);
+    slot.mtp_rows = std::min(slot.mtp_rows, keep);
     // Room for the whole context now, not a reallocation now and then while decoding.
     slot.cached.reserve(static_cast<size_t>(runner_.n_ctx()));
     if (active->params.speculative) active->context.reserve(static_cast<size_t>(runner_.n_ctx()));
@@ -427,8 +396,10 @@ bool Scheduler::emit(Active& a, int32_t token, std::span<const float> row, bool 
 }
 
 bool Scheduler::speculates(const Active& a) const {
-  const bool asked = a.params.speculative && (a.params.speculative->lookup > 0 ||
-                                              (a.params.speculative->draft > 0 && options_.draft));
+  const bool asked =
+      a.params.speculative &&
+      (a.params.speculative->lookup > 0 || (a.params.speculative->draft > 0 && options_.draft) ||
+       (a.params.speculative->mtp > 0 && runner_.mtp_layers() > 0));
   return asked && !a.filter && a.params.top_logprobs < 0 && a.params.score_from == 0 &&
          (!runner_.recurrent() || runner_.holds_states());
 }
@@ -591,12 +562,20 @@ bool Scheduler::step() {
     // (another refusal would send it back behind them again).
     if (runner_.recurrent() && a->state_len < slot.cached.size()) continue;
     const SpeculativeParams& spec = *a->params.speculative;
-    const bool by_model = spec.draft > 0 && options_.draft != nullptr;
+    const bool by_mtp = drafts_by_mtp(*a);  // precedence: speculative.h
+    const bool by_model = !by_mtp && spec.draft > 0 && options_.draft != nullptr;
     a->drafted_by_model = by_model;
-    int64_t k = std::min<int64_t>(by_model ? spec.draft : spec.lookup,
+    int64_t k = std::min<int64_t>(by_mtp     ? spec.mtp
+                                  : by_model ? spec.draft
+                                             : spec.lookup,
                                   runner_.n_ctx() - 1 - static_cast<int64_t>(slot.cached.size()));
     if (a->params.max_tokens >= 0) k = std::min(k, a->params.max_tokens - a->n_generated);
     if (k <= 0) continue;
+    if (by_mtp) {  // the head's draft from the last forward (feed_mtp)
+      k = std::min(k, static_cast<int64_t>(a->mtp_draft.size()));
+      a->draft.assign(a->mtp_draft.begin(), a->mtp_draft.begin() + k);
+      continue;
+    }
     a->context.assign(slot.cached.begin(), slot.cached.end());
     a->context.push_back(a->next_token);
     if (by_model) {
@@ -622,11 +601,14 @@ bool Scheduler::step() {
     const std::vector<int32_t>& cached = slots_[static_cast<size_t>(a->slot)].cached;
     const size_t pos = cached.size();
     if (runner_.recurrent()) {
+      // Kept tokens the state went back before (the head saw them when they were checked).
       for (size_t p = a->state_len; p < pos; ++p) {
         batch_.add(cached[p], a->slot, static_cast<int32_t>(p), false);
       }
       if (!a->draft.empty()) runner_.hold_state(a->slot);
     }
+    a->mtp_row = batch_.size();
+    a->mtp_pos = pos;
     for (size_t i = 0; i <= a->draft.size(); ++i) {
       batch_.add(i == 0 ? a->next_token : a->draft[i - 1], a->slot, static_cast<int32_t>(pos + i),
                  true);
@@ -645,6 +627,8 @@ bool Scheduler::step() {
     size_t n = std::min(a->params.prompt.size() - a->n_prefilled, static_cast<size_t>(budget));
     // A recurrent model's chunk ends at the next checkpoint, where its state is kept.
     if (runner_.recurrent()) n = std::min(n, next_checkpoint(*a) - a->n_prefilled);
+    a->mtp_row = batch_.size();
+    a->mtp_pos = a->n_prefilled;
     for (size_t i = 0; i < n; ++i) {
       const size_t pos = a->n_prefilled + i;
       const bool last = pos + 1 == a->params.prompt.size();
@@ -746,6 +730,7 @@ bool Scheduler::step() {
       finish(*a, FinishReason::kStop);  // a check ends with its prefill
     }
   }
+  feed_mtp();
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
   n_running_.store(static_cast<int64_t>(running_.size()));
   if (observer_) observer_->set_queue(n_queued(), n_running_.load());

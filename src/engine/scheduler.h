@@ -152,6 +152,9 @@ class Scheduler {
     std::vector<int32_t> cached;  // tokens at positions [0, n) of this KV slot
     Active* active = nullptr;
     uint64_t last_used = 0;
+    // The MTP head's KV rows of positions [0, mtp_rows) hold this slot's tokens (the head has
+    // seen them: scheduler_mtp.cpp); a prefix reused past them would leave the head blind.
+    size_t mtp_rows = 0;
   };
   struct Waiting {
     GenerationParams params;
@@ -180,6 +183,13 @@ class Scheduler {
   // distribution where the request samples.
   void draw_draft(Active& active, std::span<const float> logits);
   bool speculates(const Active& active) const;
+  // MTP drafting (scheduler_mtp.cpp): whether `active` drafts with the model's MTP head; the
+  // prefix of `slot` a request that does may reuse (the head must hold the row of the first
+  // position it does not run again); and after a forward, every position the MTP requests
+  // kept through the head, which drafts their next step.
+  bool drafts_by_mtp(const Active& active) const;
+  static size_t mtp_keep(const Slot& slot, size_t best_prefix, size_t keep);
+  void feed_mtp();
   // Runs the draft model for the requests whose `draft` it should fill (their slots caught up
   // to their tokens, then one token per round, greedily), at most k[i] tokens each.
   void run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k);
@@ -217,6 +227,8 @@ class Scheduler {
   DraftScratch draft_scratch_;
   // The draft model's slots: the tokens at positions [0, n) of each (options_.draft).
   std::vector<std::vector<int32_t>> draft_cached_;
+  std::vector<MtpStart> mtp_starts_;  // feed_mtp's
+  std::vector<MtpDraft> mtp_drafts_;
   Batch draft_batch_;
   std::vector<float> draft_logits_;
 };

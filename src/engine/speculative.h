@@ -14,13 +14,16 @@
 namespace herd::engine {
 
 // How a request drafts: up to `lookup` tokens per step from prompt lookup (below), with
-// n-grams of ngram_max down to ngram_min tokens; or up to `draft` tokens per step from a
-// draft model (a smaller model of the same vocabulary that the server loaded), which wins
-// where both are asked.
+// n-grams of ngram_max down to ngram_min tokens; up to `draft` tokens per step from a draft
+// model (a smaller model of the same vocabulary that the server loaded); or up to `mtp`
+// tokens per step from the model's own MTP head (mtp_head.h, where the runner loaded it).
+// Where several are asked and available, the MTP head wins (it is part of the model: no
+// second model to run), then the draft model, then prompt lookup.
 struct SpeculativeParams {
   int lookup = 0;  // draft tokens per step at most; 0: off
   int ngram_min = 1, ngram_max = 3;
   int draft = 0;  // draft-model tokens per step at most; 0: off
+  int mtp = 0;    // MTP-head tokens per step at most; 0: off
 };
 
 // Prompt lookup: the longest n-gram (n_max down to n_min tokens) that ends `tokens` and

@@ -110,12 +110,14 @@ SamplingRequest parse_sampling(const json& body) {
       if (auto n = integer(s, "ngram_min", 1, 8)) p.ngram_min = static_cast<int>(*n);
       if (auto n = integer(s, "ngram_max", 1, 8)) p.ngram_max = static_cast<int>(*n);
       if (auto n = integer(s, "draft", 0, 16)) p.draft = static_cast<int>(*n);
+      if (auto n = integer(s, "mtp", 0, 16)) p.mtp = static_cast<int>(*n);
       if (p.ngram_min > p.ngram_max) {
         bad("speculative", "'speculative.ngram_min' must not exceed 'speculative.ngram_max'");
       }
       r.speculative = p;
     } else {
-      bad("speculative", "'speculative' must be false or {\"lookup\": K, \"draft\": K, ...}");
+      bad("speculative",
+          "'speculative' must be false or {\"lookup\": K, \"draft\": K, \"mtp\": K, ...}");
     }
   }
   integer(body, "n", 1, 1);  // one choice per request

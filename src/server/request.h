@@ -47,9 +47,10 @@ struct SamplingRequest {
   // tokens generated, as "herd": {"completion_token_ids": [...]}, so that the hub can have
   // them checked by another pod (POST /api/verify).
   bool herd_token_ids = false;
-  // herd's extension: "speculative": {"lookup": K, "ngram_min": a, "ngram_max": b, "draft": D}
-  // (K, D <= 16, 1 <= a <= b <= 8; D: tokens of the server's draft model), or false (none);
-  // absent: the server's default.
+  // herd's extension: "speculative": {"lookup": K, "ngram_min": a, "ngram_max": b, "draft": D,
+  // "mtp": M} (K, D, M <= 16, 1 <= a <= b <= 8; D: tokens of the server's draft model, M: of
+  // the model's MTP head where the server loaded it), or false (none); absent: the server's
+  // default.
   std::optional<engine::SpeculativeParams> speculative;
 };
 

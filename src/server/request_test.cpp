@@ -67,6 +67,22 @@ TEST(Request, DefaultsAreOpenAIs) {
   EXPECT_TRUE(r.tools.is_null());
 }
 
+// herd's "speculative" field: each source's tokens per step, or false for none.
+TEST(Request, SpeculativeSaysEachSource) {
+  const ChatRequest r = parse_chat_request(std::string("{") + kHello + R"(,
+      "speculative": {"lookup": 2, "draft": 3, "mtp": 4}})");
+  ASSERT_TRUE(r.sampling.speculative.has_value());
+  EXPECT_EQ(r.sampling.speculative->lookup, 2);
+  EXPECT_EQ(r.sampling.speculative->draft, 3);
+  EXPECT_EQ(r.sampling.speculative->mtp, 4);
+  const ChatRequest off =
+      parse_chat_request(std::string("{") + kHello + R"(, "speculative": false})");
+  ASSERT_TRUE(off.sampling.speculative.has_value());
+  EXPECT_EQ(off.sampling.speculative->mtp, 0);
+  EXPECT_EQ(rejected_param(std::string("{") + kHello + R"(, "speculative": {"mtp": 17}})"), "mtp");
+  EXPECT_FALSE(parse_chat_request(std::string("{") + kHello + "}").sampling.speculative);
+}
+
 TEST(Request, StopMayBeOneString) {
   const ChatRequest r = parse_chat_request(std::string("{") + kHello + R"(, "stop": "END"})");
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
