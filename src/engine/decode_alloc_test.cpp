@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/mtp_head.h"
+#include "engine/reference_check.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
 #include "engine/shard.h"
@@ -74,15 +75,21 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
 namespace herd::engine {
 namespace {
 
+// A CPU shard of a few positions, on this machine's best kernels.
+ShardOptions small_options() {
+  ShardOptions options;
+  options.n_ctx = 64;
+  options.n_threads = 2;
+  options.isa = kernels::best_isa(kernels::detect_cpu());
+  return options;
+}
+
 class DecodeAllocations : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecodeAllocations, NoneOnceWarm) {
   const gguf::File file = gguf::File::open("../shared/models/" + GetParam() + ".gguf");
   const ModelInfo info = read_model_info(file);
-  ShardOptions options;
-  options.n_ctx = 64;
-  options.n_threads = 2;
-  options.isa = kernels::best_isa(kernels::detect_cpu());
+  const ShardOptions options = small_options();
   Shard shard = Shard::load(file, info, ShardSpec{}, options);
   ThreadPool pool(2);
   std::vector<float> logits;
@@ -110,13 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, DecodeAllocations,
                                            "frontier2/minimax-m2-f32", "frontier2/glm-dsa-q8_0",
                                            "frontier2/deepseek4-q8_0", "frontier2/gemma4-q8_0",
                                            "frontier2/gemma4e-q8_0"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string name = p.param.substr(p.param.rfind('/') + 1);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         model_test_name);
 
 class SchedulerStepAllocations : public ::testing::TestWithParam<int> {};
 
@@ -210,10 +211,7 @@ class MtpDraftAllocations : public ::testing::TestWithParam<std::string> {};
 TEST_P(MtpDraftAllocations, NoneOnceWarm) {
   const gguf::File file = gguf::File::open("../shared/models/" + GetParam() + ".gguf");
   const ModelInfo info = read_model_info(file);
-  ShardOptions options;
-  options.n_ctx = 64;
-  options.n_threads = 2;
-  options.isa = kernels::best_isa(kernels::detect_cpu());
+  const ShardOptions options = small_options();
   MtpHead head = MtpHead::load(file, info, options);
   ThreadPool pool(2);
   const std::vector<float> hidden(static_cast<size_t>(info.hp.n_embd), 0.5f);
@@ -237,13 +235,7 @@ TEST_P(MtpDraftAllocations, NoneOnceWarm) {
 INSTANTIATE_TEST_SUITE_P(Architectures, MtpDraftAllocations,
                          ::testing::Values("frontier2/glm4moe-q8_0", "frontier2/glm-dsa-q8_0",
                                            "frontier2/qwen35moe-q8_0"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string name = p.param.substr(p.param.rfind('/') + 1);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         model_test_name);
 
 }  // namespace
 }  // namespace herd::engine

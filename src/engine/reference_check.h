@@ -66,6 +66,16 @@ inline std::vector<float> token_by_token(ModelRunner& runner, const std::vector<
   return all;
 }
 
+// A test's name for a model path ("frontier2/glm4moe-q8_0" -> "glm4moe_q8_0"): parameterized
+// tests over the shared models name their cases with it.
+inline std::string model_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(info.param.rfind('/') + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
 inline std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const char* dir : {"models", "models/frontier", "models/frontier2"}) {

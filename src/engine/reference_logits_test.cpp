@@ -77,18 +77,10 @@ TEST_P(DecompressedLatent, MatchesTheReference) {
   check_model(GetParam(), {1, 8, kernels::Isa::kScalar, 2});
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(info.param.rfind('/') + 1);
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
-}
-
 INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceLogits, ::testing::ValuesIn(model_names()),
-                         test_name);
+                         model_test_name);
 INSTANTIATE_TEST_SUITE_P(SharedModels, DecompressedLatent, ::testing::ValuesIn(mla_model_names()),
-                         test_name);
+                         model_test_name);
 
 }  // namespace
 }  // namespace herd::engine

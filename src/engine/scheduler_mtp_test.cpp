@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/reference_check.h"
 #include "engine/scheduler.h"
 
 namespace herd::engine {
@@ -225,13 +226,7 @@ TEST(SchedulerMtpRecurrent, GivesTheSameGreedyTokens) {
 INSTANTIATE_TEST_SUITE_P(NextNModels, SchedulerMtp,
                          ::testing::Values("frontier2/glm4moe-q8_0", "frontier2/glm4moe-f32",
                                            "frontier2/glm-dsa-q8_0", "frontier2/glm-dsa-f32"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string name = p.param.substr(p.param.rfind('/') + 1);
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         model_test_name);
 
 }  // namespace
 }  // namespace herd::engine

@@ -513,16 +513,8 @@ TEST(VulkanBackend, Gemma4AsASecondStageWithTwoSequences) {
   }
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(info.param.rfind('/') + 1);
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
-}
-
 INSTANTIATE_TEST_SUITE_P(SharedModels, VulkanReferenceLogits,
-                         ::testing::ValuesIn(models_where(true)), test_name);
+                         ::testing::ValuesIn(models_where(true)), model_test_name);
 
 }  // namespace
 }  // namespace herd::engine
