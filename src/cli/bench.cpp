@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/speculative_options.h"
+#include "engine/request_speed.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
 #include "plan/predict.h"
@@ -176,15 +177,6 @@ void add_bench(CLI::App& app) {
     engine::SchedulerOptions so;
     so.batch_tokens = std::max<int64_t>(o->n_prompt, 256);
     engine::Scheduler scheduler(*runner, tok, so, nullptr);
-    auto request = [&](std::vector<int32_t> prompt, int64_t n_decode, bool cold) {
-      engine::GenerationParams p;
-      p.prompt = std::move(prompt);
-      p.max_tokens = n_decode > 0 ? n_decode + 1 : 0;  // the first token comes from the prompt
-      p.sampler.temperature = 0;
-      p.stop_at_eog = false;
-      p.cold = cold;
-      return p;
-    };
     std::vector<int32_t> depth_ids(static_cast<size_t>(o->depth));
     for (size_t i = 0; i < depth_ids.size(); ++i)
       depth_ids[i] = static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab);
@@ -195,10 +187,10 @@ void add_bench(CLI::App& app) {
       double seconds = 0, cpu_seconds = 0;
     };
     auto decode_after_prompt = [&](bool last) {
-      run_together(scheduler, {request(decode_prompt, 0, false)}, nullptr);
+      run_together(scheduler, {engine::timing_request(decode_prompt, 0, false)}, nullptr);
       Decode d;
       double t0 = 0, c0 = 0;
-      run_together(scheduler, {request(decode_prompt, o->n_gen, false)}, [&] {
+      run_together(scheduler, {engine::timing_request(decode_prompt, o->n_gen, false)}, [&] {
         if (pod && last) runner->reset_stats();
         t0 = now_seconds();
         c0 = cpu_seconds();
@@ -208,7 +200,7 @@ void add_bench(CLI::App& app) {
       return d;
     };
     // Warm-up: page in the weights, grow the scratch buffers.
-    run_together(scheduler, {request(ids, 0, true)}, nullptr);
+    run_together(scheduler, {engine::timing_request(ids, 0, true)}, nullptr);
     decode_after_prompt(false);
     std::vector<engine::StageStats> prefill_stages, decode_stages;
     double prefill_wall = 0, decode_wall = 0;
@@ -217,7 +209,7 @@ void add_bench(CLI::App& app) {
       const bool last = r + 1 == o->reps;
       if (pod && last) runner->reset_stats();
       const double t0 = now_seconds();
-      run_together(scheduler, {request(ids, 0, true)}, nullptr);
+      run_together(scheduler, {engine::timing_request(ids, 0, true)}, nullptr);
       const double prefill_seconds = now_seconds() - t0;
       if (pod && last) {
         prefill_stages = runner->stage_stats();
@@ -242,7 +234,7 @@ void add_bench(CLI::App& app) {
       for (int r = 0; r < o->reps; ++r) {
         engine::Scheduler batched(*runner, tok, together, nullptr);
         std::vector<engine::GenerationParams> requests(static_cast<size_t>(o->seqs),
-                                                       request(ids, o->n_gen, true));
+                                                       engine::timing_request(ids, o->n_gen, true));
         double t0 = 0, c0 = 0;
         run_together(batched, std::move(requests), [&] {
           t0 = now_seconds();

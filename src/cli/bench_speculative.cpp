@@ -45,15 +45,10 @@ Run generate(engine::ModelRunner& runner, engine::ModelRunner* draft,
   }
   auto stream = s.submit(p);
   Run run;
-  for (;;) {
-    s.step();
-    engine::StreamUpdate u = stream->wait(std::chrono::milliseconds(0));
+  run.finish = s.drive(*stream, [&](const engine::StreamUpdate& u) {
     run.tokens.insert(run.tokens.end(), u.tokens.begin(), u.tokens.end());
-    if (u.finish) {
-      run.finish = *u.finish;
-      break;
-    }
-  }
+    return true;
+  });
   if (run.finish.reason == engine::FinishReason::kError) {
     throw Error("bench", "generation failed: " + run.finish.error);
   }

@@ -6,8 +6,7 @@
 
 namespace herd::engine {
 
-RequestSpeed time_request(Scheduler& scheduler, std::vector<int32_t> prompt, int64_t n_decode,
-                          bool cold) {
+GenerationParams timing_request(std::vector<int32_t> prompt, int64_t n_decode, bool cold) {
   GenerationParams p;
   p.prompt = std::move(prompt);
   // The first token comes from the prompt's last pass; n_decode more take a pass each.
@@ -15,7 +14,12 @@ RequestSpeed time_request(Scheduler& scheduler, std::vector<int32_t> prompt, int
   p.sampler.temperature = 0;
   p.stop_at_eog = false;
   p.cold = cold;
-  auto stream = scheduler.submit(std::move(p));
+  return p;
+}
+
+RequestSpeed time_request(Scheduler& scheduler, std::vector<int32_t> prompt, int64_t n_decode,
+                          bool cold) {
+  auto stream = scheduler.submit(timing_request(std::move(prompt), n_decode, cold));
   RequestSpeed speed;
   speed.finish = scheduler.drive(*stream, [](const StreamUpdate&) { return true; });
   if (speed.finish.reason == FinishReason::kError) throw Error("engine", speed.finish.error);

@@ -23,6 +23,10 @@ struct RequestSpeed {
   }
 };
 
+// A timing request: `prompt` (cold: every token, no cached prefix reused), then n_decode
+// tokens decoded greedily past any end token (0: the prompt only).
+GenerationParams timing_request(std::vector<int32_t> prompt, int64_t n_decode, bool cold);
+
 // Runs `prompt` (cold: every token, no cached prefix reused) and then decodes n_decode
 // tokens greedily past any end token, on this thread (Scheduler::drive). n_decode 0: the
 // prompt only. Throws Error when the request fails.
