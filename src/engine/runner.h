@@ -155,7 +155,9 @@ class LocalRunner : public ModelRunner {
   void forward(const Batch& batch, std::vector<float>& logits) override;
   void save_state(int32_t seq, int64_t pos) override;
   int64_t restore_state(int32_t seq, int64_t at_most) override;
-  bool holds_states() const override { return true; }
+  // Only a model in one piece: the later layers of a model split over a device and the CPU
+  // (--device-layers) hold states of their own that hold_state does not copy.
+  bool holds_states() const override { return rank_->cpu_stage() == nullptr; }
   void hold_state(int32_t seq) override;
   void return_to_held_state(int32_t seq) override;
 
