@@ -407,6 +407,8 @@ void ClusterRunner::Impl::forward(const engine::Batch& batch, std::vector<float>
     r.finished.clear();
     r.n_finished = 0;
   }
+  // Recurrent state operations since the last batch, on every rank before this batch.
+  if (!r.pending_states.empty()) r.run_states({});
   const auto start = Clock::now();
   std::vector<engine::Batch> pieces = split_batch(batch, r.stages.size());
   if (pieces.size() == 1) {

@@ -126,6 +126,19 @@ class ClusterRunner : public engine::ModelRunner {
   // Safe from any thread while forward() runs.
   nlohmann::json cluster_json() const override;
 
+  // Recurrent states on a pod (pod_states.cpp): every rank that holds layers (this
+  // process's and each node's; a tensor-parallel rank its slice) does the same thing to its
+  // own layers' states. Snapshots and held copies live with the pod: one formed again (a lost
+  // node) has none, so restore_state answers 0 there. save_state, hold_state and
+  // return_to_held_state go out with the next batch's or restore's STATE frame (one round
+  // trip to the nodes for all operations since the last batch).
+  void save_state(int32_t seq, int64_t pos) override;
+  int64_t restore_state(int32_t seq, int64_t at_most) override;
+  // When every rank can copy its states: not a part split over a GPU and the CPU.
+  bool holds_states() const override;
+  void hold_state(int32_t seq) override;
+  void return_to_held_state(int32_t seq) override;
+
   // Why the pod cannot run the model now (the survivors of a failure cannot hold it), or
   // empty. The server answers 503 with it.
   std::string unavailable() const override;

@@ -4,6 +4,7 @@
 //   pod_forming.cpp     connecting, profiling, planning, loading a pod (form_pod)
 //   recovery.cpp        a lost node: forming the pod again, replaying; nodes taken in
 //   cluster_status.cpp  status(), cluster_json() for GET /api/cluster, and the figures
+//   pod_states.cpp      recurrent states: snapshots and held copies on every rank (STATE)
 // Threads and locks: as cluster_runner.h says (forward_mutex_, State::mutex).
 #pragma once
 
@@ -25,6 +26,7 @@
 #include "cluster/link_probe.h"
 #include "cluster/ring_links.h"
 #include "engine/rank.h"
+#include "engine/recurrent_states.h"
 #include "engine/shard.h"
 #include "model/model_info.h"
 #include "net/messages.h"
@@ -100,6 +102,7 @@ struct RankRunner {
   std::shared_ptr<net::Connection> remote;  // else
   std::vector<float> output;                // [n][hidden_width] or [n_logits][its vocabulary rows]
   uint64_t compute_ns = 0;
+  engine::RecurrentStates states;  // of `part`'s slots (a node keeps its own)
 
   // The vocabulary rows this rank's logits cover.
   std::pair<int64_t, int64_t> vocab(int64_t n_vocab) const {
@@ -216,6 +219,18 @@ struct ClusterRunner::Impl {
 
   void forward(const engine::Batch& batch, std::vector<float>& logits);
   std::string describe() const;
+
+  // Recurrent states (pod_states.cpp). Operations wait in `pending_states` for the next
+  // forward() or run_states(), which sends them (after the waiting ones) to every rank in one
+  // STATE each, does them on this process's ranks, and waits for every answer: the lowest
+  // and highest outcome over the ranks of each of `ops` (a restore's position).
+  struct StateOutcome {
+    int64_t low = 0, high = 0;
+  };
+  std::vector<net::StateOp> pending_states;
+  uint64_t state_id = 0;  // frame id of the last STATE sent
+  std::vector<StateOutcome> run_states(const std::vector<net::StateOp>& ops);
+  bool holds_states() const;
   // "host:port" of the nodes whose connection (or a ring link to them) broke.
   std::vector<std::string> lost_nodes() const;
   void run_stage(StageRunner& s, Job& job);

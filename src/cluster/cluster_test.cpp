@@ -542,6 +542,16 @@ TEST(NodeTest, AHostileLoadIsRefusedAndTheNodeServesTheNext) {
     net::send_message(*c, 0, net::Forward{});
     net::ErrorReply e = net::recv_message<net::ErrorReply>(*c, net::Millis(3000), frame);
     EXPECT_THAT(e.message, HasSubstr("before LOAD"));
+    net::send_message(*c, 0, net::State{{{net::StateOpKind::HOLD, 0, 0}}});
+    e = net::recv_message<net::ErrorReply>(*c, net::Millis(3000), frame);
+    EXPECT_THAT(e.message, HasSubstr("STATE before LOAD"));
+    // A STATE of an operation that does not exist ends the session, named.
+    net::Payload bad = net::encode(net::State{{{net::StateOpKind::HOLD, 0, 0}}});
+    bad.head[4] = 9;
+    const net::ConstBytes parts[1] = {bad.head};
+    c->send_frame_parts(net::FrameHeader{net::MessageType::STATE, 0, 0, bad.size()}, parts);
+    e = net::recv_message<net::ErrorReply>(*c, net::Millis(3000), frame);
+    EXPECT_THAT(e.message, HasSubstr("unknown operation 9"));
   }
   auto cluster =
       ClusterRunner::open("../shared/models/llama-q4_0.gguf", pipeline_options({node.address()}));

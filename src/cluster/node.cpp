@@ -18,6 +18,7 @@
 #include "cluster/link_probe.h"
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
+#include "cluster/state_ops.h"
 #include "cluster/weight_cache.h"
 #include "engine/backend.h"
 #include "engine/device_placement.h"
@@ -55,6 +56,8 @@ struct Loaded {
   // any, else to the coordinator.
   std::shared_ptr<net::Connection> prev;
   std::vector<std::shared_ptr<net::Connection>> next;
+  // Snapshots and held copies of its slots' recurrent states (STATE), gone with the plan.
+  engine::RecurrentStates states{};
 };
 
 // A stage link failed (a neighbour died or sent garbage): the loaded plan cannot run any
@@ -137,6 +140,7 @@ struct NodeServer::Impl {
                                     const ModelInfo& info, const engine::Device& device);
   void forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
                std::vector<float>& input, std::vector<float>& output, std::vector<uint8_t>& wire);
+  void answer_state(net::Connection& c, const net::Frame& frame, std::optional<Loaded>& loaded);
 };
 
 NodeServer::NodeServer(NodeOptions options) : impl_(std::make_unique<Impl>()) {
@@ -496,6 +500,9 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
             link_failed(frame->header.id, e.what());
           }
           break;
+        case net::MessageType::STATE:
+          answer_state(*c, *frame, loaded);
+          break;
         case net::MessageType::PROBE:
           // The coordinator measures the link (cluster/link_probe.h): answered at once.
           answer_probe(*c, *frame, probe_reply);
@@ -647,7 +654,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
                              : "; output by rank 0"));
     net::send_message(c, 0, net::Ready{});
     Loaded result{std::move(a),    std::move(file), std::move(info), std::move(rank),
-                  std::move(ring), std::move(prev), std::move(next)};
+                  std::move(ring), std::move(prev), std::move(next), engine::RecurrentStates{}};
     next.clear();  // now the session's
     return result;
   } catch (const std::exception& e) {
@@ -760,6 +767,25 @@ void NodeServer::Impl::forward(net::Connection& c, const net::Frame& frame, Load
     net::send_message(c, frame.header.id,
                       net::ErrorReply{net::ErrorCode::FORWARD_FAILED, e.what()});
   }
+}
+
+// STATE: the operations in order, answered with their outcomes. One that cannot be done (a
+// slot the part does not have, a return with nothing held) fails the request, not the session.
+void NodeServer::Impl::answer_state(net::Connection& c, const net::Frame& frame,
+                                    std::optional<Loaded>& loaded) {
+  net::State request = net::decode_state(frame.payload());
+  net::ErrorReply refused{net::ErrorCode::PROTOCOL, !loaded ? "STATE before LOAD" : ""};
+  if (loaded && loaded->assignment.standby) refused.message = "STATE to a spare";
+  try {
+    for (net::StateOp& op : request.ops) {
+      if (!refused.message.empty()) break;
+      op.pos = run_state_op(loaded->states, *loaded->rank, op);
+    }
+  } catch (const Error& e) {
+    refused = {net::ErrorCode::FORWARD_FAILED, e.what()};
+  }
+  if (!refused.message.empty()) return net::send_message(c, frame.header.id, refused);
+  net::send_message(c, frame.header.id, request);
 }
 
 }  // namespace herd::cluster

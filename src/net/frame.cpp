@@ -44,6 +44,8 @@ std::string_view message_type_name(MessageType type) {
       return "PEER_PROBE";
     case MessageType::PEER_LINK:
       return "PEER_LINK";
+    case MessageType::STATE:
+      return "STATE";
   }
   return "UNKNOWN";
 }

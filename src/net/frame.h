@@ -50,8 +50,9 @@ enum class MessageType : uint16_t {
   PROBE = 15,
   PEER_PROBE = 16,
   PEER_LINK = 17,
+  STATE = 18,
 };
-inline constexpr uint16_t kMaxMessageType = 17;
+inline constexpr uint16_t kMaxMessageType = 18;
 
 // "HELLO", ...; "UNKNOWN" for a value outside the enum.
 std::string_view message_type_name(MessageType type);

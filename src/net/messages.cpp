@@ -449,6 +449,49 @@ PeerLink decode_peer_link(ConstBytes payload) {
   return m;
 }
 
+// ---- STATE: u32 n | n x {u8 kind, i32 seq, u64 pos} ----
+
+namespace {
+constexpr uint64_t kStateOpBytes = 1 + 4 + 8;
+}
+
+Payload encode(const State& m) {
+  HERD_CHECK(!m.ops.empty() && m.ops.size() <= kMaxStateOps);
+  WireWriter w(4 + m.ops.size() * kStateOpBytes);
+  w.u32(static_cast<uint32_t>(m.ops.size()));
+  for (const StateOp& op : m.ops) {
+    HERD_CHECK(op.seq >= 0 && op.pos >= 0 && op.pos <= kMaxStatePosition);
+    w.u8(static_cast<uint8_t>(op.kind));
+    w.i32(op.seq);
+    w.u64(static_cast<uint64_t>(op.pos));
+  }
+  return fields_only(w);
+}
+
+State decode_state(ConstBytes payload) {
+  WireReader r(payload, "STATE");
+  State m;
+  const uint32_t n = r.count(kMaxStateOps, kStateOpBytes, "n");
+  if (n == 0) r.fail("n", "no operations");
+  m.ops.resize(n);
+  for (StateOp& op : m.ops) {
+    const uint8_t kind = r.u8("kind");
+    if (kind > static_cast<uint8_t>(StateOpKind::RETURN)) {
+      r.fail("kind", "unknown operation " + std::to_string(kind));
+    }
+    op.kind = static_cast<StateOpKind>(kind);
+    op.seq = r.i32("seq");
+    if (op.seq < 0) r.fail("seq", "negative slot " + std::to_string(op.seq));
+    const uint64_t pos = r.u64("pos");
+    if (pos > static_cast<uint64_t>(kMaxStatePosition)) {
+      r.fail("pos", std::to_string(pos) + " is over " + std::to_string(kMaxStatePosition));
+    }
+    op.pos = static_cast<int64_t>(pos);
+  }
+  r.expect_end();
+  return m;
+}
+
 // ---- FORWARD: u32 n | n x {i32 token, i32 seq, i32 pos, u8 want_logits} | activations
 //      | stage times (optional) ----
 
@@ -658,6 +701,8 @@ Message decode_message(MessageType type, ConstBytes payload) {
       return decode_peer_probe(payload);
     case MessageType::PEER_LINK:
       return decode_peer_link(payload);
+    case MessageType::STATE:
+      return decode_state(payload);
   }
   throw Error("net", "unknown message type " + std::to_string(static_cast<uint16_t>(type)));
 }

@@ -272,8 +272,29 @@ struct PeerLink {
   std::string why;                   // at most kMaxErrorTextBytes
 };
 
-using Message = std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective,
-                             Ping, Pong, ErrorReply, Bye, Want, Ring, Probe, PeerProbe, PeerLink>;
+// STATE: operations on the recurrent states (linear attention, compressed caches) of slots
+// of a node's loaded part (engine/recurrent_states.h), done in order between forward passes:
+// keep a snapshot at a position, restore the latest at or below one, hold a copy before a
+// batch that checks a draft, return to it. The node answers with a STATE of the same
+// operations, each `pos` then its outcome: a restore's the position restored (0: none), the
+// others' as asked. Slots are checked against the part by the node.
+enum class StateOpKind : uint8_t { SAVE = 0, RESTORE = 1, HOLD = 2, RETURN = 3 };
+inline constexpr uint32_t kMaxStateOps = 1024;
+inline constexpr int64_t kMaxStatePosition = INT32_MAX;  // positions are a batch's i32
+struct StateOp {
+  StateOpKind kind = StateOpKind::SAVE;
+  int32_t seq = 0;  // >= 0
+  int64_t pos = 0;  // SAVE: positions absorbed; RESTORE: at most; 0..kMaxStatePosition
+  bool operator==(const StateOp&) const = default;
+};
+struct State {
+  static constexpr MessageType kType = MessageType::STATE;
+  std::vector<StateOp> ops;  // 1..kMaxStateOps
+};
+
+using Message =
+    std::variant<Hello, Profile, Load, Weights, Ready, Forward, Result, Collective, Ping, Pong,
+                 ErrorReply, Bye, Want, Ring, Probe, PeerProbe, PeerLink, State>;
 
 // ---------------------------------------------------------------------------------------
 // Encoders. REQUIRES: the message is valid (names non-empty and printable, sizes within the
@@ -295,6 +316,7 @@ Payload encode(const Ring& m);
 Payload encode(const Probe& m);
 Payload encode(const PeerProbe& m);
 Payload encode(const PeerLink& m);
+Payload encode(const State& m);
 
 // Decoders: throw herd::Error naming the message and field on any malformed payload,
 // including trailing bytes.
@@ -318,6 +340,7 @@ Ring decode_ring(ConstBytes payload);
 Probe decode_probe(ConstBytes payload);
 PeerProbe decode_peer_probe(ConstBytes payload);
 PeerLink decode_peer_link(ConstBytes payload);
+State decode_state(ConstBytes payload);
 
 Message decode_message(MessageType type, ConstBytes payload);
 
@@ -345,6 +368,7 @@ M decode_as(ConstBytes payload) {
   if constexpr (std::is_same_v<M, Probe>) return decode_probe(payload);
   if constexpr (std::is_same_v<M, PeerProbe>) return decode_peer_probe(payload);
   if constexpr (std::is_same_v<M, PeerLink>) return decode_peer_link(payload);
+  if constexpr (std::is_same_v<M, State>) return decode_state(payload);
 }
 
 // Replaces control bytes and non-ASCII bytes by '?' so text from a peer is safe in logs.

@@ -383,6 +383,39 @@ TEST(MessagesTest, APeerProbeNamesAnAddressAndItsAnswerCarriesTheLink) {
   EXPECT_THAT(decode_error_text<PeerLink>(bytes), HasSubstr("rtt_seconds"));
 }
 
+// STATE: a list of operations on slots' recurrent states; a hostile one (no operations, too
+// many, an unknown kind, a negative slot, a position past any batch's) is refused by name.
+TEST(MessagesTest, AStateCarriesItsOperationsAndRefusesHostileOnes) {
+  const State m{{{StateOpKind::SAVE, 0, 16},
+                 {StateOpKind::RESTORE, 3, 40},
+                 {StateOpKind::HOLD, 1, 0},
+                 {StateOpKind::RETURN, 1, 0}}};
+  EXPECT_EQ(decode_state(joined(encode(m))).ops, m.ops);
+  const std::vector<uint8_t> good = joined(encode(State{{{StateOpKind::RESTORE, 2, 7}}}));
+  std::vector<uint8_t> bytes = good;
+  store_le<uint32_t>(bytes.data(), 0);
+  bytes.resize(4);
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("no operations"));
+  bytes = good;
+  store_le<uint32_t>(bytes.data(), kMaxStateOps + 1);
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("exceeds the maximum"));
+  bytes = good;
+  store_le<uint32_t>(bytes.data(), 2);  // two declared, one follows
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("'n'"));
+  bytes = good;
+  bytes[4] = 4;  // no such operation
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("unknown operation 4"));
+  bytes = good;
+  store_le<int32_t>(bytes.data() + 5, -1);
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("negative slot"));
+  bytes = good;
+  store_le<uint64_t>(bytes.data() + 9, uint64_t{1} << 40);
+  EXPECT_THAT(decode_error_text<State>(bytes), HasSubstr("'pos'"));
+  bytes = good;
+  bytes.push_back(0);
+  EXPECT_NE(decode_error_text<State>(bytes), "");
+}
+
 TEST(MessagesTest, EveryTruncationOfEveryFrameIsAnError) {
   for (const std::vector<uint8_t>& frame : testing::sample_frames()) {
     EXPECT_NO_THROW(decode_frame(frame, FrameLimits{}));

@@ -83,7 +83,8 @@ inline std::vector<std::vector<uint8_t>> sample_frames() {
           frame_bytes(q8_collective),
           frame_bytes(PeerProbe{300, "10.0.0.7:7070"}),
           frame_bytes(PeerLink{true, 0.0008, 1.2e8, 1.1e8, ""}),
-          frame_bytes(PeerLink{false, 0, 0, 0, "connection refused"})};
+          frame_bytes(PeerLink{false, 0, 0, 0, "connection refused"}),
+          frame_bytes(State{{{StateOpKind::HOLD, 1, 0}, {StateOpKind::RESTORE, 0, 48}}})};
 }
 
 }  // namespace herd::net::testing
