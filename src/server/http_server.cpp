@@ -11,6 +11,7 @@
 #include "server/openai_api.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/responses_api.h"
 #include "server/web_assets.h"
 
 namespace herd::server {
@@ -291,6 +292,9 @@ void HttpServer::routes() {
               generation("chat_completions", openai_chat_completions, write_openai_error));
   http_->Post("/v1/completions", generation("completions", openai_completions, write_openai_error));
   http_->Post("/api/verify", generation("verify", herd_verify, write_openai_error));
+  http_->Post("/v1/responses",
+              generation("responses", responses_endpoint(std::make_shared<ResponseStore>()),
+                         write_openai_error));
   http_->Post("/api/load",
               [this](const httplib::Request& req, httplib::Response& res) { load(req, res); });
 }
