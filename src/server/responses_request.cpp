@@ -377,6 +377,12 @@ json responses_messages(const json& instructions, const json& items) {
         continue;
       }
       if (role == "developer") role = "system";
+      if (role == "system" && out.size() == 1 && out[0]["role"] == "system") {
+        // Instructions and the system messages that open the input are one system message:
+        // templates refuse a system message that is not the first.
+        out[0]["content"] = out[0]["content"].get<std::string>() + "\n\n" + text;
+        continue;
+      }
       out.push_back({{"role", role}, {"content", std::move(text)}});
       open_turn = false;
     } else if (type == "function_call") {

@@ -189,8 +189,7 @@ TEST(ResponsesRequest, ItemsBecomeChatMessages) {
       {"type": "function_call", "call_id": "c3", "name": "weather", "arguments": "{}"}]})");
   const json messages = responses_messages("Be brief.", r.input);
   const json expected = json::parse(R"([
-      {"role": "system", "content": "Be brief."},
-      {"role": "system", "content": "Use tools."},
+      {"role": "system", "content": "Be brief.\n\nUse tools."},
       {"role": "user", "content": "Weather in Oslo?"},
       {"role": "assistant", "content": "Let me look.", "reasoning_content": "Ask the tool.",
        "tool_calls": [
