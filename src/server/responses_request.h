@@ -45,11 +45,13 @@ struct ResponsesRequest {
 ResponsesRequest parse_responses_request(std::string_view body);
 
 // The chat messages of a conversation: `instructions` (a string, or null) as a system message
-// first (joined with the system and developer messages that open the items), then `items` (checked input items, and output items of earlier responses): messages
-// (a developer message is a system message), function calls (an assistant message's
-// tool_calls; consecutive calls, and the message before them, are one assistant message),
-// function call outputs (tool messages, named by their call), and reasoning (the next
-// assistant message's reasoning_content, which templates write for earlier turns).
+// first, joined with the system and developer messages that open `items` (templates refuse a
+// system message that is not the first); then `items` (checked input items, and output items
+// of earlier responses): messages (a developer message is a system message), function calls
+// (an assistant message's tool_calls; consecutive calls, and the message before them, are one
+// assistant message), function call outputs (tool messages, named by their call), and
+// reasoning (the next assistant message's reasoning_content, which templates write for
+// earlier turns).
 nlohmann::ordered_json responses_messages(const nlohmann::ordered_json& instructions,
                                           const nlohmann::ordered_json& items);
 
