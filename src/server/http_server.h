@@ -35,6 +35,9 @@
 #include "server/json_token_filter.h"
 #include "server/metrics.h"
 #include "server/output_parser.h"
+#include "server/request.h"
+#include "server/served_model.h"
+#include "server/serving.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -64,21 +67,6 @@ struct ServerOptions {
     l.max_connections_per_address = 64;
     return l;
   }
-};
-
-// The model as the server sees it (generation itself goes through the Scheduler and so
-// through engine::ModelRunner only). REQUIRES: every pointer outlives the server.
-struct ServedModel {
-  std::string id;  // the name /v1/models lists and requests may give
-  const tokenizer::Tokenizer* tokenizer = nullptr;
-  std::optional<chat::Template> chat_template;
-  std::string template_source;
-  std::optional<std::string> bos, eos;  // token texts for the template
-  nlohmann::json node_info;             // what /api/node reports about this node
-  // The pod as it is now, for GET /api/cluster (schema: docs/server.md): set when the
-  // runner spans nodes (its cluster_json()); empty: the one-node view of node_info.
-  // Called from HTTP threads while the engine runs: it must be thread-safe.
-  std::function<nlohmann::json()> cluster_status;
 };
 
 class HttpServer {
@@ -120,15 +108,22 @@ class HttpServer {
   bool wait_idle(std::chrono::milliseconds timeout);
 
  private:
+  friend class Serving;
   void routes();
-  bool authorized(const httplib::Request& req, httplib::Response& res);
+  // 401 when the server has API keys and the request carries none of them (a Bearer token or
+  // an x-api-key header); nothing when it may go on.
+  std::optional<ApiError> auth_error(const httplib::Request& req) const;
   struct Current;
-  void chat_completions(const httplib::Request& req, httplib::Response& res, const Current& cur);
-  void completions(const httplib::Request& req, httplib::Response& res, const Current& cur);
-  void verify(const httplib::Request& req, httplib::Response& res, const Current& cur);
+  // A generation route: authorization, a loaded and available model, then `handler` with a
+  // Serving; an ApiError it throws is written by `write_error` (the API's error shape); the
+  // request is counted under `endpoint` in the metrics.
+  std::function<void(const httplib::Request&, httplib::Response&)> generation(
+      const char* endpoint, Endpoint handler, ErrorWriter write_error);
   void load(const httplib::Request& req, httplib::Response& res);
-  // Queues a request, its reply held to `grammar` when one is given.
-  std::shared_ptr<engine::RequestStream> submit(const Current& cur, engine::GenerationParams params,
+  // Queues a request, its reply held to `grammar` when one is given (Serving::submit).
+  std::shared_ptr<engine::RequestStream> submit(const ServedModel& model,
+                                                engine::Scheduler& scheduler,
+                                                engine::GenerationParams params,
                                                 std::shared_ptr<const JsonGrammar> grammar,
                                                 const char* prompt_param);
   void health(httplib::Response& res, const Current& cur);

@@ -57,6 +57,8 @@ std::optional<bool> boolean(const json& body, const char* name) {
   return body[name].get<bool>();
 }
 
+}  // namespace
+
 SamplingRequest parse_sampling(const json& body) {
   SamplingRequest r;
   r.sampler = default_sampler();
@@ -137,6 +139,8 @@ SamplingRequest parse_sampling(const json& body) {
   }
   return r;
 }
+
+namespace {
 
 ResponseFormat parse_response_format(const json& body) {
   ResponseFormat f;

@@ -109,6 +109,11 @@ nlohmann::ordered_json arguments_as_objects(const nlohmann::ordered_json& messag
 // `messages` with every null (or absent) content of an assistant message given as "".
 nlohmann::ordered_json null_content_as_empty(const nlohmann::ordered_json& messages);
 
+// The sampling and stopping fields of an OpenAI-shaped body (model, stream, max_tokens,
+// temperature, top_p, seed, stop, ...), which other APIs' codecs reuse for the fields they
+// share. Throws ApiError(400, ...) naming the field.
+SamplingRequest parse_sampling(const nlohmann::ordered_json& body);
+
 // Throw ApiError(400, ...) naming the field for malformed JSON, wrong types, out-of-range
 // values or missing required fields.
 ChatRequest parse_chat_request(std::string_view body);

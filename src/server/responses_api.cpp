@@ -1,0 +1,191 @@
+#include "server/responses_api.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <random>
+
+#include "server/chat_run.h"
+#include "server/responses_output.h"
+#include "server/responses_request.h"
+#include "server/served_model.h"
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
+
+// What a response's ids end with: the server's count and 64 random bits, so that a stored
+// response cannot be read by guessing its id.
+std::string id_suffix(uint64_t n) {
+  std::random_device device;
+  const uint64_t r = (uint64_t{device()} << 32) ^ device();
+  char text[40];
+  std::snprintf(text, sizeof text, "%llx%016llx", static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(r));
+  return text;
+}
+
+// The chat codec's errors name its "messages"; here they are the request's "input".
+[[noreturn]] void rethrow_naming_input(const ApiError& e) {
+  const nlohmann::json error = e.to_json()["error"];
+  if (error["param"] != "messages") throw e;
+  throw ApiError(e.status(), e.message(), error["type"].get<std::string>(), "input",
+                 error["code"].is_string() ? error["code"].get<std::string>() : "");
+}
+
+void send(httplib::Response& res, const json& body) {
+  res.status = 200;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+// The streamed state of one response; lives as long as its content provider.
+struct ResponsesStream {
+  std::shared_ptr<engine::RequestStream> stream;
+  OutputParser parser;
+  ResponseOutput output;
+  std::shared_ptr<const ResponsesRequest> request;
+  std::string id;
+  int64_t created_at = 0;
+  std::string model;
+  json conversation;  // the items before this response's output (kept when stored)
+  std::shared_ptr<ResponseStore> store;
+  std::unique_ptr<InFlight> in_flight;
+  int64_t sequence = 0;
+  bool started = false;
+  Clock::time_point last_write = Clock::now();
+
+  void add_events(std::vector<json>& events, std::string& out) {
+    for (json& e : events) {
+      e["sequence_number"] = sequence++;
+      out += responses_sse(e);
+    }
+    events.clear();
+  }
+};
+
+// Ends a stream: the open item done, then response.completed (or .incomplete), or for a
+// failed generation an error event and response.failed.
+bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::DataSink& sink,
+                   std::string& out) {
+  std::vector<json> events;
+  s.output.add(s.parser.finish(), events);
+  s.output.finish(finish.reason != engine::FinishReason::kStop, events);
+  const std::string status = response_status(finish);
+  if (finish.reason == engine::FinishReason::kError) {
+    const ApiError e = generation_error(finish);
+    events.push_back({{"type", "error"},
+                      {"code", "generation_failed"},
+                      {"message", e.message()},
+                      {"param", nullptr}});
+  }
+  const json response =
+      response_object(*s.request, s.id, s.created_at, s.model, s.output.items(), &finish);
+  const char* type = status == "completed"    ? "response.completed"
+                     : status == "incomplete" ? "response.incomplete"
+                                              : "response.failed";
+  events.push_back({{"type", type}, {"response", response}});
+  s.add_events(events, out);
+  if (s.request->store && finish.reason != engine::FinishReason::kError) {
+    for (const json& item : s.output.items()) s.conversation.push_back(item);
+    s.store->put(s.id, std::move(s.conversation));
+  }
+  const bool ok = sink.write(out.data(), out.size());
+  sink.done();
+  return ok;
+}
+
+void create_response(const httplib::Request& req, httplib::Response& res, Serving& s,
+                     const std::shared_ptr<ResponseStore>& store) {
+  const ServedModel& m = s.model();
+  auto r = std::make_shared<ResponsesRequest>(parse_responses_request(req.body));
+  check_model(r->chat.sampling.model, m);
+  json conversation = json::array();
+  if (!r->previous_response_id.empty()) {
+    std::optional<json> previous = store->get(r->previous_response_id);
+    if (!previous) {
+      throw ApiError(404,
+                     "the response '" + r->previous_response_id +
+                         "' is not kept by this server (an unknown id, a response made with "
+                         "store: false, one evicted for newer ones, or one from before a restart)",
+                     "invalid_request_error", "previous_response_id",
+                     "previous_response_not_found");
+    }
+    conversation = std::move(*previous);
+  }
+  for (const json& item : r->input) conversation.push_back(item);
+  r->chat.messages = responses_messages(r->instructions, conversation);
+  if (r->chat.messages.empty()) {
+    throw ApiError(400, "'input' holds no message", "invalid_request_error", "input");
+  }
+  const uint64_t n = s.next_id();
+  const std::string suffix = id_suffix(n);
+  ChatRun run;
+  try {
+    run = prepare_chat(m, r->chat, n);
+  } catch (const ApiError& e) {
+    rethrow_naming_input(e);
+  }
+  auto in_flight = s.in_flight();
+  std::shared_ptr<engine::RequestStream> stream =
+      s.submit(std::move(run.params), run.grammar, "input");
+  const std::string id = "resp_" + suffix;
+  const int64_t created_at = unix_now();
+
+  if (!r->chat.sampling.stream) {
+    Collected c = collect(*stream, req);
+    if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
+    OutputParser parser(run.parser);
+    ResponseOutput output(suffix);
+    std::vector<json> events;  // unused: the whole reply is one object
+    output.add(parser.push(c.text), events);
+    output.add(parser.finish(), events);
+    output.finish(c.finish.reason != engine::FinishReason::kStop, events);
+    send(res, response_object(*r, id, created_at, m.id, output.items(), &c.finish));
+    if (r->store) {
+      for (const json& item : output.items()) conversation.push_back(item);
+      store->put(id, std::move(conversation));
+    }
+    return;
+  }
+
+  auto state = std::make_shared<ResponsesStream>(ResponsesStream{
+      stream, OutputParser(run.parser), ResponseOutput(suffix), r, id, created_at, m.id,
+      std::move(conversation), store, std::move(in_flight), 0, false, Clock::now()});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        std::string out;
+        std::vector<json> events;
+        if (!state->started) {
+          state->started = true;
+          const json response = response_object(*state->request, state->id, state->created_at,
+                                                state->model, json::array(), nullptr);
+          events.push_back({{"type", "response.created"}, {"response", response}});
+          events.push_back({{"type", "response.in_progress"}, {"response", response}});
+        }
+        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (!u.text.empty()) state->output.add(state->parser.push(u.text), events);
+        state->add_events(events, out);
+        if (u.finish) return finish_stream(*state, *u.finish, sink, out);
+        return write_events(sink, out, *state->stream, state->last_write, kSseKeepAlive);
+      },
+      [state](bool success) {
+        if (!success) state->stream->cancel();
+        state->in_flight.reset();
+      });
+}
+
+}  // namespace
+
+Endpoint responses_endpoint(std::shared_ptr<ResponseStore> store) {
+  return [store = std::move(store)](const httplib::Request& req, httplib::Response& res,
+                                    Serving& s) { create_response(req, res, s, store); };
+}
+
+}  // namespace herd::server
