@@ -47,9 +47,14 @@ def run_with_kill(nodes, parallel, victim, reference):
         fail("%s: the answer after a kill differs:\n%r\n%r" % (parallel, out, reference))
     if "lost node '%s'" % victim.name not in err or "pod formed again" not in err:
         fail("%s: no recovery reported:\n%s" % (parallel, err))
-    recovered = re.search(r"pod formed again in (\d+) ms after replaying (\d+) tokens", err)
-    print("ok: %s, %s killed mid-answer: same answer; pod formed again in %s ms (%s tokens "
-          "replayed)" % (parallel, victim.name, recovered.group(1), recovered.group(2)))
+    # The new pod's slots are empty: the scheduler runs the prompt and the answer so far again.
+    recovered = re.search(r"pod formed again in (\d+) ms; its slots are empty: the scheduler "
+                          r"runs every sequence again", err)
+    replayed = re.search(r"replayed (\d+) tokens after the runner lost its states", err)
+    if not recovered or not replayed:
+        fail("%s: the scheduler's run again not reported:\n%s" % (parallel, err))
+    print("ok: %s, %s killed mid-answer: same answer; pod formed again in %s ms (the scheduler "
+          "ran %s tokens again)" % (parallel, victim.name, recovered.group(1), replayed.group(1)))
 
 
 def http(port, path, body=None, timeout=60):
@@ -129,8 +134,8 @@ try:
     c.start()
 
     # ---- a hybrid (qwen35moe: its Gated DeltaNet layers keep a recurrent state per sequence
-    # on the nodes): the new pod's states are rebuilt by the replay from position 0, and the
-    # answer is the undisturbed one
+    # on the nodes): the new pod's states are rebuilt by the scheduler's run again from
+    # position 0, and the answer is the undisturbed one
     dense_model, MODEL = MODEL, os.path.join(DIR, "hybrid.gguf")
     r = herd("synth", "--arch", "qwen35moe", "--layers", "8", "--embd", "256", "--heads", "4",
              "--experts", "8", "--type", "q8_0", "--out", MODEL)
@@ -138,13 +143,14 @@ try:
         fail("synth qwen35moe: " + r.stderr)
     # (A pipeline only: a tensor pair that loses a rank goes on as one node, whose sums run in
     # another order; on this q8_0 model with near-tied experts the answers then part within
-    # the tolerance, not bit for bit. The llama pair above shows the replay over tensor ranks.)
+    # the tolerance, not bit for bit. The llama pair above shows the run again over tensor
+    # ranks.)
     for nodes, parallel, victim in (([a, b, c], "pipeline", b),):
         r = herd(*run_args(nodes, parallel))
         if r.returncode != 0:
             fail("undisturbed qwen35moe %s run: %s" % (parallel, r.stderr))
         run_with_kill(nodes, parallel, victim, r.stdout)
-    print("ok: the qwen35moe answer above (recurrent states rebuilt by the replay)")
+    print("ok: the qwen35moe answer above (recurrent states rebuilt by the run again)")
     b.start()
     MODEL = dense_model
 

@@ -69,12 +69,15 @@ try:
         text, err = answer(nodes, parallel, [nodes[i] for i in victims])
         if text != reference:
             fail("%s: the answer after losing two nodes differs:\n%r\n%r" % (parallel, text, reference))
-        again = re.findall(r"pod formed again in (\d+) ms after replaying (\d+) tokens \(in \d+ ms\): (.*)", err)
-        if not again:
-            fail("%s: no new pod: %s" % (parallel, err))
-        print("ok: %s of 16 nodes lost %s mid-answer and finished it (same answer): %s" %
-              (parallel, ", ".join(nodes[i].name for i in victims),
-               "; ".join("formed again in %s ms, %s tokens replayed: %s" % a for a in again)))
+        again = re.findall(r"pod formed again in (\d+) ms; its slots are empty: the scheduler "
+                           r"runs every sequence again: (.*)", err)
+        replayed = re.search(r"replayed (\d+) tokens after the runner lost its states", err)
+        if not again or not replayed:
+            fail("%s: no new pod, or no run again: %s" % (parallel, err))
+        print("ok: %s of 16 nodes lost %s mid-answer and finished it (same answer, %s tokens "
+              "run again): %s" %
+              (parallel, ", ".join(nodes[i].name for i in victims), replayed.group(1),
+               "; ".join("formed again in %s ms: %s" % a for a in again)))
         for i in victims:
             nodes[i].start()
         if AUTO:

@@ -112,6 +112,10 @@ void add_run(CLI::App& app) {
                std::to_string(f.n_drafted) + " (" + std::to_string(f.n_target_steps) +
                " forward passes)";
     }
+    if (f.n_replayed > 0) {
+      drafts +=
+          "; replayed " + std::to_string(f.n_replayed) + " tokens after the runner lost its states";
+    }
     std::fprintf(stderr,
                  "\nrun: prompt %lld tokens in %.3f s (%.1f tok/s); generated %lld tokens in "
                  "%.3f s (%.1f tok/s); stop: %s%s; %s\n",

@@ -394,7 +394,7 @@ std::unique_ptr<ClusterRunner> ClusterRunner::open(const std::string& path,
   auto state = std::make_unique<State>(path, options);
   std::vector<std::string> unreachable, failed_loads;
   std::unique_ptr<Impl> impl = form_pod(*state, options.peers, false, unreachable, failed_loads);
-  state->history.resize(static_cast<size_t>(impl->plan.n_seq));
+  state->seq_len.resize(static_cast<size_t>(impl->plan.n_seq));
   state->event("formed", "pod formed: " + impl->describe());
   return std::unique_ptr<ClusterRunner>(new ClusterRunner(std::move(state), std::move(impl)));
 }

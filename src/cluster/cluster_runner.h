@@ -20,12 +20,13 @@
 //
 // Failure: heartbeats watch every node; a node that dies or stops answering breaks the
 // forward() in progress within 2 s. The runner then forms a new pod of the nodes that
-// still answer (the planner again, weights from their files, caches or shipped), replays
-// every sequence's tokens into its KV caches, and runs the batch again: the caller sees a
-// pause. When the survivors cannot hold the model, forward() throws a clear error (and
-// unavailable() says why) until enough nodes answer again; it tries again at most once a
-// second. At a request boundary, nodes that were lost (or newly discovered) and answer
-// again are taken in. docs/cluster.md describes it.
+// still answer (the planner again, weights from their files, caches or shipped), whose
+// slots are empty: forward() throws engine::StatesLost, and the scheduler runs every
+// sequence's tokens again from position 0 (the caller sees a pause). When the survivors
+// cannot hold the model, forward() throws a clear error (and unavailable() says why) until
+// enough nodes answer again; it tries again at most once a second. At a request boundary,
+// nodes that were lost (or newly discovered) and answer again are taken in (a new pod: its
+// first forward() throws StatesLost too). docs/cluster.md describes it.
 #pragma once
 
 #include <condition_variable>
@@ -70,7 +71,7 @@ struct ClusterOptions {
   FILE* progress = nullptr;        // where loading and shipping progress goes; null: silent
   double local_bandwidth_gbs = 0;  // this machine's for the planner; 0: measured
   // --spare N: the last N nodes that answer stand by, each with a remote rank's weights
-  // loaded, to take its node's place when it is lost (a replay, no shipment). Fewer when
+  // loaded, to take its node's place when it is lost (no shipment). Fewer when
   // the others cannot hold the model.
   int spares = 0;
   // "host:port" of the nodes seen on the LAN now (--peers auto); empty: none.
@@ -144,7 +145,7 @@ class ClusterRunner : public engine::ModelRunner {
   std::string unavailable() const override;
 
   struct Impl;   // one pod: its plan, connections and stages
-  struct State;  // what outlives a pod: the file, options, each sequence's tokens
+  struct State;  // what outlives a pod: the file, options, known nodes, events
 
  private:
   ClusterRunner(std::unique_ptr<State> state, std::shared_ptr<Impl> pod);
@@ -152,28 +153,28 @@ class ClusterRunner : public engine::ModelRunner {
   void set_pod(std::shared_ptr<Impl> pod);
   void remember_pod(const Impl& pod);
   std::vector<std::string> all_peers() const;  // named, then discovered
-  // Runs every sequence's tokens (up to where `next` continues it) through a new pod.
-  void replay(Impl& pod, const engine::Batch& next);
   // Forms a pod of the nodes that answer, except `skip` (nodes just lost: a stopped one
-  // would hold the recovery up for the connect timeout), and replays; throws when it
-  // cannot hold the model (the runner is then "degraded").
-  // A node that cannot load its part, or dies during the replay, is left out and the pod
-  // formed again without it.
-  std::shared_ptr<Impl> form_again(const engine::Batch& next, std::vector<std::string> skip = {});
+  // would hold the recovery up for the connect timeout); throws when it cannot hold the
+  // model (the runner is then "degraded"). A node that cannot load its part is left out and
+  // the pod formed again without it. The new pod's slots are empty: the next forward()
+  // throws StatesLost.
+  std::shared_ptr<Impl> form_again(std::vector<std::string> skip = {});
+  // forward()'s recovery: form_again(lost), the new pod set and its event recorded.
+  std::shared_ptr<Impl> recover(const std::vector<std::string>& lost);
   // The pod's nodes whose connections broke, waiting up to the heartbeat's timeout for one.
   std::vector<std::string> settled_lost_nodes(const Impl& pod) const;
   std::string named_nodes(const std::vector<std::string>& addresses) const;  // "'a' (addr)"
   // On the mender's thread: which lost (or newly discovered) nodes answer again.
   void probe_returning();
   // At a request boundary: the nodes probe_returning() found are taken into the pod.
-  void take_in_returning(const engine::Batch& batch);
+  void take_in_returning();
 
   // Once a second: browses the LAN (with options.discover); while degraded, tries to form
   // a pod (between forward() calls); else probes the nodes that are not in the pod.
   void mend();
 
   // Threads: forward() (the engine's) and mend() take turns under forward_mutex_, so what
-  // only they touch (State::history, known, the replay figures) needs no other lock;
+  // only they touch (State::seq_len, known, states_lost_, recoveries_) needs no other lock;
   // status(), cluster_json(), unavailable() and describe() (any thread) read pod_, the last
   // plan and State's status fields under state_->mutex.
   std::unique_ptr<State> state_;
@@ -186,8 +187,10 @@ class ClusterRunner : public engine::ModelRunner {
   int64_t n_ctx_ = 0, n_seq_ = 0;
   Plan last_plan_;                       // written under state_->mutex (remember_pod)
   std::vector<NodeProfile> last_nodes_;  // likewise
-  int64_t replayed_tokens_ = 0;          // by the last replay
-  int replay_ms_ = 0;
+  // A pod was formed since the last forward(): its slots are empty, which the next forward()
+  // says (StatesLost) before it runs anything.
+  bool states_lost_ = false;
+  int recoveries_ = 0;  // pods formed again after a failed batch since one last ran
 };
 
 }  // namespace herd::cluster

@@ -2,7 +2,7 @@
 // ClusterRunner (cluster_runner.h says what it does):
 //   cluster_runner.cpp  the runner's public methods and the forward through the pipeline
 //   pod_forming.cpp     connecting, profiling, planning, loading a pod (form_pod)
-//   recovery.cpp        a lost node: forming the pod again, replaying; nodes taken in
+//   recovery.cpp        a lost node: forming the pod again; nodes taken in
 //   cluster_status.cpp  status(), cluster_json() for GET /api/cluster, and the figures
 //   pod_states.cpp      recurrent states: snapshots and held copies on every rank (STATE)
 // Threads and locks: as cluster_runner.h says (forward_mutex_, State::mutex).
@@ -137,8 +137,7 @@ struct StageRunner {
 };
 
 // What outlives one pod: the model file (its tokenizer's views stay valid across
-// re-plans), the options, this machine's profile (measured once), and every sequence's
-// tokens, which rebuild the KV caches of a new pod.
+// re-plans), the options, this machine's profile (measured once), the nodes it has known.
 struct ClusterRunner::State {
   State(const std::string& model_path, const ClusterOptions& o)
       : path(model_path),
@@ -158,7 +157,8 @@ struct ClusterRunner::State {
   std::vector<std::string> returning;        // lost or new nodes that answer: taken in next request
   std::vector<std::string> discovered;       // "host:port" the mender's last browse found
   std::shared_ptr<net::Transport> probe_transport;  // the mender's
-  std::vector<std::vector<int32_t>> history;        // [n_seq][position] tokens the pod has seen
+  // [n_seq] positions each sequence holds in the pod (where a request begins); 0 in a new pod.
+  std::vector<size_t> seq_len;
   std::vector<Shadow> last_spares;           // of the last pod formed (node: index into its nodes)
   std::map<std::string, LinkProfile> links;  // by address: measured once, when first reached
   NodeLinks node_links;  // between nodes, by their addresses: measured once (link_probe.h)

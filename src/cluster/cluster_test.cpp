@@ -244,7 +244,8 @@ TEST(ClusterTest, NoLocalRunsEveryStageOnNodes) {
 TEST(ClusterTest, ALostStageOfAChainIsRecovered) {
   // Two stages on nodes pass activations straight on; either one stopping is noticed (the
   // coordinator waits on the last stage and watches the first), the pod is formed again
-  // on the survivor, and the answer is the one one process gives.
+  // on the survivor, which says its states are lost; the sequence run again, the answer is
+  // the one one process gives.
   const std::string model = "../shared/models/llama-q4_0.gguf";
   const TempDir cache("cluster-test", "chain-gone");
   engine::Batch prompt;
@@ -270,8 +271,10 @@ TEST(ClusterTest, ALostStageOfAChainIsRecovered) {
     const std::string name = node == 1 ? "node-a" : "node-b";
     (node == 1 ? a : b)->stop();
     const auto start = std::chrono::steady_clock::now();
-    cluster->forward(next, logits);
+    EXPECT_THROW(cluster->forward(next, logits), engine::StatesLost);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    cluster->forward(prompt, logits);  // the scheduler's part: the sequence again
+    cluster->forward(next, logits);
     EXPECT_EQ(cluster->plan().stages.size(), 1u) << cluster->describe();
     EXPECT_THAT(cluster->cluster_json().dump(), HasSubstr(name)) << "stage " << victim;
     EXPECT_EQ(logits, expected) << "stage " << victim;
@@ -361,8 +364,12 @@ TEST(ClusterTest, ANodeThatGoesAwayIsReplacedByThisProcess) {
   node.reset();  // the node stops: its connection closes
   engine::Batch next;
   next.add(99, 0, 5, true);
-  cluster->forward(next, logits);  // a pod of this process alone, the prompt replayed
+  // A pod of this process alone, formed again: the batch did not run, once.
+  EXPECT_THROW(cluster->forward(next, logits), engine::StatesLost);
   EXPECT_EQ(cluster->plan().stages.size(), 1u);
+  EXPECT_THAT(cluster->cluster_json()["events"].dump(), HasSubstr("the scheduler runs every"));
+  cluster->forward(prompt, logits);  // the sequence again from position 0
+  cluster->forward(next, logits);
   const nlohmann::json status = cluster->cluster_json();
   EXPECT_EQ(status["state"], "ok");
   EXPECT_THAT(status.dump(), HasSubstr("node-gone"));
@@ -402,13 +409,22 @@ TEST(ClusterTest, ASpareTakesTheLostNodesPlaceWithoutAShipment) {
   const std::vector<int32_t> ids = prompt_ids();
   std::vector<float> got = engine::forward_sequence(*cluster, std::span(ids).first(8), 0, 5, true);
   a.reset();  // node-a stops: its connection closes
+  int lost = 0;
   for (size_t p = 8; p < ids.size(); ++p) {
     engine::Batch next;
     next.add(ids[p], 0, static_cast<int32_t>(p), true);
     std::vector<float> logits;
-    cluster->forward(next, logits);
+    try {
+      cluster->forward(next, logits);
+    } catch (const engine::StatesLost&) {
+      // The new pod's slots are empty: the sequence runs again, then the batch.
+      ++lost;
+      engine::forward_sequence(*cluster, std::span(ids).first(p), 0, 5, false);
+      cluster->forward(next, logits);
+    }
     got.insert(got.end(), logits.begin(), logits.end());
   }
+  EXPECT_EQ(lost, 1);
   status = cluster->cluster_json();
   EXPECT_EQ(status["state"], "ok");
   EXPECT_THAT(status["events"].dump(), HasSubstr("spare 'node-c' in the place of 'node-a'"));

@@ -1,7 +1,9 @@
 // A lost node: the runner's forward() notices it (the heartbeat's verdict), forms a pod
 // again of the nodes that still answer (spares in the lost nodes' places when they can
-// take them) and replays every sequence's tokens into it; the mender retries while the
-// pod is degraded and finds nodes that answer again, taken in at a request boundary.
+// take them) and throws engine::StatesLost: the new pod's slots are empty, and the
+// scheduler runs every sequence's tokens again. The mender retries while the pod is
+// degraded and finds nodes that answer again, taken in at a request boundary (a new pod
+// too: StatesLost again).
 #include <algorithm>
 #include <chrono>
 #include <mutex>
@@ -17,9 +19,10 @@ namespace herd::cluster {
 namespace {
 
 constexpr net::Millis kRetryEvery{1000};  // forming a pod while degraded; probing lost nodes
-constexpr int kMaxRecoveries = 4;         // pods formed again for one batch before giving up
-// Tokens per forward pass when a new pod replays the sequences (the plan's batch size).
-constexpr size_t kReplayChunk = 256;
+// Pods formed again after failed batches, with no batch run since, before giving up.
+constexpr int kMaxRecoveries = 4;
+// What an event of a new pod says of the sequences' tokens.
+constexpr const char* kReplayedBy = "its slots are empty: the scheduler runs every sequence again";
 
 std::string joined(const std::vector<std::string>& items) {
   std::string text;
@@ -84,14 +87,14 @@ std::optional<KeptPlan> spares_in_place(const Plan& plan, const std::vector<Node
 
 // Whether the batch begins a request (a prompt, or a sequence started again or rewound)
 // rather than only continuing sequences by a token each: the boundary where nodes may
-// join the pod.
-bool begins_request(const engine::Batch& batch, const std::vector<std::vector<int32_t>>& history) {
+// join the pod. seq_len: the positions each sequence holds.
+bool begins_request(const engine::Batch& batch, const std::vector<size_t>& seq_len) {
   std::vector<int32_t> seen;
   for (int64_t i = 0; i < batch.size(); ++i) {
     const int32_t seq = batch.seq[static_cast<size_t>(i)];
     const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
     const auto s = static_cast<size_t>(seq);
-    if (pos == 0 || s >= history.size() || pos < history[s].size()) return true;
+    if (pos == 0 || s >= seq_len.size() || pos < seq_len[s]) return true;
     if (std::find(seen.begin(), seen.end(), seq) != seen.end()) return true;  // a chunk
     seen.push_back(seq);
   }
@@ -120,13 +123,12 @@ void ClusterRunner::mend() {
       if (!pod() && !unavailable().empty()) {
         try {
           const auto start = Clock::now();
-          std::shared_ptr<Impl> formed = form_again(engine::Batch{});
+          std::shared_ptr<Impl> formed = form_again();
           set_pod(formed);
           state_->event("formed",
                         "pod whole again after " +
                             std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
-                            " ms, replayed " + std::to_string(replayed_tokens_) +
-                            " tokens: " + formed->describe());
+                            " ms; " + kReplayedBy + ": " + formed->describe());
         } catch (const std::exception&) {
           // Still degraded; form_again recorded why.
         }
@@ -156,36 +158,7 @@ std::vector<std::string> ClusterRunner::all_peers() const {
   return peers;
 }
 
-void ClusterRunner::replay(Impl& pod, const engine::Batch& next) {
-  State& st = *state_;
-  std::vector<float> scratch;
-  int64_t replayed = 0;
-  const auto start = Clock::now();
-  for (size_t seq = 0; seq < st.history.size(); ++seq) {
-    const std::vector<int32_t>& tokens = st.history[seq];
-    size_t keep = tokens.size();  // up to where `next` continues (or rewinds) the sequence
-    for (int64_t i = 0; i < next.size(); ++i) {
-      if (static_cast<size_t>(next.seq[static_cast<size_t>(i)]) == seq) {
-        keep = std::min(keep, static_cast<size_t>(next.pos[static_cast<size_t>(i)]));
-      }
-    }
-    for (size_t begin = 0; begin < keep;) {
-      const size_t end = std::min(keep, begin + kReplayChunk);
-      engine::Batch chunk;
-      for (size_t p = begin; p < end; ++p) {
-        chunk.add(tokens[p], static_cast<int32_t>(seq), static_cast<int32_t>(p), p + 1 == end);
-      }
-      pod.forward(chunk, scratch);
-      replayed += static_cast<int64_t>(end - begin);
-      begin = end;
-    }
-  }
-  replayed_tokens_ = replayed;
-  replay_ms_ = static_cast<int>(seconds_since(start) * 1000);
-}
-
-std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Batch& next,
-                                                               std::vector<std::string> skip) {
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(std::vector<std::string> skip) {
   State& st = *state_;
   // First, spares in the lost nodes' places (the same plan: nothing to ship); if that
   // fails, the planner on every node that answers.
@@ -196,8 +169,8 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
     std::lock_guard<std::mutex> lock(st.mutex);
     kept = spares_in_place(last_plan_, last_nodes_, st.last_spares, skip, kept_peers, in_place);
   }
-  // Each round leaves out the nodes that failed in the one before (could not load, or died
-  // during the replay): at most one round per node.
+  // Each round leaves out the nodes that failed in the one before (could not load): at most
+  // one round per node.
   for (;;) {
     std::vector<std::string> unreachable, peers, failed;
     for (const std::string& address : all_peers()) {
@@ -215,14 +188,6 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
     try {
       pod = form_pod(st, peers, true, unreachable, failed, spares ? &*spares : nullptr);
       if (spares && pod->plan == spares->plan) st.event("spares", in_place);
-      try {
-        replay(*pod, next);
-      } catch (const std::exception& e) {
-        error = e.what();
-        failed = settled_lost_nodes(*pod);
-        if (failed.empty()) throw;
-        pod.reset();
-      }
     } catch (const std::exception& e) {
       error = e.what();
       if (spares && failed.empty()) {
@@ -259,6 +224,8 @@ std::shared_ptr<ClusterRunner::Impl> ClusterRunner::form_again(const engine::Bat
       continue;
     }
     remember_pod(*pod);
+    states_lost_ = true;
+    std::fill(st.seq_len.begin(), st.seq_len.end(), 0);
     std::lock_guard<std::mutex> lock(st.mutex);
     st.lost.clear();
     for (const std::string& u : unreachable) st.lost.push_back(u.substr(0, u.find(' ')));
@@ -295,62 +262,73 @@ std::string ClusterRunner::named_nodes(const std::vector<std::string>& addresses
 void ClusterRunner::forward(const engine::Batch& batch, std::vector<float>& logits) {
   std::lock_guard<std::mutex> turn(forward_mutex_);
   State& st = *state_;
-  if (pod() && begins_request(batch, st.history)) take_in_returning(batch);
-  std::string last_error;
-  std::vector<std::string> lost;  // by the last attempt: not asked again while recovering
-  for (int attempt = 0; attempt <= kMaxRecoveries; ++attempt) {
-    std::shared_ptr<Impl> current = pod();
-    if (!current) {
-      {
-        std::lock_guard<std::mutex> lock(st.mutex);
-        if (st.state == "degraded" && Clock::now() - st.last_attempt < kRetryEvery) {
-          throw Error("cluster", "the pod cannot run the model: " + st.reason);
-        }
+  if (pod() && begins_request(batch, st.seq_len)) take_in_returning();
+  std::shared_ptr<Impl> current = pod();
+  if (!current) {
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      if (st.state == "degraded" && Clock::now() - st.last_attempt < kRetryEvery) {
+        throw Error("cluster", "the pod cannot run the model: " + st.reason);
       }
-      const auto start = Clock::now();
-      current = form_again(batch, lost);
-      set_pod(current);
-      st.event("formed", "pod formed again in " +
-                             std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
-                             " ms after replaying " + std::to_string(replayed_tokens_) +
-                             " tokens (in " + std::to_string(replay_ms_) +
-                             " ms): " + current->describe());
     }
-    try {
-      current->forward(batch, logits);
-      for (int64_t i = 0; i < batch.size(); ++i) {
-        const auto seq = static_cast<size_t>(batch.seq[static_cast<size_t>(i)]);
-        const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
-        if (seq >= st.history.size()) continue;
-        std::vector<int32_t>& h = st.history[seq];
-        // A write before the end rewinds the sequence, as it does in the KV cache; a gap
-        // (never made by generation or the scheduler) leaves the sequence unknown.
-        if (pos > h.size()) {
-          h.clear();
-          continue;
-        }
-        h.resize(pos);
-        h.push_back(batch.tokens[static_cast<size_t>(i)]);
-      }
-      return;
-    } catch (const std::exception& e) {
-      last_error = e.what();
-      // A node that reports its ring neighbour gone may answer before this process sees
-      // the neighbour's connection break: the heartbeat settles it within its timeout.
-      lost = settled_lost_nodes(*current);
-      set_pod(nullptr);  // broken either way: the next batch gets a pod formed again
-      if (lost.empty()) throw;
-      {
-        std::lock_guard<std::mutex> lock(st.mutex);
-        st.state = "recovering";
-        st.reason = "lost " + joined(lost);
-        st.lost = lost;
-      }
-      st.event("lost", "lost node " + named_nodes(lost) + ": " + last_error);
-    }
+    current = recover({});
   }
-  throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries + 1) +
-                             " pods failed in a row; last: " + last_error);
+  // A pod formed since the last batch (here, by the mender, or taking nodes in) holds none
+  // of the sequences: the caller runs them again before this batch can run.
+  if (states_lost_) {
+    states_lost_ = false;
+    // State operations asked of the new pod before the caller heard of it concern states it
+    // never had (the caller forgets its held states and snapshots on StatesLost).
+    current->pending_states.clear();
+    throw engine::StatesLost("the pod was formed again");
+  }
+  try {
+    current->forward(batch, logits);
+  } catch (const std::exception& e) {
+    const std::string error = e.what();
+    // A node that reports its ring neighbour gone may answer before this process sees
+    // the neighbour's connection break: the heartbeat settles it within its timeout.
+    const std::vector<std::string> lost = settled_lost_nodes(*current);
+    // Broken either way: the next batch gets a pod formed again. Its nodes end their sessions
+    // once the last reference goes, ready for the new pod.
+    set_pod(nullptr);
+    current.reset();
+    if (lost.empty()) throw;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.state = "recovering";
+      st.reason = "lost " + joined(lost);
+      st.lost = lost;
+    }
+    st.event("lost", "lost node " + named_nodes(lost) + ": " + error);
+    if (++recoveries_ > kMaxRecoveries) {
+      recoveries_ = 0;  // the next batch tries again
+      throw Error("cluster", "gave up after " + std::to_string(kMaxRecoveries + 1) +
+                                 " pods failed in a row; last: " + error);
+    }
+    recover(lost);
+    states_lost_ = false;
+    throw engine::StatesLost("lost node " + named_nodes(lost) + "; the pod was formed again");
+  }
+  recoveries_ = 0;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const auto seq = static_cast<size_t>(batch.seq[static_cast<size_t>(i)]);
+    const auto pos = static_cast<size_t>(batch.pos[static_cast<size_t>(i)]);
+    if (seq >= st.seq_len.size()) continue;
+    // A write before the end rewinds the sequence, as it does in the KV cache; a gap (never
+    // made by the scheduler) leaves the sequence unknown: a request begins there next.
+    st.seq_len[seq] = pos <= st.seq_len[seq] ? pos + 1 : 0;
+  }
+}
+
+std::shared_ptr<ClusterRunner::Impl> ClusterRunner::recover(const std::vector<std::string>& lost) {
+  const auto start = Clock::now();
+  std::shared_ptr<Impl> formed = form_again(lost);
+  set_pod(formed);
+  state_->event("formed", "pod formed again in " +
+                              std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
+                              " ms; " + kReplayedBy + ": " + formed->describe());
+  return formed;
 }
 
 void ClusterRunner::probe_returning() {
@@ -405,7 +383,7 @@ void ClusterRunner::probe_returning() {
   st.returning = back;
 }
 
-void ClusterRunner::take_in_returning(const engine::Batch& batch) {
+void ClusterRunner::take_in_returning() {
   State& st = *state_;
   std::vector<std::string> back;
   {
@@ -415,11 +393,11 @@ void ClusterRunner::take_in_returning(const engine::Batch& batch) {
   if (back.empty()) return;
   const auto start = Clock::now();
   set_pod(nullptr);  // its nodes end their sessions now, ready for the new pod
-  std::shared_ptr<Impl> formed = form_again(batch);
+  std::shared_ptr<Impl> formed = form_again();
   set_pod(formed);
   st.event("joined", "node " + joined(back) + " joined; pod formed again in " +
-                         std::to_string(static_cast<int>(seconds_since(start) * 1000)) +
-                         " ms: " + formed->describe());
+                         std::to_string(static_cast<int>(seconds_since(start) * 1000)) + " ms; " +
+                         kReplayedBy + ": " + formed->describe());
 }
 
 }  // namespace herd::cluster

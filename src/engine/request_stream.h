@@ -49,6 +49,8 @@ struct Finish {
   int64_t n_drafted = 0;         // speculative draft tokens the target checked
   int64_t n_draft_accepted = 0;  // of which it kept
   int64_t n_target_steps = 0;    // forward passes that produced its generated tokens
+  // Tokens run again because the runner lost its slots' states (a pod formed again).
+  int64_t n_replayed = 0;
 };
 
 // What a request produced since the last read.

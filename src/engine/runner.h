@@ -34,13 +34,26 @@ struct MtpStart {
   int32_t token = 0;
 };
 
+// ModelRunner::forward's word that the runner lost the states of every slot (a pod formed
+// again after a lost node, or with a node taken in): the batch did not run; every slot is
+// empty, at position 0; snapshots (save_state) and held states (hold_state) are gone. It is
+// said once per loss: a caller runs its sequences again from position 0 (the scheduler
+// does) and the next forward runs.
+class StatesLost : public Error {
+ public:
+  explicit StatesLost(const std::string& why)
+      : Error("engine", "the slots' states were lost: " + why) {}
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   virtual const HParams& hparams() const = 0;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t n_seq() const = 0;
-  // logits: [batch.n_logits()][n_vocab], rows in batch order.
+  // logits: [batch.n_logits()][n_vocab], rows in batch order. Throws StatesLost (the batch
+  // did not run; every slot is empty, at position 0; snapshots and held states are gone)
+  // once when the runner lost its slots' states, other herd::Errors for a batch that failed.
   virtual void forward(const Batch& batch, std::vector<float>& logits) = 0;
   // The model file this process holds (for the tokenizer and chat template).
   virtual const gguf::File& file() const = 0;

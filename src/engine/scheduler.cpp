@@ -308,6 +308,7 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   f.n_drafted = a.n_drafted;
   f.n_draft_accepted = a.n_draft_accepted;
   f.n_target_steps = a.n_target_steps;
+  f.n_replayed = a.n_replayed;
   if (a.n_prefilled == a.params.prompt.size() && a.prefill_end > a.prefill_start) {
     f.prefill_seconds = seconds_between(a.prefill_start, a.prefill_end);
   }
@@ -320,9 +321,9 @@ void Scheduler::finish(Active& a, FinishReason reason, const std::string& error)
   slot.active = nullptr;
   slot.last_used = ++clock_;
   if (reason == FinishReason::kError) slot.cached.clear();  // its KV entries are unknown
-  // A recurrent state behind the slot's tokens (a refused draft's step): the slot holds what
-  // the state absorbed.
-  if (runner_.recurrent() && a.state_len < slot.cached.size()) slot.cached.resize(a.state_len);
+  // The runner behind the slot's tokens (a recurrent state sent back by a refused draft, a
+  // slot running its tokens again after its states were lost): the slot holds what it has.
+  if (a.state_len < slot.cached.size()) slot.cached.resize(a.state_len);
   // The reply's end: where a follow-up that repeats the reply continues.
   if ((reason == FinishReason::kStop || reason == FinishReason::kLength) && runner_.recurrent() &&
       a.n_prefilled == a.params.prompt.size()) {
@@ -502,13 +503,11 @@ void Scheduler::check_and_emit(Active& a, const float* rows) {
   auto& cached = slots_[static_cast<size_t>(a.slot)].cached;
   // A recurrent state absorbed the whole draft: where part of it was refused, it goes back to
   // before this step (the kept tokens run again next step), before anything can finish the
-  // request.
-  if (runner_.recurrent()) {
-    if (v.accepted < static_cast<int>(k)) {
-      runner_.return_to_held_state(a.slot);
-    } else {
-      a.state_len = cached.size() + k;
-    }
+  // request. A KV cache holds the kept positions (the refused ones are overwritten later).
+  if (runner_.recurrent() && v.accepted < static_cast<int>(k)) {
+    runner_.return_to_held_state(a.slot);
+  } else {
+    a.state_len = cached.size() + static_cast<size_t>(v.accepted);
   }
   // The kept draft tokens are in the cache already (the rest of the draft's rows there are
   // overwritten by what comes next); then the target's own next token.
@@ -558,9 +557,10 @@ bool Scheduler::step() {
     if (!speculates(*a)) continue;
     // Within the context and what the request may still generate.
     const Slot& slot = slots_[static_cast<size_t>(a->slot)];
-    // A recurrent state that went back runs the kept tokens again first, without a draft
-    // (another refusal would send it back behind them again).
-    if (runner_.recurrent() && a->state_len < slot.cached.size()) continue;
+    // A slot the runner is behind (a recurrent state that went back, states lost) runs the
+    // kept tokens again first, without a draft (another refusal would send a recurrent state
+    // back behind them again).
+    if (a->state_len < slot.cached.size()) continue;
     const SpeculativeParams& spec = *a->params.speculative;
     const bool by_mtp = drafts_by_mtp(*a);  // precedence: speculative.h
     const bool by_model = !by_mtp && spec.draft > 0 && options_.draft != nullptr;
@@ -597,18 +597,40 @@ bool Scheduler::step() {
       failure_ = std::string("the draft model: ") + e.what();
     }
   }
+  // The tokens of a slot the runner is behind run first: a recurrent state's kept tokens it
+  // went back before, or every token after the runner lost its states (then within the
+  // budget: the pending token waits until they have all run).
+  std::vector<std::pair<Active*, size_t>>& behind = behind_;  // request, run up to
+  behind.clear();
   for (Active* a : decoding) {
-    const std::vector<int32_t>& cached = slots_[static_cast<size_t>(a->slot)].cached;
+    const Slot& slot = slots_[static_cast<size_t>(a->slot)];
+    const std::vector<int32_t>& cached = slot.cached;
     const size_t pos = cached.size();
-    if (runner_.recurrent()) {
-      // Kept tokens the state went back before (the head saw them when they were checked).
-      for (size_t p = a->state_len; p < pos; ++p) {
+    a->mtp_row = -1;
+    if (a->state_len < pos) {
+      // The head saw a refused draft's kept tokens when they were checked, not lost ones.
+      if (slot.mtp_rows <= a->state_len) {
+        a->mtp_row = batch_.size();
+        a->mtp_pos = a->state_len;
+      }
+      const auto room =
+          static_cast<size_t>(std::max<int64_t>(options_.batch_tokens - batch_.size(), 1));
+      const size_t end = std::min(pos, a->state_len + room);
+      for (size_t p = a->state_len; p < end; ++p) {
         batch_.add(cached[p], a->slot, static_cast<int32_t>(p), false);
       }
-      if (!a->draft.empty()) runner_.hold_state(a->slot);
+      if (end < pos) {
+        a->mtp_end = end;
+        behind.push_back({a, end});
+        continue;
+      }
     }
-    a->mtp_row = batch_.size();
-    a->mtp_pos = pos;
+    if (runner_.recurrent() && !a->draft.empty()) runner_.hold_state(a->slot);
+    if (a->mtp_row < 0) {
+      a->mtp_row = batch_.size();
+      a->mtp_pos = pos;
+    }
+    a->mtp_end = pos + 1 + a->draft.size();
     for (size_t i = 0; i <= a->draft.size(); ++i) {
       batch_.add(i == 0 ? a->next_token : a->draft[i - 1], a->slot, static_cast<int32_t>(pos + i),
                  true);
@@ -629,13 +651,16 @@ bool Scheduler::step() {
     if (runner_.recurrent()) n = std::min(n, next_checkpoint(*a) - a->n_prefilled);
     a->mtp_row = batch_.size();
     a->mtp_pos = a->n_prefilled;
+    a->mtp_end = a->n_prefilled + n;
     for (size_t i = 0; i < n; ++i) {
       const size_t pos = a->n_prefilled + i;
       const bool last = pos + 1 == a->params.prompt.size();
+      // (The last position is never among those published: its row ends the prefill.)
       const bool scored =
-          a->params.prompt_logits ||
-          (a->params.score_from > 0 ? pos + 1 >= static_cast<size_t>(a->params.score_from) && !last
-                                    : last);
+          pos >= a->published_until &&
+          (a->params.prompt_logits ||
+           (a->params.score_from > 0 ? pos + 1 >= static_cast<size_t>(a->params.score_from) && !last
+                                     : last));
       batch_.add(a->params.prompt[pos], a->slot, static_cast<int32_t>(pos), scored);
       if (scored) {
         rows.push_back(a.get());
@@ -653,6 +678,9 @@ bool Scheduler::step() {
   }
   try {
     runner_.forward(batch_, logits_);
+  } catch (const StatesLost& e) {
+    states_lost(e.what());
+    return true;
   } catch (const std::exception& e) {
     {
       std::lock_guard lock(mutex_);
@@ -661,6 +689,7 @@ bool Scheduler::step() {
     // The pass failed as a whole: every request in it fails, the rest go on.
     for (Active* a : rows) finish(*a, FinishReason::kError, e.what());
     for (auto& [a, n] : prefills) finish(*a, FinishReason::kError, e.what());
+    for (auto& [a, end] : behind) finish(*a, FinishReason::kError, e.what());
     std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
     n_running_.store(static_cast<int64_t>(running_.size()));
     return true;
@@ -675,8 +704,10 @@ bool Scheduler::step() {
     forward_stats_.seconds += took;
   }
   // The pass succeeded: the slots now hold what it wrote.
-  for (auto& a : running_) {
-    if (a->next_token < 0) continue;
+  for (auto& [a, end] : behind) a->state_len = end;
+  for (Active* a : decoding) {
+    const auto ran_behind = [&](const std::pair<Active*, size_t>& b) { return b.first == a; };
+    if (std::any_of(behind.begin(), behind.end(), ran_behind)) continue;  // token not run yet
     auto& cached = slots_[static_cast<size_t>(a->slot)].cached;
     cached.push_back(a->next_token);
     if (a->draft.empty()) a->state_len = cached.size();  // else check_and_emit says

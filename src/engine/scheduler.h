@@ -8,6 +8,12 @@
 // longest prefix with the prompt; only the rest of the prompt is prefilled (a multi-turn
 // chat does not prefill its history again).
 //
+// A runner that loses its slots' states (a pod formed again after a lost node) says so
+// (StatesLost): every running request then runs its prompt and what it has generated so far
+// again from position 0, the prompt by prefill, the reply's tokens as the tokens its slot is
+// behind by, within the batch budget; nothing is published twice, and the streams only see a
+// pause.
+//
 // A model with recurrent state (linear-attention layers) cannot cut a slot back to a
 // prefix: there the scheduler has the runner keep snapshots of a slot at checkpoints (every
 // kCheckpointEvery prompt tokens, before a prompt's last token, at the end of a reply) and
@@ -194,6 +200,11 @@ class Scheduler {
   // to their tokens, then one token per round, greedily), at most k[i] tokens each.
   void run_draft_model(const std::vector<Active*>& active, const std::vector<int64_t>& k);
   void score_and_emit(Active& active, size_t position, const float* logits);
+  // The runner threw StatesLost (`why`): every request runs its tokens again from position 0
+  // (scheduler.cpp says how); one that lost them more than kMaxStatesLost times ends with an
+  // error.
+  void states_lost(const std::string& why);
+  static constexpr int kMaxStatesLost = 8;
   void drop_cancelled();
 
   ModelRunner& runner_;
@@ -223,7 +234,8 @@ class Scheduler {
   std::vector<Active*> decoding_, by_draft_model_;
   std::vector<int64_t> draft_k_;
   std::vector<std::pair<Active*, size_t>> prefills_;
-  std::vector<size_t> draft_fed_, draft_rows_;  // run_draft_model's
+  std::vector<std::pair<Active*, size_t>> behind_;  // slots behind, run up to a position
+  std::vector<size_t> draft_fed_, draft_rows_;      // run_draft_model's
   DraftScratch draft_scratch_;
   // The draft model's slots: the tokens at positions [0, n) of each (options_.draft).
   std::vector<std::vector<int32_t>> draft_cached_;

@@ -45,14 +45,18 @@ void Scheduler::feed_mtp() {
     auto token_at = [&](size_t q) {
       return q < cached.size() ? cached[q] : q < prompt.size() ? prompt[q] : a->next_token;
     };
-    if (token_at(cached.size()) < 0) continue;
+    // Up to the end of this step's rows: short of the slot's tokens while a slot that lost
+    // its states runs them again.
+    const size_t end = std::min(cached.size(), a->mtp_end);
+    if (token_at(end) < 0) continue;
     if (a->mtp_pos == 0) mtp_starts_.push_back({a->slot, -1, -1, token_at(0)});
-    for (size_t q = a->mtp_pos; q < cached.size(); ++q) {
+    for (size_t q = a->mtp_pos; q < end; ++q) {
       mtp_starts_.push_back({a->slot, static_cast<int32_t>(q),
                              first_row + static_cast<int64_t>(q - a->mtp_pos), token_at(q + 1)});
     }
-    // A prompt chunk before the last needs its rows fed, not a draft: no chained steps.
-    if (a->next_token >= 0) k = std::max(k, a->params.speculative->mtp);
+    // A prompt chunk before the last (or tokens run again) needs its rows fed, not a draft: no
+    // chained steps.
+    if (a->next_token >= 0 && end == cached.size()) k = std::max(k, a->params.speculative->mtp);
   }
   if (mtp_starts_.empty()) return;
   k = std::max(k, 1);  // the head runs the fed rows, and the first guess comes with them
@@ -68,6 +72,10 @@ void Scheduler::feed_mtp() {
   }
   for (const MtpDraft& d : mtp_drafts_) {
     Slot& slot = slots_[static_cast<size_t>(d.seq)];
+    if (slot.active != nullptr && slot.active->mtp_end < slot.cached.size()) {
+      slot.mtp_rows = slot.active->mtp_end;  // still behind: no draft
+      continue;
+    }
     slot.mtp_rows = slot.cached.size() + 1;  // and the row of the token chosen next
     if (slot.active != nullptr) slot.active->mtp_draft.assign(d.tokens.begin(), d.tokens.end());
   }
