@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one Node.js end-to-end test of herd serve (tests/node/NAME_test.mjs) against a fresh
-# server on a small synthetic model: openai (the official client), page (headless
+# server on a small synthetic model: openai and ollama (the official clients), page (headless
 # Chromium on the web page), load (32 concurrent streaming clients).
 set -euo pipefail
 herd=${1:?usage: serve_node_test.sh path/to/herd NAME}
@@ -20,6 +20,7 @@ case $name in
 esac
 case $name in
   openai) serve_start --api-key test-key --slots 4 ;;
+  ollama) serve_start --api-key test-key --slots 4 ;;
   page) serve_start --slots 2 ;;
   load) serve_start --slots 8 --queue 64 ;;
   *) fail "unknown test $name" ;;
