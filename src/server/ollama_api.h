@@ -18,8 +18,10 @@
 namespace httplib {
 struct Request;
 struct Response;
-class Server;
 }  // namespace httplib
+namespace herd::http {
+class GuardedServer;
+}
 
 namespace herd::server {
 
@@ -44,7 +46,7 @@ void ollama_not_supported(httplib::Response& res, const std::string& message);
 // Routes Ollama's endpoints that herd serve does not do to 501s saying so: /api/embed,
 // /api/embeddings, /api/pull (naming `herd pull`), /api/push, /api/create, /api/copy,
 // /api/delete.
-void add_ollama_unsupported_routes(httplib::Server& http);
+void add_ollama_unsupported_routes(http::GuardedServer& http);
 
 // ---- the JSON of responses (exposed for tests) ----
 

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "http/bounded_json.h"
+#include "http/guarded_server.h"
 #include "server/ollama_api.h"
 #include "server/ollama_request.h"
 #include "server/served_model.h"
@@ -104,7 +105,7 @@ void ollama_not_supported(httplib::Response& res, const std::string& message) {
   write_ollama_error(res, ApiError(501, message, "invalid_request_error"));
 }
 
-void add_ollama_unsupported_routes(httplib::Server& http) {
+void add_ollama_unsupported_routes(http::GuardedServer& http) {
   for (const char* path : {"/api/embed", "/api/embeddings"}) {
     http.Post(path, [](const httplib::Request&, httplib::Response& res) {
       ollama_not_supported(res, "herd has no embeddings");
