@@ -62,7 +62,8 @@ std::optional<int64_t> integer(const json& o, const char* name, int64_t lo, int6
   };
   if (whole_float) {
     const double x = v.get<double>();
-    if (x < static_cast<double>(lo) || x > static_cast<double>(hi)) range_error();
+    // 2^63 itself is above every int64_t (INT64_MAX as a double rounds up to it).
+    if (x < static_cast<double>(lo) || x > static_cast<double>(hi) || x >= 0x1p63) range_error();
     return static_cast<int64_t>(x);
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) range_error();

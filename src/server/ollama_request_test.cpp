@@ -164,6 +164,8 @@ TEST(OllamaRequest, MistakesAre400sNamingTheField) {
             "options.num_predict");
   EXPECT_EQ(rejected_param(R"({"model": "m", "options": {"num_predict": 18446744073709551615}})"),
             "options.num_predict");
+  EXPECT_EQ(rejected_param(R"({"model": "m", "options": {"seed": 9223372036854775808.0}})"),
+            "options.seed");
   EXPECT_EQ(rejected_param(R"({"model": "m", "options": {"num_predict": -3}})"),
             "options.num_predict");
   EXPECT_EQ(rejected_param(R"({"model": "m", "options": {"repeat_penalty": 0}})"),
