@@ -172,9 +172,17 @@ await check('format: a JSON schema and "json"', async () => {
   if (g.done_reason === 'stop') assert.equal(typeof JSON.parse(g.response), 'object');
 });
 
-await check('think is accepted', async () => {
+await check('think, and the thinking of a turn sent back', async () => {
+  assert.ok((await ollama.show({ model })).capabilities.includes('thinking'));
   const r = await ollama.chat({ model, messages, think: true, options: { num_predict: 8 } });
   assert.equal(r.done, true);
+  // Qwen3's template writes the reasoning of the turns after the last user message.
+  const turn = (thinking) => [...messages,
+    { role: 'assistant', content: '', thinking, tool_calls: [{ function: { name: 'get_time', arguments: { city: 'Oslo' } } }] },
+    { role: 'tool', tool_name: 'get_time', content: '12:00' }];
+  const without = await ollama.chat({ model, tools, messages: turn(''), options: { num_predict: 1 } });
+  const withThinking = await ollama.chat({ model, tools, messages: turn('The user wants the time in Oslo.'), options: { num_predict: 1 } });
+  assert.ok(withThinking.prompt_eval_count > without.prompt_eval_count + 5);
 });
 
 const fails = async (fn, status, pattern) => {
