@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs one Node.js end-to-end test of herd serve (tests/node/NAME_test.mjs) against a fresh
-# server on a small synthetic model: openai (the official client), page (headless
-# Chromium on the web page), load (32 concurrent streaming clients), responses (the official
-# client on the Responses API).
+# server on a small synthetic model: openai, ollama, responses (the official clients on
+# OpenAI's, Ollama's and the Responses API), page (headless Chromium on the web page), load
+# (32 concurrent streaming clients).
 set -euo pipefail
 herd=${1:?usage: serve_node_test.sh path/to/herd NAME}
 name=${2:?usage: serve_node_test.sh path/to/herd NAME}
@@ -22,6 +22,7 @@ esac
 case $name in
   openai) serve_start --api-key test-key --slots 4 ;;
   responses) serve_start --api-key test-key --slots 4 ;;
+  ollama) serve_start --api-key test-key --slots 4 ;;
   page) serve_start --slots 2 ;;
   load) serve_start --slots 8 --queue 64 ;;
   *) fail "unknown test $name" ;;

@@ -77,6 +77,7 @@ server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::T
   server::ServedModel m;
   m.id = o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias;
   m.tokenizer = &tok;
+  m.facts = server::read_model_facts(runner.file(), o.model.model);
   if (auto source = runner.file().get_string_or("tokenizer.chat_template")) {
     m.template_source = std::string(*source);
     m.chat_template = chat::Template::parse(m.template_source);

@@ -8,6 +8,7 @@
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
 #include "server/cluster_view.h"
+#include "server/ollama_api.h"
 #include "server/openai_api.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -297,6 +298,22 @@ void HttpServer::routes() {
   http_->Post("/v1/responses",
               generation("responses", responses_endpoint(std::make_shared<ResponseStore>()),
                          write_openai_error));
+  // Ollama's API (ollama_api.h).
+  http_->Post("/api/chat", generation("ollama_chat", ollama_chat, write_ollama_error));
+  http_->Post("/api/generate", generation("ollama_generate", ollama_generate, write_ollama_error));
+  http_->Post("/api/show", generation("ollama_show", ollama_show, write_ollama_error));
+  http_->Get("/api/tags", [this](const httplib::Request& req, httplib::Response& res) {
+    if (const std::optional<ApiError> e = auth_error(req)) return write_ollama_error(res, *e);
+    send_json(res, 200, ollama_tags(Current(*this).model));
+  });
+  http_->Get("/api/ps", [this](const httplib::Request& req, httplib::Response& res) {
+    if (const std::optional<ApiError> e = auth_error(req)) return write_ollama_error(res, *e);
+    send_json(res, 200, ollama_ps(Current(*this).model));
+  });
+  http_->Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, ollama_version());
+  });
+  add_ollama_unsupported_routes(*http_);
   http_->Post("/api/load",
               [this](const httplib::Request& req, httplib::Response& res) { load(req, res); });
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "server/model_facts.h"
 #include "tokenizer/tokenizer.h"
 
 namespace herd::server {
@@ -25,6 +26,7 @@ struct ServedModel {
   // runner spans nodes (its cluster_json()); empty: the one-node view of node_info.
   // Called from HTTP threads while the engine runs: it must be thread-safe.
   std::function<nlohmann::json()> cluster_status;
+  ModelFacts facts;  // what Ollama's listing shows of the file (/api/tags, /api/show)
 };
 
 }  // namespace herd::server

@@ -1,0 +1,217 @@
+// Ollama's generation endpoints: POST /api/chat and /api/generate (ollama_api.h).
+#include "server/ollama_api.h"
+
+#include <httplib.h>
+
+#include <ctime>
+
+#include "http/bounded_json.h"
+#include "server/chat_run.h"
+#include "server/ollama_request.h"
+#include "server/response.h"
+#include "server/served_model.h"
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::json;
+using SystemClock = std::chrono::system_clock;
+
+std::string ndjson_line(const json& value) {
+  return json_text(value) + "\n";
+}
+
+// The final object: the reply's calls (chat; Ollama sends a call whole, not in pieces), the
+// reason and the counts.
+json final_reply(bool chat, const std::string& model, const ParsedDelta& rest,
+                 const engine::Finish& finish, Clock::time_point start) {
+  json out = ollama_reply(chat, model, rest, true);
+  out["done_reason"] = ollama_done_reason(finish);
+  add_ollama_timings(out, finish, Clock::now() - start);
+  return out;
+}
+
+// The streamed state of one reply; lives as long as its content provider.
+struct OllamaStream {
+  std::shared_ptr<engine::RequestStream> stream;
+  OutputParser parser;
+  bool chat = true;
+  std::string model;
+  Clock::time_point start;
+  Clock::time_point last_write;
+  std::vector<ToolCall> calls;  // pieces so far, joined (written whole with the last object)
+  std::unique_ptr<InFlight> in_flight;
+};
+
+// Runs a prepared request: the whole reply as one object, or NDJSON as it comes.
+void reply(const httplib::Request& req, httplib::Response& res, Serving& s, ChatRun run, bool chat,
+           bool stream_reply, const std::string& model, Clock::time_point start,
+           const char* prompt_param) {
+  auto in_flight = s.in_flight();
+  std::shared_ptr<engine::RequestStream> stream =
+      s.submit(std::move(run.params), run.grammar, prompt_param);
+  if (!stream_reply) {
+    Collected c = collect(*stream, req);
+    if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
+    // Appended to an empty delta, a call's pieces join into the whole call.
+    OutputParser parser(run.parser);
+    ParsedDelta all;
+    all.append(parser.push(c.text));
+    all.append(parser.finish());
+    send_json(res, 200, final_reply(chat, model, all, c.finish, start));
+    return;
+  }
+  auto state = std::make_shared<OllamaStream>(OllamaStream{stream,
+                                                           OutputParser(run.parser),
+                                                           chat,
+                                                           model,
+                                                           start,
+                                                           Clock::now(),
+                                                           {},
+                                                           std::move(in_flight)});
+  res.status = 200;
+  res.set_chunked_content_provider(
+      "application/x-ndjson",
+      [state](size_t, httplib::DataSink& sink) {
+        std::string out;
+        auto add = [&](ParsedDelta d) {
+          ParsedDelta joined;
+          joined.tool_calls = std::move(state->calls);
+          joined.append({{}, {}, std::move(d.tool_calls)});
+          state->calls = std::move(joined.tool_calls);
+          d.tool_calls.clear();
+          if (!d.empty()) out += ndjson_line(ollama_reply(state->chat, state->model, d, false));
+        };
+        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (!u.text.empty()) add(state->parser.push(u.text));
+        if (u.finish) {
+          if (u.finish->reason == engine::FinishReason::kError) {
+            out += ndjson_line({{"error", generation_error(*u.finish).message()}});
+          } else {
+            add(state->parser.finish());
+            ParsedDelta rest;
+            rest.tool_calls = std::move(state->calls);
+            out +=
+                ndjson_line(final_reply(state->chat, state->model, rest, *u.finish, state->start));
+          }
+          const bool ok = sink.write(out.data(), out.size());
+          sink.done();
+          return ok;
+        }
+        // NDJSON has no comment line: an idle stream writes nothing.
+        return write_events(sink, out, *state->stream, state->last_write, "");
+      },
+      [state](bool success) {
+        if (!success) state->stream->cancel();
+        state->in_flight.reset();
+      });
+}
+
+// Ollama's answer to a request that only loads the model (no messages, an empty prompt).
+void answer_load(httplib::Response& res, bool chat, const std::string& model) {
+  json out = ollama_reply(chat, model, {}, true);
+  out["done_reason"] = "load";
+  send_json(res, 200, out);
+}
+
+}  // namespace
+
+void write_ollama_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status(), {{"error", e.message()}});
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+}
+
+std::string ollama_time(SystemClock::time_point t) {
+  const auto since = t.time_since_epoch();
+  const std::time_t seconds = std::chrono::duration_cast<std::chrono::seconds>(since).count();
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(since).count() % 1000000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[64];
+  const size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(text + n, sizeof text - n, ".%06lldZ", static_cast<long long>(micros));
+  return text;
+}
+
+const char* ollama_done_reason(const engine::Finish& finish) {
+  return finish.reason == engine::FinishReason::kLength ? "length" : "stop";
+}
+
+json ollama_tool_calls(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls) {
+    json arguments = http::parse_bounded_json(c.arguments);
+    if (!arguments.is_object()) arguments = c.arguments;
+    out.push_back({{"id", c.id},
+                   {"function",
+                    {{"index", c.index}, {"name", c.name}, {"arguments", std::move(arguments)}}}});
+  }
+  return out;
+}
+
+void add_ollama_timings(json& out, const engine::Finish& finish, std::chrono::nanoseconds total) {
+  auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
+  out["total_duration"] = static_cast<int64_t>(total.count());
+  out["load_duration"] = 0;
+  out["prompt_eval_count"] = finish.n_prompt;
+  out["prompt_eval_duration"] = ns(finish.prefill_seconds);
+  out["eval_count"] = finish.n_completion;
+  out["eval_duration"] = ns(finish.decode_seconds);
+}
+
+json ollama_reply(bool chat, const std::string& model, const ParsedDelta& delta, bool done) {
+  json out = {{"model", model}, {"created_at", ollama_time(SystemClock::now())}};
+  if (chat) {
+    json message = {{"role", "assistant"}, {"content", delta.content}};
+    if (!delta.reasoning.empty()) message["thinking"] = delta.reasoning;
+    if (!delta.tool_calls.empty()) message["tool_calls"] = ollama_tool_calls(delta.tool_calls);
+    out["message"] = std::move(message);
+  } else {
+    out["response"] = delta.content;
+    if (!delta.reasoning.empty()) out["thinking"] = delta.reasoning;
+  }
+  out["done"] = done;
+  return out;
+}
+
+void ollama_chat(const httplib::Request& req, httplib::Response& res, Serving& s) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel& m = s.model();
+  OllamaChatRequest r = parse_ollama_chat(req.body);
+  check_ollama_model(r.chat.sampling.model, m.id);
+  if (r.load_only) return answer_load(res, true, r.chat.sampling.model);
+  ChatRun run = prepare_chat(m, r.chat, s.next_id());
+  reply(req, res, s, std::move(run), true, r.chat.sampling.stream, r.chat.sampling.model, start,
+        "messages");
+}
+
+void ollama_generate(const httplib::Request& req, httplib::Response& res, Serving& s) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel& m = s.model();
+  OllamaGenerateRequest r = parse_ollama_generate(req.body);
+  check_ollama_model(r.sampling.model, m.id);
+  if (r.load_only) return answer_load(res, false, r.sampling.model);
+  ChatRun run;
+  if (r.raw || !m.chat_template) {
+    // The prompt as is, the model's BOS before it (a model without a chat template is
+    // prompted so too, the system prompt before the prompt).
+    CompletionRequest c;
+    c.sampling = r.sampling;
+    c.prompt_text = r.system.empty() || r.raw ? r.prompt : r.system + "\n\n" + r.prompt;
+    c.response_format = r.format;
+    run = prepare_completion(m, c);
+  } else {
+    ChatRequest c;
+    c.sampling = r.sampling;
+    c.messages = nlohmann::ordered_json::array();
+    if (!r.system.empty()) c.messages.push_back({{"role", "system"}, {"content", r.system}});
+    c.messages.push_back({{"role", "user"}, {"content", r.prompt}});
+    c.template_kwargs = r.template_kwargs;
+    c.response_format = r.format;
+    run = prepare_chat(m, c, s.next_id());
+  }
+  reply(req, res, s, std::move(run), false, r.sampling.stream, r.sampling.model, start, "prompt");
+}
+
+}  // namespace herd::server
