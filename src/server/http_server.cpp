@@ -95,7 +95,9 @@ bool HttpServer::wait_idle(std::chrono::milliseconds timeout) {
 std::optional<ApiError> HttpServer::auth_error(const httplib::Request& req) const {
   if (api_keys_.empty()) return std::nullopt;
   // OpenAI's and Ollama's clients send "Authorization: Bearer KEY", Anthropic's "x-api-key".
-  std::optional<std::string_view> key = net::bearer_key(req.get_header_value("Authorization"));
+  // The key is a view into these strings, which must outlive it.
+  const std::string authorization = req.get_header_value("Authorization");
+  std::optional<std::string_view> key = net::bearer_key(authorization);
   const std::string x_api_key = req.get_header_value("x-api-key");
   if (!key && !x_api_key.empty()) key = x_api_key;
   if (key && api_keys_.contains(*key)) return std::nullopt;
