@@ -189,9 +189,17 @@ await check('errors', async () => {
   e = await failure(() => new Anthropic({ baseURL, apiKey: 'wrong', maxRetries: 0 }).messages.create(base));
   assert.ok(e instanceof Anthropic.AuthenticationError);
   assert.equal(e.error.error.type, 'authentication_error');
-  // A Bearer token is accepted as well as x-api-key.
+  // The client sends its key as a Bearer token; x-api-key (Anthropic's header) works too.
   const bearer = new Anthropic({ baseURL, apiKey: null, authToken: 'test-key', maxRetries: 0 });
   assert.equal((await bearer.messages.create({ ...base, max_tokens: 2 })).type, 'message');
+  const headers = { 'x-api-key': 'test-key', 'anthropic-version': '2023-06-01' };
+  const body = JSON.stringify({ ...base, max_tokens: 2 });
+  let raw = await fetch(baseURL + '/v1/messages', { method: 'POST', headers, body });
+  assert.equal(raw.status, 200);
+  assert.equal((await raw.json()).type, 'message');
+  raw = await fetch(baseURL + '/v1/messages', { method: 'POST', headers: { 'x-api-key': 'nope' }, body });
+  assert.equal(raw.status, 401);
+  assert.deepEqual(Object.keys(await raw.json()).sort(), ['error', 'type']);
 });
 
 await check('a stream aborted by the client frees its slot', async () => {
