@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs one Node.js end-to-end test of herd serve (tests/node/NAME_test.mjs) against a fresh
-# server on a small synthetic model: openai, ollama, responses (the official clients on
-# OpenAI's, Ollama's and the Responses API), page (headless Chromium on the web page), load
-# (32 concurrent streaming clients).
+# server on a small synthetic model: openai, ollama, responses, anthropic (the official
+# clients on OpenAI's chat, Ollama's, the Responses and the Messages API), page (headless
+# Chromium on the web page), load (32 concurrent streaming clients).
 set -euo pipefail
 herd=${1:?usage: serve_node_test.sh path/to/herd NAME}
 name=${2:?usage: serve_node_test.sh path/to/herd NAME}
 herd=$(realpath "$herd")
 here=$(cd "$(dirname "$0")" && pwd)
-[ -d "$here/node/node_modules/openai" ] && [ -d "$here/node/node_modules/playwright-core" ] ||
+modules=$here/node/node_modules
+[ -d "$modules/openai" ] && [ -d "$modules/@anthropic-ai/sdk" ] && [ -d "$modules/playwright-core" ] ||
   { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
 dir=$(mktemp -d)
 source "$here/serve_lib.sh"
@@ -20,9 +21,7 @@ case $name in
   *) serve_model "$dir" ;;
 esac
 case $name in
-  openai) serve_start --api-key test-key --slots 4 ;;
-  responses) serve_start --api-key test-key --slots 4 ;;
-  ollama) serve_start --api-key test-key --slots 4 ;;
+  openai | ollama | responses | anthropic) serve_start --api-key test-key --slots 4 ;;
   page) serve_start --slots 2 ;;
   load) serve_start --slots 8 --queue 64 ;;
   *) fail "unknown test $name" ;;

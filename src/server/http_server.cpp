@@ -7,6 +7,7 @@
 
 #include "http/bounded_json.h"
 #include "http/guarded_server.h"
+#include "server/anthropic_api.h"
 #include "server/cluster_view.h"
 #include "server/ollama_api.h"
 #include "server/openai_api.h"
@@ -294,6 +295,9 @@ void HttpServer::routes() {
   http_->Post("/v1/chat/completions",
               generation("chat_completions", openai_chat_completions, write_openai_error));
   http_->Post("/v1/completions", generation("completions", openai_completions, write_openai_error));
+  http_->Post("/v1/messages", generation("messages", anthropic_messages, write_anthropic_error));
+  http_->Post("/v1/messages/count_tokens",
+              generation("count_tokens", anthropic_count_tokens, write_anthropic_error));
   http_->Post("/api/verify", generation("verify", herd_verify, write_openai_error));
   http_->Post("/v1/responses",
               generation("responses", responses_endpoint(std::make_shared<ResponseStore>()),

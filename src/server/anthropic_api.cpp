@@ -1,0 +1,148 @@
+#include "server/anthropic_api.h"
+
+#include <httplib.h>
+
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
+#include "server/chat_run.h"
+#include "server/served_model.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace herd::server {
+namespace {
+
+using json = nlohmann::json;
+
+// What Anthropic's API sends to keep an idle stream open; its clients skip it.
+constexpr std::string_view kPing = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+
+// The request rendered for the model: thinking given to templates that take
+// enable_thinking, tool_use ids "toolu_...", a prefill ending the prompt.
+ChatRun prepare(const ServedModel& m, AnthropicRequest& a, uint64_t n) {
+  check_model(a.chat.sampling.model, m);
+  if (a.thinking && m.template_source.find("enable_thinking") != std::string::npos) {
+    a.chat.template_kwargs["enable_thinking"] = *a.thinking;
+  }
+  ChatRun run = prepare_chat(m, a.chat, n);
+  // Kimi K2's and Mistral Small 3.2's call ids are the templates' own (tool_call_id()).
+  if (run.parser.tools != ToolFormat::kKimi && run.parser.tools != ToolFormat::kMistralCallId) {
+    run.parser.id_prefix = "toolu_" + std::to_string(n) + "_";
+  }
+  if (!a.prefill.empty()) {
+    const std::vector<int32_t> more = m.tokenizer->encode(a.prefill, false, false);
+    run.params.prompt.insert(run.params.prompt.end(), more.begin(), more.end());
+  }
+  return run;
+}
+
+// The stop sequence the generation ended at, from its tokens (the text has it cut).
+std::optional<std::string> stop_of(const engine::Finish& finish, const std::vector<int32_t>& tokens,
+                                   const ServedModel& m, bool render_special,
+                                   const std::vector<std::string>& stops) {
+  if (finish.reason != engine::FinishReason::kStop || stops.empty()) return std::nullopt;
+  // Decoded as the engine decoded them (bytes that form no character are U+FFFD there), so
+  // that a stop string taken from an earlier reply is found.
+  tokenizer::StreamDecoder decoder(*m.tokenizer, render_special);
+  std::string text;
+  for (const int32_t t : tokens) text += decoder.push(t);
+  text += decoder.flush();
+  return matched_stop(text, stops);
+}
+
+// The streamed state of one response; lives as long as its content provider.
+struct MessageStream {
+  std::shared_ptr<engine::RequestStream> stream;
+  OutputParser parser;
+  AnthropicEvents events;
+  const ServedModel* model;
+  bool render_special;
+  std::vector<std::string> stops;
+  std::vector<int32_t> tokens;  // generated so far, when there are stop sequences to tell
+  bool started = false;
+  Clock::time_point last_write = Clock::now();
+  std::unique_ptr<InFlight> in_flight;
+};
+
+}  // namespace
+
+void write_anthropic_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status(), anthropic_error(e));
+  if (e.status() == 503) res.set_header("Retry-After", "1");
+}
+
+void anthropic_count_tokens(const httplib::Request& req, httplib::Response& res, Serving& s) {
+  AnthropicRequest a = parse_anthropic_request(req.body, AnthropicEndpoint::kCountTokens);
+  const ChatRun run = prepare(s.model(), a, s.next_id());
+  send_json(res, 200, {{"input_tokens", run.params.prompt.size()}});
+}
+
+void anthropic_messages(const httplib::Request& req, httplib::Response& res, Serving& s) {
+  const ServedModel& m = s.model();
+  AnthropicRequest a = parse_anthropic_request(req.body, AnthropicEndpoint::kMessages);
+  const uint64_t n = s.next_id();
+  auto [g, grammar, po] = prepare(m, a, n);
+  const AnthropicHeader header{"msg_" + std::to_string(n), m.id,
+                               static_cast<int64_t>(g.prompt.size())};
+  const bool render_special = g.render_special;
+  auto in_flight = s.in_flight();
+  std::shared_ptr<engine::RequestStream> stream = s.submit(std::move(g), grammar, "messages");
+  const std::vector<std::string>& stops = a.chat.sampling.stop;
+
+  if (!a.chat.sampling.stream) {
+    Collected c = collect(*stream, req);
+    if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
+    OutputParser parser(po);
+    ParsedDelta all = parser.push(c.text);
+    all.append(parser.finish());
+    const auto stop = stop_of(c.finish, c.tokens, m, render_special, stops);
+    send_json(res, 200, anthropic_message(header, all, c.finish, stop));
+    return;
+  }
+
+  auto state = std::make_shared<MessageStream>(MessageStream{stream,
+                                                             OutputParser(po),
+                                                             AnthropicEvents(header),
+                                                             &m,
+                                                             render_special,
+                                                             stops,
+                                                             {},
+                                                             false,
+                                                             Clock::now(),
+                                                             std::move(in_flight)});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        std::string out;
+        if (!state->started) {
+          state->started = true;
+          out += state->events.start();
+        }
+        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (!state->stops.empty()) {
+          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
+        if (!u.text.empty()) out += state->events.push(state->parser.push(u.text));
+        if (u.finish) {
+          if (u.finish->reason == engine::FinishReason::kError) {
+            // Anthropic's clients read an error event as the stream's failure.
+            out += anthropic_event(anthropic_error(generation_error(*u.finish)));
+          } else {
+            out += state->events.push(state->parser.finish());
+            out += state->events.finish(*u.finish, stop_of(*u.finish, state->tokens, *state->model,
+                                                           state->render_special, state->stops));
+          }
+          const bool ok = sink.write(out.data(), out.size());
+          sink.done();
+          return ok;
+        }
+        return write_events(sink, out, *state->stream, state->last_write, kPing);
+      },
+      [state](bool success) {
+        if (!success) state->stream->cancel();
+        state->in_flight.reset();
+      });
+}
+
+}  // namespace herd::server
