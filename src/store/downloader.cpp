@@ -96,7 +96,9 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-bool success(long status) { return status == 200 || status == 206; }
+bool success(long status) {
+  return status == 200 || status == 206;
+}
 
 // The first byte offset of "bytes S-E/T", or -1.
 int64_t range_start(const std::string& content_range) {
@@ -130,7 +132,8 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* x = static_cast<Exchange*>(user);
   const size_t bytes = size * n;
   if (!success(x->status)) {
-    const size_t keep = std::min(bytes, kMaxErrorBody - std::min(kMaxErrorBody, x->error_body.size()));
+    const size_t keep =
+        std::min(bytes, kMaxErrorBody - std::min(kMaxErrorBody, x->error_body.size()));
     x->error_body.append(data, keep);
     return bytes;
   }
@@ -197,7 +200,30 @@ CURLcode perform(const std::string& url, const HttpOptions& o, Exchange* x, uint
   return curl_easy_perform(h.curl);
 }
 
-bool retryable_status(long status) { return status == 429 || status >= 500; }
+bool retryable_status(long status) {
+  return status == 429 || status >= 500;
+}
+
+// How many tries a transport failure is worth: none more for what no retry mends (a bad
+// URL, a certificate), three for a host that cannot be reached (offline fails in seconds,
+// not minutes), all for a connection that was cut or stalled.
+int tries_for(CURLcode rc, const HttpOptions& o) {
+  switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_TOO_MANY_REDIRECTS:
+      return 1;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+      return std::min(3, o.max_tries);
+    default:
+      return o.max_tries;
+  }
+}
 
 // Seconds to wait before try `tries` + 1: the server's Retry-After (seconds or an HTTP
 // date), else 1, 2, 4 ... capped.
@@ -211,8 +237,9 @@ long wait_seconds(const Exchange& x, int tries, const HttpOptions& o, const std:
     }
     s = std::max(0L, s);
     if (s > o.max_retry_after.count()) {
-      throw Error("store", what + ": HTTP " + std::to_string(x.status) + ", and the server asks to wait " +
-                               std::to_string(s) + " s (Retry-After): try again later");
+      throw Error("store", what + ": HTTP " + std::to_string(x.status) +
+                               ", and the server asks to wait " + std::to_string(s) +
+                               " s (Retry-After): try again later");
     }
     return s;
   }
@@ -245,7 +272,8 @@ class PartialFile {
         while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
         }
       }
-      struct stat by_fd {}, by_name {};
+      struct stat by_fd {
+      }, by_name{};
       if (fstat(fd_, &by_fd) == 0 && ::stat(path.c_str(), &by_name) == 0 &&
           by_fd.st_ino == by_name.st_ino && by_fd.st_dev == by_name.st_dev) {
         return;  // ours, and still the partial file
@@ -274,8 +302,8 @@ bool hash_prefix(int fd, uint64_t n, crypto_hash_sha256_state* hash) {
   std::vector<unsigned char> buf(1 << 20);
   uint64_t done = 0;
   while (done < n) {
-    const ssize_t r = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), n - done),
-                              static_cast<off_t>(done));
+    const ssize_t r =
+        ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), n - done), static_cast<off_t>(done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     crypto_hash_sha256_update(hash, buf.data(), static_cast<size_t>(r));
@@ -296,7 +324,8 @@ HttpReply http_get(const std::string& url, const HttpOptions& options, size_t ma
     x.options = &options;
     const CURLcode rc = perform(url, options, &x, 0);
     if (x.too_long) {
-      throw Error("store", url + ": the answer is longer than " + std::to_string(max_bytes) + " bytes");
+      throw Error("store",
+                  url + ": the answer is longer than " + std::to_string(max_bytes) + " bytes");
     }
     const bool retry = rc != CURLE_OK || retryable_status(x.status);
     if (!retry) {
@@ -306,13 +335,15 @@ HttpReply http_get(const std::string& url, const HttpOptions& options, size_t ma
       return reply;
     }
     const std::string why = rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(x);
-    if (tries >= options.max_tries) {
-      throw Error("store", url + ": " + why + " after " + std::to_string(tries) + " tries");
+    const int max_tries = rc != CURLE_OK ? tries_for(rc, options) : options.max_tries;
+    if (tries >= max_tries) {
+      throw Error("store", url + ": " + why + " (" + std::to_string(tries) + " tr" +
+                               (tries == 1 ? "y" : "ies") + ")");
     }
     const long s = rc != CURLE_OK ? std::min(kMaxBackoffS, 1L << std::min(tries - 1, 10))
                                   : wait_seconds(x, tries, options, url);
     note(options, why + ": waiting " + std::to_string(s) + " s before try " +
-                      std::to_string(tries + 1) + " of " + std::to_string(options.max_tries));
+                      std::to_string(tries + 1) + " of " + std::to_string(max_tries));
     std::this_thread::sleep_for(std::chrono::seconds(s));
   }
 }
@@ -324,11 +355,16 @@ void download_file(const std::string& url, const fs::path& final_path, uint64_t 
   std::error_code ec;
   fs::create_directories(final_path.parent_path(), ec);
   if (ec) {
-    throw Error("store", "cannot create '" + final_path.parent_path().string() + "': " + ec.message());
+    throw Error("store",
+                "cannot create '" + final_path.parent_path().string() + "': " + ec.message());
   }
   const fs::path partial_path = final_path.string() + ".partial";
   PartialFile partial(partial_path, options);
   if (partial.fd() < 0) return;  // another process finished it while this one waited
+  if (fs::exists(final_path, ec) && fs::file_size(final_path, ec) == size && !ec) {
+    ::unlink(partial_path.c_str());  // finished by another process before this one's open
+    return;
+  }
   const int fd = partial.fd();
 
   crypto_hash_sha256_state hash;
@@ -336,7 +372,8 @@ void download_file(const std::string& url, const fs::path& final_path, uint64_t 
   struct stat st {};
   uint64_t offset = fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   if (offset > size || (offset > 0 && !hash_prefix(fd, offset, &hash))) {
-    if (ftruncate(fd, 0) != 0) throw Error("store", "cannot truncate '" + partial_path.string() + "'");
+    if (ftruncate(fd, 0) != 0)
+      throw Error("store", "cannot truncate '" + partial_path.string() + "'");
     offset = 0;
     crypto_hash_sha256_init(&hash);
   }
@@ -355,7 +392,8 @@ void download_file(const std::string& url, const fs::path& final_path, uint64_t 
     }
     const CURLcode rc = perform(url, options, &x, offset);
     if (x.write_errno != 0) {
-      throw Error("store", "cannot write '" + partial_path.string() + "': " + std::strerror(x.write_errno));
+      throw Error("store",
+                  "cannot write '" + partial_path.string() + "': " + std::strerror(x.write_errno));
     }
     const bool moved = x.offset > offset;
     offset = x.offset;
@@ -364,12 +402,14 @@ void download_file(const std::string& url, const fs::path& final_path, uint64_t 
     long wait = 0;
     if (x.bad_body) {
       why = x.bad_reason;  // start over
-      if (ftruncate(fd, 0) != 0) throw Error("store", "cannot truncate '" + partial_path.string() + "'");
+      if (ftruncate(fd, 0) != 0)
+        throw Error("store", "cannot truncate '" + partial_path.string() + "'");
       offset = 0;
       crypto_hash_sha256_init(&hash);
     } else if (x.status == 416 && offset > 0) {
       why = "the server refused the range from byte " + std::to_string(offset);
-      if (ftruncate(fd, 0) != 0) throw Error("store", "cannot truncate '" + partial_path.string() + "'");
+      if (ftruncate(fd, 0) != 0)
+        throw Error("store", "cannot truncate '" + partial_path.string() + "'");
       offset = 0;
       crypto_hash_sha256_init(&hash);
     } else if (success(x.status) || (rc != CURLE_OK && x.status < 400)) {
@@ -387,13 +427,15 @@ void download_file(const std::string& url, const fs::path& final_path, uint64_t 
     } else {
       throw Error("store", name + ": " + status_text(x));
     }
-    if (tries >= options.max_tries) {
+    const int max_tries =
+        rc != CURLE_OK && !success(x.status) ? tries_for(rc, options) : options.max_tries;
+    if (tries >= max_tries) {
       throw Error("store", name + ": " + why + "; gave up after " + std::to_string(tries) +
                                " tries (what arrived is kept: run the pull again to resume)");
     }
     ++tries;
     note(options, name + ": " + why + (offset > 0 ? ", resuming at " + format_size(offset) : "") +
-                      (wait > 0 ? " in " + std::to_string(wait) + " s" : ""));
+                      (wait > 0 ? "; trying again in " + std::to_string(wait) + " s" : ""));
     std::this_thread::sleep_for(std::chrono::seconds(wait));
   }
 

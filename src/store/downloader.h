@@ -3,7 +3,8 @@
 //
 // Both retry what a busy or flaky hub does to a client: 429 and 5xx answers wait the
 // Retry-After the server gives (else 1, 2, 4 ... s, at most 30 s), a connection cut or
-// stalled (no byte for stall_timeout) is tried again. A download that moved forward since
+// stalled (no byte for stall_timeout) is tried again; a host that cannot be reached is
+// tried three times, a bad URL or certificate once. A download that moved forward since
 // the last try starts its count of tries afresh: a long file over a link that drops every
 // few minutes still arrives.
 //
@@ -53,8 +54,8 @@ HttpReply http_get(const std::string& url, const HttpOptions& options, size_t ma
 // Throws herd::Error "[store] ..." naming the file and the reason (the HTTP status, a hash
 // mismatch, tries used up); what was received is kept in the partial file for the next
 // try, except data that failed the hash.
-void download_file(const std::string& url, const std::filesystem::path& final_path,
-                   uint64_t size, const std::string& sha256, const HttpOptions& options);
+void download_file(const std::string& url, const std::filesystem::path& final_path, uint64_t size,
+                   const std::string& sha256, const HttpOptions& options);
 
 // The SHA-256 of a whole file, as 64 lowercase hex digits. Throws herd::Error when it
 // cannot be read.

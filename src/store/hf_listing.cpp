@@ -34,10 +34,13 @@ bool ends_with_ci(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && lower(s.substr(s.size() - suffix.size())) == suffix;
 }
 
-bool valid_name_part(std::string_view s) {
+// A repository's name part; an organization's (or user's) name has no '.' on the hub,
+// so "hf.co/..." can never be one.
+bool valid_name_part(std::string_view s, bool dots) {
   if (s.empty() || s.size() > kMaxNamePart || s.front() == '.' || s.front() == '-') return false;
   for (char c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        (c != '.' || !dots)) {
       return false;
     }
   }
@@ -102,7 +105,9 @@ std::string model_stem(const std::string& path) {
   return path.substr(0, path.size() - 5);
 }
 
-bool is_separator(char c) { return c == '-' || c == '.' || c == '_' || c == '/'; }
+bool is_separator(char c) {
+  return c == '-' || c == '.' || c == '_' || c == '/';
+}
 
 // True when `tag` occurs in `stem` (both lower case) with a separator or an end on each
 // side; after it not '_', so that "q4_k" does not name "q4_k_m".
@@ -120,7 +125,10 @@ bool holds_tag(const std::string& stem, const std::string& tag) {
 
 std::optional<ModelName> parse_model_name(std::string_view text) {
   for (std::string_view prefix : {"https://huggingface.co/", "huggingface.co/", "hf.co/"}) {
-    if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+    if (text.substr(0, prefix.size()) == prefix) {
+      text.remove_prefix(prefix.size());
+      break;
+    }
   }
   if (ends_with_ci(text, ".gguf")) return std::nullopt;
   ModelName name;
@@ -134,7 +142,7 @@ std::optional<ModelName> parse_model_name(std::string_view text) {
   if (slash == std::string_view::npos) return std::nullopt;
   name.org = std::string(id.substr(0, slash));
   name.repo = std::string(id.substr(slash + 1));
-  if (!valid_name_part(name.org) || !valid_name_part(name.repo)) return std::nullopt;
+  if (!valid_name_part(name.org, false) || !valid_name_part(name.repo, true)) return std::nullopt;
   return name;
 }
 
@@ -143,8 +151,8 @@ std::vector<RepoFile> parse_listing(std::string_view json) {
   if (doc.is_discarded()) throw Error("store", "the repository listing is not JSON");
   if (!doc.is_array()) throw Error("store", "the repository listing is not a JSON array");
   if (doc.size() > kMaxEntries) {
-    throw Error("store", "the repository listing has more than " + std::to_string(kMaxEntries) +
-                             " entries");
+    throw Error("store",
+                "the repository listing has more than " + std::to_string(kMaxEntries) + " entries");
   }
   std::vector<RepoFile> out;
   for (const nlohmann::json& e : doc) {
@@ -330,8 +338,8 @@ ModelFiles pick_model(const std::vector<RepoFile>& files, const ModelName& name)
   std::vector<ModelFiles> named = matching(
       [&](const ModelFiles& m) { return holds_tag(lower(model_stem(m.first_path())), wanted); });
   if (!named.empty()) return one_of(named, "quant " + name.quant);
-  throw Error("store", repo + " has no " + name.quant + " model; available: " +
-                           describe_choices(candidates));
+  throw Error("store", repo + " has no " + name.quant +
+                           " model; available: " + describe_choices(candidates));
 }
 
 }  // namespace herd::store

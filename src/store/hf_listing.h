@@ -25,9 +25,10 @@ struct ModelName {
   std::string str() const { return repo_id() + (quant.empty() ? "" : ":" + quant); }
 };
 
-// The name, or nullopt when `text` is not of that form (org and repo: letters, digits, '-',
-// '_', '.', not starting with '.', at most 96 bytes; a quant: letters, digits, '_', '-',
-// '.'). A string ending in ".gguf" is never a name: it is a file path.
+// The name, or nullopt when `text` is not of that form (org: letters, digits, '-', '_';
+// repo: those and '.'; neither starting with '.' or '-', at most 96 bytes; a quant:
+// letters, digits, '_', '-', '.'). A string ending in ".gguf" is never a name: it is a
+// file path.
 std::optional<ModelName> parse_model_name(std::string_view text);
 
 // One file of the repository. `path` is relative, checked: no "..", no empty or absolute
@@ -66,8 +67,9 @@ std::string quant_of(std::string_view path);
 // The model `name.quant` names among `files` (case-insensitive): the one whose tag
 // (quant_of) equals it, else the one whose path holds it between separators ("q4_k" names
 // "Model-Q4_K.gguf", not "Model-Q4_K_M.gguf"). Without a quant: the Q4_K_M model, else the
-// only model. Projectors ("mmproj") are picked only by a quant that says "mmproj". Throws herd::Error "[store] ..." naming the
-// repository and listing the choices when none or several match.
+// only model. Projectors ("mmproj") are picked only by a quant that says "mmproj". Throws
+// herd::Error "[store] ..." naming the repository and listing the choices when none or several
+// match.
 ModelFiles pick_model(const std::vector<RepoFile>& files, const ModelName& name);
 
 // "Q4_K_M (4.7 GiB), Q8_0 (8.1 GiB)": the choices, for error messages and `herd pull`.

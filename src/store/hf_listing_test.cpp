@@ -9,7 +9,9 @@ namespace {
 
 const char* kSha = "8a5edab282632443219e051e4ade2d1d5bbc671c781051bf1437897cbdfea0f1";
 
-RepoFile file(const std::string& path, uint64_t size = 100) { return RepoFile{path, size, kSha}; }
+RepoFile file(const std::string& path, uint64_t size = 100) {
+  return RepoFile{path, size, kSha};
+}
 
 ModelName name(const std::string& text) {
   std::optional<ModelName> n = parse_model_name(text);
@@ -30,7 +32,7 @@ TEST(ModelName, ParsesOrgRepoAndQuant) {
 TEST(ModelName, RefusesPathsAndOddNames) {
   for (const char* text : {"model.gguf", "models/tiny.gguf", "/abs/path", "a/b/c", "noslash",
                            "../x", "./x", "a/..", "a/b:", "a/b:q4 k", "a/b c", "", "/", "a/",
-                           "org/.hidden", "a/b:Q4:Q5"}) {
+                           "org/.hidden", "a/b:Q4:Q5", "my.org/repo", "hf.co/hf.co/r"}) {
     EXPECT_FALSE(parse_model_name(text).has_value()) << text;
   }
 }
@@ -53,14 +55,15 @@ TEST(Listing, ParsesFilesAndSkipsDirectories) {
 TEST(Listing, RefusesWhatItCannotTrust) {
   const std::string bad_size = R"([{"type":"file","path":"a.gguf","size":1,"lfs":{"oid":")" +
                                std::string(kSha) + R"(","size":2}}])";
-  for (const std::string& json : std::vector<std::string>{"", "{}", "[1]", R"([{"type":"file"}])", R"([{"type":"file","path":"a.gguf"}])",
-        R"([{"type":"file","path":"a.gguf","size":-1}])",
-        R"([{"type":"file","path":"../a.gguf","size":1}])",
-        R"([{"type":"file","path":"/etc/a.gguf","size":1}])",
-        R"([{"type":"file","path":"a//b.gguf","size":1}])",
-        R"([{"type":"file","path":"a\\b.gguf","size":1}])",
-        R"([{"type":"file","path":"a/./b.gguf","size":1}])",
-        R"([{"type":"file","path":"a.gguf","size":1,"lfs":{"oid":"abc"}}])", bad_size}) {
+  for (const std::string& json : std::vector<std::string>{
+           "", "{}", "[1]", R"([{"type":"file"}])", R"([{"type":"file","path":"a.gguf"}])",
+           R"([{"type":"file","path":"a.gguf","size":-1}])",
+           R"([{"type":"file","path":"../a.gguf","size":1}])",
+           R"([{"type":"file","path":"/etc/a.gguf","size":1}])",
+           R"([{"type":"file","path":"a//b.gguf","size":1}])",
+           R"([{"type":"file","path":"a\\b.gguf","size":1}])",
+           R"([{"type":"file","path":"a/./b.gguf","size":1}])",
+           R"([{"type":"file","path":"a.gguf","size":1,"lfs":{"oid":"abc"}}])", bad_size}) {
     EXPECT_THROW(parse_listing(json), Error) << json;
   }
 }
@@ -125,7 +128,8 @@ TEST(PickModel, SplitFilesComeTogetherInOrder) {
   EXPECT_EQ(m.files[1].path, "BF16/Model-BF16-00002-of-00002.gguf");
   EXPECT_EQ(m.total_size(), 1500u);
   // A split set with a part missing is no model.
-  std::vector<RepoFile> broken = {file("M-Q8_0-00001-of-00003.gguf"), file("M-Q8_0-00003-of-00003.gguf")};
+  std::vector<RepoFile> broken = {file("M-Q8_0-00001-of-00003.gguf"),
+                                  file("M-Q8_0-00003-of-00003.gguf")};
   EXPECT_THROW(pick_model(broken, name("o/r:Q8_0")), Error);
 }
 

@@ -41,7 +41,8 @@ std::string file_url(const PullOptions& o, const ModelName& name, const std::str
   while (begin <= path.size()) {
     size_t end = path.find('/', begin);
     if (end == std::string::npos) end = path.size();
-    url += "/" + escape(path.substr(begin, end - begin));
+    url.push_back('/');
+    url.append(escape(path.substr(begin, end - begin)));
     begin = end + 1;
   }
   return url;
@@ -49,8 +50,8 @@ std::string file_url(const PullOptions& o, const ModelName& name, const std::str
 
 std::vector<RepoFile> fetch_listing(const ModelName& name, const PullOptions& o) {
   const std::string repo = name.repo_id();
-  std::string url = base(o) + "/api/models/" + repo + "/tree/" + escape(o.revision) +
-                    "?recursive=true";
+  std::string url =
+      base(o) + "/api/models/" + repo + "/tree/" + escape(o.revision) + "?recursive=true";
   std::vector<RepoFile> files;
   for (int page = 0; !url.empty(); ++page) {
     if (page == kMaxListingPages) {

@@ -14,7 +14,8 @@ constexpr std::string_view kPartial = ".partial";
 constexpr size_t kMaxFilesPerRepo = 10000;
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The regular files under `dir`, relative to it ('/'-separated), with their sizes; nothing
@@ -143,7 +144,8 @@ std::vector<StoredModel> Store::list() const {
       if (repo->is_directory(e3)) repos.push_back(repo->path());
     }
   }
-  if (ec) throw Error("store", "cannot read the model store '" + root_.string() + "': " + ec.message());
+  if (ec)
+    throw Error("store", "cannot read the model store '" + root_.string() + "': " + ec.message());
   std::sort(repos.begin(), repos.end());
   for (const fs::path& dir : repos) {
     const std::string repo_id =
@@ -151,8 +153,9 @@ std::vector<StoredModel> Store::list() const {
     const std::vector<RepoFile> files = files_under(dir);
     std::map<std::string, bool> covered;
     for (const ModelFiles& m : gguf_models(files)) {
-      StoredModel s{repo_id, m.quant, m.total_size(), static_cast<int>(m.files.size()),
-                    dir / m.first_path(), false};
+      StoredModel s{
+          repo_id, m.quant, m.total_size(), static_cast<int>(m.files.size()), dir / m.first_path(),
+          false};
       for (const RepoFile& f : m.files) covered[f.path] = true;
       out.push_back(std::move(s));
     }
@@ -192,8 +195,8 @@ std::vector<fs::path> Store::remove(const ModelName& name) const {
   }
   for (const fs::path& p : doomed) {
     if (!fs::remove(p, ec) || ec) {
-      throw Error("store", "cannot remove '" + p.string() + "': " +
-                               (ec ? ec.message() : std::string("it is gone")));
+      throw Error("store", "cannot remove '" + p.string() +
+                               "': " + (ec ? ec.message() : std::string("it is gone")));
     }
     removed.push_back(p);
     remove_empty_parents(p, root_);

@@ -42,13 +42,14 @@ struct StoredModel {
   std::string quant;    // may be empty
   uint64_t size = 0;    // all parts
   int n_files = 1;
-  fs::path path;        // the first part
-  bool partial = false; // a download not finished ("<name>.partial")
+  fs::path path;         // the first part
+  bool partial = false;  // a download not finished ("<name>.partial")
 };
 
 class Store {
  public:
-  Store(fs::path root, std::vector<fs::path> extra) : root_(std::move(root)), extra_(std::move(extra)) {}
+  Store(fs::path root, std::vector<fs::path> extra)
+      : root_(std::move(root)), extra_(std::move(extra)) {}
 
   const fs::path& root() const { return root_; }
   const std::vector<fs::path>& extra() const { return extra_; }

@@ -15,7 +15,9 @@ void write(const fs::path& p, size_t size) {
   std::ofstream(p, std::ios::binary) << std::string(size, 'x');
 }
 
-ModelName name(const std::string& text) { return parse_model_name(text).value(); }
+ModelName name(const std::string& text) {
+  return parse_model_name(text).value();
+}
 
 TEST(StoreRoot, FromTheEnvironment) {
   EXPECT_EQ(default_root("/m", "/x", "/h"), fs::path("/m"));
@@ -100,7 +102,7 @@ TEST(Store, ListsAndRemoves) {
   EXPECT_EQ(store.remove(name("a/one:q8_0")), std::vector<fs::path>{root / "a/one/One-Q8_0.gguf"});
   EXPECT_TRUE(fs::exists(root / "a/one/One-Q4_K_M.gguf"));
   EXPECT_EQ(store.remove(name("b/two:Q2_K")).size(), 2u);
-  EXPECT_FALSE(fs::exists(root / "b"));  // empty folders go too
+  EXPECT_FALSE(fs::exists(root / "b"));               // empty folders go too
   EXPECT_EQ(store.remove(name("a/one")).size(), 2u);  // the rest, the partial file included
   EXPECT_FALSE(fs::exists(root / "a"));
   EXPECT_TRUE(fs::exists(root));
