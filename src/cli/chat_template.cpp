@@ -14,6 +14,7 @@
 
 #include "chat/template.h"
 #include "cli/commands.h"
+#include "cli/store_options.h"
 #include "gguf/reader.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -90,7 +91,7 @@ void add_chat_template(CLI::App& app) {
       throw Error("cli", "chat-template needs --model or --template");
     ModelTemplate source;
     if (!opt->model.empty()) {
-      source = load_model_template(opt->model);
+      source = load_model_template(resolve_model_arg(opt->model));
     } else {
       source.source = read_file(opt->template_path);
     }

@@ -20,5 +20,8 @@ void add_serve(CLI::App& app);
 void add_nodes(CLI::App& app);
 void add_hub(CLI::App& app);
 void add_devices(CLI::App& app);
+void add_pull(CLI::App& app);
+void add_ls(CLI::App& app);
+void add_rm(CLI::App& app);
 
 }  // namespace herd::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/store_options.h"
 #include "engine/backend.h"
 #include "engine/device_placement.h"
 #include "engine/runner.h"
@@ -261,10 +262,10 @@ void add_inspect(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a GGUF file's metadata and tensors");
   auto model = std::make_shared<std::string>();
   auto tensors = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", *model, "GGUF file")->required();
+  cmd->add_option("-m,--model", *model, "GGUF file, or org/repo[:QUANT] (herd pull)")->required();
   cmd->add_flag("--tensors", *tensors, "List every tensor");
   cmd->callback([model, tensors] {
-    gguf::File file = gguf::File::open(*model);
+    gguf::File file = gguf::File::open(resolve_model_arg(*model));
     std::printf("GGUF v%u, %zu metadata entries, %zu tensors, data at %zu\n", file.version(),
                 file.metadata().size(), file.tensors().size(), file.data_offset());
     for (const auto& [key, value] : file.metadata()) {

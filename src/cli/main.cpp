@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   herd::cli::add_nodes(app);
   herd::cli::add_hub(app);
   herd::cli::add_devices(app);
+  herd::cli::add_pull(app);
+  herd::cli::add_ls(app);
+  herd::cli::add_rm(app);
 
   try {
     app.parse(argc, argv);

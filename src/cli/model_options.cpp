@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/mpi_ranks.h"
+#include "cli/store_options.h"
 #include "cluster/cluster_runner.h"
 #include "net/activations.h"
 #include "plan/plan.h"
@@ -139,7 +140,10 @@ engine::UploadProgress upload_progress_bar(FILE* out) {
 }  // namespace
 
 void ModelOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("-m,--model", model, "GGUF model file")->required();
+  cmd.add_option("-m,--model", model,
+                 "GGUF model file, or a model name org/repo[:QUANT] (from the store; pulled when "
+                 "missing: herd pull)")
+      ->required();
   cmd.add_option("-t,--threads", threads,
                  "Threads (default: the performance cores, else all cores)");
   cmd.add_option("-c,--ctx", n_ctx,
@@ -210,7 +214,7 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   const net::WireDType wire = net::parse_wire_dtype(wire_dtype);
   if (!cluster.distributed()) {
     if (cluster.spares > 0) throw Error("cli", "--spare needs nodes: give --peers");
-    auto runner = engine::LocalRunner::open(model, local);
+    auto runner = engine::LocalRunner::open(resolve_model_arg(model), local);
     if (!runner->device_note().empty()) {
       std::fprintf(stderr, "herd: %s\n", runner->device_note().c_str());
     }
@@ -253,7 +257,9 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.spares = cluster.spares;
   o.test_link_delay = std::chrono::microseconds(cluster.test_link_delay_us);
   o.progress = stderr;
-  return cluster::ClusterRunner::open(model, o);
+  // A model name is resolved (pulled if need be) here, after join_mpi_job: by the
+  // coordinator alone, which ships the nodes their tensors.
+  return cluster::ClusterRunner::open(resolve_model_arg(model), o);
 }
 
 }  // namespace herd::cli

@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/store_options.h"
 #include "cluster/link_probe.h"
 #include "cluster/peers.h"
 #include "engine/runner.h"
@@ -288,7 +289,10 @@ void add_plan(CLI::App& app) {
                   "Bandwidth of every node's link, for the predictions (Gbit/s)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e4));
-  cmd->callback([args] { run_plan(*args); });
+  cmd->callback([args] {
+    args->model = resolve_model_arg(args->model);
+    run_plan(*args);
+  });
 }
 
 }  // namespace herd::cli

@@ -18,6 +18,7 @@
 #include "cli/http_limit_options.h"
 #include "cli/model_options.h"
 #include "cli/speculative_options.h"
+#include "cli/store_options.h"
 #include "engine/request_speed.h"
 #include "engine/runner.h"
 #include "engine/scheduler.h"
@@ -490,7 +491,16 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--models-dir", o->models_dir,
                   "GGUF files (a model's name is its file's stem) the hub may ask this pod to "
                   "serve instead (POST /api/load with the hub's control token; with --hub)");
-  cmd->callback([o] { serve(*o); });
+  cmd->callback([o] {
+    // A model name becomes its file here, so that the API's model id is the file's name.
+    // Under mpirun only rank 0 may pull (in ModelOptions::open): the id is then the name.
+    if (o->model.cluster.transport != "mpi") {
+      o->model.model = resolve_model_arg(o->model.model);
+    } else if (o->alias.empty() && !std::filesystem::exists(o->model.model)) {
+      if (auto name = store::parse_model_name(o->model.model)) o->alias = name->str();
+    }
+    serve(*o);
+  });
 }
 
 }  // namespace herd::cli

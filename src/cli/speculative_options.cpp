@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "cli/store_options.h"
+
 namespace herd::cli {
 
 void SpeculativeOptions::add_to(CLI::App& cmd, const std::string& what, const std::string& note) {
@@ -44,7 +46,7 @@ std::unique_ptr<engine::ModelRunner> SpeculativeOptions::open_draft(
   lo.n_ctx = model.n_ctx();
   lo.upload_progress = nullptr;
   lo.mtp = false;  // the draft model's own head is not used
-  return engine::LocalRunner::open(draft, lo);
+  return engine::LocalRunner::open(resolve_model_arg(draft), lo);
 }
 
 }  // namespace herd::cli

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/store_options.h"
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,7 +61,8 @@ void add_tokenize(CLI::App& app) {
                 "Read special-token text such as <|im_start|> as plain text");
   cmd->add_flag("--pieces", opt->pieces, "Also print each token's id and text, one per line");
   cmd->callback([opt] {
-    const auto tokenizer = tokenizer::Tokenizer::from_gguf(gguf::File::open(opt->model));
+    const auto tokenizer =
+        tokenizer::Tokenizer::from_gguf(gguf::File::open(resolve_model_arg(opt->model)));
     const std::vector<int32_t> ids = tokenizer.encode(opt->text, /*add_special=*/!opt->no_bos,
                                                       /*parse_special=*/!opt->no_parse_special);
     std::string line;
