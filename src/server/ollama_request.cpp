@@ -87,7 +87,7 @@ std::string string_field(const json& o, const char* name, const std::string& whe
 
 // The model (required, as Ollama requires it), stream (Ollama's default: true), options,
 // keep_alive (accepted, ignored: herd keeps its one model loaded).
-SamplingRequest parse_sampling(const json& body) {
+SamplingRequest parse_ollama_sampling(const json& body) {
   SamplingRequest r;
   r.sampler = ollama_default_sampler();
   r.model = string_field(body, "model");
@@ -351,7 +351,7 @@ engine::SamplerParams ollama_default_sampler() {
 OllamaChatRequest parse_ollama_chat(std::string_view body_text) {
   const json body = parse_object(body_text);
   OllamaChatRequest r;
-  r.chat.sampling = parse_sampling(body);
+  r.chat.sampling = parse_ollama_sampling(body);
   if (given(body, "messages") && !body["messages"].is_array()) {
     bad("messages", "'messages' must be an array");
   }
@@ -368,7 +368,7 @@ OllamaChatRequest parse_ollama_chat(std::string_view body_text) {
 OllamaGenerateRequest parse_ollama_generate(std::string_view body_text) {
   const json body = parse_object(body_text);
   OllamaGenerateRequest r;
-  r.sampling = parse_sampling(body);
+  r.sampling = parse_ollama_sampling(body);
   r.prompt = string_field(body, "prompt");
   r.system = string_field(body, "system");
   r.raw = boolean(body, "raw").value_or(false);
