@@ -9,8 +9,10 @@ name=${2:?usage: serve_node_test.sh path/to/herd NAME}
 herd=$(realpath "$herd")
 here=$(cd "$(dirname "$0")" && pwd)
 modules=$here/node/node_modules
-[ -d "$modules/openai" ] && [ -d "$modules/@anthropic-ai/sdk" ] && [ -d "$modules/playwright-core" ] ||
-  { echo "FAIL: tests/node has no node_modules: run scripts/install-deps"; exit 1; }
+for package in openai ollama @anthropic-ai/sdk playwright-core; do
+  [ -d "$modules/$package" ] ||
+    { echo "FAIL: tests/node/node_modules has no $package: run scripts/install-deps"; exit 1; }
+done
 dir=$(mktemp -d)
 source "$here/serve_lib.sh"
 trap 'serve_cleanup; rm -rf "$dir"' EXIT
