@@ -9,74 +9,20 @@
 #include <vector>
 
 #include "http/bounded_json.h"
+#include "server/request_fields.h"
 
 namespace herd::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-[[noreturn]] void bad(const std::string& param, const std::string& message) {
-  throw ApiError(400, message, "invalid_request_error", param);
-}
-
-json parse_object(std::string_view body) {
-  std::string problem;
-  json value = http::parse_bounded_json<json>(body, &problem);
-  if (value.is_discarded()) bad("", "the request body: " + problem);
-  if (!value.is_object()) bad("", "the request body must be a JSON object");
-  return value;
-}
-
-bool given(const json& o, const char* name) {
-  return o.contains(name) && !o[name].is_null();
-}
-
-// Field readers: absent or null means "not given". `where` prefixes the name in messages
-// ("options.").
-std::optional<double> number(const json& o, const char* name, double lo, double hi,
-                             const std::string& where = "") {
-  if (!given(o, name)) return std::nullopt;
-  const std::string field = where + name;
-  const json& v = o[name];
-  if (!v.is_number()) bad(field, "'" + field + "' must be a number");
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) {
-    bad(field,
-        "'" + field + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-  }
-  return x;
-}
-
-std::optional<int64_t> integer(const json& o, const char* name, int64_t lo, int64_t hi,
-                               const std::string& where = "") {
-  if (!given(o, name)) return std::nullopt;
-  const std::string field = where + name;
-  const json& v = o[name];
-  // Ollama's clients (Go's, JavaScript's) may write an integer as 40.0.
-  const bool whole_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
-                           std::trunc(v.get<double>()) == v.get<double>();
-  if (!v.is_number_integer() && !whole_float) bad(field, "'" + field + "' must be an integer");
-  const auto range_error = [&] {
-    bad(field,
-        "'" + field + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-  };
-  if (whole_float) {
-    const double x = v.get<double>();
-    // 2^63 itself is above every int64_t (INT64_MAX as a double rounds up to it).
-    if (x < static_cast<double>(lo) || x > static_cast<double>(hi) || x >= 0x1p63) range_error();
-    return static_cast<int64_t>(x);
-  }
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) range_error();
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) range_error();
-  return x;
-}
-
-std::optional<bool> boolean(const json& o, const char* name) {
-  if (!given(o, name)) return std::nullopt;
-  if (!o[name].is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
-  return o[name].get<bool>();
-}
+using fields::bad;
+using fields::boolean;
+using fields::given;
+using fields::integer;
+using fields::number;
+using fields::parse_object;
+// Ollama's clients (Go's, JavaScript's) may write an integer option as 40.0.
+constexpr fields::Integers kWhole = fields::Integers::kWholeFloats;
 
 std::string string_field(const json& o, const char* name, const std::string& where = "") {
   if (!given(o, name)) return {};
@@ -104,7 +50,8 @@ SamplingRequest parse_ollama_sampling(const json& body) {
     if (!o.is_object()) bad("options", "'options' must be an object");
     if (auto x = number(o, "temperature", 0, 100, w))
       r.sampler.temperature = static_cast<float>(*x);
-    if (auto n = integer(o, "top_k", 0, 1 << 20, w)) r.sampler.top_k = static_cast<int32_t>(*n);
+    if (auto n = integer(o, "top_k", 0, 1 << 20, w, kWhole))
+      r.sampler.top_k = static_cast<int32_t>(*n);
     if (auto x = number(o, "top_p", 0, 1, w)) r.sampler.top_p = static_cast<float>(*x);
     if (auto x = number(o, "min_p", 0, 1, w)) r.sampler.min_p = static_cast<float>(*x);
     if (auto x = number(o, "repeat_penalty", 0, 10, w)) {
@@ -113,7 +60,7 @@ SamplingRequest parse_ollama_sampling(const json& body) {
       r.sampler.repeat_penalty = static_cast<float>(*x);
     }
     // -1: the whole context (up to 65536 tokens); 0: no penalty window.
-    if (auto n = integer(o, "repeat_last_n", -1, 65536, w)) {
+    if (auto n = integer(o, "repeat_last_n", -1, 65536, w, kWhole)) {
       r.sampler.penalty_last_n = *n < 0 ? 65536 : static_cast<int32_t>(*n);
     }
     if (auto x = number(o, "presence_penalty", -2, 2, w)) {
@@ -123,17 +70,17 @@ SamplingRequest parse_ollama_sampling(const json& body) {
       r.sampler.frequency_penalty = static_cast<float>(*x);
     }
     // -1: until the context is full; -2: Ollama's "fill the context", the same here.
-    if (auto n = integer(o, "num_predict", -2, int64_t{1} << 31, w)) {
+    if (auto n = integer(o, "num_predict", -2, int64_t{1} << 31, w, kWhole)) {
       r.max_tokens = *n < 0 ? -1 : *n;
     }
     // -1: a random seed (Ollama's default).
-    if (auto n = integer(o, "seed", INT64_MIN, INT64_MAX, w); n && *n != -1) {
+    if (auto n = integer(o, "seed", INT64_MIN, INT64_MAX, w, kWhole); n && *n != -1) {
       r.sampler.seed = static_cast<uint64_t>(*n);
       seeded = true;
     }
     // The server's context is fixed when it starts (herd serve --ctx): a request's num_ctx
     // is checked and ignored; a prompt that does not fit is refused as too long.
-    integer(o, "num_ctx", 1, int64_t{1} << 31, w);
+    integer(o, "num_ctx", 1, int64_t{1} << 31, w, kWhole);
     if (given(o, "stop")) {
       const json& s = o["stop"];
       if (s.is_string()) {

@@ -1,4 +1,5 @@
 #include "server/request.h"
+#include "server/request_fields.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,52 +11,11 @@ namespace herd::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-[[noreturn]] void bad(const std::string& param, const std::string& message) {
-  throw ApiError(400, message, "invalid_request_error", param);
-}
-
-// Deeper bodies are refused (http::kMaxJsonDepth) before a value is built: the template
-// engine and the serializer recurse over values.
-json parse_object(std::string_view body) {
-  std::string problem;
-  json value = http::parse_bounded_json<json>(body, &problem);
-  if (value.is_discarded()) bad("", "the request body: " + problem);
-  if (!value.is_object()) bad("", "the request body must be a JSON object");
-  return value;
-}
-
-// Field readers: absent or null means "not given".
-std::optional<double> number(const json& body, const char* name, double lo, double hi) {
-  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
-  const json& v = body[name];
-  if (!v.is_number()) bad(name, std::string("'") + name + "' must be a number");
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) {
-    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
-                  std::to_string(hi));
-  }
-  return x;
-}
-
-std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
-  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
-  const json& v = body[name];
-  if (!v.is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
-  const bool above = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi);
-  const int64_t x = above ? hi : v.get<int64_t>();
-  if (above || x < lo || x > hi) {
-    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
-                  std::to_string(hi));
-  }
-  return x;
-}
-
-std::optional<bool> boolean(const json& body, const char* name) {
-  if (!body.contains(name) || body[name].is_null()) return std::nullopt;
-  if (!body[name].is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
-  return body[name].get<bool>();
-}
+using fields::bad;
+using fields::boolean;
+using fields::integer;
+using fields::number;
+using fields::parse_object;
 
 }  // namespace
 

@@ -5,19 +5,14 @@
 
 #include "http/bounded_json.h"
 #include "server/json_schema.h"
+#include "server/request_fields.h"
 
 namespace herd::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-[[noreturn]] void bad(const std::string& param, const std::string& message) {
-  throw ApiError(400, message, "invalid_request_error", param);
-}
-
-bool given(const json& o, const char* name) {
-  return o.contains(name) && !o[name].is_null();
-}
+using fields::bad;
+using fields::given;
 
 // A string field: absent or null is "", anything else but a string is a 400.
 std::string string_field(const json& o, const char* name, const std::string& where) {
