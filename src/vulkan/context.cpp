@@ -35,7 +35,7 @@ uint32_t compute_family(const Instance& instance, VkPhysicalDevice device,
 
 std::unique_ptr<Context> Context::create(int index) {
   std::unique_ptr<Context> self(new Context());
-  self->instance_ = Instance::create();
+  self->instance_ = Instance::shared();
   const Api& api = self->instance_->api();
   const std::vector<VkPhysicalDevice> devices = self->instance_->physical_devices();
   if (devices.empty()) {

@@ -244,7 +244,7 @@ bool built_with_vulkan() {
 }
 
 std::vector<DeviceInfo> list_devices() {
-  const std::shared_ptr<Instance> instance = Instance::create();
+  const std::shared_ptr<Instance> instance = Instance::shared();
   const std::vector<VkPhysicalDevice> devices = instance->physical_devices();
   if (devices.empty()) {
     throw Error("vulkan",

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "util/error.h"
 
@@ -133,6 +134,15 @@ VkInstance create_instance(const Api& api) {
 }
 
 }  // namespace
+
+std::shared_ptr<Instance> Instance::shared() {
+  static std::mutex mutex;
+  // Never destroyed (see the header): a pointer, so no destructor runs at exit either.
+  static std::shared_ptr<Instance>* instance = nullptr;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (instance == nullptr) instance = new std::shared_ptr<Instance>(create());
+  return *instance;
+}
 
 std::shared_ptr<Instance> Instance::create() {
   std::shared_ptr<Instance> self(new Instance());

@@ -53,13 +53,19 @@ struct Api {
 void check(VkResult result, const std::string& what);
 const char* result_name(VkResult result);
 
-// The loader and one VkInstance (Vulkan 1.1). Shared: every Context keeps its Instance
-// alive. Thread-safety: the table is read-only once created.
+// The loader and one VkInstance (Vulkan 1.1), one per process: every Context and device
+// listing shares it, and it lives until the process exits. Destroying it makes the loader
+// unload the driver, and a driver may keep memory reachable only from its own globals
+// (Debian's lavapipe, mesa 22.3.6-1+deb12u2, leaves 128 bytes so: the leak checker reports
+// them once the library is gone); making an instance also costs a driver's start-up (LLVM
+// for lavapipe) each time. Thread-safety: shared() may be called from any thread; the table
+// is read-only once created.
 class Instance {
  public:
   // Throws herd::Error("[vulkan] ...") when no loader can be opened or it refuses to make
-  // an instance (the message names the library tried and what to install).
-  static std::shared_ptr<Instance> create();
+  // an instance (the message names the library tried and what to install); a later call
+  // tries again.
+  static std::shared_ptr<Instance> shared();
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -70,6 +76,7 @@ class Instance {
 
  private:
   Instance() = default;
+  static std::shared_ptr<Instance> create();
   void* library_ = nullptr;
   VkInstance instance_ = VK_NULL_HANDLE;
   Api api_;
