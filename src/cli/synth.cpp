@@ -94,6 +94,12 @@ void add_synth(CLI::App& app) {
                   "Gated DeltaNet key and value head size (default the attention head size)");
   cmd->add_option("--full-attention-interval", o->full_attention_interval,
                   "Every Nth layer is full attention, the others Gated DeltaNet (default 4)");
+  cmd->add_option("--block-scale", o->block_scale,
+                  "Spread of the blocks' output projections, times this; below 1 (e.g. 0.01) "
+                  "with --tied-output 1, a model that repeats its last token (speculative "
+                  "decoding at high acceptance)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
   cmd->add_option("--type", o->type, "Weight type: " + types)->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");

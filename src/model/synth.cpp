@@ -98,6 +98,13 @@ Init init_for(const TensorSpec& t, const HParams& hp) {
   }
 }
 
+// A block's last projection, whose output is added to the residual stream.
+bool is_block_output(const std::string& name) {
+  return name.starts_with("blk.") && (name.find(".attn_output.") != std::string::npos ||
+                                      name.find(".ffn_down") != std::string::npos ||
+                                      name.find(".ssm_out.") != std::string::npos);
+}
+
 // Fills row `row` of tensor `index` with values drawn from its own stream, so that rows can
 // be generated in any order and on any thread with the same result.
 void draw_row(uint64_t seed, size_t index, int64_t row, Init init, std::vector<float>& out) {
@@ -364,6 +371,9 @@ HParams synth_hparams(const SynthOptions& o, int64_t n_vocab) {
   hp.rope_base = arch->default_rope_base;
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_ctx <= 0) {
     bad_option("--embd, --layers, --heads and the context length must be positive");
+  }
+  if (!(o.block_scale >= 0.0f && o.block_scale <= 100.0f)) {
+    bad_option("--block-scale " + std::to_string(o.block_scale) + " is not in [0, 100]");
   }
   if (o.head_dim > 0) {
     if (!arch->explicit_head_dim && o.head_dim * hp.n_head != hp.n_embd) {
@@ -718,7 +728,8 @@ void synthesize(const SynthOptions& o) {
                            (t.shape.size() > 2 ? t.shape[2] : 1);
     const size_t row_size = row_bytes(types[index], n_cols);
     const size_t from = source[index];
-    const Init init = init_for(specs[from], hp);
+    Init init = init_for(specs[from], hp);
+    if (is_block_output(t.name)) init.scale *= o.block_scale;
     const bool k_b = from != index && t.name.ends_with(".attn_k_b.weight");
     const bool v_b = from != index && !k_b;
     // Work is split in units: a row, or for attn_k_b a head (its kv_lora rows are the

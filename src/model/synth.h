@@ -32,6 +32,12 @@ struct SynthOptions {
   int64_t n_expert_used = 0;  // 0: 4 for gpt-oss, else 2
   int64_t n_ff_expert = 0;    // 0: --ff, else n_embd / 2 (with dense layers: n_embd / 2)
   int tied_output = -1;       // -1: tied for gemma3 (as its converter writes it), else untied
+  // Multiplies the spread of every block's output projection (attn_output, ffn_down and
+  // its expert forms, ssm_out): below 1 the blocks add little to the embedding, and a model
+  // with a tied output then predicts its last token again. Such a model's greedy reply
+  // repeats, which measures speculative decoding at the acceptance a real model reaches
+  // on repetitive text (random weights otherwise keep ~10% of drafts).
+  float block_scale = 1.0f;
   // NextN (MTP) blocks appended after the --layers the forward pass runs; -1: as the
   // family's converter writes them (qwen35, glm4moe: 1; others 0).
   int64_t n_nextn = -1;

@@ -578,6 +578,32 @@ TEST(Synth, Q8MixMatchesFrontierDeepSeek2) {
 
 // GLM-4.5 (and Air without q/k norm), MiniMax-M2 and GLM-5 as their converters write them
 // (../shared/models/frontier2/README.md).
+// --block-scale scales the blocks' output projections only: the same draws, times the scale.
+TEST(Synth, BlockScaleScalesOnlyTheBlocksOutputs) {
+  SynthOptions plain = small("llama", "f32", "synth_block_plain.gguf");
+  SynthOptions scaled = plain;
+  scaled.out_path = temp_path("synth_block_scaled.gguf");
+  scaled.block_scale = 0.01f;
+  synthesize(plain);
+  synthesize(scaled);
+  const gguf::File a = gguf::File::open(plain.out_path), b = gguf::File::open(scaled.out_path);
+  for (const char* name : {"blk.0.attn_output.weight", "blk.1.ffn_down.weight"}) {
+    const std::vector<float> x = dequantized(a, name), y = dequantized(b, name);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); i += 97) EXPECT_NEAR(y[i], 0.01f * x[i], 1e-6f) << name;
+  }
+  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_up.weight"}) {
+    EXPECT_EQ(dequantized(a, name), dequantized(b, name)) << name;
+  }
+  scaled.block_scale = -1;
+  try {
+    synth_hparams(scaled, 1000);
+    ADD_FAILURE() << "a negative --block-scale was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--block-scale"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Synth, NewOptionsAreChecked) {
   auto fails = [](SynthOptions o, const std::string& needle) {
     try {
