@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # herd pull, ls, rm and --model org/repo:QUANT against a stand-in for the Hugging Face hub
-# (tests/hf_fixture.py): the default pick and a quant tag, split files, a connection cut
+# (tests/hf_fixture.py): the default pick and a quant tag, split files (pulled together and
+# run as one model, also on a pod), a connection cut
 # mid-file and a partial file from an earlier run (both resumed with Range), a wrong hash
 # refused, 429 then success, pages of a listing, HF_TOKEN sent to the hub and not to the
 # CDN it redirects to, a copy found in HERD_MODEL_PATH, clear errors. About 5 s.
@@ -29,9 +30,12 @@ mkdir -p "$tiny" "$dir/hub/test/split-GGUF/Q8_0"
   --out "$tiny/tiny-Q4_K_M.gguf" 2>/dev/null
 head -c 1000 "$tiny/tiny-Q8_0.gguf" >"$tiny/mmproj-tiny-F16.gguf"
 echo "# tiny" >"$tiny/README.md"
+# The split model is the Q8_0 model (the same seed: the same weights) in two files.
 split_dir=$dir/hub/test/split-GGUF/Q8_0
-head -c 300000 "$tiny/tiny-Q8_0.gguf" >"$split_dir/big-Q8_0-00001-of-00002.gguf"
-tail -c +300001 "$tiny/tiny-Q8_0.gguf" >"$split_dir/big-Q8_0-00002-of-00002.gguf"
+"$herd" synth --arch llama --embd 256 --ff 512 --layers 2 --heads 4 --kv-heads 2 --type q8_0 \
+  --split 2 --out "$split_dir/big-Q8_0.gguf" 2>/dev/null
+[ -f "$split_dir/big-Q8_0-00002-of-00002.gguf" ] && [ ! -e "$split_dir/big-Q8_0.gguf" ] ||
+  fail "synth --split 2 wrote: $(ls "$split_dir")"
 size_q8=$(wc -c <"$tiny/tiny-Q8_0.gguf")
 [ "$size_q8" -gt 600000 ] || fail "the synthesized model is smaller than the test assumes ($size_q8)"
 
@@ -112,8 +116,9 @@ cmp -s "$store/tiny-Q8_0.gguf" "$tiny/tiny-Q8_0.gguf" || fail "after 429: the by
 control '{}'
 out=$("$herd" pull test/split-GGUF:Q8_0 2>/dev/null)
 [ "$out" = "$dir/store/test/split-GGUF/Q8_0/big-Q8_0-00001-of-00002.gguf" ] || fail "split printed '$out'"
-cat "$dir/store/test/split-GGUF/Q8_0/"big-Q8_0-0000{1,2}-of-00002.gguf | cmp -s - "$tiny/tiny-Q8_0.gguf" ||
-  fail "split: the parts differ"
+for part in big-Q8_0-0000{1,2}-of-00002.gguf; do
+  cmp -s "$dir/store/test/split-GGUF/Q8_0/$part" "$split_dir/$part" || fail "split: $part differs"
+done
 
 # 7. ls and rm.
 out=$("$herd" ls)
@@ -157,13 +162,29 @@ out=$(HERD_MODEL_PATH=$dir/nas "$herd" pull test/tiny-GGUF:Q8_0 --models-dir "$d
 [ "$out" = "$dir/nas/tiny-Q8_0.gguf" ] || fail "HERD_MODEL_PATH: pull printed '$out'"
 ! grep -q cdn "$dir/log" || fail "HERD_MODEL_PATH: downloaded anyway"
 
-# 11. Errors: a missing repository, a missing quant (with the choices), a split model run.
+# 11. Errors: a missing repository, a missing quant (with the choices).
 control '{}'
 expect_error "no repository test/nope" pull test/nope
 expect_error "has no Q2_K model; available: Q4_K_M" pull test/tiny-GGUF:Q2_K
 expect_error "is not a model name" pull not-a-name
+
+# 11b. A split model runs, by name and from any of its files, as the one file it was cut
+# from; one of its files missing is a clear error.
 "$herd" pull test/split-GGUF:Q8_0 >/dev/null 2>&1
-expect_error "is split in 2 files" run --model test/split-GGUF:Q8_0 -p hi -n 1
+want=$("$herd" run --model "$tiny/tiny-Q8_0.gguf" -t 1 -p hello -n 4 --temp 0 2>/dev/null)
+[ -n "$want" ] || fail "run of the one-file model printed nothing"
+got=$("$herd" run --model test/split-GGUF:Q8_0 -t 1 -p hello -n 4 --temp 0 2>"$dir/err") ||
+  fail "run --model test/split-GGUF:Q8_0: $(cat "$dir/err")"
+[ "$got" = "$want" ] || fail "the split model said '$got', the one file '$want'"
+split_store=$dir/store/test/split-GGUF/Q8_0
+got=$("$herd" run --model "$split_store/big-Q8_0-00002-of-00002.gguf" -t 1 -p hello -n 4 --temp 0 \
+  2>/dev/null) || fail "run from the split model's second file"
+[ "$got" = "$want" ] || fail "from its second file the split model said '$got'"
+"$herd" inspect --model test/split-GGUF:Q8_0 | grep -q "split in 2 files" || fail "inspect of a split model"
+mv "$split_store/big-Q8_0-00002-of-00002.gguf" "$dir/part2"
+expect_error "missing: file 2 of the 2 of the split model" run --model \
+  "$split_store/big-Q8_0-00001-of-00002.gguf" -p hi -n 1
+mv "$dir/part2" "$split_store/big-Q8_0-00002-of-00002.gguf"
 
 # 12. A pod of three: the coordinator pulls the model once; its two nodes (stores of their
 # own, no use of the coordinator's file) are sent only their layers' tensors.
@@ -193,4 +214,10 @@ for n in n1 n2; do
   grep -q "received .* MB" "$dir/$n.log" || fail "node $n was not sent its tensors: $(cat "$dir/$n.log")"
   [ ! -e "$dir/store-$n" ] || fail "node $n pulled the model"
 done
+# The split model on the same pod: its nodes are sent their tensors from its two files.
+before=$(grep -c "received .* MB" "$dir/n1.log")
+"$herd" run --model test/split-GGUF:Q8_0 --peers "$peers" --no-local --parallel pipeline:2 -t 1 \
+  -p hello -n 2 --temp 0 >/dev/null 2>"$dir/err" || fail "split model on a pod: $(cat "$dir/err")"
+[ "$(grep -c "received .* MB" "$dir/n1.log")" -gt "$before" ] ||
+  fail "node n1 was not sent the split model: $(cat "$dir/n1.log")"
 echo "pull_e2e_test: ok"

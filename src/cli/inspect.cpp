@@ -268,6 +268,10 @@ void add_inspect(CLI::App& app) {
     gguf::File file = gguf::File::open(resolve_model_arg(*model));
     std::printf("GGUF v%u, %zu metadata entries, %zu tensors, data at %zu\n", file.version(),
                 file.metadata().size(), file.tensors().size(), file.data_offset());
+    if (file.n_files() > 1) {
+      std::printf("split in %zu files:\n", file.n_files());
+      for (const std::string& path : file.paths()) std::printf("  %s\n", path.c_str());
+    }
     for (const auto& [key, value] : file.metadata()) {
       std::printf("  %-40.*s %s\n", static_cast<int>(key.size()), key.data(),
                   show_value(value).c_str());

@@ -28,10 +28,16 @@
 #include "server/http_server.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
+#include "util/split_name.h"
 #include "util/system_memory.h"
 
 namespace herd::cli {
 namespace {
+
+// The name a model file is served by: its stem, a split model's without -00001-of-0000N.
+std::string model_name_of(const std::string& path) {
+  return model_stem(std::filesystem::path(path).filename().string());
+}
 
 struct ServeOptions {
   ModelOptions model;
@@ -76,9 +82,9 @@ PodSpeed measure_pod_speed(engine::ModelRunner& runner, const tokenizer::Tokeniz
 server::ServedModel served_model(engine::ModelRunner& runner, const tokenizer::Tokenizer& tok,
                                  const ServeOptions& o) {
   server::ServedModel m;
-  m.id = o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias;
+  m.id = o.alias.empty() ? model_name_of(o.model.model) : o.alias;
   m.tokenizer = &tok;
-  m.facts = server::read_model_facts(runner.file(), o.model.model);
+  m.facts = server::read_model_facts(runner.file());
   if (auto source = runner.file().get_string_or("tokenizer.chat_template")) {
     m.template_source = std::string(*source);
     m.chat_template = chat::Template::parse(m.template_source);
@@ -316,8 +322,7 @@ class ModelSwitch {
       std::fprintf(stderr, "serve: loading model '%s' failed: %s; loading %s again\n", name.c_str(),
                    e.what(), old_path.c_str());
       try {
-        next = open_served(nullptr, old_path, std::filesystem::path(old_path).stem().string(), o_,
-                           metrics_, http_);
+        next = open_served(nullptr, old_path, model_name_of(old_path), o_, metrics_, http_);
       } catch (const std::exception& again) {
         http_.set_degraded(std::string("no model: ") + again.what());
       }
@@ -407,10 +412,8 @@ void serve(const ServeOptions& o) {
 
   std::unique_ptr<Served> first;
   try {
-    first = open_served(
-        std::move(runner), o.model.model,
-        o.alias.empty() ? std::filesystem::path(o.model.model).stem().string() : o.alias, o,
-        metrics, http);
+    first = open_served(std::move(runner), o.model.model,
+                        o.alias.empty() ? model_name_of(o.model.model) : o.alias, o, metrics, http);
   } catch (...) {
     http.stop();
     http_thread.join();

@@ -140,13 +140,7 @@ std::string resolve_model_arg(const std::string& arg) {
                  store.root().c_str());
     local = store::pull(store, *name, pull_options(stderr));
   }
-  if (local->paths.size() > 1) {
-    throw Error("cli", name->str() + " is split in " + std::to_string(local->paths.size()) +
-                           " files (" + local->paths.front().parent_path().string() +
-                           "); herd loads a model from one file: merge the parts first "
-                           "(llama.cpp's llama-gguf-split --merge)");
-  }
-  return local->paths.front().string();
+  return local->paths.front().string();  // a split model's first file opens them all
 }
 
 }  // namespace herd::cli

@@ -28,8 +28,8 @@ store::PullOptions pull_options(FILE* out);
 // A --model argument as a file to open: a path that exists stays as it is; a model name
 // (org/repo[:QUANT]) is looked up in the store and the extra folders, and pulled when it is
 // in none (said on stderr). Anything else stays as it is (the loader says it cannot open
-// it). Throws herd::Error when a pull fails, or the model is split in several files (the
-// loader reads one).
+// it); a split model is its first file (which opens the others). Throws herd::Error when a
+// pull fails.
 std::string resolve_model_arg(const std::string& arg);
 
 }  // namespace herd::cli

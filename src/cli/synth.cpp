@@ -1,13 +1,16 @@
 // herd synth: write a random-weight model of a chosen shape and type (see model/synth.h).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
+#include "gguf/split.h"
 #include "model/arch.h"
 #include "model/file_type.h"
 #include "model/synth.h"
 #include "util/progress.h"
+#include "util/split_name.h"
 
 namespace herd::cli {
 
@@ -103,7 +106,13 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--type", o->type, "Weight type: " + types)->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  cmd->callback([o] {
+  auto split = std::make_shared<int>(1);
+  cmd->add_option("--split", *split,
+                  "Write the model as this many files, as llama.cpp's llama-gguf-split names them "
+                  "(OUT without .gguf, then -00001-of-0000N.gguf ...), in place of --out")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  cmd->callback([o, split] {
     // Progress in thousandths of the tensor bytes written.
     Progress progress(stderr, "synth " + o->out_path, 1000);
     SynthOptions options = *o;
@@ -112,6 +121,16 @@ void add_synth(CLI::App& app) {
     };
     synthesize(options);
     progress.finish();
+    if (*split == 1) return;
+    // Written whole first, then cut along tensors: a test tool, so the disk holds it twice
+    // for a moment.
+    {
+      const gguf::File whole = gguf::File::open(o->out_path);
+      for (const std::string& path : gguf::write_split(whole, model_stem(o->out_path), *split)) {
+        std::fprintf(stderr, "synth: wrote %s\n", path.c_str());
+      }
+    }
+    std::filesystem::remove(o->out_path);
   });
 }
 

@@ -21,6 +21,7 @@
 #include "cluster/test_node.h"
 #include "cluster/weight_cache.h"
 #include "engine/test_sequence.h"
+#include "gguf/split.h"
 #include "net/tcp_transport.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -307,6 +308,31 @@ TEST(ClusterTest, ShipsWeightsOnceThenUsesTheCache) {
     EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
   }
   EXPECT_THAT(node.log(), HasSubstr("from the cache"));
+}
+
+// A split model on a pod: one node maps the coordinator's files (its set found from the
+// first file, known by the hash of all of them), the other is sent its tensors from them;
+// the logits are the one file's, bit for bit.
+TEST(ClusterTest, ASplitModelRunsOnAPodAsTheOneFile) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir dir("cluster-test", "split");
+  const std::vector<std::string> paths =
+      gguf::write_split(gguf::File::open(model), (dir / "llama-q4_0").string(), 3);
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  const std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+  TestNode files("node-files", dir / "cache-files");
+  TestNode wire("node-wire", dir / "cache-wire", /*use_model_files=*/false);
+  ClusterOptions o = pipeline_options({files.address(), wire.address()});
+  o.plan.use_local = false;
+  auto cluster = ClusterRunner::open(paths[0], o);
+  ASSERT_EQ(cluster->plan().stages.size(), 2u) << cluster->describe();
+  const std::vector<float> got = run_all(*cluster, prompt_ids());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  EXPECT_THAT(files.log(), HasSubstr("from the model file"));
+  EXPECT_THAT(wire.log(), HasSubstr("from the coordinator"));
 }
 
 TEST(ClusterTest, ANodeThatCannotLoadIsNamedWithItsErrorOnce) {

@@ -136,6 +136,8 @@ struct NodeServer::Impl {
   }
   void session(const std::shared_ptr<net::Connection>& c);
   std::optional<Loaded> load(net::Connection& c, const net::Load& request);
+  // Whether the model file at `hint` (a split model's files with it) has content hash `hash`.
+  bool holds_model(const fs::path& hint, const net::ContentHash& hash) const;
   engine::DevicePlacement placement(const Assignment& a, const gguf::File& file,
                                     const ModelInfo& info, const engine::Device& device);
   void forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
@@ -540,6 +542,18 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
   ring_inbox.clear();
 }
 
+bool NodeServer::Impl::holds_model(const fs::path& hint, const net::ContentHash& hash) const {
+  // Opened to learn its files (a split model's, all of them): cheap, the headers only.
+  std::vector<std::string> paths;
+  try {
+    paths = gguf::File::open(hint.string()).paths();
+  } catch (const Error& e) {
+    log(std::string("not using the coordinator's model file: ") + e.what());
+    return false;
+  }
+  return model_content_hash(paths, options.cache_dir) == hash;
+}
+
 std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load& request) {
   try {
     Assignment a = assignment_from_json(nlohmann::json::parse(request.plan_json));
@@ -574,8 +588,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
     if (options.use_model_files && !request.model_path_hint.empty()) {
       std::error_code ec;
       const fs::path hint(request.model_path_hint);
-      if (fs::is_regular_file(hint, ec) &&
-          file_content_hash(hint, options.cache_dir) == request.model_hash) {
+      if (fs::is_regular_file(hint, ec) && holds_model(hint, request.model_hash)) {
         path = hint;
         source = "the model file";
       }

@@ -370,7 +370,7 @@ void make_stages(ClusterRunner::Impl& r, const std::vector<Shadow>& shadows,
   }
 }
 
-// The model file's content hash, which a node's LOAD names: computed once, when a pod
+// The model's content hash (of all its files), which a node's LOAD names: computed once, when a pod
 // first has a remote rank or a spare.
 net::ContentHash content_hash_for(ClusterRunner::State& st, const ClusterRunner::Impl& r) {
   bool any_remote = !r.spares.empty();
@@ -383,7 +383,7 @@ net::ContentHash content_hash_for(ClusterRunner::State& st, const ClusterRunner:
       cache = default_cache_dir();
     } catch (const Error&) {
     }
-    st.content_hash = file_content_hash(st.path, cache);
+    st.content_hash = model_content_hash(st.file.paths(), cache);
   }
   return st.content_hash.value_or(net::ContentHash{});
 }

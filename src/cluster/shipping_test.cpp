@@ -1,8 +1,8 @@
 // Weight shipping between two in-process connections, over the in-memory loopback and over
 // TCP (where, on Linux, chunks are spliced straight into the file and verified there): the
-// received file holds exactly the sent tensors; a transfer cut mid-way, a chunk out of
-// order, repeated or corrupted, or a file that cannot be written fails with an error saying
-// so and leaves no file (nor its .tmp) behind.
+// received file holds exactly the sent tensors (a split model's too, in one file); a transfer cut
+// mid-way, a chunk out of order, repeated or corrupted, or a file that cannot be written fails with
+// an error saying so and leaves no file (nor its .tmp) behind.
 #include "cluster/shipping.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +14,7 @@
 #include <future>
 #include <thread>
 
+#include "gguf/split.h"
 #include "gguf/writer.h"
 #include "net/loopback.h"
 #include "net/tcp_transport.h"
@@ -209,6 +210,31 @@ TEST_P(ShippingTest, TheReceivedFileHoldsExactlyTheSentTensors) {
     EXPECT_EQ(std::memcmp(r.data, t.data, t.n_bytes), 0) << t.name;
   }
   EXPECT_EQ(shard.metadata().size(), model.metadata().size());
+}
+
+TEST_P(ShippingTest, ASplitModelShipsAsOneFile) {
+  const TempDir dir("shipping-test", "split");
+  const gguf::File whole = write_model(dir / "model.gguf");
+  const std::vector<std::string> paths = gguf::write_split(whole, (dir / "M").string(), 3);
+  const gguf::File model = gguf::File::open(paths[0]);
+  ASSERT_EQ(model.n_files(), 3u);
+  const Assignment a = all_tensors(model);
+  Ends ends = connected(GetParam());
+  auto sent = std::async(std::launch::async,
+                         [&] { return ship_weights(*ends.coordinator, model, ModelInfo{}, a); });
+  receive_weights(*ends.node, a, dir / "shard.gguf", net::Millis(10000));
+  sent.get();
+  // One file that says nothing of the set it came from, with every tensor of every file.
+  const gguf::File shard = gguf::File::open((dir / "shard.gguf").string());
+  EXPECT_EQ(shard.n_files(), 1u);
+  EXPECT_FALSE(shard.has(gguf::kSplitCount));
+  EXPECT_EQ(shard.metadata().size(), whole.metadata().size());
+  ASSERT_EQ(shard.tensors().size(), whole.tensors().size());
+  for (const gguf::TensorInfo& t : whole.tensors()) {
+    const gguf::TensorInfo& r = shard.tensor(t.name);
+    ASSERT_EQ(r.n_bytes, t.n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(r.data, t.data, t.n_bytes), 0) << t.name;
+  }
 }
 
 TEST_P(ShippingTest, ATransferCutMidwayLeavesNoFile) {

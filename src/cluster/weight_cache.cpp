@@ -107,6 +107,20 @@ net::ContentHash file_content_hash(const fs::path& path_in, const fs::path& cach
   return hash;
 }
 
+net::ContentHash model_content_hash(const std::vector<std::string>& paths,
+                                    const fs::path& cache_dir) {
+  HERD_CHECK(!paths.empty());
+  if (paths.size() == 1) return file_content_hash(paths.front(), cache_dir);
+  std::vector<uint64_t> halves;
+  for (const std::string& path : paths) {
+    const net::ContentHash h = file_content_hash(path, cache_dir);
+    halves.push_back(h.low);
+    halves.push_back(h.high);
+  }
+  const XXH128_hash_t h = XXH3_128bits(halves.data(), halves.size() * sizeof(uint64_t));
+  return {h.low64, h.high64};
+}
+
 fs::path shard_cache_path(const fs::path& cache_dir, const net::ContentHash& model_hash,
                           const Assignment& a) {
   XXH64_state_t* state = XXH64_createState();

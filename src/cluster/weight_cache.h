@@ -1,6 +1,7 @@
 // Where a node keeps model weights it was sent, and how models are recognised: by the
-// XXH3-128 content hash of the whole GGUF file, so a node that has the same file under any
-// name maps it instead of receiving it, and a second start finds what the first received.
+// XXH3-128 content hash of the whole GGUF file (of a split model's files), so a node that has the
+// same file under any name maps it instead of receiving it, and a second start finds what the first
+// received.
 //
 // Layout under the cache directory ($XDG_CACHE_HOME/herd, else ~/.cache/herd):
 //   hashes/<xxh64 of the absolute path>   "size mtime_ns hash" memo of a file's hash
@@ -30,6 +31,12 @@ std::string to_hex(const net::ContentHash& hash);
 // stat. Throws herd::Error naming the file when it cannot be read.
 net::ContentHash file_content_hash(const std::filesystem::path& path,
                                    const std::filesystem::path& cache_dir);
+
+// The content hash of a model in `paths` (gguf::File::paths: one file, or a split model's
+// files in order): its file's, or the XXH3-128 of its files' hashes in order, so a split
+// model is known by all of its bytes. Each file's hash is remembered as above.
+net::ContentHash model_content_hash(const std::vector<std::string>& paths,
+                                    const std::filesystem::path& cache_dir);
 
 // The models with files under cache_dir/models: their content hashes (32 hex digits, as
 // to_hex), the most recently written first. Empty when there are none or the directory

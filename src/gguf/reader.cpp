@@ -1,5 +1,6 @@
 #include "gguf/reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -209,6 +210,10 @@ int64_t TensorInfo::n_rows() const {
 }
 
 File File::open(const std::string& path) {
+  return open_split(open_one(path));
+}
+
+File File::open_one(const std::string& path) {
   File file;
   file.mapping_ = std::make_unique<MappedFile>(MappedFile::open(path));
   file.bytes_ = file.mapping_->bytes();
@@ -480,13 +485,36 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 }
 
 void File::release(const TensorInfo& t) const {
-  if (mapping_) mapping_->release(t.data, t.n_bytes);
+  const File& holder = file_at(t.file);
+  if (holder.mapping_) holder.mapping_->release(t.data, t.n_bytes);
 }
 
 const TensorInfo& File::tensor(std::string_view name) const {
   const TensorInfo* t = find_tensor(name);
-  if (t == nullptr) fail(origin_, "missing tensor '" + std::string(name) + "'");
+  if (t == nullptr) {
+    fail(origin_, "missing tensor '" + std::string(name) + "'" +
+                      (shards_.empty() ? std::string()
+                                       : " (in none of the " + std::to_string(n_files()) +
+                                             " files of the split model)"));
+  }
   return *t;
+}
+
+const std::string& File::file_origin(size_t index) const {
+  HERD_CHECK(index < n_files());
+  return file_at(index).origin_;
+}
+
+std::span<const uint8_t> File::file_header(size_t index) const {
+  HERD_CHECK(index < n_files());
+  const File& f = file_at(index);
+  return f.bytes_.first(std::min(f.data_offset_, f.bytes_.size()));
+}
+
+std::vector<std::string> File::paths() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n_files(); ++i) out.push_back(file_origin(i));
+  return out;
 }
 
 }  // namespace herd::gguf

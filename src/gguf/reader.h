@@ -10,6 +10,10 @@
 //   tensor data; each tensor at data_start + offset, offset a multiple of the alignment
 // string = u64 length | bytes (not NUL-terminated)
 // array  = u32 element_type | u64 count | elements
+//
+// A model split by llama.cpp's llama-gguf-split (NAME-00001-of-00003.gguf ...) is one File
+// too: opening any of its files opens all of them (split.h says how and what is checked).
+// Its metadata is the first file's; its tensors point into each file's own mapping.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +72,8 @@ struct TensorInfo {
   std::string_view name;
   TensorType type = TensorType::F32;
   std::vector<int64_t> shape;
-  uint64_t offset = 0;  // from the start of the data section
+  uint64_t offset = 0;  // from the start of its file's data section
+  uint32_t file = 0;    // which file of a split model holds it (0: the first, or the only)
   int64_t n_elements = 0;
   size_t n_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapped file
@@ -79,7 +84,7 @@ struct TensorInfo {
 
 class File {
  public:
-  // Maps and parses the file at path.
+  // Maps and parses the file at path; a file of a split model opens the whole set.
   static File open(const std::string& path);
   // Parses bytes that the caller keeps alive (fuzzing, tests). `origin` names the
   // input in error messages.
@@ -90,11 +95,19 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
+  // The first (or only) file's version, alignment, data section and bytes.
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
   const std::string& origin() const { return origin_; }
+
+  // ---- files: one, or each file of a split model in order ----
+  size_t n_files() const { return 1 + shards_.size(); }
+  const std::string& file_origin(size_t index) const;
+  // File `index`'s bytes before its tensor data: header, metadata and tensor table.
+  std::span<const uint8_t> file_header(size_t index) const;
+  std::vector<std::string> paths() const;
 
   // ---- metadata ----
   const std::vector<std::pair<std::string_view, Value>>& metadata() const { return kv_; }
@@ -121,13 +134,18 @@ class File {
   // ---- tensors ----
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;  // nullptr when absent
-  const TensorInfo& tensor(std::string_view name) const;       // throws when absent
+  // Throws when absent, naming the model (and, for a split model, its number of files).
+  const TensorInfo& tensor(std::string_view name) const;
   // Drops the tensor's pages from the process's memory (they are re-read from the file if
   // touched again): for tensors whose data has been copied, e.g. repacked for the kernels.
   void release(const TensorInfo& t) const;
 
  private:
   File() = default;
+  static File open_one(const std::string& path);
+  // Opens every file of the split model `first` is a file of (split.cpp).
+  static File open_split(File first);
+  const File& file_at(size_t index) const { return index == 0 ? *this : shards_[index - 1]; }
   void parse_all();
 
   std::unique_ptr<MappedFile> mapping_;  // null when parsing caller-owned bytes
@@ -140,6 +158,9 @@ class File {
   std::map<std::string_view, size_t, std::less<>> kv_index_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string_view, size_t, std::less<>> tensor_index_;
+  // A split model's files after the first, each parsed as a file of its own (their tensors
+  // are listed in tensors_ too). Empty for a one-file model.
+  std::vector<File> shards_;
 };
 
 }  // namespace herd::gguf

@@ -64,6 +64,12 @@ void Writer::set(std::string_view key, std::vector<uint8_t> encoded) {
   entries_.push_back({std::string(key), std::move(encoded)});
 }
 
+void Writer::set_u16(std::string_view key, uint16_t value) {
+  auto out = typed(ValueType::U16);
+  put(out, value);
+  set(key, std::move(out));
+}
+
 void Writer::set_u32(std::string_view key, uint32_t value) {
   auto out = typed(ValueType::U32);
   put(out, value);

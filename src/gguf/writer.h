@@ -21,6 +21,7 @@ class Writer {
   explicit Writer(size_t alignment = 32);
 
   // Metadata, kept in insertion order; setting a key again replaces its value in place.
+  void set_u16(std::string_view key, uint16_t value);
   void set_u32(std::string_view key, uint32_t value);
   void set_i32(std::string_view key, int32_t value);
   void set_u64(std::string_view key, uint64_t value);

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "util/error.h"
+#include "util/split_name.h"
 
 namespace herd::hub {
 
@@ -27,7 +28,12 @@ ModelDir list_model_dir(const std::string& dir) {
   for (const fs::directory_entry& entry : it) {
     const fs::path& path = entry.path();
     if (path.extension() != ".gguf" || !entry.is_regular_file(ec)) continue;
-    const std::string name = path.stem().string();
+    // A split model is its first file (which opens the others), named without the suffix.
+    const std::string file_name = path.filename().string();
+    if (const std::optional<SplitName> split = parse_split_name(file_name);
+        split && split->part != 1)
+      continue;
+    const std::string name = model_stem(file_name);
     bool printable = !name.empty() && name.size() <= 256;
     for (unsigned char c : name) printable = printable && c >= 0x20 && c != 0x7f;
     if (!printable) {

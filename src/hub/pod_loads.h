@@ -23,8 +23,9 @@ struct ModelDir {
 
 inline constexpr size_t kMaxLoadable = 64;
 
-// The *.gguf files of `dir` (not its subdirectories), by name; the first kMaxLoadable names in
-// order. Throws herd::Error("hub", ...) when `dir` is not a readable directory.
+// The *.gguf files of `dir` (not its subdirectories), by name (a split model's first file,
+// named without its -00001-of-0000N); the first kMaxLoadable names in order. Throws
+// herd::Error("hub", ...) when `dir` is not a readable directory.
 ModelDir list_model_dir(const std::string& dir);
 
 // Whether an Authorization header shows `token`: 0 when it does ("Bearer TOKEN", compared in

@@ -17,18 +17,21 @@ TEST(PodLoadsTest, TheDirsGgufFilesAreTheLoadableModels) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("herd_models_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "sub.gguf");  // a directory: not a model
-  for (const char* f : {"b.gguf", "a-q4_0.gguf", "notes.txt", "c.gguf.part"}) {
+  for (const char* f : {"b.gguf", "a-q4_0.gguf", "notes.txt", "c.gguf.part",
+                        "s-00001-of-00002.gguf", "s-00002-of-00002.gguf"}) {
     std::ofstream(dir / f) << "x";
   }
   const ModelDir d = list_model_dir(dir.string());
-  EXPECT_EQ(d.names(), (std::vector<std::string>{"a-q4_0", "b"}));
+  // A split model once, by its first file, named without the suffix.
+  EXPECT_EQ(d.names(), (std::vector<std::string>{"a-q4_0", "b", "s"}));
   EXPECT_EQ(d.models.at("b"), (dir / "b.gguf").string());
+  EXPECT_EQ(d.models.at("s"), (dir / "s-00001-of-00002.gguf").string());
   EXPECT_TRUE(d.skipped.empty());
   for (int i = 0; i < 70; ++i)
     std::ofstream(dir / ("m" + std::to_string(100 + i) + ".gguf")) << "x";
   const ModelDir many = list_model_dir(dir.string());
   EXPECT_EQ(many.models.size(), kMaxLoadable);
-  EXPECT_EQ(many.skipped.size(), 72u - kMaxLoadable);
+  EXPECT_EQ(many.skipped.size(), 73u - kMaxLoadable);
   EXPECT_THROW(list_model_dir((dir / "nope").string()), Error);
   fs::remove_all(dir);
 }

@@ -68,7 +68,7 @@ std::string parameter_size(int64_t parameters) {
   return text;
 }
 
-ModelFacts read_model_facts(const gguf::File& file, const std::string& path) {
+ModelFacts read_model_facts(const gguf::File& file) {
   ModelFacts f;
   f.family = std::string(file.get_string_or("general.architecture").value_or("unknown"));
   for (const gguf::TensorInfo& t : file.tensors()) f.parameters += t.n_elements;
@@ -81,16 +81,25 @@ ModelFacts read_model_facts(const gguf::File& file, const std::string& path) {
   f.metadata = nlohmann::json::object();
   for (const auto& [key, value] : file.metadata())
     f.metadata[std::string(key)] = metadata_value(value);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    f.size_bytes = static_cast<uint64_t>(st.st_size);
-    f.modified_unix = static_cast<int64_t>(st.st_mtime);
+  // A split model is all of its files: their sizes summed, the newest one's time.
+  for (const std::string& part : file.paths()) {
+    struct stat st {};
+    if (::stat(part.c_str(), &st) == 0) {
+      f.size_bytes += static_cast<uint64_t>(st.st_size);
+      f.modified_unix = std::max(f.modified_unix, static_cast<int64_t>(st.st_mtime));
+    }
   }
-  // The header names the model (its metadata, vocabulary and tensor table) without reading
-  // gigabytes of weights; a digest of the whole file would take as long as reading it.
-  const size_t header = std::min(file.data_offset(), file.bytes().size());
+  // The headers name the model (its metadata, vocabulary and tensor table) without reading
+  // gigabytes of weights; a digest of the whole file would take as long as reading it. A
+  // split model's digest covers every file's header, in order.
+  crypto_hash_sha256_state state;
+  crypto_hash_sha256_init(&state);
+  for (size_t i = 0; i < file.n_files(); ++i) {
+    const std::span<const uint8_t> header = file.file_header(i);
+    crypto_hash_sha256_update(&state, header.data(), header.size());
+  }
   unsigned char hash[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(hash, file.bytes().data(), header);
+  crypto_hash_sha256_final(&state, hash);
   static constexpr char kHex[] = "0123456789abcdef";
   for (unsigned char b : hash) {
     f.digest += kHex[b >> 4];

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
+
 #include "gguf/reader.h"
+#include "gguf/split.h"
 #include "model/synth_test_util.h"
 #include "server/model_facts.h"
 #include "server/served_model.h"
@@ -134,7 +137,7 @@ TEST(OllamaApi, FactsOfAFile) {
   const SynthOptions o = synth_testing::small("qwen3", "q4_0", "ollama_facts.gguf");
   synthesize(o);
   const gguf::File file = gguf::File::open(o.out_path);
-  const ModelFacts f = read_model_facts(file, o.out_path);
+  const ModelFacts f = read_model_facts(file);
   EXPECT_EQ(f.family, "qwen3");
   EXPECT_EQ(f.quantization, "Q4_0");
   int64_t parameters = 0;
@@ -147,10 +150,33 @@ TEST(OllamaApi, FactsOfAFile) {
   EXPECT_EQ(f.metadata["general.architecture"], "qwen3");
   EXPECT_TRUE(f.metadata.contains("tokenizer.ggml.tokens"));
   EXPECT_TRUE(f.metadata["tokenizer.ggml.tokens"].is_null());  // arrays left out
-  // Another path: no size or time, the rest the same.
-  const ModelFacts g = read_model_facts(file, o.out_path + ".missing");
+  // The same bytes from memory: no size or time, the rest the same.
+  const gguf::File parsed = gguf::File::parse(file.bytes(), o.out_path + ".missing");
+  const ModelFacts g = read_model_facts(parsed);
   EXPECT_EQ(g.size_bytes, 0u);
+  EXPECT_EQ(g.modified_unix, 0);
   EXPECT_EQ(g.digest, f.digest);
+}
+
+TEST(OllamaApi, FactsOfASplitModel) {
+  const SynthOptions o = synth_testing::small("qwen3", "q4_0", "ollama_facts_split.gguf");
+  synthesize(o);
+  const gguf::File whole = gguf::File::open(o.out_path);
+  const std::string prefix = o.out_path.substr(0, o.out_path.size() - 5);
+  const std::vector<std::string> paths = gguf::write_split(whole, prefix, 3);
+  const gguf::File split = gguf::File::open(paths[1]);
+  const ModelFacts f = read_model_facts(split);
+  const ModelFacts w = read_model_facts(whole);
+  EXPECT_EQ(f.parameters, w.parameters);
+  EXPECT_EQ(f.quantization, w.quantization);
+  uint64_t size = 0;
+  for (const std::string& path : paths) size += std::filesystem::file_size(path);
+  EXPECT_EQ(f.size_bytes, size);
+  EXPECT_GT(f.size_bytes, w.size_bytes);  // three headers
+  EXPECT_EQ(f.digest.size(), 64u);
+  EXPECT_NE(f.digest, w.digest);
+  EXPECT_FALSE(f.metadata.contains("split.count"));
+  for (const std::string& path : paths) std::filesystem::remove(path);
 }
 
 }  // namespace

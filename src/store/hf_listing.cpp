@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/split_name.h"
 
 namespace herd::store {
 
@@ -81,28 +82,6 @@ bool is_hex64(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
   });
-}
-
-// "dir/Model-Q4_K_M-00002-of-00003.gguf" -> base "dir/Model-Q4_K_M", part 2, of 3.
-struct SplitName {
-  std::string base;
-  int part = 0;
-  int of = 0;
-};
-
-std::optional<SplitName> split_name(const std::string& path) {
-  static const std::regex kSplit(R"(^(.*)-([0-9]{5})-of-([0-9]{5})\.gguf$)", std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(path, m, kSplit)) return std::nullopt;
-  SplitName s{m[1].str(), std::stoi(m[2].str()), std::stoi(m[3].str())};
-  if (s.of < 1 || s.part < 1 || s.part > s.of) return std::nullopt;
-  return s;
-}
-
-// The path without ".gguf" and without a split suffix: what quant tags are looked up in.
-std::string model_stem(const std::string& path) {
-  if (auto s = split_name(path)) return s->base;
-  return path.substr(0, path.size() - 5);
 }
 
 bool is_separator(char c) {
@@ -251,8 +230,8 @@ std::vector<ModelFiles> gguf_models(const std::vector<RepoFile>& files) {
   std::map<std::pair<std::string, int>, std::map<int, RepoFile>> splits;
   for (const RepoFile& f : files) {
     if (!ends_with_ci(f.path, ".gguf")) continue;
-    if (auto s = split_name(f.path)) {
-      splits[{s->base, s->of}][s->part] = f;
+    if (auto s = parse_split_name(f.path)) {
+      splits[{s->prefix, s->of}][s->part] = f;
       continue;
     }
     out.push_back(ModelFiles{{f}, quant_of(f.path)});
