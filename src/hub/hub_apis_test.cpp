@@ -289,9 +289,10 @@ TEST(HubApisTest, EachApiIsRoutedBilledFromItsUsageAndLosesHerdsExtension) {
       EXPECT_EQ(h.balance(), before - price);              // 7 prompt and 2 answer tokens
     }
   }
-  // Ollama streams unless told not to.
+  // Ollama streams unless told not to; its clients may name the model "name:latest".
   json body = request_of("/api/chat", false);
   body.erase("stream");
+  body["model"] = kModel + ":latest";
   const httplib::Result res = h.client->Post("/api/chat", kBearer, body.dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/x-ndjson");

@@ -343,6 +343,13 @@ struct HubServer::State {
     forward["herd_token_ids"] = true;
     if (call.stream && openai) forward["stream_options"] = {{"include_usage", true}};
     call.forward = forward.dump();
+    // Ollama's clients name a model "name:latest"; pods register it as "name" (and answer
+    // to both).
+    constexpr std::string_view kLatest = ":latest";
+    if (api.format == AnswerFormat::kOllama && call.model_name.ends_with(kLatest) &&
+        !pods.model(call.model_name)) {
+      call.model_name.resize(call.model_name.size() - kLatest.size());
+    }
     const bool known = pods.model(call.model_name).has_value();
     // No live pod serves it: counted as demand, maybe loaded (else answered as before).
     if (!known || pods.serving(call.model_name) == 0) {
