@@ -3,8 +3,8 @@
 # API keys, refuses a registration that is not one with a 400 naming the problem, shows an
 # empty network; a `herd serve --hub` pod registers (signed with its node identity, with
 # the speeds it measured) and is listed, still answers greedy text as `herd run` does,
-# answers the same through the hub, and is dropped once it stops; bad flags are refused,
-# and the hub stops on SIGTERM.
+# answers the same through the hub (OpenAI's, Anthropic's, the Responses and Ollama's APIs),
+# and is dropped once it stops; bad flags are refused, and the hub stops on SIGTERM.
 set -euo pipefail
 herd=$(realpath "${1:?usage: hub_cli_test.sh path/to/herd}")
 dir=$(mktemp -d)
@@ -114,6 +114,58 @@ curl -s -o "$dir/via-hub.json" -H 'Content-Type: application/json' -H "Authoriza
 python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' \
   "$dir/via-hub.json" >"$dir/via-hub.txt" || fail "completion through the hub: $(cat "$dir/via-hub.json")"
 cmp -s "$dir/via-hub.txt" "$dir/served.txt" || fail "the hub's answer differs from the pod's"
+# The other APIs, through the hub as directly: Anthropic's Messages, OpenAI's Responses and
+# Ollama's chat and generate, whole and streamed, without herd's extension; the pod gives
+# its tokens' ids in each API's answer, and checks them under that API's /api/verify name.
+python3 - "$url" "$pod_url" <<'PY' || fail "the other APIs through the hub"
+import json, sys, urllib.request
+hub, pod = sys.argv[1], sys.argv[2]
+def post(base, path, body, headers={}):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(req) as r:
+        return r.status, r.read().decode("utf-8", "replace")
+question = [{"role": "user", "content": "The herd runs"}]
+greedy = {"num_predict": 8, "temperature": 0}
+apis = {  # path: (verify's endpoint, the request, its answer's text, its usage)
+    "/v1/messages": ("messages", {"model": "pod-model", "max_tokens": 8, "temperature": 0,
+                                  "messages": question},
+                     lambda a: "".join(b["text"] for b in a["content"] if b["type"] == "text"),
+                     lambda a: (a["usage"]["input_tokens"], a["usage"]["output_tokens"])),
+    "/v1/responses": ("responses", {"model": "pod-model", "max_output_tokens": 8,
+                                    "temperature": 0, "input": "The herd runs", "store": False},
+                      lambda a: "".join(p["text"] for i in a["output"] if i["type"] == "message"
+                                        for p in i["content"] if p["type"] == "output_text"),
+                      lambda a: (a["usage"]["input_tokens"], a["usage"]["output_tokens"])),
+    "/api/chat": ("ollama_chat", {"model": "pod-model", "options": greedy, "stream": False,
+                                  "messages": question},
+                  lambda a: a["message"]["content"],
+                  lambda a: (a["prompt_eval_count"], a["eval_count"])),
+    "/api/generate": ("ollama_generate", {"model": "pod-model:latest", "options": greedy,
+                                          "stream": False, "prompt": "The herd runs"},
+                      lambda a: a["response"],
+                      lambda a: (a["prompt_eval_count"], a["eval_count"])),
+}
+for path, (endpoint, body, text, usage) in apis.items():
+    status, direct = post(pod, path, dict(body, herd_token_ids=True))
+    served = json.loads(direct)
+    ids = served["herd"]["completion_token_ids"]
+    assert status == 200 and 0 < len(ids) <= 8 and usage(served)[1] == len(ids), (path, served)
+    status, via = post(hub, path, body, {"Authorization": "Bearer k1"})
+    answer = json.loads(via)
+    assert status == 200 and "herd" not in answer, (path, via)
+    assert text(answer) == text(served) and usage(answer) == usage(served), (path, answer, served)
+    status, streamed = post(hub, path, dict(body, stream=True), {"x-api-key": "k1"})
+    assert status == 200 and "herd" not in streamed, (path, streamed)
+    assert ("message_stop" in streamed or "response.completed" in streamed
+            or "response.incomplete" in streamed or '"done":true' in streamed), (path, streamed)
+    check = {"endpoint": endpoint, "request": body, "completion_token_ids": ids}
+    status, checked = post(pod, "/api/verify", check)
+    checked = json.loads(checked)
+    assert status == 200 and [s["token"] for s in checked["scores"]] == ids, (path, checked)
+    assert all(s["gap"] <= 0.5 for s in checked["scores"]), (path, checked)
+    assert checked["content"] == text(served), (path, checked["content"], text(served))
+PY
 # Stopped, it is dropped after --pod-timeout (3 s) without a registration.
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "herd serve exited with $?"

@@ -80,6 +80,157 @@ TEST(AnswerReaderTest, AStreamSplitAnywhereGivesTheSameEventsWithoutTheHubsParts
   }
 }
 
+// ---- the other APIs' answers (answer_reader.h's table) ----
+
+// One API's answer as a pod sends it: whole, and streamed.
+struct ApiAnswer {
+  AnswerFormat format;
+  std::string whole, stream;
+};
+
+// The same answer ("hi there", 7 prompt tokens, 2 ids) in each of the other APIs.
+std::vector<ApiAnswer> api_answers() {
+  return {
+      {AnswerFormat::kAnthropic,
+       R"({"id":"msg_1","type":"message","role":"assistant","content":[{"type":"thinking",)"
+       R"("thinking":"hmm"},{"type":"text","text":"hi there"}],"stop_reason":"end_turn",)"
+       R"("usage":{"input_tokens":7,"output_tokens":2},"herd":{"completion_token_ids":[5,6]}})",
+       "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"type\":"
+       "\"message\",\"content\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":0}}}\n\n"
+       "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+       "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+       "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n"
+       "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,"
+       "\"delta\":{\"type\":\"text_delta\",\"text\":\"hi \"}}\n\n"
+       "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,"
+       "\"delta\":{\"type\":\"text_delta\",\"text\":\"there\"}}\n\n"
+       "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+       "\"end_turn\"},\"usage\":{\"output_tokens\":2},\"herd\":{\"completion_token_ids\":[5,6]}}"
+       "\n\n"
+       "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
+      {AnswerFormat::kResponses,
+       R"({"id":"resp_1","object":"response","status":"completed","output":[{"type":"reasoning",)"
+       R"("summary":[{"type":"summary_text","text":"hmm"}]},{"type":"message","content":[{"type":"output_text","text":"hi there"}]}],)"
+       R"("usage":{"input_tokens":7,"output_tokens":2},"herd":{"completion_token_ids":[5,6]}})",
+       "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,"
+       "\"response\":{\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n"
+       "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+       "\"sequence_number\":1,\"delta\":\"hi \"}\n\n"
+       ": keep-alive\n\n"
+       "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+       "\"sequence_number\":2,\"delta\":\"there\"}\n\n"
+       "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":3,"
+       "\"response\":{\"object\":\"response\",\"status\":\"completed\",\"output\":[{\"type\":"
+       "\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"hi there\"}]}],\"usage\":"
+       "{\"input_tokens\":7,\"output_tokens\":2},\"herd\":{\"completion_token_ids\":[5,6]}}}\n\n"},
+      {AnswerFormat::kOllama,
+       R"({"model":"m","message":{"role":"assistant","content":"hi there","thinking":"hmm"},)"
+       R"("done":true,"done_reason":"stop","prompt_eval_count":7,"eval_count":2,)"
+       R"("herd":{"completion_token_ids":[5,6]}})",
+       "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"thinking\":"
+       "\"hmm\"},\"done\":false}\n"
+       "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"hi \"},\"done\":false}\n"
+       "{\"model\":\"m\",\"response\":\"there\",\"done\":false}\n"
+       "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,"
+       "\"done_reason\":\"stop\",\"prompt_eval_count\":7,\"eval_count\":2,\"herd\":"
+       "{\"completion_token_ids\":[5,6]}}\n"},
+  };
+}
+
+void expect_facts(const AnswerFacts& f, const std::string& what) {
+  EXPECT_EQ(f.prompt_tokens, 7) << what;
+  EXPECT_EQ(f.completion_tokens, 2) << what;
+  EXPECT_EQ(f.token_ids, (std::vector<int32_t>{5, 6})) << what;
+  EXPECT_EQ(f.ids_given, 2) << what;
+  EXPECT_TRUE(f.finished) << what;
+  EXPECT_EQ(f.text, "hi there") << what;
+}
+
+std::string read_stream(AnswerFormat format, const std::string& bytes, size_t cut,
+                        AnswerFacts& facts, size_t max_ids = kMaxTokenIds) {
+  StreamReader r(true, max_ids, format);
+  std::string out = r.feed(bytes.substr(0, cut));
+  out += r.feed(bytes.substr(cut));
+  out += r.flush();
+  facts = r.facts();
+  return out;
+}
+
+TEST(AnswerReaderTest, EachApisWholeAnswerGivesItsUsageIdsAndText) {
+  for (const ApiAnswer& a : api_answers()) {
+    const std::string what = "format " + std::to_string(static_cast<int>(a.format));
+    AnswerFacts f;
+    const std::string out = read_answer(a.whole, f, kMaxTokenIds, a.format);
+    EXPECT_EQ(out.find("herd"), std::string::npos) << what;
+    EXPECT_NE(out.find("hi there"), std::string::npos) << what;
+    EXPECT_NE(out.find("hmm"), std::string::npos) << what;  // reasoning is passed on, not read
+    expect_facts(f, what);
+  }
+}
+
+// Every cut of the stream gives the client the same bytes and the hub the same facts, and
+// herd's extension never reaches the client.
+TEST(AnswerReaderTest, EachApisStreamSplitAtEveryByteGivesTheSameEventsAndFacts) {
+  for (const ApiAnswer& a : api_answers()) {
+    AnswerFacts once;
+    const std::string whole = read_stream(a.format, a.stream, a.stream.size(), once);
+    const std::string what = "format " + std::to_string(static_cast<int>(a.format));
+    expect_facts(once, what);
+    EXPECT_EQ(whole.find("herd"), std::string::npos) << what;
+    EXPECT_NE(whole.find("hi "), std::string::npos) << what;
+    for (size_t cut = 0; cut <= a.stream.size(); ++cut) {
+      AnswerFacts f;
+      ASSERT_EQ(read_stream(a.format, a.stream, cut, f), whole) << what << " cut " << cut;
+      expect_facts(f, what + " cut " + std::to_string(cut));
+    }
+    // Byte by byte.
+    StreamReader r(true, kMaxTokenIds, a.format);
+    std::string out;
+    for (char c : a.stream) out += r.feed(std::string_view(&c, 1));
+    out += r.flush();
+    EXPECT_EQ(out, whole) << what;
+  }
+  // Events other than the one carrying herd's extension pass as they came, byte for byte.
+  AnswerFacts f;
+  const std::string ollama = api_answers()[2].stream;
+  const std::string out = read_stream(AnswerFormat::kOllama, ollama, 0, f);
+  const size_t last_line = ollama.rfind('\n', ollama.size() - 2) + 1;
+  EXPECT_EQ(out.substr(0, last_line), ollama.substr(0, last_line));
+}
+
+TEST(AnswerReaderTest, HostileAnswersOfEachApiAreReadWithinBounds) {
+  for (const ApiAnswer& a : api_answers()) {
+    const std::string what = "format " + std::to_string(static_cast<int>(a.format));
+    // Ids past the bound: one more kept, all counted.
+    AnswerFacts f;
+    read_answer(a.whole, f, 1, a.format);
+    EXPECT_EQ(f.token_ids, (std::vector<int32_t>{5, 6})) << what;
+    read_answer(a.whole, f, 0, a.format);
+    EXPECT_EQ(f.ids_given, 4) << what;
+    // Malformed and hostile bytes: passed on as they came, nothing read.
+    for (const std::string bad :
+         {std::string("{\"type\":\"message\",\"usage\":{\"input_tokens\":\"7\"}"),
+          std::string(100000, '['), std::string("\n\n\n"), std::string("event: x\n\n"),
+          std::string("data: {\"herd\":5}"),
+          std::string("{\"herd\":{\"completion_token_ids\":"
+                      "[1,\"x\",2]},\"done\":\"yes\"}\n")}) {
+      AnswerFacts g;
+      read_answer(bad, g, kMaxTokenIds, a.format);
+      EXPECT_FALSE(g.completion_tokens) << what;
+      EXPECT_FALSE(g.prompt_tokens) << what;
+      StreamReader r(true, kMaxTokenIds, a.format);
+      const std::string out = r.feed(bad) + r.flush();
+      EXPECT_FALSE(r.facts().finished) << what;
+      EXPECT_LE(r.facts().token_ids.size(), 1u) << what;  // an id before a non-id is kept
+    }
+  }
+  // A huge text is kept up to the reader's bound (8 MiB), not all of it.
+  const std::string big(size_t{3} << 20, 'x');
+  StreamReader r(true, kMaxTokenIds, AnswerFormat::kOllama);
+  for (int i = 0; i < 4; ++i) r.feed("{\"response\":\"" + big + "\",\"done\":false}\n");
+  EXPECT_EQ(r.facts().text.size(), size_t{8} << 20);
+}
+
 TEST(ChecksTest, GreedyTokensMustBeNearTheBestAndSampledOnesLikelyEnough) {
   const CheckThresholds t{1e-6, 0.5f, -6};
   nlohmann::json greedy = {{"temperature", 0},

@@ -17,6 +17,7 @@
 #include "hub/answer_limits.h"
 #include "hub/answer_reader.h"
 #include "hub/billing.h"
+#include "hub/client_api.h"
 #include "hub/hub_keys.h"
 #include "hub/hub_page.h"
 #include "hub/ledger.h"
@@ -127,7 +128,11 @@ struct HubServer::State {
   std::condition_variable stop_changed;
 
   // The client's account ("client:open" on a hub without keys); nullopt without a valid key.
+  // The key as a bearer token, or in Anthropic's x-api-key header.
   std::optional<std::string> client_account(const httplib::Request& req) const {
+    if (!req.has_header("Authorization") && req.has_header("x-api-key")) {
+      return keys.client_account("Bearer " + req.get_header_value("x-api-key"));
+    }
     return keys.client_account(req.get_header_value("Authorization"));
   }
   bool authorized(const httplib::Request& req) const { return client_account(req).has_value(); }
@@ -193,6 +198,7 @@ struct HubServer::State {
 
   // One client request as it goes through the hub.
   struct Call {
+    const ClientApi* api = nullptr;  // the API the client speaks (client_api.h)
     std::string request_id, client, model_name, endpoint, path;
     json body;            // the client's
     std::string forward;  // what the pods get: the body and herd_token_ids (and usage)
@@ -279,76 +285,93 @@ struct HubServer::State {
     verifier.consider(std::move(s), checked);
   }
 
-  // POST /v1/chat/completions and /v1/completions: the whole request to one pod, chosen
-  // by the router; tried on another (up to kAttempts) when a pod fails before its first
-  // byte of answer. A streamed answer is passed on as it comes. Charged once whole.
-  void complete(const httplib::Request& req, httplib::Response& res) {
+  // POST to a client API's path (client_api.h): the whole request to one pod, chosen by the
+  // router; tried on another (up to kAttempts) when a pod fails before its first byte of
+  // answer. A streamed answer is passed on as it comes. Charged once whole. Errors in the
+  // API's shape.
+  void complete(const ClientApi& api, const httplib::Request& req, httplib::Response& res) {
+    auto fail = [&](httplib::Response& r, int status, const std::string& type,
+                    const std::string& message) {
+      send_json(r, status, error_body(api, status, type, message));
+    };
     const std::optional<std::string> account = client_account(req);
     if (!account) {
-      return send_error(res, 401, "authentication_error", "a valid API key is required");
+      return fail(res, 401, "authentication_error", "a valid API key is required");
     }
     // Per key; on a hub without keys, per client address.
     const double wait = rate_limit.take(keys.open() ? "address:" + req.remote_addr : *account);
     if (wait > 0) {
       res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
-      return send_error(res, 429, "rate_limit_error",
-                        "too many requests for this key: " +
-                            std::to_string(options.requests_per_minute) + " a minute; retry in " +
-                            std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s");
+      return fail(res, 429, "rate_limit_error",
+                  "too many requests for this key: " + std::to_string(options.requests_per_minute) +
+                      " a minute; retry in " +
+                      std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s");
     }
     Call call;
     call.body = http::parse_bounded_json(req.body);
     if (call.body.is_discarded() || !call.body.is_object()) {
-      return send_error(res, 400, "invalid_request_error", "the body is not a JSON object");
+      return fail(res, 400, "invalid_request_error", "the body is not a JSON object");
     }
     const json& body = call.body;
     if (!body.contains("model") || !body["model"].is_string()) {
-      return send_error(res, 400, "invalid_request_error", "field 'model': a string is required");
+      return fail(res, 400, "invalid_request_error", "field 'model': a string is required");
     }
+    if (const std::string why = refusal(api, body); !why.empty()) {
+      return fail(res, 400, "invalid_request_error", why);
+    }
+    call.api = &api;
     call.model_name = body["model"].get<std::string>();
-    call.max_tokens = 256;
-    for (const char* field : {"max_tokens", "max_completion_tokens"}) {
-      if (body.contains(field) && body[field].is_number_integer()) {
-        call.max_tokens = std::clamp<int64_t>(body[field].get<int64_t>(), 1, int64_t{1} << 20);
-        call.max_tokens_given = std::max<int64_t>(1, body[field].get<int64_t>());
-      }
-    }
+    call.max_tokens_given = max_tokens_given(api, body);
+    call.max_tokens = call.max_tokens_given > 0
+                          ? std::min<int64_t>(call.max_tokens_given, int64_t{1} << 20)
+                          : 256;
     // Four bytes a token, roughly: the hub does not tokenize.
     call.prompt_tokens = static_cast<int64_t>(req.body.size() / 4) + 1;
     call.client = *account;
     call.path = req.path;
-    call.endpoint = req.path == "/v1/chat/completions" ? "chat" : "completions";
-    call.stream = body.contains("stream") && body["stream"] == true;
-    if (call.stream) {
+    call.endpoint = api.endpoint;
+    call.stream = wants_stream(api, body);
+    // OpenAI's streams carry usage only when asked: the hub asks, and drops it for a client
+    // that did not. The other APIs' streams always carry theirs.
+    const bool openai = api.format == AnswerFormat::kOpenAI;
+    call.client_wants_usage = !openai;
+    if (call.stream && openai) {
       const json& o = body.contains("stream_options") ? body["stream_options"] : json();
       call.client_wants_usage = o.is_object() && o.value("include_usage", false) == true;
     }
     json forward = body;
     forward["herd_token_ids"] = true;
-    if (call.stream) forward["stream_options"] = {{"include_usage", true}};
+    if (call.stream && openai) forward["stream_options"] = {{"include_usage", true}};
     call.forward = forward.dump();
+    // Ollama's clients name a model "name:latest"; pods register it as "name" (and answer
+    // to both).
+    constexpr std::string_view kLatest = ":latest";
+    if (api.format == AnswerFormat::kOllama && call.model_name.ends_with(kLatest) &&
+        !pods.model(call.model_name)) {
+      call.model_name.resize(call.model_name.size() - kLatest.size());
+    }
     const bool known = pods.model(call.model_name).has_value();
     // No live pod serves it: counted as demand, maybe loaded (else answered as before).
     if (!known || pods.serving(call.model_name) == 0) {
       if (const auto message = loads.answer_unserved(call.model_name)) {
         res.set_header("Retry-After", std::to_string(kLoadRetryAfterSeconds));
-        return send_error(res, 503, "server_error", *message);
+        return fail(res, 503, "server_error", *message);
       }
     }
     if (!known) {
-      return send_error(res, 404, "invalid_request_error",
-                        "model '" + call.model_name + "' is not served by any pod");
+      return fail(res, 404, "invalid_request_error",
+                  "model '" + call.model_name + "' is not served by any pod");
     }
     const Charge most = price_of(options.prices, call.prompt_tokens, call.max_tokens);
     try {
       if (!credits.can_pay(call.client, most.client_pays)) {
-        return send_error(res, 402, "insufficient_quota",
-                          "this key's credits (" + std::to_string(credits.balance(call.client)) +
-                              ") do not cover the request's most (" +
-                              std::to_string(most.client_pays) + "): lower max_tokens");
+        return fail(res, 402, "insufficient_quota",
+                    "this key's credits (" + std::to_string(credits.balance(call.client)) +
+                        ") do not cover the request's most (" + std::to_string(most.client_pays) +
+                        "): lower max_tokens");
       }
     } catch (const Error& e) {
-      return send_error(res, 503, "server_error", e.what());
+      return fail(res, 503, "server_error", e.what());
     }
     call.request_id = replica + "-" + std::to_string(++next_request);
     view.request_started();
@@ -360,7 +383,7 @@ struct HubServer::State {
     });
     if (answered) return;
     view.request_failed(call.model_name);
-    send_error(res, 503, "server_error", no_answer(call, failure));
+    fail(res, 503, "server_error", no_answer(call, failure));
   }
 
   // What a request came to on one pod (CAUGHT: its answer failed a check, or could not be
@@ -415,7 +438,7 @@ struct HubServer::State {
       return Attempt::FAILED;
     }
     AnswerFacts facts;
-    std::string body = read_answer(answer.body, facts, max_ids);
+    std::string body = read_answer(answer.body, facts, max_ids, call.api->format);
     answer.body.clear();
     const bool whole = answer.status == 200 && facts.completion_tokens.has_value();
     Outcome checked = Outcome::NONE;
@@ -437,8 +460,9 @@ struct HubServer::State {
   }
 
   void complete_streamed(Call call, httplib::Response& res) {
-    res.set_chunked_content_provider("text/event-stream", [this, call = std::move(call)](
-                                                              size_t, httplib::DataSink& sink) {
+    const char* content_type = stream_content_type(*call.api);
+    res.set_chunked_content_provider(content_type, [this, call = std::move(call)](
+                                                       size_t, httplib::DataSink& sink) {
       // Runs after the route returned, where httplib catches nothing: what it throws
       // ends this connection, not the hub.
       try {
@@ -448,9 +472,7 @@ struct HubServer::State {
         });
         if (!answered) {
           view.request_failed(call.model_name);
-          const json error = {
-              {"error", {{"message", no_answer(call, failure)}, {"type", "server_error"}}}};
-          const std::string event = "data: " + error.dump() + "\n\ndata: [DONE]\n\n";
+          const std::string event = stream_error(*call.api, no_answer(call, failure));
           sink.write(event.data(), event.size());
         }
         sink.done();
@@ -469,7 +491,7 @@ struct HubServer::State {
     bool wrote = false, failed = false, client_gone = false;
     size_t max_ids = 0;
     const AnswerLimits limits = limits_of(call, chosen, max_ids);
-    StreamReader reader(call.client_wants_usage, max_ids);
+    StreamReader reader(call.client_wants_usage, max_ids, call.api->format);
     const bool hold = verifier.untrusted(chosen.node);
     // From the event that finishes the answer on, the bytes wait for the charge: a client
     // never holds a finished answer that a replica killed at that moment had not charged.
@@ -556,10 +578,11 @@ struct HubServer::State {
   }
 
   void routes() {
-    http.Post("/v1/chat/completions",
-              [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
-    http.Post("/v1/completions",
-              [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
+    for (const ClientApi& api : client_apis()) {
+      http.Post(api.path, [this, &api](const httplib::Request& req, httplib::Response& res) {
+        complete(api, req, res);
+      });
+    }
     http.Post("/api/register", [this](const httplib::Request& req, httplib::Response& res) {
       register_pod(req, res);
     });

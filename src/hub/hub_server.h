@@ -10,9 +10,13 @@
 //                        (registrar.h). The token (random, kept while the pod is live) is
 //                        what the hub shows the pod's POST /api/load: only this hub may make
 //                        it load.
-//   POST /v1/chat/completions, /v1/completions
+//   POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses, /api/chat,
+//        /api/generate
 //                        the whole request to the pod the router chooses for its model,
-//                        tried on another when one fails before answering (an API key).
+//                        tried on another when one fails before answering (an API key, as a
+//                        bearer token or x-api-key); each API's answers read, billed and
+//                        checked by its own reader, its errors in its own shape
+//                        (client_api.h)
 //                        A model no live pod serves but some can load (demand.h): 503 with
 //                        Retry-After while its demand grows and while a pod loads it
 //   GET  /v1/models      the models live pods serve (OpenAI's list; an API key when the hub

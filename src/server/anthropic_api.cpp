@@ -5,6 +5,7 @@
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/chat_run.h"
+#include "server/response.h"
 #include "server/served_model.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -15,25 +16,6 @@ using json = nlohmann::json;
 
 // What Anthropic's API sends to keep an idle stream open; its clients skip it.
 constexpr std::string_view kPing = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
-
-// The request rendered for the model: thinking given to templates that take
-// enable_thinking, tool_use ids "toolu_...", a prefill ending the prompt.
-ChatRun prepare(const ServedModel& m, AnthropicRequest& a, uint64_t n) {
-  check_model(a.chat.sampling.model, m);
-  if (a.thinking && m.template_source.find("enable_thinking") != std::string::npos) {
-    a.chat.template_kwargs["enable_thinking"] = *a.thinking;
-  }
-  ChatRun run = prepare_chat(m, a.chat, n);
-  // Kimi K2's and Mistral Small 3.2's call ids are the templates' own (tool_call_id()).
-  if (run.parser.tools != ToolFormat::kKimi && run.parser.tools != ToolFormat::kMistralCallId) {
-    run.parser.id_prefix = "toolu_" + std::to_string(n) + "_";
-  }
-  if (!a.prefill.empty()) {
-    const std::vector<int32_t> more = m.tokenizer->encode(a.prefill, false, false);
-    run.params.prompt.insert(run.params.prompt.end(), more.begin(), more.end());
-  }
-  return run;
-}
 
 // The stop sequence the generation ended at, from its tokens (the text has it cut).
 std::optional<std::string> stop_of(const engine::Finish& finish, const std::vector<int32_t>& tokens,
@@ -57,13 +39,32 @@ struct MessageStream {
   const ServedModel* model;
   bool render_special;
   std::vector<std::string> stops;
-  std::vector<int32_t> tokens;  // generated so far, when there are stop sequences to tell
+  // Generated so far, when there are stop sequences to tell or herd's extension to send.
+  std::vector<int32_t> tokens;
+  bool token_ids = false;  // herd's extension: message_delta carries the tokens' ids
   bool started = false;
   Clock::time_point last_write = Clock::now();
   std::unique_ptr<InFlight> in_flight;
 };
 
 }  // namespace
+
+ChatRun prepare_anthropic(const ServedModel& m, AnthropicRequest& a, uint64_t n) {
+  check_model(a.chat.sampling.model, m);
+  if (a.thinking && m.template_source.find("enable_thinking") != std::string::npos) {
+    a.chat.template_kwargs["enable_thinking"] = *a.thinking;
+  }
+  ChatRun run = prepare_chat(m, a.chat, n);
+  // Kimi K2's and Mistral Small 3.2's call ids are the templates' own (tool_call_id()).
+  if (run.parser.tools != ToolFormat::kKimi && run.parser.tools != ToolFormat::kMistralCallId) {
+    run.parser.id_prefix = "toolu_" + std::to_string(n) + "_";
+  }
+  if (!a.prefill.empty()) {
+    const std::vector<int32_t> more = m.tokenizer->encode(a.prefill, false, false);
+    run.params.prompt.insert(run.params.prompt.end(), more.begin(), more.end());
+  }
+  return run;
+}
 
 void write_anthropic_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), anthropic_error(e));
@@ -72,7 +73,7 @@ void write_anthropic_error(httplib::Response& res, const ApiError& e) {
 
 void anthropic_count_tokens(const httplib::Request& req, httplib::Response& res, Serving& s) {
   AnthropicRequest a = parse_anthropic_request(req.body, AnthropicEndpoint::kCountTokens);
-  const ChatRun run = prepare(s.model(), a, s.next_id());
+  const ChatRun run = prepare_anthropic(s.model(), a, s.next_id());
   send_json(res, 200, {{"input_tokens", run.params.prompt.size()}});
 }
 
@@ -80,7 +81,7 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
   const ServedModel& m = s.model();
   AnthropicRequest a = parse_anthropic_request(req.body, AnthropicEndpoint::kMessages);
   const uint64_t n = s.next_id();
-  auto [g, grammar, po] = prepare(m, a, n);
+  auto [g, grammar, po] = prepare_anthropic(m, a, n);
   const AnthropicHeader header{"msg_" + std::to_string(n), m.id,
                                static_cast<int64_t>(g.prompt.size())};
   const bool render_special = g.render_special;
@@ -95,7 +96,9 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
     ParsedDelta all = parser.push(c.text);
     all.append(parser.finish());
     const auto stop = stop_of(c.finish, c.tokens, m, render_special, stops);
-    send_json(res, 200, anthropic_message(header, all, c.finish, stop));
+    json answer = anthropic_message(header, all, c.finish, stop);
+    if (a.chat.sampling.herd_token_ids) answer["herd"] = herd_extension(c.tokens);
+    send_json(res, 200, answer);
     return;
   }
 
@@ -106,6 +109,7 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
                                                              render_special,
                                                              stops,
                                                              {},
+                                                             a.chat.sampling.herd_token_ids,
                                                              false,
                                                              Clock::now(),
                                                              std::move(in_flight)});
@@ -120,7 +124,7 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
           out += state->events.start();
         }
         engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (!state->stops.empty()) {
+        if (!state->stops.empty() || state->token_ids) {
           state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
         }
         if (!u.text.empty()) out += state->events.push(state->parser.push(u.text));
@@ -130,8 +134,11 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
             out += anthropic_event(anthropic_error(generation_error(*u.finish)));
           } else {
             out += state->events.push(state->parser.finish());
-            out += state->events.finish(*u.finish, stop_of(*u.finish, state->tokens, *state->model,
-                                                           state->render_special, state->stops));
+            const json herd = state->token_ids ? herd_extension(state->tokens) : json();
+            out += state->events.finish(*u.finish,
+                                        stop_of(*u.finish, state->tokens, *state->model,
+                                                state->render_special, state->stops),
+                                        herd);
           }
           const bool ok = sink.write(out.data(), out.size());
           sink.done();

@@ -12,6 +12,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using fields::bad;
+using fields::boolean;
 using fields::given;
 using fields::integer;
 using fields::number;
@@ -237,6 +238,8 @@ AnthropicRequest parse_anthropic_request(std::string_view body_text, AnthropicEn
       s.stream = body["stream"].get<bool>();
     }
   }
+  // herd's extension for a hub (request.h): the answer carries the generated tokens' ids.
+  s.herd_token_ids = boolean(body, "herd_token_ids").value_or(false);
   if (auto x = number(body, "temperature", 0, 1)) s.sampler.temperature = static_cast<float>(*x);
   if (auto x = number(body, "top_p", 0, 1)) s.sampler.top_p = static_cast<float>(*x);
   if (auto n = integer(body, "top_k", 0, 1 << 20)) s.sampler.top_k = static_cast<int32_t>(*n);

@@ -153,17 +153,18 @@ std::string AnthropicEvents::push(const ParsedDelta& d) {
   return out;
 }
 
-std::string AnthropicEvents::finish(const engine::Finish& f,
-                                    const std::optional<std::string>& stop) {
+std::string AnthropicEvents::finish(const engine::Finish& f, const std::optional<std::string>& stop,
+                                    const json& herd) {
   std::string out;
   close(out);
   const bool calls = n_calls_ > 0;
-  out += anthropic_event(
-      {{"type", "message_delta"},
-       {"delta",
-        {{"stop_reason", anthropic_stop_reason(f, calls, calls ? std::nullopt : stop)},
-         {"stop_sequence", stop_sequence_json(calls ? std::nullopt : stop)}}},
-       {"usage", {{"output_tokens", f.n_completion}}}});
+  json delta = {{"type", "message_delta"},
+                {"delta",
+                 {{"stop_reason", anthropic_stop_reason(f, calls, calls ? std::nullopt : stop)},
+                  {"stop_sequence", stop_sequence_json(calls ? std::nullopt : stop)}}},
+                {"usage", {{"output_tokens", f.n_completion}}}};
+  if (!herd.is_null()) delta["herd"] = herd;
+  out += anthropic_event(delta);
   out += anthropic_event({{"type", "message_stop"}});
   return out;
 }

@@ -61,8 +61,10 @@ class AnthropicEvents {
   std::string start() const;
   // The blocks' events for one parsed piece of the reply (reasoning, then text, then calls).
   std::string push(const ParsedDelta& delta);
-  // content_block_stop of the open block, message_delta and message_stop.
-  std::string finish(const engine::Finish& finish, const std::optional<std::string>& stop);
+  // content_block_stop of the open block, message_delta and message_stop. `herd`: herd's
+  // extension (response.h: herd_extension), the message_delta's "herd" when not null.
+  std::string finish(const engine::Finish& finish, const std::optional<std::string>& stop,
+                     const nlohmann::json& herd = nullptr);
   bool has_tool_calls() const { return n_calls_ > 0; }
 
  private:

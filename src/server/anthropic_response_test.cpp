@@ -6,6 +6,8 @@
 
 #include <sstream>
 
+#include "server/response.h"
+
 namespace herd::server {
 namespace {
 
@@ -162,6 +164,20 @@ TEST(AnthropicResponse, AnEmptyStreamHasNoBlocks) {
   ASSERT_EQ(e.size(), 4u);
   EXPECT_EQ(e[2].first, "message_delta");
   EXPECT_EQ(e[2].second["delta"]["stop_reason"], "max_tokens");
+}
+
+// herd's extension for a hub rides on message_delta, and only when asked.
+TEST(AnthropicResponse, MessageDeltaCarriesTheTokenIdsWhenAsked) {
+  engine::Finish f;
+  f.n_completion = 2;
+  AnthropicEvents asked({"msg_1", "m", 1});
+  auto e = events(asked.finish(f, std::nullopt, herd_extension({5, 6})));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].second["herd"]["completion_token_ids"], json({5, 6}));
+  EXPECT_EQ(e[0].second["usage"]["output_tokens"], 2);
+  AnthropicEvents plain({"msg_1", "m", 1});
+  e = events(plain.finish(f, std::nullopt));
+  EXPECT_FALSE(e[0].second.contains("herd"));
 }
 
 }  // namespace

@@ -23,11 +23,13 @@ std::string ndjson_line(const json& value) {
 
 // The final object: the reply's calls (chat; Ollama sends a call whole, not in pieces), the
 // reason and the counts.
+// `herd`: herd's extension (response.h), added when not null.
 json final_reply(bool chat, const std::string& model, const ParsedDelta& rest,
-                 const engine::Finish& finish, Clock::time_point start) {
+                 const engine::Finish& finish, Clock::time_point start, const json& herd) {
   json out = ollama_reply(chat, model, rest, true);
   out["done_reason"] = ollama_done_reason(finish);
   add_ollama_timings(out, finish, Clock::now() - start);
+  if (!herd.is_null()) out["herd"] = herd;
   return out;
 }
 
@@ -41,12 +43,16 @@ struct OllamaStream {
   Clock::time_point last_write;
   std::vector<ToolCall> calls;  // pieces so far, joined (written whole with the last object)
   std::unique_ptr<InFlight> in_flight;
+  bool token_ids = false;       // herd's extension: the final object carries the ids
+  std::vector<int32_t> tokens;  // generated so far (when token_ids)
 };
 
 // Runs a prepared request: the whole reply as one object, or NDJSON as it comes.
+// `sampling`: the request's stream, model and herd_token_ids.
 void reply(const httplib::Request& req, httplib::Response& res, Serving& s, ChatRun run, bool chat,
-           bool stream_reply, const std::string& model, Clock::time_point start,
-           const char* prompt_param) {
+           const SamplingRequest& sampling, Clock::time_point start, const char* prompt_param) {
+  const bool stream_reply = sampling.stream, token_ids = sampling.herd_token_ids;
+  const std::string& model = sampling.model;
   auto in_flight = s.in_flight();
   std::shared_ptr<engine::RequestStream> stream =
       s.submit(std::move(run.params), run.grammar, prompt_param);
@@ -58,7 +64,9 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
     ParsedDelta all;
     all.append(parser.push(c.text));
     all.append(parser.finish());
-    send_json(res, 200, final_reply(chat, model, all, c.finish, start));
+    send_json(res, 200,
+              final_reply(chat, model, all, c.finish, start,
+                          token_ids ? herd_extension(c.tokens) : json()));
     return;
   }
   auto state = std::make_shared<OllamaStream>(OllamaStream{stream,
@@ -68,7 +76,9 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
                                                            start,
                                                            Clock::now(),
                                                            {},
-                                                           std::move(in_flight)});
+                                                           std::move(in_flight),
+                                                           token_ids,
+                                                           {}});
   res.status = 200;
   res.set_chunked_content_provider(
       "application/x-ndjson",
@@ -83,6 +93,9 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
           if (!d.empty()) out += ndjson_line(ollama_reply(state->chat, state->model, d, false));
         };
         engine::StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (state->token_ids) {
+          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
         if (!u.text.empty()) add(state->parser.push(u.text));
         if (u.finish) {
           if (u.finish->reason == engine::FinishReason::kError) {
@@ -91,8 +104,9 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
             add(state->parser.finish());
             ParsedDelta rest;
             rest.tool_calls = std::move(state->calls);
-            out +=
-                ndjson_line(final_reply(state->chat, state->model, rest, *u.finish, state->start));
+            const json herd = state->token_ids ? herd_extension(state->tokens) : json();
+            out += ndjson_line(
+                final_reply(state->chat, state->model, rest, *u.finish, state->start, herd));
           }
           const bool ok = sink.write(out.data(), out.size());
           sink.done();
@@ -182,8 +196,27 @@ void ollama_chat(const httplib::Request& req, httplib::Response& res, Serving& s
   check_ollama_model(r.chat.sampling.model, m.id);
   if (r.load_only) return answer_load(res, true, r.chat.sampling.model);
   ChatRun run = prepare_chat(m, r.chat, s.next_id());
-  reply(req, res, s, std::move(run), true, r.chat.sampling.stream, r.chat.sampling.model, start,
-        "messages");
+  reply(req, res, s, std::move(run), true, r.chat.sampling, start, "messages");
+}
+
+ChatRun prepare_ollama_generate(const ServedModel& m, const OllamaGenerateRequest& r, uint64_t n) {
+  if (r.raw || !m.chat_template) {
+    // The prompt as is, the model's BOS before it (a model without a chat template is
+    // prompted so too, the system prompt before the prompt).
+    CompletionRequest c;
+    c.sampling = r.sampling;
+    c.prompt_text = r.system.empty() || r.raw ? r.prompt : r.system + "\n\n" + r.prompt;
+    c.response_format = r.format;
+    return prepare_completion(m, c);
+  }
+  ChatRequest c;
+  c.sampling = r.sampling;
+  c.messages = nlohmann::ordered_json::array();
+  if (!r.system.empty()) c.messages.push_back({{"role", "system"}, {"content", r.system}});
+  c.messages.push_back({{"role", "user"}, {"content", r.prompt}});
+  c.template_kwargs = r.template_kwargs;
+  c.response_format = r.format;
+  return prepare_chat(m, c, n);
 }
 
 void ollama_generate(const httplib::Request& req, httplib::Response& res, Serving& s) {
@@ -192,26 +225,8 @@ void ollama_generate(const httplib::Request& req, httplib::Response& res, Servin
   OllamaGenerateRequest r = parse_ollama_generate(req.body);
   check_ollama_model(r.sampling.model, m.id);
   if (r.load_only) return answer_load(res, false, r.sampling.model);
-  ChatRun run;
-  if (r.raw || !m.chat_template) {
-    // The prompt as is, the model's BOS before it (a model without a chat template is
-    // prompted so too, the system prompt before the prompt).
-    CompletionRequest c;
-    c.sampling = r.sampling;
-    c.prompt_text = r.system.empty() || r.raw ? r.prompt : r.system + "\n\n" + r.prompt;
-    c.response_format = r.format;
-    run = prepare_completion(m, c);
-  } else {
-    ChatRequest c;
-    c.sampling = r.sampling;
-    c.messages = nlohmann::ordered_json::array();
-    if (!r.system.empty()) c.messages.push_back({{"role", "system"}, {"content", r.system}});
-    c.messages.push_back({{"role", "user"}, {"content", r.prompt}});
-    c.template_kwargs = r.template_kwargs;
-    c.response_format = r.format;
-    run = prepare_chat(m, c, s.next_id());
-  }
-  reply(req, res, s, std::move(run), false, r.sampling.stream, r.sampling.model, start, "prompt");
+  ChatRun run = prepare_ollama_generate(m, r, s.next_id());
+  reply(req, res, s, std::move(run), false, r.sampling, start, "prompt");
 }
 
 }  // namespace herd::server

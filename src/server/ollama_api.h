@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request_stream.h"
+#include "server/chat_run.h"
+#include "server/ollama_request.h"
 #include "server/output_parser.h"
 #include "server/serving.h"
 
@@ -26,6 +28,11 @@ class GuardedServer;
 namespace herd::server {
 
 struct ServedModel;
+
+// A generate request rendered for the model: raw (or for a model without a chat template)
+// the prompt as is, else the system prompt and the prompt through the chat template.
+// POST /api/verify renders a served request so too.
+ChatRun prepare_ollama_generate(const ServedModel& m, const OllamaGenerateRequest& r, uint64_t n);
 
 // Generation endpoints (HttpServer::generation routes them).
 void ollama_chat(const httplib::Request& req, httplib::Response& res, Serving& s);

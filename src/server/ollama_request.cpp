@@ -39,6 +39,8 @@ SamplingRequest parse_ollama_sampling(const json& body) {
   r.model = string_field(body, "model");
   if (r.model.empty()) bad("model", "'model' is required");
   r.stream = boolean(body, "stream").value_or(true);
+  // herd's extension for a hub (request.h), a top-level field as Ollama's own are.
+  r.herd_token_ids = boolean(body, "herd_token_ids").value_or(false);
   if (given(body, "keep_alive") && !body["keep_alive"].is_string() &&
       !body["keep_alive"].is_number()) {
     bad("keep_alive", "'keep_alive' must be a duration (\"5m\") or a number of seconds");

@@ -15,11 +15,6 @@ using json = nlohmann::json;
 
 constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
 
-// herd's extension of an answer for a hub: the generated tokens' ids.
-json herd_extension(const std::vector<int32_t>& tokens) {
-  return {{"completion_token_ids", tokens}};
-}
-
 // Ends a stream: a failed generation's error event, or else the final chunk that `last`
 // builds (called only then) and, when `usage_object` is given, the usage chunk; then [DONE].
 bool finish_events(httplib::DataSink& sink, std::string& out, const engine::Finish& finish,

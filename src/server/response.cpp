@@ -8,6 +8,10 @@ std::string json_text(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+json herd_extension(const std::vector<int32_t>& tokens) {
+  return {{"completion_token_ids", tokens}};
+}
+
 std::string sse_event(const json& value) {
   return "data: " + json_text(value) + "\n\n";
 }

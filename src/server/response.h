@@ -21,6 +21,11 @@ std::string sse_done();
 // A JSON body as text, invalid UTF-8 replaced.
 std::string json_text(const nlohmann::json& value);
 
+// herd's extension of an answer for a hub (docs/network.md), in every API's answer when
+// the request asks with "herd_token_ids": true: {"completion_token_ids": [the generated
+// tokens' ids]}, the value of the answer's (or its final event's) top-level "herd".
+nlohmann::json herd_extension(const std::vector<int32_t>& tokens);
+
 // What every response of one request repeats.
 struct ResponseHeader {
   std::string id;       // "chatcmpl-..." or "cmpl-..."

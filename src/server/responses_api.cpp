@@ -6,6 +6,7 @@
 #include <random>
 
 #include "server/chat_run.h"
+#include "server/response.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
 #include "server/served_model.h"
@@ -57,6 +58,7 @@ struct ResponsesStream {
   int64_t sequence = 0;
   bool started = false;
   Clock::time_point last_write = Clock::now();
+  std::vector<int32_t> tokens;  // generated so far, for herd's extension (when asked)
 
   void add_events(std::vector<json>& events, std::string& out) {
     for (json& e : events) {
@@ -82,8 +84,11 @@ bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::Da
                       {"message", e.message()},
                       {"param", nullptr}});
   }
-  const json response =
+  json response =
       response_object(*s.request, s.id, s.created_at, s.model, s.output.items(), &finish);
+  if (s.request->chat.sampling.herd_token_ids && finish.reason != engine::FinishReason::kError) {
+    response["herd"] = herd_extension(s.tokens);
+  }
   const char* type = status == "completed"    ? "response.completed"
                      : status == "incomplete" ? "response.incomplete"
                                               : "response.failed";
@@ -144,7 +149,9 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
     output.add(parser.push(c.text), events);
     output.add(parser.finish(), events);
     output.finish(c.finish.reason != engine::FinishReason::kStop, events);
-    send(res, response_object(*r, id, created_at, m.id, output.items(), &c.finish));
+    json answer = response_object(*r, id, created_at, m.id, output.items(), &c.finish);
+    if (r->chat.sampling.herd_token_ids) answer["herd"] = herd_extension(c.tokens);
+    send(res, answer);
     if (r->store) {
       for (const json& item : output.items()) conversation.push_back(item);
       store->put(id, std::move(conversation));
@@ -170,6 +177,9 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
           events.push_back({{"type", "response.in_progress"}, {"response", response}});
         }
         engine::StreamUpdate u = state->stream->wait(kWaitSlice);
+        if (state->request->chat.sampling.herd_token_ids) {
+          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
         if (!u.text.empty()) state->output.add(state->parser.push(u.text), events);
         state->add_events(events, out);
         if (u.finish) return finish_stream(*state, *u.finish, sink, out);

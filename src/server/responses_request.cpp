@@ -254,7 +254,8 @@ constexpr const char* kSamplingFields[] = {"model",
                                            "frequency_penalty",
                                            "repetition_penalty",
                                            "speculative",
-                                           "ignore_eos"};
+                                           "ignore_eos",
+                                           "herd_token_ids"};
 
 }  // namespace
 

@@ -9,13 +9,15 @@
 #include "server/response.h"
 #include "server/served_model.h"
 #include "server/verify_render.h"
+#include "server/verify_request.h"
 
 namespace herd::server {
 
 using json = nlohmann::json;
 
 // The body:
-//   {"endpoint": "chat" | "completions", "request": <the client's request body>,
+//   {"endpoint": "chat" | "completions" | "messages" | "responses" | "ollama_chat" |
+//                 "ollama_generate" (verify_request.h), "request": <the client's request body>,
 //    "completion_token_ids": [the served tokens]}
 // answers
 //   {"prompt_tokens": n, "temperature": t (0: greedy), "text": the served tokens as text,
@@ -54,21 +56,7 @@ void herd_verify(const httplib::Request& req, httplib::Response& res, Serving& s
     served.push_back(t.get<int32_t>());
   }
   const std::string request = body["request"].dump();
-  ChatRun run;
-  std::optional<OutputParserOptions> parser;  // chat's: the content its parser gives
-  if (endpoint == "chat") {
-    ChatRequest r = parse_chat_request(request);
-    check_model(r.sampling.model, m);
-    run = prepare_chat(m, r, 0);
-    parser = run.parser;
-  } else if (endpoint == "completions") {
-    CompletionRequest r = parse_completion_request(request);
-    check_model(r.sampling.model, m);
-    run = prepare_completion(m, r);
-  } else {
-    throw ApiError(400, "'endpoint' must be \"chat\" or \"completions\"", "invalid_request_error",
-                   "endpoint");
-  }
+  auto [run, parser] = verify_run(endpoint, request, m);
   if (run.grammar) {
     throw ApiError(422,
                    "a request held to a grammar (a JSON schema, a forced tool call) cannot "
