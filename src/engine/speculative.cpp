@@ -22,9 +22,16 @@ void lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k,
     // The latest earlier occurrence: start at the last position where it fits before the tail.
     for (int64_t at = n - len - 1; at >= 0; --at) {
       if (!std::equal(tail.begin(), tail.end(), tokens.begin() + at)) continue;
+      // What followed it; where that runs into the end of the tokens, the text repeats
+      // with the period the match shows (n - from), so the draft goes on copying itself,
+      // as LZ77 copies an overlapping match: "a b a b" drafts "a b a b ...", not one "a".
       const int64_t from = at + len;
-      const int64_t count = std::min<int64_t>(k, n - from);
-      out.assign(tokens.begin() + from, tokens.begin() + from + count);
+      out.reserve(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t source = from + i;
+        out.push_back(source < n ? tokens[static_cast<size_t>(source)]
+                                 : out[static_cast<size_t>(source - n)]);
+      }
       return;
     }
   }

@@ -27,9 +27,9 @@ struct SpeculativeParams {
 };
 
 // Prompt lookup: the longest n-gram (n_max down to n_min tokens) that ends `tokens` and
-// occurred earlier in them; up to k tokens that followed its latest earlier occurrence
-// (none when there is none). Answers that quote their prompt, code edits, and
-// repetitive text draft well this way, with no draft model.
+// occurred earlier in them; the k tokens that followed its latest earlier occurrence, read
+// on periodically past the end (none when there is none). Answers that quote their prompt, code
+// edits, and repetitive text draft well this way, with no draft model.
 std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k);
 // The same into `out` (its memory reused: no allocation once warm).
 void lookup_draft(std::span<const int32_t> tokens, int n_min, int n_max, int k,

@@ -22,8 +22,12 @@ TEST(LookupDraft, ProposesWhatFollowedTheLatestEarlierOccurrenceOfTheLongestTail
   EXPECT_TRUE(lookup_draft(std::vector<int32_t>{1, 2, 3}, 1, 3, 4).empty());
   EXPECT_TRUE(lookup_draft(t, 1, 3, 0).empty());
   EXPECT_TRUE(lookup_draft(std::vector<int32_t>{}, 1, 3, 4).empty());
-  // The proposal stops at the end of the sequence.
-  EXPECT_EQ(lookup_draft(std::vector<int32_t>{4, 4}, 1, 2, 5), (std::vector<int32_t>{4}));
+  // A match that runs into the end goes on with the period it shows (repetitive text).
+  EXPECT_EQ(lookup_draft(std::vector<int32_t>{4, 4}, 1, 2, 5),
+            (std::vector<int32_t>{4, 4, 4, 4, 4}));
+  EXPECT_EQ(lookup_draft(t, 1, 3, 5), (std::vector<int32_t>{2, 6, 7, 2, 6}));
+  EXPECT_EQ(lookup_draft(std::vector<int32_t>{8, 1, 2, 1, 2}, 2, 2, 3),
+            (std::vector<int32_t>{1, 2, 1}));
 }
 
 std::vector<float> rows_of(const std::vector<std::vector<float>>& rows) {
