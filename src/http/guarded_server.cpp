@@ -249,6 +249,25 @@ GuardedServer& GuardedServer::Post(const std::string& pattern, Handler handler) 
   return *this;
 }
 
+GuardedServer& GuardedServer::Delete(const std::string& pattern, Handler handler) {
+  delete_routes_.emplace_back(std::regex(pattern), handler);
+  httplib::Server::Delete(pattern, std::move(handler));
+  return *this;
+}
+
+bool GuardedServer::answer_bodiless_delete(const httplib::Request& req,
+                                           httplib::Response& res) const {
+  for (const auto& [route, handler] : delete_routes_) {
+    // The handler reads its path's captures from req.matches, which httplib sets when it
+    // routes; a copy of the request takes them here (they point into the copy's path).
+    httplib::Request routed = req;
+    if (!std::regex_match(routed.path, routed.matches, route)) continue;
+    handler(routed, res);
+    return true;
+  }
+  return false;
+}
+
 bool GuardedServer::has_post_route(const std::string& path) const {
   for (const std::regex& route : post_routes_) {
     if (std::regex_match(path, route)) return true;
@@ -364,6 +383,9 @@ httplib::Server::HandlerResponse GuardedServer::screen(const httplib::Request& r
   const bool reads_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
                           req.method == "DELETE" || req.method == "PRI";
   if (!(has_coding || length > 0 || (reads_body && !has_length))) return HandlerResponse::Unhandled;
+  if (req.method == "DELETE" && !has_length && !has_coding && answer_bodiless_delete(req, res)) {
+    return HandlerResponse::Handled;
+  }
   if (req.method != "POST" || !has_post_route(req.path)) {
     refuse(res, 404, "no route for " + req.method + " " + req.path + " takes a body", "no_route");
     return HandlerResponse::Handled;

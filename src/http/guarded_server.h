@@ -15,7 +15,10 @@
 //    compresses requests, and an inflater's output is what a bomb is made of); a body for a
 //    method or path with no POST handler is 404; a POST with neither Content-Length nor
 //    chunking is 411; both at once, or two lengths, 400. Each refusal closes the connection
-//    (its body is left unread). Errors are JSON, as OpenAI's:
+//    (its body is left unread). A DELETE with neither Content-Length nor chunking has no body
+//    (RFC 9112 6.3; the openai npm client sends its DELETEs so), but httplib would read one
+//    to the connection's end: such a request to a route of this class's Delete() is answered
+//    here, without reading. Errors are JSON, as OpenAI's:
 //    {"error": {"message", "type", "param", "code"}}.
 //  - A thread per connection (up to max_connections and a few for refusals), not a queue:
 //    a connection never waits behind held threads, so the caps act when it arrives. At a
@@ -25,9 +28,9 @@
 //    anything else a connection's thread throws (a response's content provider) is caught,
 //    written to stderr and ends that connection only.
 //
-// REQUIRES: POST routes are registered through this class's Post(), not through an
-// httplib::Server& (a POST to a path no recorded pattern matches is refused unread: fail
-// closed). The pre- and post-routing handlers are this class's: do not set them.
+// REQUIRES: POST and DELETE routes are registered through this class's Post() and Delete(),
+// not through an httplib::Server& (a POST to a path no recorded pattern matches is refused
+// unread: fail closed). The pre- and post-routing handlers are this class's: do not set them.
 // set_payload_max_length() and new_task_queue are set here from the limits.
 #pragma once
 
@@ -57,6 +60,8 @@ class GuardedServer : public httplib::Server {
 
   // As httplib's Post(), and recorded: bodies are read for these paths only.
   GuardedServer& Post(const std::string& pattern, Handler handler);
+  // As httplib's Delete(), for requests without a body (a body is refused, 404).
+  GuardedServer& Delete(const std::string& pattern, Handler handler);
 
   // Serves one accepted connection on `fd` and closes it, as the listening loop does (tests
   // and fuzz targets hand it one end of a socketpair). false: a request failed.
@@ -76,10 +81,13 @@ class GuardedServer : public httplib::Server {
   bool serve_connection(GuardedStream& stream, ConnectionTable::Entry& entry);
   HandlerResponse screen(const httplib::Request& req, httplib::Response& res) const;
   bool has_post_route(const std::string& path) const;
+  // Answers a DELETE without a body by its route (see above); false when none matches.
+  bool answer_bodiless_delete(const httplib::Request& req, httplib::Response& res) const;
 
   HttpLimits limits_;
   ConnectionTable table_;
-  std::vector<std::regex> post_routes_;  // set before listen(), read after
+  std::vector<std::regex> post_routes_;                        // set before listen(), read after
+  std::vector<std::pair<std::regex, Handler>> delete_routes_;  // as post_routes_
   std::unique_ptr<TlsContext> tls_;
 };
 

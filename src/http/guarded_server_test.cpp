@@ -41,6 +41,9 @@ class GuardedServerTest : public ::testing::Test {
     server_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok", "text/plain");
     });
+    server_.Delete("/items/([a-z]+)", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content("deleted " + req.matches[1].str(), "text/plain");
+    });
     server_.Get("/throw", [](const httplib::Request&, httplib::Response&) {
       throw std::runtime_error("the handler failed");
     });
@@ -149,6 +152,30 @@ TEST_F(GuardedServerTest, ServesAKeepAliveClient) {
   EXPECT_EQ(r.substr(0, 15), "HTTP/1.1 200 OK") << r;
   EXPECT_EQ(r.substr(r.size() - 1), "7");
   close(fd);
+}
+
+TEST_F(GuardedServerTest, AnswersADeleteWithoutABodyAtOnce) {
+  // No Content-Length (as Node's fetch sends a DELETE): no body, and the connection goes on.
+  const int fd = connect_client();
+  for (const char* item : {"abc", "xyz"}) {
+    ASSERT_TRUE(
+        send_text(fd, std::string("DELETE /items/") + item + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string r = read_response(fd);
+    EXPECT_EQ(r.substr(0, 15), "HTTP/1.1 200 OK") << r;
+    EXPECT_EQ(r.substr(r.size() - 11), std::string("deleted ") + item) << r;
+  }
+  // Content-Length: 0 is routed by httplib itself.
+  ASSERT_TRUE(send_text(fd, "DELETE /items/q HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  const std::string r = read_response(fd);
+  EXPECT_EQ(r.substr(r.size() - 9), "deleted q") << r;
+  // A path no Delete() route matches, and a DELETE with a body, are refused unread.
+  ASSERT_TRUE(send_text(fd, "DELETE /items/A1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(read_all(fd).substr(0, 12), "HTTP/1.1 404");
+  close(fd);
+  const int fd2 = connect_client();
+  ASSERT_TRUE(send_text(fd2, "DELETE /items/abc HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n"));
+  EXPECT_EQ(read_all(fd2).substr(0, 12), "HTTP/1.1 404");
+  close(fd2);
 }
 
 TEST_F(GuardedServerTest, SlowHeaderLinesEndAtTheDeadline) {

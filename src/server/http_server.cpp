@@ -14,6 +14,7 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "server/responses_api.h"
+#include "server/responses_stored.h"
 #include "server/web_assets.h"
 
 namespace herd::server {
@@ -299,9 +300,34 @@ void HttpServer::routes() {
   http_->Post("/v1/messages/count_tokens",
               generation("count_tokens", anthropic_count_tokens, write_anthropic_error));
   http_->Post("/api/verify", generation("verify", herd_verify, write_openai_error));
+  // OpenAI's Responses API: created as a generation; the stored ones read and deleted by id
+  // (responses_stored.h) with the same key, whether or not a model is loaded.
+  auto store = std::make_shared<ResponseStore>();
   http_->Post("/v1/responses",
-              generation("responses", responses_endpoint(std::make_shared<ResponseStore>()),
-                         write_openai_error));
+              generation("responses", responses_endpoint(store), write_openai_error));
+  using StoredRoute = std::function<nlohmann::ordered_json(const httplib::Request&)>;
+  auto stored = [this](StoredRoute answer) {
+    return [this, answer = std::move(answer)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (const std::optional<ApiError> e = auth_error(req)) throw *e;
+        const nlohmann::ordered_json body = answer(req);
+        res.status = 200;
+        res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                        "application/json");
+      } catch (const ApiError& e) {
+        write_openai_error(res, e);
+      }
+    };
+  };
+  http_->Get(R"(/v1/responses/([^/]+))", stored([store](const httplib::Request& req) {
+               return retrieve_response(*store, req.matches[1]);
+             }));
+  http_->Delete(R"(/v1/responses/([^/]+))", stored([store](const httplib::Request& req) {
+                  return delete_response(*store, req.matches[1]);
+                }));
+  http_->Get(R"(/v1/responses/([^/]+)/input_items)", stored([store](const httplib::Request& req) {
+               return list_input_items(*store, req.matches[1], req.params);
+             }));
   // Ollama's API (ollama_api.h).
   http_->Post("/api/chat", generation("ollama_chat", ollama_chat, write_ollama_error));
   http_->Post("/api/generate", generation("ollama_generate", ollama_generate, write_ollama_error));

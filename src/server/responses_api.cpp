@@ -9,6 +9,7 @@
 #include "server/response.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/responses_stored.h"
 #include "server/served_model.h"
 
 namespace herd::server {
@@ -52,7 +53,7 @@ struct ResponsesStream {
   std::string id;
   int64_t created_at = 0;
   std::string model;
-  json conversation;  // the items before this response's output (kept when stored)
+  json input;  // the items given to this response (kept when stored)
   std::shared_ptr<ResponseStore> store;
   std::unique_ptr<InFlight> in_flight;
   int64_t sequence = 0;
@@ -95,8 +96,7 @@ bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::Da
   events.push_back({{"type", type}, {"response", response}});
   s.add_events(events, out);
   if (s.request->store && finish.reason != engine::FinishReason::kError) {
-    for (const json& item : s.output.items()) s.conversation.push_back(item);
-    s.store->put(s.id, std::move(s.conversation));
+    s.store->put(s.id, {std::move(response), std::move(s.input)});
   }
   const bool ok = sink.write(out.data(), out.size());
   sink.done();
@@ -108,26 +108,24 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
   const ServedModel& m = s.model();
   auto r = std::make_shared<ResponsesRequest>(parse_responses_request(req.body));
   check_model(r->chat.sampling.model, m);
-  json conversation = json::array();
+  const uint64_t n = s.next_id();
+  const std::string suffix = id_suffix(n);
+  // The items given to this response: the conversation it goes on from, then its input, with
+  // ids (kept when stored, so that GET .../input_items can page by them).
+  json input = json::array();
   if (!r->previous_response_id.empty()) {
-    std::optional<json> previous = store->get(r->previous_response_id);
+    std::optional<StoredResponse> previous = store->get(r->previous_response_id);
     if (!previous) {
-      throw ApiError(404,
-                     "the response '" + r->previous_response_id +
-                         "' is not kept by this server (an unknown id, a response made with "
-                         "store: false, one evicted for newer ones, or one from before a restart)",
-                     "invalid_request_error", "previous_response_id",
-                     "previous_response_not_found");
+      throw response_not_kept(r->previous_response_id, "previous_response_id",
+                              "previous_response_not_found");
     }
-    conversation = std::move(*previous);
+    input = stored_conversation(*previous);
   }
-  for (const json& item : r->input) conversation.push_back(item);
-  r->chat.messages = responses_messages(r->instructions, conversation);
+  for (json& item : input_items_with_ids(r->input, suffix)) input.push_back(std::move(item));
+  r->chat.messages = responses_messages(r->instructions, input);
   if (r->chat.messages.empty()) {
     throw ApiError(400, "'input' holds no message", "invalid_request_error", "input");
   }
-  const uint64_t n = s.next_id();
-  const std::string suffix = id_suffix(n);
   ChatRun run;
   try {
     run = prepare_chat(m, r->chat, n);
@@ -152,16 +150,13 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
     json answer = response_object(*r, id, created_at, m.id, output.items(), &c.finish);
     if (r->chat.sampling.herd_token_ids) answer["herd"] = herd_extension(c.tokens);
     send(res, answer);
-    if (r->store) {
-      for (const json& item : output.items()) conversation.push_back(item);
-      store->put(id, std::move(conversation));
-    }
+    if (r->store) store->put(id, {std::move(answer), std::move(input)});
     return;
   }
 
-  auto state = std::make_shared<ResponsesStream>(ResponsesStream{
-      stream, OutputParser(run.parser), ResponseOutput(suffix), r, id, created_at, m.id,
-      std::move(conversation), store, std::move(in_flight), 0, false, Clock::now()});
+  auto state = std::make_shared<ResponsesStream>(
+      ResponsesStream{stream, OutputParser(run.parser), ResponseOutput(suffix), r, id, created_at,
+                      m.id, std::move(input), store, std::move(in_flight), 0, false, Clock::now()});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

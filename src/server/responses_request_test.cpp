@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "server/response_store.h"
-
 namespace herd::server {
 namespace {
 
@@ -203,27 +201,6 @@ TEST(ResponsesRequest, ItemsBecomeChatMessages) {
   // No instructions: no system message of them.
   EXPECT_EQ(responses_messages(nullptr, json::parse(R"([{"role": "user", "content": "hi"}])")),
             json::parse(R"([{"role": "user", "content": "hi"}])"));
-}
-
-TEST(ResponseStore, KeepsWithinItsBoundsOldestOut) {
-  ResponseStore store(2, 1000);
-  store.put("a", json::array({"first"}));
-  store.put("b", json::array({"second"}));
-  EXPECT_EQ(store.get("a"), json::array({"first"}));
-  store.put("c", json::array({"third"}));  // over the count: "a" goes
-  EXPECT_FALSE(store.get("a"));
-  EXPECT_EQ(store.get("b"), json::array({"second"}));
-  EXPECT_EQ(store.size(), 2u);
-  EXPECT_FALSE(store.get("nothing"));
-  // Over the bytes: the oldest go until it fits; one larger than the bound is not kept.
-  store.put("d", json::array({std::string(990, 'x')}));
-  EXPECT_FALSE(store.get("b"));
-  EXPECT_FALSE(store.get("c"));
-  EXPECT_TRUE(store.get("d"));
-  EXPECT_LE(store.bytes(), 1000u);
-  store.put("e", json::array({std::string(2000, 'x')}));
-  EXPECT_FALSE(store.get("e"));
-  EXPECT_TRUE(store.get("d"));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // herd serve's Responses API (POST /v1/responses) through the official openai client: whole
 // and streamed responses, instructions, max_output_tokens, stop strings, conversations (items
-// and previous_response_id), forced tool calls and their results, JSON-schema output, and
-// errors as the client reports them. Run by tests/serve_node_test.sh.
+// and previous_response_id), stored responses (retrieved, their input items listed, deleted),
+// forced tool calls and their results, JSON-schema output, and errors as the client reports
+// them. Run by tests/serve_node_test.sh.
 import assert from 'node:assert/strict';
 // Node.js's own fetch (see openai_test.mjs).
 import 'openai/shims/web';
@@ -33,6 +34,16 @@ const collect = async (stream) => {
   assert.equal(events[1].type, 'response.in_progress');
   assert.equal(events[0].response.status, 'in_progress');
   return events;
+};
+
+const status = async (fn) => {
+  try {
+    await fn();
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.APIError, String(e));
+    return e;
+  }
+  assert.fail('no error');
 };
 
 let whole;
@@ -115,6 +126,61 @@ await check('conversations: items, or previous_response_id', async () => {
   assert.ok(r4.usage.input_tokens > r2.usage.input_tokens);
 });
 
+await check('stored responses: retrieve, input items, delete', async () => {
+  const withoutOutputText = ({ output_text, ...rest }) => rest;  // the client adds it on create
+  const r1 = await client.responses.create({ model, input: 'Tell me about herds.', instructions, max_output_tokens: 6, temperature: 0 });
+  assert.deepEqual(await client.responses.retrieve(r1.id), withoutOutputText(r1));
+  // A streamed one is kept as its last event held it.
+  const events = await collect(await client.responses.create({ model, input, max_output_tokens: 4, temperature: 0, stream: true }));
+  const streamed = events.at(-1).response;
+  assert.deepEqual(await client.responses.retrieve(streamed.id), streamed);
+  // The input items: the conversation it went on from, then its own, newest first.
+  const r2 = await client.responses.create({
+    model, previous_response_id: r1.id, input: [{ role: 'user', content: 'And then?' }], max_output_tokens: 2,
+  });
+  const page = await client.responses.inputItems.list(r2.id);
+  assert.equal(page.has_more, false);
+  const newestFirst = page.data;
+  assert.equal(newestFirst.length, 2 + r1.output.length);
+  assert.equal(newestFirst[0].type, 'message');
+  assert.equal(newestFirst[0].content, 'And then?');
+  assert.equal(newestFirst.at(-1).content, 'Tell me about herds.');
+  assert.deepEqual(newestFirst.slice(1, -1), [...r1.output].reverse());
+  for (const item of newestFirst) assert.equal(typeof item.id, 'string');
+  // Oldest first, a page of one item at a time: the client follows `after` to the end.
+  const ids = [];
+  for await (const item of client.responses.inputItems.list(r2.id, { order: 'asc', limit: 1 })) ids.push(item.id);
+  assert.deepEqual(ids, newestFirst.map((i) => i.id).reverse());
+  let e = await status(() => client.responses.inputItems.list(r2.id, { limit: 101 }));
+  assert.equal(e.status, 400);
+  assert.equal(e.param, 'limit');
+  e = await status(() => client.responses.inputItems.list(r2.id, { order: 'sideways' }));
+  assert.equal(e.status, 400);
+  assert.equal(e.param, 'order');
+  // Deleted, it is gone, and cannot be continued.
+  await client.responses.del(r2.id);
+  for (const fn of [() => client.responses.retrieve(r2.id), () => client.responses.del(r2.id),
+    () => client.responses.inputItems.list(r2.id)]) {
+    e = await status(fn);
+    assert.equal(e.status, 404);
+    assert.ok(e instanceof OpenAI.NotFoundError);
+  }
+  e = await status(() => client.responses.create({ model, input, previous_response_id: r2.id }));
+  assert.equal(e.status, 404);
+  assert.equal((await client.responses.retrieve(r1.id)).id, r1.id);  // the one before stays
+  // store: false is not kept; the key is asked for as on the other routes.
+  const unstored = await client.responses.create({ model, input, max_output_tokens: 2, store: false });
+  e = await status(() => client.responses.retrieve(unstored.id));
+  assert.equal(e.status, 404);
+  const noKey = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
+  for (const fn of [() => noKey.responses.retrieve(r1.id), () => noKey.responses.del(r1.id),
+    () => noKey.responses.inputItems.list(r1.id)]) {
+    e = await status(fn);
+    assert.equal(e.status, 401);
+  }
+  assert.equal((await client.responses.retrieve(r1.id)).id, r1.id);
+});
+
 const tools = ['get_weather', 'get_time'].map((name) => ({
   type: 'function', name, description: `${name} of a city`,
   parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: true,
@@ -166,16 +232,6 @@ await check('text.format json_schema', async () => {
   assert.ok(['Oslo', 'Paris'].includes(j.city) && Number.isInteger(j.days));
   assert.equal(r.text.format.name, 'forecast');
 });
-
-const status = async (fn) => {
-  try {
-    await fn();
-  } catch (e) {
-    assert.ok(e instanceof OpenAI.APIError, String(e));
-    return e;
-  }
-  assert.fail('no error');
-};
 
 await check('errors', async () => {
   let e = await status(() => client.responses.create({ model: 'no-such-model', input }));
