@@ -4,35 +4,12 @@
 #include <cmath>
 #include <vector>
 
+#include "http/anthropic_errors.h"
+
 namespace herd::hub {
 namespace {
 
 using json = nlohmann::json;
-
-// Anthropic's error types by status (as herd serve's: server/anthropic_response.h).
-const char* anthropic_type(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request_error";
-    case 401:
-      return "authentication_error";
-    case 402:
-      return "billing_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-    case 529:
-      return "overloaded_error";
-    default:
-      return "api_error";
-  }
-}
 
 // A whole number of at least 1 (Ollama's options take 40.0 as 40), else -1.
 int64_t positive_count(const json* value) {
@@ -119,7 +96,7 @@ json error_body(const ClientApi& api, int status, const std::string& type,
   switch (api.format) {
     case AnswerFormat::kAnthropic:
       return {{"type", "error"},
-              {"error", {{"type", anthropic_type(status)}, {"message", message}}}};
+              {"error", {{"type", http::anthropic_error_type(status)}, {"message", message}}}};
     case AnswerFormat::kOllama:
       return {{"error", message}};
     case AnswerFormat::kOpenAI:

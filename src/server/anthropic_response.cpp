@@ -1,5 +1,6 @@
 #include "server/anthropic_response.h"
 
+#include "http/anthropic_errors.h"
 #include "http/bounded_json.h"
 #include "server/response.h"
 
@@ -7,31 +8,9 @@ namespace herd::server {
 
 using json = nlohmann::json;
 
-std::string anthropic_error_type(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request_error";
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-    case 529:
-      return "overloaded_error";
-    default:
-      return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
-  }
-}
-
 json anthropic_error(const ApiError& e) {
   return {{"type", "error"},
-          {"error", {{"type", anthropic_error_type(e.status())}, {"message", e.message()}}}};
+          {"error", {{"type", http::anthropic_error_type(e.status())}, {"message", e.message()}}}};
 }
 
 std::string anthropic_event(const json& value) {

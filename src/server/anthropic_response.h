@@ -23,10 +23,6 @@ struct AnthropicHeader {
   int64_t input_tokens = 0;  // the prompt's tokens
 };
 
-// Anthropic's error type for an HTTP status: invalid_request_error (400),
-// authentication_error (401), permission_error (403), not_found_error (404),
-// request_too_large (413), rate_limit_error (429), overloaded_error (503, 529), api_error.
-std::string anthropic_error_type(int status);
 // {"type": "error", "error": {"type", "message"}}
 nlohmann::json anthropic_error(const ApiError& e);
 

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "http/anthropic_errors.h"
 #include "server/response.h"
 
 namespace herd::server {
@@ -39,10 +40,12 @@ TEST(AnthropicResponse, ErrorShapeAndTypes) {
   const json e = anthropic_error(ApiError(404, "no model"));
   EXPECT_EQ(e, json::parse(R"({"type": "error", "error": {"type": "not_found_error",
                                                           "message": "no model"}})"));
-  EXPECT_EQ(anthropic_error_type(400), "invalid_request_error");
-  EXPECT_EQ(anthropic_error_type(401), "authentication_error");
-  EXPECT_EQ(anthropic_error_type(503), "overloaded_error");
-  EXPECT_EQ(anthropic_error_type(500), "api_error");
+  EXPECT_EQ(http::anthropic_error_type(400), "invalid_request_error");
+  EXPECT_EQ(http::anthropic_error_type(401), "authentication_error");
+  EXPECT_EQ(http::anthropic_error_type(503), "overloaded_error");
+  EXPECT_EQ(http::anthropic_error_type(500), "api_error");
+  EXPECT_EQ(http::anthropic_error_type(402), "billing_error");
+  EXPECT_EQ(http::anthropic_error_type(422), "invalid_request_error");
   EXPECT_EQ(anthropic_event({{"type", "ping"}}), "event: ping\ndata: {\"type\":\"ping\"}\n\n");
 }
 

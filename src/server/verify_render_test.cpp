@@ -2,36 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
-
-#include "gguf/reader.h"
-#include "model/synth.h"
+#include "server/tiny_vocabulary_test_util.h"
 
 namespace herd::server {
 namespace {
-
-// The built-in vocabulary of a tiny synthetic model.
-const tokenizer::Tokenizer& vocabulary() {
-  static const tokenizer::Tokenizer tok = [] {
-    SynthOptions o;
-    o.arch = "qwen3";
-    o.type = "f32";
-    o.out_path = ::testing::TempDir() + "/verify_tiny_" + std::to_string(getpid()) + ".gguf";
-    o.n_embd = 64;
-    o.n_layer = 1;
-    o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_ff = 128;
-    o.threads = 1;
-    synthesize(o);
-    tokenizer::Tokenizer t = tokenizer::Tokenizer::from_gguf(gguf::File::open(o.out_path));
-    std::filesystem::remove(o.out_path);
-    return t;
-  }();
-  return tok;
-}
 
 TEST(VerifyRenderTest, IdsNoHonestPodServesAreUnscorable) {
   const std::vector<int32_t> ids = {5, 6, 7, 8};
@@ -48,7 +22,7 @@ TEST(VerifyRenderTest, IdsNoHonestPodServesAreUnscorable) {
 }
 
 TEST(VerifyRenderTest, TheTextIsTheIdsDecodedCutAtAStopAndParsed) {
-  const tokenizer::Tokenizer& tok = vocabulary();
+  const tokenizer::Tokenizer& tok = tiny_vocabulary();
   const std::vector<int32_t> ids = tok.encode("The herd grazes. END and more", false, false);
   EXPECT_EQ(rendered_text(tok, false, {}, std::nullopt, ids), "The herd grazes. END and more");
   EXPECT_EQ(rendered_text(tok, false, {" END"}, std::nullopt, ids), "The herd grazes.");

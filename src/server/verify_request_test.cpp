@@ -5,14 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
-
-#include "gguf/reader.h"
-#include "model/synth.h"
 #include "server/request.h"
 #include "server/served_model.h"
+#include "server/tiny_vocabulary_test_util.h"
 
 namespace herd::server {
 namespace {
@@ -21,26 +16,10 @@ using json = nlohmann::json;
 
 // A served model: a tiny synthetic vocabulary and a ChatML template.
 const ServedModel& model() {
-  static const tokenizer::Tokenizer tok = [] {
-    SynthOptions o;
-    o.arch = "qwen3";
-    o.type = "f32";
-    o.out_path = ::testing::TempDir() + "/verify_request_" + std::to_string(getpid()) + ".gguf";
-    o.n_embd = 64;
-    o.n_layer = 1;
-    o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_ff = 128;
-    o.threads = 1;
-    synthesize(o);
-    tokenizer::Tokenizer t = tokenizer::Tokenizer::from_gguf(gguf::File::open(o.out_path));
-    std::filesystem::remove(o.out_path);
-    return t;
-  }();
   static const ServedModel m = [] {
     ServedModel s;
     s.id = "tiny";
-    s.tokenizer = &tok;
+    s.tokenizer = &tiny_vocabulary();
     s.template_source =
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
