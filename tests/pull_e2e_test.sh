@@ -186,11 +186,18 @@ expect_error "missing: file 2 of the 2 of the split model" run --model \
   "$split_store/big-Q8_0-00001-of-00002.gguf" -p hi -n 1
 mv "$dir/part2" "$split_store/big-Q8_0-00002-of-00002.gguf"
 
-# 12. A pod of three: the coordinator pulls the model once; its two nodes (stores of their
-# own, no use of the coordinator's file) are sent only their layers' tensors.
+# 12. A pod of three: the coordinator pulls the model once. Node n1 holds the model in its
+# own store (another folder than the coordinator's) and maps that copy, found by the name
+# LOAD gives and checked by its content hash; n2 (a store of its own, empty, and no use of
+# the coordinator's file) is sent only its layers' tensors. The output is one process's.
+own_copy=$dir/store-n1/test/tiny-GGUF/tiny-Q8_0.gguf
+mkdir -p "$(dirname "$own_copy")"
+cp "$tiny/tiny-Q8_0.gguf" "$own_copy"
 for n in n1 n2; do
+  flags=()
+  [ "$n" = n2 ] && flags=(--no-model-files)
   HERD_MODELS_DIR=$dir/store-$n "$herd" node --listen 127.0.0.1:0 --threads 1 --name "$n" \
-    --no-model-files --cache-dir "$dir/cache-$n" --bandwidth 10 --matmul 10 --no-advertise \
+    "${flags[@]}" --cache-dir "$dir/cache-$n" --bandwidth 10 --matmul 10 --no-advertise \
     2>"$dir/$n.log" &
   pids+=($!)
 done
@@ -206,18 +213,21 @@ for n in n1 n2; do
   peers+=${peers:+,}${line#listening on }
 done
 control '{}'
-HERD_MODELS_DIR=$dir/store-pod "$herd" run --model test/tiny-GGUF:Q8_0 --peers "$peers" --no-local \
-  --parallel pipeline:2 -t 1 -p hello -n 2 --temp 0 >/dev/null 2>"$dir/err" ||
+got=$(HERD_MODELS_DIR=$dir/store-pod "$herd" run --model test/tiny-GGUF:Q8_0 --peers "$peers" \
+  --no-local --parallel pipeline:2 -t 1 -p hello -n 4 --temp 0 2>"$dir/err") ||
   fail "run on a pod: $(cat "$dir/err")"
+[ "$got" = "$want" ] || fail "the pod said '$got', one process '$want'"
 [ "$(grep -c '"path": "/cdn/' "$dir/log")" -eq 1 ] || fail "the pod downloaded more than once: $(cat "$dir/log")"
-for n in n1 n2; do
-  grep -q "received .* MB" "$dir/$n.log" || fail "node $n was not sent its tensors: $(cat "$dir/$n.log")"
-  [ ! -e "$dir/store-$n" ] || fail "node $n pulled the model"
-done
-# The split model on the same pod: its nodes are sent their tensors from its two files.
-before=$(grep -c "received .* MB" "$dir/n1.log")
+grep -q "loaded layers .* from this node's store ($own_copy)" "$dir/n1.log" ||
+  fail "node n1 did not map its own copy: $(cat "$dir/n1.log")"
+! grep -q "received .* MB" "$dir/n1.log" || fail "node n1 was sent tensors: $(cat "$dir/n1.log")"
+grep -q "received .* MB" "$dir/n2.log" || fail "node n2 was not sent its tensors: $(cat "$dir/n2.log")"
+[ "$(find "$dir/store-n1" -type f)" = "$own_copy" ] || fail "node n1 pulled: $(find "$dir/store-n1")"
+[ ! -e "$dir/store-n2" ] || fail "node n2 pulled the model"
+# The split model on the same pod: n2 is sent its tensors from its two files.
+before=$(grep -c "received .* MB" "$dir/n2.log")
 "$herd" run --model test/split-GGUF:Q8_0 --peers "$peers" --no-local --parallel pipeline:2 -t 1 \
   -p hello -n 2 --temp 0 >/dev/null 2>"$dir/err" || fail "split model on a pod: $(cat "$dir/err")"
-[ "$(grep -c "received .* MB" "$dir/n1.log")" -gt "$before" ] ||
-  fail "node n1 was not sent the split model: $(cat "$dir/n1.log")"
+[ "$(grep -c "received .* MB" "$dir/n2.log")" -gt "$before" ] ||
+  fail "node n2 was not sent the split model: $(cat "$dir/n2.log")"
 echo "pull_e2e_test: ok"

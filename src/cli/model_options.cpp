@@ -259,7 +259,9 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   o.progress = stderr;
   // A model name is resolved (pulled if need be) here, after join_mpi_job: by the
   // coordinator alone, which ships the nodes their tensors.
-  return cluster::ClusterRunner::open(resolve_model_arg(model), o);
+  ResolvedModel resolved = resolve_model(model);
+  o.store_name = std::move(resolved.store_name);
+  return cluster::ClusterRunner::open(resolved.path, o);
 }
 
 }  // namespace herd::cli

@@ -1,6 +1,6 @@
 // herd node --listen HOST:PORT [--threads N] [--name NAME] [--key FILE] [--insecure-listen]
 //           [--identity FILE] [--allow-ids FILE] [--insecure] [--show-id]
-//           [--cache-dir DIR] [--no-model-files] [--no-advertise]
+//           [--cache-dir DIR] [--models-dir DIR] [--no-model-files] [--no-advertise]
 // A worker: waits for a coordinator (`herd run/eval/bench/serve --peers ...`), reports
 // this machine's profile, loads the shard it is given and serves it. Advertises itself on
 // the LAN with DNS-SD (net/discovery.h) for `--peers auto` and `herd nodes`, unless there
@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/store_options.h"
 #include "cluster/node.h"
 #include "cluster/weight_cache.h"
 #include "engine/device_placement.h"
@@ -40,6 +41,7 @@ struct NodeArgs {
   bool insecure_listen = false;
   std::string cache_dir;
   bool no_model_files = false;
+  StoreFlags store;  // where this node finds models of its own (--models-dir, HERD_MODEL_PATH)
   std::string isa = "auto";
   std::string device = "auto";
   std::string experts = "auto";
@@ -133,7 +135,9 @@ void add_node(CLI::App& app) {
   cmd->add_option("--cache-dir", a->cache_dir,
                   "Where received weights are kept (default: $XDG_CACHE_HOME/herd)");
   cmd->add_flag("--no-model-files", a->no_model_files,
-                "Never map a model file the coordinator names; receive the weights");
+                "Never map a model file (this node's copy or the coordinator's); receive the "
+                "weights");
+  a->store.add_to(*cmd);
   cmd->add_option("--device", a->device,
                   "Where this node's part of a model runs: auto (a GPU that can run it, else "
                   "the CPU), cpu, vulkan, vulkan:N (herd devices lists them)")
@@ -200,6 +204,11 @@ void add_node(CLI::App& app) {
     o.plaintext = a->security.insecure;
     o.cache_dir = a->cache_dir;
     o.use_model_files = !a->no_model_files;
+    try {
+      o.own_store = a->store.open();
+    } catch (const Error& e) {
+      log_line(std::string(e.what()) + ": no model store of its own");
+    }
     o.bandwidth_gbs = a->bandwidth_gbs;
     o.matmul_gflops = a->matmul_gflops;
     o.memory_limit_bytes = a->memory_bytes;

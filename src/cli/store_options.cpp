@@ -128,11 +128,11 @@ store::PullOptions pull_options(FILE* out) {
   return o;
 }
 
-std::string resolve_model_arg(const std::string& arg) {
+ResolvedModel resolve_model(const std::string& arg) {
   std::error_code ec;
-  if (arg.empty() || store::fs::exists(arg, ec)) return arg;
+  if (arg.empty() || store::fs::exists(arg, ec)) return {arg, std::nullopt};
   const std::optional<store::ModelName> name = store::parse_model_name(arg);
-  if (!name) return arg;
+  if (!name) return {arg, std::nullopt};
   const store::Store store = store_from("");
   std::optional<store::LocalModel> local = store.find_local(*name);
   if (!local) {
@@ -140,7 +140,13 @@ std::string resolve_model_arg(const std::string& arg) {
                  store.root().c_str());
     local = store::pull(store, *name, pull_options(stderr));
   }
-  return local->paths.front().string();  // a split model's first file opens them all
+  const store::RepoFile& first = local->model.files.front();
+  // a split model's first file opens them all
+  return {local->paths.front().string(), net::StoreName{name->repo_id(), first.path, first.size}};
+}
+
+std::string resolve_model_arg(const std::string& arg) {
+  return resolve_model(arg).path;
 }
 
 }  // namespace herd::cli

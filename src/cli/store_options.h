@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "net/messages.h"
 #include "store/pull.h"
 #include "store/store.h"
 
@@ -31,5 +33,12 @@ store::PullOptions pull_options(FILE* out);
 // it); a split model is its first file (which opens the others). Throws herd::Error when a
 // pull fails.
 std::string resolve_model_arg(const std::string& arg);
+
+// A --model argument resolved as resolve_model_arg does, with the name it had in the store.
+struct ResolvedModel {
+  std::string path;
+  std::optional<net::StoreName> store_name;  // a model name's repository, file and size
+};
+ResolvedModel resolve_model(const std::string& arg);
 
 }  // namespace herd::cli

@@ -65,6 +65,10 @@ struct ClusterOptions {
   // How nodes are reached: null: a TcpTransport per pod ("host:port" peers, HELLO with
   // `key`); else this one for every pod (an MpiTransport: "rank:N" peers).
   std::shared_ptr<net::Transport> transport;
+  // The model's name in this machine's store (--model org/repo[:QUANT]): repo and the first
+  // file's path there, with its size. nullopt: the file's base name. LOAD passes it on so a
+  // node may map its own copy (cluster/local_model.h).
+  std::optional<net::StoreName> store_name;
   std::string name = "coordinator";
   net::Millis connect_timeout{5000};
   net::HeartbeatOptions heartbeat;

@@ -245,7 +245,8 @@ struct ClusterRunner::Impl {
   void receiver(StageRunner& s);
   void finish(Job job);
   void fail(const std::string& message);
-  void load_remote(RankRunner& s, const net::ContentHash& hash, const std::string& path);
+  // `load` holds the model's hash, path and store name; its plan is the rank's.
+  void load_remote(RankRunner& s, net::Load load);
   ~Impl();
 };
 

@@ -335,6 +335,34 @@ TEST(ClusterTest, ASplitModelRunsOnAPodAsTheOneFile) {
   EXPECT_THAT(wire.log(), HasSubstr("from the coordinator"));
 }
 
+// A node that holds the model in its own store, under another path than the coordinator's,
+// maps that copy (found by the store name LOAD gives, checked by its hash); the other is
+// sent its tensors; the logits are one process's, bit for bit.
+TEST(ClusterTest, ANodeMapsItsOwnStoresCopyOfTheModel) {
+  const std::string model = "../shared/models/llama-q4_0.gguf";
+  const TempDir dir("cluster-test", "own-copy");
+  const fs::path own_copy = dir / "store-a/org/repo/Q4_0/llama-q4_0.gguf";
+  fs::create_directories(own_copy.parent_path());
+  fs::copy_file(model, own_copy);
+  engine::LocalOptions lo;
+  lo.threads = 1;
+  lo.n_ctx = 64;
+  const std::vector<float> expected = run_all(*engine::LocalRunner::open(model, lo), prompt_ids());
+  TestNode own("node-own", dir / "cache-own", true, store::Store(dir / "store-a", {}));
+  TestNode wire("node-wire", dir / "cache-wire", /*use_model_files=*/false);
+  ClusterOptions o = pipeline_options({own.address(), wire.address()});
+  o.plan.use_local = false;
+  o.store_name = net::StoreName{"org/repo", "Q4_0/llama-q4_0.gguf", fs::file_size(model)};
+  auto cluster = ClusterRunner::open(model, o);
+  ASSERT_EQ(cluster->plan().stages.size(), 2u) << cluster->describe();
+  const std::vector<float> got = run_all(*cluster, prompt_ids());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  EXPECT_THAT(own.log(), HasSubstr("from this node's store (" + own_copy.string() + ")"));
+  EXPECT_THAT(own.log(), ::testing::Not(HasSubstr("received")));
+  EXPECT_THAT(wire.log(), HasSubstr("from the coordinator"));
+}
+
 TEST(ClusterTest, ANodeThatCannotLoadIsNamedWithItsErrorOnce) {
   // A cached shard spoiled after it was shipped: the node's load fails, and the coordinator
   // says which node and why, with each module named once (the node's error text already

@@ -16,6 +16,7 @@
 
 #include "cluster/assignment.h"
 #include "cluster/link_probe.h"
+#include "cluster/local_model.h"
 #include "cluster/ring_links.h"
 #include "cluster/shipping.h"
 #include "cluster/state_ops.h"
@@ -136,8 +137,6 @@ struct NodeServer::Impl {
   }
   void session(const std::shared_ptr<net::Connection>& c);
   std::optional<Loaded> load(net::Connection& c, const net::Load& request);
-  // Whether the model file at `hint` (a split model's files with it) has content hash `hash`.
-  bool holds_model(const fs::path& hint, const net::ContentHash& hash) const;
   engine::DevicePlacement placement(const Assignment& a, const gguf::File& file,
                                     const ModelInfo& info, const engine::Device& device);
   void forward(net::Connection& c, const net::Frame& frame, Loaded& loaded,
@@ -542,18 +541,6 @@ void NodeServer::Impl::session(const std::shared_ptr<net::Connection>& c) {
   ring_inbox.clear();
 }
 
-bool NodeServer::Impl::holds_model(const fs::path& hint, const net::ContentHash& hash) const {
-  // Opened to learn its files (a split model's, all of them): cheap, the headers only.
-  std::vector<std::string> paths;
-  try {
-    paths = gguf::File::open(hint.string()).paths();
-  } catch (const Error& e) {
-    log(std::string("not using the coordinator's model file: ") + e.what());
-    return false;
-  }
-  return model_content_hash(paths, options.cache_dir) == hash;
-}
-
 std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load& request) {
   try {
     Assignment a = assignment_from_json(nlohmann::json::parse(request.plan_json));
@@ -582,15 +569,17 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
         }
       }
     }
-    // Where the weights come from: the same model file, else a cached shard, else the wire.
+    // Where the weights come from: the same model (this node's copy, else the coordinator's
+    // file), else a cached shard, else the wire.
     std::string source;
     fs::path path;
-    if (options.use_model_files && !request.model_path_hint.empty()) {
-      std::error_code ec;
-      const fs::path hint(request.model_path_hint);
-      if (fs::is_regular_file(hint, ec) && holds_model(hint, request.model_hash)) {
-        path = hint;
-        source = "the model file";
+    bool whole_model = false;
+    if (options.use_model_files) {
+      if (auto local =
+              find_local_model(request, options.own_store, options.cache_dir, options.log)) {
+        path = local->path;
+        source = local->source;
+        whole_model = true;
       }
     }
     if (path.empty()) {
@@ -611,7 +600,7 @@ std::optional<Loaded> NodeServer::Impl::load(net::Connection& c, const net::Load
       }
     }
     gguf::File file = gguf::File::open(path.string());
-    ModelInfo info = read_model_info(file, /*partial=*/source != "the model file");
+    ModelInfo info = read_model_info(file, /*partial=*/!whole_model);
     check_cache_size(a, info.hp);
     engine::ShardOptions so;
     so.n_ctx = a.n_ctx;

@@ -10,12 +10,14 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/matmul.h"
 #include "net/auth.h"
 #include "net/transport.h"
 #include "plan/node_profile.h"
+#include "store/store.h"
 
 namespace herd::cluster {
 
@@ -41,10 +43,12 @@ struct NodeOptions {
   double matmul_gflops = 0;         // > 0: reported instead of measured (nodes sharing a machine)
   uint64_t memory_limit_bytes = 0;  // the most free memory to report; 0: what is free
   bool measure_matmul = true;       // false: report 0 GFLOP/s (the planner then uses bytes only)
-  // Map the model file when the coordinator names one this machine has (same content
-  // hash). false: always receive the weights (and use the cache).
+  // Map the model when this machine has it (same content hash): its copy in own_store under
+  // the name the coordinator gives, else the coordinator's file at the path it names
+  // (cluster/local_model.h). false: always receive the weights (and use the cache).
   bool use_model_files = true;
-  net::Millis recv_timeout{600000};  // longest wait for a coordinator's next frame
+  std::optional<store::Store> own_store;  // this node's model store; nullopt: none looked in
+  net::Millis recv_timeout{600000};       // longest wait for a coordinator's next frame
   // Serve over this transport instead of listening on host:port (an MPI rank: its
   // coordinator is rank 0); `address` is what the profile says this node is reached at.
   std::shared_ptr<net::Transport> transport;

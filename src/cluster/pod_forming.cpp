@@ -138,12 +138,8 @@ net::TcpTransportOptions tcp_options(const ClusterOptions& o) {
   return t;
 }
 
-void ClusterRunner::Impl::load_remote(RankRunner& s, const net::ContentHash& hash,
-                                      const std::string& path) {
-  net::Load load;
+void ClusterRunner::Impl::load_remote(RankRunner& s, net::Load load) {
   load.plan_json = to_json(s.assignment).dump();
-  load.model_hash = hash;
-  load.model_path_hint = path;
   net::send_message(*s.remote, 0, load);
   for (;;) {
     net::Frame frame = s.remote->recv_frame(kLoadTimeout);
@@ -388,6 +384,25 @@ net::ContentHash content_hash_for(ClusterRunner::State& st, const ClusterRunner:
   return st.content_hash.value_or(net::ContentHash{});
 }
 
+// What every node's LOAD says of the model: its hash, this machine's path to it, and its
+// name in this machine's store (else its file's base name), for a node to find it on its own.
+net::Load model_load(ClusterRunner::State& st, const ClusterRunner::Impl& r) {
+  net::Load load;
+  load.model_hash = content_hash_for(st, r);
+  load.model_path_hint = fs::absolute(st.path).string();
+  net::StoreName name;
+  if (r.options.store_name) {
+    name = *r.options.store_name;
+  } else {
+    std::error_code ec;
+    name.file = fs::path(st.path).filename().string();
+    name.size = fs::file_size(st.path, ec);
+    if (ec) name.size = 0;
+  }
+  if (net::valid_store_name(name)) load.store_name = std::move(name);
+  return load;
+}
+
 // What the loading threads report: each failure, and the nodes that could not load.
 struct LoadErrors {
   explicit LoadErrors(std::vector<std::string>& failed) : failed_loads(failed) {}
@@ -443,16 +458,15 @@ void load_local_ranks(ClusterRunner::Impl& r, LoadErrors& errors) {
 // process loads its own and dials its ring links.
 void load_pod(ClusterRunner::State& st, ClusterRunner::Impl& r,
               std::vector<std::string>& failed_loads) {
-  const net::ContentHash hash = content_hash_for(st, r);
-  const std::string absolute = fs::absolute(st.path).string();
+  const net::Load model = model_load(st, r);
   std::vector<std::thread> loaders;
   LoadErrors errors(failed_loads);
   for (auto& s : r.stages) {
     for (RankRunner& rank : s->ranks) {
       if (!rank.remote) continue;
-      loaders.emplace_back([&r, &rank, &hash, &absolute, &errors] {
+      loaders.emplace_back([&r, &rank, &model, &errors] {
         try {
-          r.load_remote(rank, hash, absolute);
+          r.load_remote(rank, model);
         } catch (const std::exception& e) {
           {
             std::lock_guard<std::mutex> lock(errors.mutex);
@@ -467,9 +481,9 @@ void load_pod(ClusterRunner::State& st, ClusterRunner::Impl& r,
   // A spare that cannot load is let go: the pod runs without it.
   std::vector<std::string> spare_errors(r.spares.size());
   for (size_t i = 0; i < r.spares.size(); ++i) {
-    loaders.emplace_back([&r, &hash, &absolute, &spare_errors, i] {
+    loaders.emplace_back([&r, &model, &spare_errors, i] {
       try {
-        r.load_remote(r.spares[i], hash, absolute);
+        r.load_remote(r.spares[i], model);
       } catch (const std::exception& e) {
         spare_errors[i] = e.what();
         r.spares[i].remote->fail(e.what());

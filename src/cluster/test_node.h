@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -16,7 +17,8 @@ namespace herd::cluster {
 class TestNode {
  public:
   explicit TestNode(const std::string& name, std::filesystem::path cache,
-                    bool use_model_files = true) {
+                    bool use_model_files = true,
+                    std::optional<store::Store> own_store = std::nullopt) {
     NodeOptions o;
     o.name = name;
     o.threads = 1;
@@ -24,6 +26,7 @@ class TestNode {
     o.bandwidth_gbs = 10;  // skip the measurements
     o.measure_matmul = false;
     o.use_model_files = use_model_files;
+    o.own_store = std::move(own_store);
     o.log = [this](std::string_view line) {
       std::lock_guard<std::mutex> lock(mutex_);
       log_ += std::string(line) + "\n";

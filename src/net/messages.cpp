@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "net/wire_io.h"
 #include "util/error.h"
 
@@ -240,7 +242,32 @@ Profile decode_profile(ConstBytes payload) {
   return m;
 }
 
-// ---- LOAD: u64 hash_low | u64 hash_high | string model_path_hint | string plan_json ----
+// ---- LOAD: u64 hash_low | u64 hash_high | string model_path_hint | string plan_json
+//      | store name (optional: string repo | string file | u64 size) ----
+
+namespace {
+
+// A repository's file path as the store keeps it: relative, no empty, "." or ".."
+// component, no backslash (what hf_listing accepts), printable.
+bool is_relative_file_path(std::string_view path) {
+  if (!is_printable_name(path, kMaxPathBytes) || path.front() == '/') return false;
+  if (path.find('\\') != std::string_view::npos) return false;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = std::min(path.find('/', begin), path.size());
+    const std::string_view part = path.substr(begin, end - begin);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (end == path.size()) return true;
+    begin = end + 1;
+  }
+}
+
+}  // namespace
+
+bool valid_store_name(const StoreName& name) {
+  return (name.repo.empty() || is_printable_name(name.repo, kMaxRepoIdBytes)) &&
+         is_relative_file_path(name.file);
+}
 
 Payload encode(const Load& m) {
   HERD_CHECK(m.plan_json.size() <= kMaxPlanJsonBytes && m.model_path_hint.size() <= kMaxPathBytes);
@@ -249,6 +276,13 @@ Payload encode(const Load& m) {
   w.u64(m.model_hash.high);
   w.string(m.model_path_hint);
   w.string(m.plan_json);
+  if (m.store_name) {
+    const StoreName& n = *m.store_name;
+    HERD_CHECK_MSG(valid_store_name(n), n.repo + " " + n.file);
+    w.string(n.repo);
+    w.string(n.file);
+    w.u64(n.size);
+  }
   return fields_only(w);
 }
 
@@ -259,6 +293,20 @@ Load decode_load(ConstBytes payload) {
   m.model_hash.high = r.u64("model_hash");
   m.model_path_hint = r.string(kMaxPathBytes, "model_path_hint");
   m.plan_json = r.string(kMaxPlanJsonBytes, "plan_json");
+  if (r.remaining() > 0) {
+    StoreName n;
+    n.repo = r.string(kMaxRepoIdBytes, "store_repo");
+    if (!n.repo.empty() && !is_printable_name(n.repo, kMaxRepoIdBytes)) {
+      r.fail("store_repo", "not printable ASCII");
+    }
+    n.file = r.string(kMaxPathBytes, "store_file");
+    if (!is_relative_file_path(n.file)) {
+      r.fail("store_file",
+             "'" + printable(n.file) + "' is not a relative path within a repository");
+    }
+    n.size = r.u64("store_size");
+    m.store_name = std::move(n);
+  }
   r.expect_end();
   return m;
 }

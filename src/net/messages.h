@@ -25,6 +25,7 @@ namespace herd::net {
 inline constexpr uint32_t kMaxNodeNameBytes = 128;
 inline constexpr uint32_t kMaxTensorNameBytes = 256;
 inline constexpr uint32_t kMaxPathBytes = 4096;
+inline constexpr uint32_t kMaxRepoIdBytes = 256;  // "org/repo" of a Hugging Face repository
 inline constexpr uint32_t kMaxErrorTextBytes = 4096;
 inline constexpr uint32_t kMaxDetailsJsonBytes = 32 << 10;
 inline constexpr uint32_t kMaxPlanJsonBytes = 16 << 20;
@@ -91,12 +92,28 @@ struct ContentHash {
   bool operator==(const ContentHash&) const = default;
 };
 
+// The model's name in the coordinator's store, which a node may look up in its own store
+// (src/store/store.h) before asking for tensors. A name is never trusted alone: the copy
+// found is mapped only when its content hash is LOAD's model_hash.
+struct StoreName {
+  std::string repo;   // "org/repo"; empty when the coordinator opened a path
+  std::string file;   // the (first) file's path in the repository, else the file's base name
+  uint64_t size = 0;  // that file's bytes
+  bool operator==(const StoreName&) const = default;
+};
+// Whether LOAD may carry `name`: repo empty or printable (<= kMaxRepoIdBytes), file a
+// relative path of printable ASCII (<= kMaxPathBytes) with no empty, "." or ".." component
+// and no backslash, so a node's store lookup cannot leave its folders.
+bool valid_store_name(const StoreName& name);
+
 // LOAD: the node's part of the Plan.
 struct Load {
   static constexpr MessageType kType = MessageType::LOAD;
   std::string plan_json;  // the node's shard of the Plan, as JSON
   ContentHash model_hash;
   std::string model_path_hint;  // where the node may find the file locally; may be empty
+  // Absent: the layout before store names (what older coordinators send).
+  std::optional<StoreName> store_name{};
 };
 
 // WEIGHTS: one chunk of one tensor's bytes, [offset, offset + data.size()) of total_size.

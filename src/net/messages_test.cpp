@@ -81,6 +81,68 @@ TEST(MessagesTest, ProfileLoadPingErrorRoundTrip) {
   EXPECT_EQ(error_code_name(static_cast<ErrorCode>(77)), "error 77");
 }
 
+TEST(MessagesTest, LoadCarriesTheStoreNameWhenTheCoordinatorHasOne) {
+  Load in{"{}", ContentHash{5, 6}, "/store/a/b/m-00001-of-00002.gguf"};
+  EXPECT_FALSE(round_trip(in).store_name);  // the layout before store names, unchanged
+  in.store_name = StoreName{"bartowski/Qwen3-8B-GGUF", "Q4_K_M/Qwen3-8B-Q4_K_M.gguf", 1234};
+  Load out = round_trip(in);
+  ASSERT_TRUE(out.store_name);
+  EXPECT_EQ(*out.store_name, *in.store_name);
+  EXPECT_EQ(out.plan_json, "{}");
+  in.store_name = StoreName{"", "m.gguf", 7};  // a path: its base name alone
+  out = round_trip(in);
+  ASSERT_TRUE(out.store_name);
+  EXPECT_EQ(*out.store_name, *in.store_name);
+}
+
+// A LOAD whose store name is `repo`, `file`, then `size_bytes` bytes of size (8: whole).
+std::vector<uint8_t> load_with_store_name(std::string_view repo, std::string_view file,
+                                          size_t size_bytes = 8) {
+  WireWriter w;
+  w.u64(1);
+  w.u64(2);
+  w.string("");
+  w.string("{}");
+  w.string(repo);
+  w.string(file);
+  for (size_t i = 0; i < size_bytes; ++i) w.u8(0);
+  return w.take();
+}
+
+TEST(MessagesTest, HostileStoreNamesAreRefusedNamingTheField) {
+  EXPECT_EQ(decode_error_text<Load>(load_with_store_name("a/b", "x/m.gguf")), "");
+  EXPECT_THAT(decode_error_text<Load>(load_with_store_name("a/b", "../../etc/passwd")),
+              HasSubstr("LOAD: field 'store_file': '../../etc/passwd' is not a relative path"));
+  for (std::string_view file :
+       {"", "/abs.gguf", "a//b.gguf", "a/./b.gguf", "a\\b.gguf", "a/..", "bad\x01.gguf"}) {
+    EXPECT_THAT(decode_error_text<Load>(load_with_store_name("a/b", file)),
+                HasSubstr("field 'store_file'"))
+        << file;
+  }
+  EXPECT_THAT(decode_error_text<Load>(load_with_store_name("a/\nb", "m.gguf")),
+              HasSubstr("field 'store_repo': not printable"));
+  EXPECT_THAT(decode_error_text<Load>(load_with_store_name(std::string(300, 'a'), "m.gguf")),
+              HasSubstr("field 'store_repo'"));
+  EXPECT_THAT(decode_error_text<Load>(load_with_store_name("a/b", "m.gguf", 5)),
+              HasSubstr("field 'store_size'"));
+  // Cut inside the repository's string: named, not read past the payload.
+  std::vector<uint8_t> cut = load_with_store_name("a/b", "m.gguf");
+  cut.resize(cut.size() - 8 - 4 - 6 - 2);
+  EXPECT_THAT(decode_error_text<Load>(cut), HasSubstr("field 'store_repo'"));
+  // Every cut of a LOAD with a store name fails but the one before the name, which reads as
+  // a LOAD without one: harmless, the name only spares shipping (and is checked by hash).
+  const std::vector<uint8_t> whole = load_with_store_name("a/b", "m.gguf");
+  const size_t without = whole.size() - (4 + 3) - (4 + 6) - 8;
+  for (size_t n = 0; n < whole.size(); ++n) {
+    const std::string error = decode_error_text<Load>(ConstBytes(whole.data(), n));
+    EXPECT_EQ(error.empty(), n == without) << n << ": " << error;
+  }
+  // Bytes after the size are refused as trailing bytes.
+  std::vector<uint8_t> longer = load_with_store_name("a/b", "m.gguf", 9);
+  EXPECT_THAT(decode_error_text<Load>(longer), HasSubstr("LOAD"));
+  EXPECT_NE(decode_error_text<Load>(longer), "");
+}
+
 TEST(MessagesTest, WeightsCarryDataAsTailAndVerifyTheHash) {
   std::vector<uint8_t> data(1000, 3);
   Weights in{"token_embd.weight", 1000, 5000, chunk_hash(data), data};

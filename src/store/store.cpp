@@ -116,6 +116,14 @@ std::optional<fs::path> Store::find_copy(const ModelName& name, const RepoFile& 
   return std::nullopt;
 }
 
+std::optional<fs::path> Store::find_by_file_name(const RepoFile& file) const {
+  for (const fs::path& extra : extra_) {
+    const fs::path by_name = extra / fs::path(file.path).filename();
+    if (has_size(by_name, file.size)) return by_name;
+  }
+  return std::nullopt;
+}
+
 std::optional<LocalModel> Store::find_local(const ModelName& name) const {
   if (auto local = pick_in(repo_dir(name), name, true)) return local;
   for (const fs::path& extra : extra_) {

@@ -60,6 +60,9 @@ class Store {
   // A complete copy of `file` already on disk (the store first, then the extra folders),
   // matched by name and size; nullopt when there is none.
   std::optional<fs::path> find_copy(const ModelName& name, const RepoFile& file) const;
+  // A complete copy of a file known by its name alone (a model another machine opened by
+  // path): <dir>/<file name> in each extra folder, at `file.size`; nullopt when none.
+  std::optional<fs::path> find_by_file_name(const RepoFile& file) const;
   // The model `name` picks among the GGUF files of its repository already on disk (the
   // store's, then each extra folder's org/repo/ and Hugging Face cache copies), with no
   // network. nullopt when none of them holds exactly one match (the repository's listing

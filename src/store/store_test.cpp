@@ -48,6 +48,20 @@ TEST(Store, FindsCopiesInTheStoreThenExtraFolders) {
   EXPECT_EQ(store.find_copy(n, f), root / "org/repo/sub/M-Q8_0.gguf");
 }
 
+TEST(Store, FindsAFileByItsNameAloneInTheExtraFolders) {
+  TempDir dir("store", "by_name");
+  const fs::path root = dir.path() / "store", nas = dir.path() / "nas", hf = dir.path() / "hf";
+  Store store(root, {nas, hf});
+  const RepoFile f{"m.gguf", 10, ""};
+  write(root / "m.gguf", 10);  // the store keeps org/repo/...: a loose file is not its own
+  EXPECT_FALSE(store.find_by_file_name(f));
+  write(nas / "m.gguf", 9);  // the wrong size
+  EXPECT_FALSE(store.find_by_file_name(f));
+  write(hf / "m.gguf", 10);
+  EXPECT_EQ(store.find_by_file_name(f), hf / "m.gguf");
+  EXPECT_EQ(store.find_by_file_name(RepoFile{"sub/m.gguf", 10, ""}), hf / "m.gguf");
+}
+
 TEST(Store, FindLocalPicksWithoutTheNetwork) {
   TempDir dir("store", "local");
   const fs::path root = dir.path() / "store", nas = dir.path() / "nas";
