@@ -224,6 +224,22 @@ grep -q "loaded layers .* from this node's store ($own_copy)" "$dir/n1.log" ||
 grep -q "received .* MB" "$dir/n2.log" || fail "node n2 was not sent its tensors: $(cat "$dir/n2.log")"
 [ "$(find "$dir/store-n1" -type f)" = "$own_copy" ] || fail "node n1 pulled: $(find "$dir/store-n1")"
 [ ! -e "$dir/store-n2" ] || fail "node n2 pulled the model"
+# herd serve resolves the name itself (its API's model id) and still tells the nodes it.
+own_loads=$(grep -c "from this node's store" "$dir/n1.log")
+HERD_MODELS_DIR=$dir/store-pod "$herd" serve --model test/tiny-GGUF:Q8_0 --peers "$peers" \
+  --no-local --parallel pipeline:2 -t 1 --host 127.0.0.1 --port 0 2>"$dir/serve.log" &
+serve_pid=$!
+pids+=($serve_pid)
+for _ in $(seq 400); do
+  grep -q "^serve: ready" "$dir/serve.log" && break
+  kill -0 "$serve_pid" 2>/dev/null || fail "serve on a pod exited: $(cat "$dir/serve.log")"
+  sleep 0.05
+done
+grep -q "^serve: ready" "$dir/serve.log" || fail "serve on a pod did not start: $(cat "$dir/serve.log")"
+[ "$(grep -c "from this node's store" "$dir/n1.log")" -gt "$own_loads" ] ||
+  fail "node n1 did not map its own copy for serve: $(cat "$dir/n1.log")"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "serve on a pod exited badly after SIGTERM: $(cat "$dir/serve.log")"
 # The split model on the same pod: n2 is sent its tensors from its two files.
 before=$(grep -c "received .* MB" "$dir/n2.log")
 "$herd" run --model test/split-GGUF:Q8_0 --peers "$peers" --no-local --parallel pipeline:2 -t 1 \

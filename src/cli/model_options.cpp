@@ -260,7 +260,7 @@ std::unique_ptr<engine::ModelRunner> ModelOptions::open(int64_t n_seq) const {
   // A model name is resolved (pulled if need be) here, after join_mpi_job: by the
   // coordinator alone, which ships the nodes their tensors.
   ResolvedModel resolved = resolve_model(model);
-  o.store_name = std::move(resolved.store_name);
+  o.store_name = store_name ? store_name : std::move(resolved.store_name);
   return cluster::ClusterRunner::open(resolved.path, o);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "engine/runner.h"
 #include "net/auth.h"
 #include "net/discovery.h"
+#include "net/messages.h"
 
 namespace herd::cli {
 
@@ -67,6 +69,9 @@ std::vector<std::string> resolve_peers(const std::vector<std::string>& peers,
 
 struct ModelOptions {
   std::string model;
+  // The name `model` had in the store when a caller resolved it already (serve does, for
+  // its API's model id): what a pod's nodes look for in their own stores.
+  std::optional<net::StoreName> store_name;
   int threads = 0;
   int64_t n_ctx = 0;
   std::string isa = "auto";

@@ -498,7 +498,9 @@ void add_serve(CLI::App& app) {
     // A model name becomes its file here, so that the API's model id is the file's name.
     // Under mpirun only rank 0 may pull (in ModelOptions::open): the id is then the name.
     if (o->model.cluster.transport != "mpi") {
-      o->model.model = resolve_model_arg(o->model.model);
+      ResolvedModel resolved = resolve_model(o->model.model);
+      o->model.model = std::move(resolved.path);
+      o->model.store_name = std::move(resolved.store_name);
     } else if (o->alias.empty() && !std::filesystem::exists(o->model.model)) {
       if (auto name = store::parse_model_name(o->model.model)) o->alias = name->str();
     }
