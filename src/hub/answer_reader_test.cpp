@@ -208,7 +208,7 @@ TEST(AnswerReaderTest, HostileAnswersOfEachApiAreReadWithinBounds) {
     read_answer(a.whole, f, 0, a.format);
     EXPECT_EQ(f.ids_given, 4) << what;
     // Malformed and hostile bytes: passed on as they came, nothing read.
-    for (const std::string bad :
+    for (const std::string& bad :
          {std::string("{\"type\":\"message\",\"usage\":{\"input_tokens\":\"7\"}"),
           std::string(100000, '['), std::string("\n\n\n"), std::string("event: x\n\n"),
           std::string("data: {\"herd\":5}"),

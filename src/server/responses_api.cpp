@@ -154,9 +154,20 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
     return;
   }
 
-  auto state = std::make_shared<ResponsesStream>(
-      ResponsesStream{stream, OutputParser(run.parser), ResponseOutput(suffix), r, id, created_at,
-                      m.id, std::move(input), store, std::move(in_flight), 0, false, Clock::now()});
+  auto state = std::make_shared<ResponsesStream>(ResponsesStream{stream,
+                                                                 OutputParser(run.parser),
+                                                                 ResponseOutput(suffix),
+                                                                 r,
+                                                                 id,
+                                                                 created_at,
+                                                                 m.id,
+                                                                 std::move(input),
+                                                                 store,
+                                                                 std::move(in_flight),
+                                                                 0,
+                                                                 false,
+                                                                 Clock::now(),
+                                                                 {}});
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
