@@ -25,7 +25,11 @@ const topics = ['the herd', 'a mac mini', 'the weather', 'trains', 'a river', 'o
 async function request(i) {
   const topic = topics[i % topics.length];
   const temperature = i % 3 === 2 ? 0.8 : 0;
-  const max_tokens = 8 + (i % 5) * 4;
+  // A greedy answer is checked token by token; a sampled one by how likely its draws are
+  // together (a z-score), which needs a dozen tokens or more: the flat logits of a random
+  // model let 8 sampled tokens of another model pass now and then (a cheater then served
+  // and was paid once under the sanitized build's timing); 16 were caught in every run.
+  const max_tokens = (temperature > 0 ? 16 : 8) + (i % 5) * 4;
   const kind = i % 4;
   if (kind === 3) {
     const r = await client.completions.create({
