@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "cli/bench_speculative.h"
+#include "cli/bench_stats.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/speculative_options.h"
@@ -43,21 +44,12 @@ struct BenchOptions {
   bool json = false;
 };
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // CPU seconds used by the whole process (all threads). On a shared machine the wall clock
 // mostly measures the other processes; with one thread, CPU time per token does not.
 double cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // Runs the requests together through the scheduler, on this thread, until every one has

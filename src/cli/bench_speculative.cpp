@@ -4,20 +4,12 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/bench_stats.h"
 #include "engine/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace herd::cli {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Run {
   std::vector<int32_t> tokens;

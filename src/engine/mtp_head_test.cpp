@@ -309,7 +309,9 @@ TEST_P(MtpHeadTest, DraftsVerifiedByTheTargetKeepItsGreedyOutput) {
         starts.push_back({1, p + i, i, i < a ? d[static_cast<size_t>(i)] : next});
       }
     }
-    if (oracle) EXPECT_GT(kept_rows, 2);
+    if (oracle) {
+      EXPECT_GT(kept_rows, 2);
+    }
     // The head's cache, after chains past the kept positions and starts spread over the
     // rounds, drafts as a fresh one that sees the whole sequence at once.
     std::vector<MtpDraft> fresh;
@@ -399,7 +401,9 @@ TEST_P(MtpHeadReference, LogitsMatchIkLlamaCpp) {
     }
     EXPECT_LT(max_abs, tolerance.max_err) << "row " << i;
     // q8_0's activations round as the reference's do not quite: a near tie may flip.
-    if (!quantized) EXPECT_EQ(argmax(got, v), argmax(ref, v)) << "row " << i;
+    if (!quantized) {
+      EXPECT_EQ(argmax(got, v), argmax(ref, v)) << "row " << i;
+    }
     worst = std::max(worst, max_abs);
   }
   const double mean = sum / static_cast<double>((n + 1) * v);
