@@ -197,6 +197,11 @@ void add_hub(CLI::App& app) {
   cmd->add_option("--min-z", a->hub.thresholds.min_z,
                   "Sampled tokens are plausible together when their z (checks.h) is at least this")
       ->capture_default_str();
+  cmd->add_option("--min-sampled-tokens", a->hub.thresholds.min_sampled_tokens,
+                  "A check of fewer sampled tokens proves nothing when it passes: the pod earns "
+                  "no trust by it, and a new pod's answer goes to another pod")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--greedy-gap", a->hub.thresholds.greedy_gap,
                   "A greedy token is plausible when its logit is within this of the best")
       ->capture_default_str()

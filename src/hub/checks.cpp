@@ -84,6 +84,7 @@ Verdict judge(const nlohmann::json& answer, size_t served, const CheckThresholds
     }
   }
   v.passed = v.implausible == 0;
+  v.conclusive = !v.passed || greedy || v.tokens >= thresholds.min_sampled_tokens;
   return v;
 }
 

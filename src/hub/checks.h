@@ -17,6 +17,14 @@
 // counts (bench/check_thresholds.sh, docs/network.md): honest pods never come near them; a
 // pod serving another model, or invented tokens, fails.
 //
+// A check proves a pass only with enough evidence (Verdict::conclusive): every greedy token
+// is judged alone, but sampled tokens are judged together, and a few of another model's
+// draws can look honest (8 tokens of a smaller random model passed at z > -6 on the network
+// proof; 12 sank to -7.4). A pass of fewer than `min_sampled_tokens` sampled tokens is
+// inconclusive: the pod earns no trust by it, an untrusted pod's answer is not sent (another
+// pod answers), and a trusted pod's share is paid at settling, not at once (verifier.h).
+// A failure is conclusive at any length.
+//
 // Which requests are checked: every pod's first kAlwaysChecked requests (a new identity
 // earns trust before it is sampled), then each with probability `sample_rate`.
 //
@@ -44,6 +52,7 @@ struct CheckThresholds {
   double min_probability = 1e-9;
   float greedy_gap = 0.5f;
   double min_z = -6;
+  int64_t min_sampled_tokens = 16;  // fewer sampled tokens: a pass is inconclusive
 };
 
 // Per token, the variance that other kernels' rounding may add to log p.
@@ -64,6 +73,9 @@ struct Verdict {
   double min_probability = 1;
   double max_gap = 0;
   double z = 0;  // sampled tokens' (0 when greedy)
+  // Whether the verdict is proof: a failure, or a pass of greedy tokens or of at least
+  // min_sampled_tokens sampled ones.
+  bool conclusive = true;
 };
 
 // Reads a checker's answer for `served` tokens. An answer {"unscorable": why} (ids beyond

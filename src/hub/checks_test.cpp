@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hub/router.h"
 
 namespace herd::hub {
@@ -16,6 +18,38 @@ TEST(ChecksTest, IdsTheCheckerCannotScoreFailTheCheck) {
   EXPECT_EQ(v.tokens, 12);
   EXPECT_EQ(v.implausible, 12);
   EXPECT_EQ(v.detail, "the ids cannot be scored: 12 ids beyond the context of 8");
+}
+
+// Sampled draws as likely as honest ones: n tokens of two equal choices each.
+json sampled_scores(size_t n, double probability) {
+  json scores = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    scores.push_back({{"token", 1},
+                      {"probability", probability},
+                      {"gap", 0},
+                      {"entropy", std::log(2.0)},
+                      {"variance", 0.0}});
+  }
+  return {{"temperature", 0.8}, {"scores", scores}};
+}
+
+TEST(ChecksTest, APassOfFewSampledTokensIsInconclusive) {
+  const CheckThresholds t;
+  Verdict v = judge(sampled_scores(15, 0.5), 15, t);
+  EXPECT_TRUE(v.passed);
+  EXPECT_FALSE(v.conclusive);
+  v = judge(sampled_scores(16, 0.5), 16, t);
+  EXPECT_TRUE(v.passed);
+  EXPECT_TRUE(v.conclusive);
+  // A failure is proof at any length; a greedy pass too.
+  v = judge(sampled_scores(2, 1e-12), 2, t);
+  EXPECT_FALSE(v.passed);
+  EXPECT_TRUE(v.conclusive);
+  json greedy = sampled_scores(1, 1.0);
+  greedy["temperature"] = 0;
+  v = judge(greedy, 1, t);
+  EXPECT_TRUE(v.passed);
+  EXPECT_TRUE(v.conclusive);
 }
 
 TEST(ChecksTest, TheTextSentMustBeTheIdsText) {

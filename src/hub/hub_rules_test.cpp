@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -203,14 +204,23 @@ struct Pod {
       json scores = json::array();
       bool others = false;
       const json body = json::parse(req.body);
+      // Sampled: each of its own tokens an honest draw of two equal choices (log p +
+      // entropy = 0), so a run of them passes at z = 0.
+      const double temperature = body["request"].value("temperature", 0.0);
       for (const json& t : body["completion_token_ids"]) {
         others = others || t.get<int32_t>() != this->token;
         const bool good = this->kind == Kind::LIAR || t.get<int32_t>() == this->token;
-        scores.push_back({{"token", t}, {"probability", good ? 1.0 : 0.0}, {"gap", good ? 0 : 6}});
+        const double p = good ? (temperature > 0 ? 0.5 : 1.0) : 0.0;
+        scores.push_back({{"token", t},
+                          {"probability", p},
+                          {"gap", good ? 0 : 6},
+                          {"entropy", temperature > 0 ? std::log(2.0) : 0.0},
+                          {"variance", 0.0}});
       }
       if (others) ++checks_of_others;
-      res.set_content(json{{"temperature", 0}, {"content", "x"}, {"scores", scores}}.dump(),
-                      "application/json");
+      res.set_content(
+          json{{"temperature", temperature}, {"content", "x"}, {"scores", scores}}.dump(),
+          "application/json");
     });
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       ++health_asked;
@@ -357,7 +367,9 @@ TEST(HubRulesTest, InflatedCountsMissingIdsAndOtherTextFailTheirChecks) {
     ASSERT_EQ(res->status, 200) << res->body;
     EXPECT_THAT(res->body, HasSubstr(R"("content":"x")"));
     EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 5);
-    if (cheat != nullptr) EXPECT_EQ(cheat->requests, 1) << cheat->name;
+    if (cheat != nullptr) {
+      EXPECT_EQ(cheat->requests, 1) << cheat->name;
+    }
   }
   ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
   for (const char* name : {"inflater", "dropper", "wrong-text"}) {
@@ -440,6 +452,55 @@ TEST(HubRulesTest, APodWithNoPossibleCheckerIsServedButNeverPaid) {
   EXPECT_EQ(p["credits_pending"], 2 * 18);
   EXPECT_FALSE(p["flagged"].get<bool>());
   EXPECT_GE(h.hub.network()["hub"]["verification"]["skipped"].get<int64_t>(), 2);
+}
+
+// A new pod's pass of a few sampled tokens proves nothing (checks.h): its answer goes to the
+// seed instead, and it earns no trust or credit; a pass of 16 sampled tokens is proof, its
+// answer is sent, and it is paid at once.
+TEST(HubRulesTest, AFewSampledTokensProveNothing) {
+  Pod seed("seed", Kind::HONEST), newcomer("newcomer", Kind::HONEST);
+  HubOptions o;
+  o.check_rate = 0;
+  o.trusted_pods = {seed.id()};
+  Hub h(o, fresh_db());
+  seed.enroll(h, 1);
+  newcomer.enroll(h, 100);  // the fastest: chosen first
+  auto ask_sampled = [&](int max_tokens) {
+    const httplib::Result res =
+        h.client->Post("/v1/chat/completions", {{"Authorization", "Bearer client-key"}},
+                       json{{"model", "m"},
+                            {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                            {"max_tokens", max_tokens},
+                            {"temperature", 0.8}}
+                           .dump(),
+                       "application/json");
+    EXPECT_TRUE(res);
+    if (res) {
+      EXPECT_EQ(res->status, 200) << res->body;
+    }
+  };
+  ask_sampled(8);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  json p = h.pod("newcomer");
+  EXPECT_EQ(newcomer.requests, 1);
+  EXPECT_EQ(p["requests"], 0) << p.dump();  // its answer never reached the client
+  EXPECT_EQ(h.pod("seed")["requests"], 1);
+  EXPECT_FALSE(p["flagged"].get<bool>());
+  EXPECT_EQ(p["credits_pending"], 0);
+  EXPECT_EQ(p["credits_earned"], 0);
+  json verification = h.hub.network()["hub"]["verification"];
+  EXPECT_EQ(verification["inconclusive"], 1) << verification.dump();
+  EXPECT_EQ(verification["min_sampled_tokens"], 16);
+
+  ask_sampled(16);
+  ASSERT_TRUE(h.hub.wait_checks(std::chrono::seconds(20)));
+  p = h.pod("newcomer");
+  EXPECT_EQ(newcomer.requests, 2);
+  EXPECT_EQ(p["requests"], 1) << p.dump();
+  EXPECT_EQ(p["credits_earned"], 16 * 4 * 9 / 10);  // its share, after the hub's 10%
+  EXPECT_EQ(p["credits_pending"], 0);
+  EXPECT_EQ(h.hub.network()["hub"]["verification"]["inconclusive"], 1);
+  EXPECT_EQ(h.hub.ledger()["sum"], 0);
 }
 
 // A caught pod is still caught by a hub restarted on the same database (pod_records).

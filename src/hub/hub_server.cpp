@@ -415,14 +415,19 @@ struct HubServer::State {
     return "no pod could answer for model '" + call.model_name + "': " + failure;
   }
 
-  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED
-  // or UNANSWERED: it is not the client's, and `why` says so.
+  // An untrusted pod's whole answer is checked before it is sent (Verifier::check_now); FAILED,
+  // UNANSWERED or INCONCLUSIVE: it is not the client's (not_sent), and `why` says so.
   Outcome check_before_sending(const Call& call, const Chosen& chosen, const AnswerFacts& facts,
                                std::string& why) {
     const Outcome checked = verifier.check_now(answer_of(call, chosen, facts));
     if (checked == Outcome::FAILED) why = "its answer failed a check";
     if (checked == Outcome::UNANSWERED) why = "no checker answered for its answer";
+    if (checked == Outcome::INCONCLUSIVE) why = "its answer was too short to prove it honest";
     return checked;
+  }
+  static bool not_sent(Outcome checked) {
+    return checked == Outcome::FAILED || checked == Outcome::UNANSWERED ||
+           checked == Outcome::INCONCLUSIVE;
   }
 
   // One pod's whole (not streamed) answer, passed on as it came but for herd's extension.
@@ -445,7 +450,7 @@ struct HubServer::State {
     if (whole && verifier.untrusted(chosen.node)) {
       checked = check_before_sending(call, chosen, facts, why);
       // Not for the client: another pod answers, and only that is charged.
-      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) return Attempt::CAUGHT;
+      if (not_sent(checked)) return Attempt::CAUGHT;
     }
     res.status = answer.status;
     res.set_content(std::move(body),
@@ -533,9 +538,7 @@ struct HubServer::State {
     Outcome checked = Outcome::NONE;
     if (hold && !failed) {
       if (whole) checked = check_before_sending(call, chosen, facts, why);
-      if (checked == Outcome::FAILED || checked == Outcome::UNANSWERED) {
-        return Attempt::CAUGHT;  // never sent
-      }
+      if (not_sent(checked)) return Attempt::CAUGHT;  // never sent
       wrote = !held.empty();
       if (wrote && !sink.write(held.data(), held.size())) client_gone = true;
     }

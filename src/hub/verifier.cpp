@@ -141,6 +141,7 @@ std::optional<Verdict> Verifier::ask_once(const PodAddress& checker, const Serve
     const std::string mismatch = v.passed ? text_mismatch(s.text, answer) : "";
     if (!mismatch.empty()) {
       v.passed = false;
+      v.conclusive = true;
       v.implausible = std::max<int64_t>(v.implausible, 1);
       v.detail = mismatch;
     }
@@ -183,6 +184,8 @@ Outcome Verifier::check(const Served& s) {
     }
   }
   const Decision d = decide(votes);
+  // A pass on too few sampled tokens proves nothing (checks.h): no trust, no payment now.
+  const bool inconclusive = d.decided && d.passed && passing && !passing->conclusive;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!d.decided) {
     done_pending(s.pod_id);
@@ -195,7 +198,9 @@ Outcome Verifier::check(const Served& s) {
   }
   ++totals_.checks;
   if (passing && failing) ++totals_.disagreements;
-  if (d.passed) {
+  if (inconclusive) {
+    ++totals_.checks_inconclusive;
+  } else if (d.passed) {
     totals_.passed_min_probability =
         std::min(totals_.passed_min_probability, passing->min_probability);
     totals_.passed_max_gap = std::max(totals_.passed_max_gap, passing->max_gap);
@@ -210,7 +215,9 @@ Outcome Verifier::check(const Served& s) {
   std::string failure;
   pods_.update_record(s.pod_id, [&](PodRecord& record) {
     ++record.checked;
-    if (d.passed) {
+    if (inconclusive) {
+      // checked, neither passed nor failed
+    } else if (d.passed) {
       ++record.passed;
       ++record.qualified_passes;  // its checkers may check (PodTable::checkers)
     } else {
@@ -232,11 +239,12 @@ Outcome Verifier::check(const Served& s) {
   try {
     if (!d.passed) {
       credits_.withhold(s.pod_id, "failed check: " + failure);
-    } else {
+    } else if (!inconclusive) {
       credits_.verified(s.request_id, s.pod_id, s.charge.pod_earns);
     }
   } catch (const Error&) {
   }
+  if (inconclusive) return Outcome::INCONCLUSIVE;
   return d.passed ? Outcome::PASSED : Outcome::FAILED;
 }
 
@@ -281,6 +289,7 @@ json Verifier::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {{"checked", totals_.checks},
           {"failed", totals_.checks_failed},
+          {"inconclusive", totals_.checks_inconclusive},
           {"skipped", totals_.checks_skipped},
           {"errors", totals_.check_errors},
           {"disagreements", totals_.disagreements},
@@ -294,7 +303,8 @@ json Verifier::stats() const {
           {"always_checked", kAlwaysChecked},
           {"min_probability", options_.thresholds.min_probability},
           {"greedy_gap", options_.thresholds.greedy_gap},
-          {"min_z", options_.thresholds.min_z}};
+          {"min_z", options_.thresholds.min_z},
+          {"min_sampled_tokens", options_.thresholds.min_sampled_tokens}};
 }
 
 }  // namespace herd::hub

@@ -47,8 +47,10 @@ inline constexpr double kConfirmRate = 0.1;
 
 // Of a check. NONE: none could be made (no pod may check it, or it cannot be checked: a
 // grammar); UNANSWERED: pods may check it, and none answered (an untrusted pod's answer is
-// then not sent).
-enum class Outcome { NONE, PASSED, FAILED, UNANSWERED };
+// then not sent); INCONCLUSIVE: it passed on too little evidence (checks.h: too few sampled
+// tokens), which proves nothing: an untrusted pod's answer is not sent, and a trusted pod's
+// share waits for settling.
+enum class Outcome { NONE, PASSED, FAILED, UNANSWERED, INCONCLUSIVE };
 
 // A served request, as the checks and the books need it.
 struct Served {
@@ -82,7 +84,8 @@ class Verifier {
 
   // Checks an untrusted pod's answer now (on the caller's thread). NONE when no pod may
   // check it (the pod is served, and not paid until checks pass); UNANSWERED when none
-  // answered, or it has no tokens to check (it is not sent).
+  // answered, or it has no tokens to check, and INCONCLUSIVE when it passed on too few
+  // sampled tokens (it is not sent).
   Outcome check_now(const Served& s);
   // A served request whose books are done (`checked`: it was checked before it went, with
   // this outcome): queued for a check when sampled.
@@ -120,6 +123,7 @@ class Verifier {
   std::condition_variable changed_;
   struct Totals {
     int64_t checks = 0, checks_failed = 0, checks_skipped = 0, check_errors = 0;
+    int64_t checks_inconclusive = 0;
     int64_t disagreements = 0;
     // The least plausible tokens of passed checks, and the share of implausible tokens in
     // failed ones (docs/network.md sets the thresholds from these).

@@ -31,20 +31,16 @@ std::optional<std::string> stop_of(const engine::Finish& finish, const std::vect
   return matched_stop(text, stops);
 }
 
-// The streamed state of one response; lives as long as its content provider.
+// The streamed state of one response (its ReplyStream keeps the tokens when there are stop
+// sequences to tell or herd's extension to send).
 struct MessageStream {
-  std::shared_ptr<engine::RequestStream> stream;
   OutputParser parser;
   AnthropicEvents events;
-  const ServedModel* model;
-  bool render_special;
+  const ServedModel* model = nullptr;
+  bool render_special = false;
   std::vector<std::string> stops;
-  // Generated so far, when there are stop sequences to tell or herd's extension to send.
-  std::vector<int32_t> tokens;
   bool token_ids = false;  // herd's extension: message_delta carries the tokens' ids
   bool started = false;
-  Clock::time_point last_write = Clock::now();
-  std::unique_ptr<InFlight> in_flight;
 };
 
 }  // namespace
@@ -102,53 +98,36 @@ void anthropic_messages(const httplib::Request& req, httplib::Response& res, Ser
     return;
   }
 
-  auto state = std::make_shared<MessageStream>(MessageStream{stream,
-                                                             OutputParser(po),
-                                                             AnthropicEvents(header),
-                                                             &m,
-                                                             render_special,
-                                                             stops,
-                                                             {},
-                                                             a.chat.sampling.herd_token_ids,
-                                                             false,
-                                                             Clock::now(),
-                                                             std::move(in_flight)});
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
-        std::string out;
+  auto state = std::make_shared<MessageStream>(MessageStream{
+      .parser = OutputParser(po),
+      .events = AnthropicEvents(header),
+      .model = &m,
+      .render_special = render_special,
+      .stops = stops,
+      .token_ids = a.chat.sampling.herd_token_ids,
+  });
+  ReplyStream reply{.stream = stream,
+                    .in_flight = std::move(in_flight),
+                    .keep_tokens = !state->stops.empty() || state->token_ids};
+  stream_reply(
+      res, "text/event-stream", std::move(reply), kPing,
+      [state](const engine::StreamUpdate& u, const std::vector<int32_t>& tokens, std::string& out) {
         if (!state->started) {
           state->started = true;
           out += state->events.start();
         }
-        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (!state->stops.empty() || state->token_ids) {
-          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
-        }
         if (!u.text.empty()) out += state->events.push(state->parser.push(u.text));
-        if (u.finish) {
-          if (u.finish->reason == engine::FinishReason::kError) {
-            // Anthropic's clients read an error event as the stream's failure.
-            out += anthropic_event(anthropic_error(generation_error(*u.finish)));
-          } else {
-            out += state->events.push(state->parser.finish());
-            const json herd = state->token_ids ? herd_extension(state->tokens) : json();
-            out += state->events.finish(*u.finish,
-                                        stop_of(*u.finish, state->tokens, *state->model,
-                                                state->render_special, state->stops),
-                                        herd);
-          }
-          const bool ok = sink.write(out.data(), out.size());
-          sink.done();
-          return ok;
+        if (!u.finish) return;
+        if (u.finish->reason == engine::FinishReason::kError) {
+          // Anthropic's clients read an error event as the stream's failure.
+          out += anthropic_event(anthropic_error(generation_error(*u.finish)));
+          return;
         }
-        return write_events(sink, out, *state->stream, state->last_write, kPing);
-      },
-      [state](bool success) {
-        if (!success) state->stream->cancel();
-        state->in_flight.reset();
+        out += state->events.push(state->parser.finish());
+        const json herd = state->token_ids ? herd_extension(tokens) : json();
+        out += state->events.finish(
+            *u.finish,
+            stop_of(*u.finish, tokens, *state->model, state->render_special, state->stops), herd);
       });
 }
 

@@ -33,30 +33,26 @@ json final_reply(bool chat, const std::string& model, const ParsedDelta& rest,
   return out;
 }
 
-// The streamed state of one reply; lives as long as its content provider.
+// The streamed state of one reply.
 struct OllamaStream {
-  std::shared_ptr<engine::RequestStream> stream;
   OutputParser parser;
   bool chat = true;
   std::string model;
   Clock::time_point start;
-  Clock::time_point last_write;
-  std::vector<ToolCall> calls;  // pieces so far, joined (written whole with the last object)
-  std::unique_ptr<InFlight> in_flight;
-  bool token_ids = false;       // herd's extension: the final object carries the ids
-  std::vector<int32_t> tokens;  // generated so far (when token_ids)
+  std::vector<ToolCall> calls{};  // pieces so far, joined (written whole with the last object)
+  bool token_ids = false;         // herd's extension: the final object carries the ids
 };
 
 // Runs a prepared request: the whole reply as one object, or NDJSON as it comes.
 // `sampling`: the request's stream, model and herd_token_ids.
 void reply(const httplib::Request& req, httplib::Response& res, Serving& s, ChatRun run, bool chat,
            const SamplingRequest& sampling, Clock::time_point start, const char* prompt_param) {
-  const bool stream_reply = sampling.stream, token_ids = sampling.herd_token_ids;
+  const bool streamed = sampling.stream, token_ids = sampling.herd_token_ids;
   const std::string& model = sampling.model;
   auto in_flight = s.in_flight();
   std::shared_ptr<engine::RequestStream> stream =
       s.submit(std::move(run.params), run.grammar, prompt_param);
-  if (!stream_reply) {
+  if (!streamed) {
     Collected c = collect(*stream, req);
     if (c.finish.reason == engine::FinishReason::kError) throw generation_error(c.finish);
     // Appended to an empty delta, a call's pieces join into the whole call.
@@ -69,21 +65,16 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
                           token_ids ? herd_extension(c.tokens) : json()));
     return;
   }
-  auto state = std::make_shared<OllamaStream>(OllamaStream{stream,
-                                                           OutputParser(run.parser),
-                                                           chat,
-                                                           model,
-                                                           start,
-                                                           Clock::now(),
-                                                           {},
-                                                           std::move(in_flight),
-                                                           token_ids,
-                                                           {}});
-  res.status = 200;
-  res.set_chunked_content_provider(
-      "application/x-ndjson",
-      [state](size_t, httplib::DataSink& sink) {
-        std::string out;
+  auto state = std::make_shared<OllamaStream>(OllamaStream{.parser = OutputParser(run.parser),
+                                                           .chat = chat,
+                                                           .model = model,
+                                                           .start = start,
+                                                           .token_ids = token_ids});
+  ReplyStream reply{.stream = stream, .in_flight = std::move(in_flight), .keep_tokens = token_ids};
+  // NDJSON has no comment line: an idle stream writes nothing.
+  stream_reply(
+      res, "application/x-ndjson", std::move(reply), "",
+      [state](const engine::StreamUpdate& u, const std::vector<int32_t>& tokens, std::string& out) {
         auto add = [&](ParsedDelta d) {
           ParsedDelta joined;
           joined.tool_calls = std::move(state->calls);
@@ -92,32 +83,18 @@ void reply(const httplib::Request& req, httplib::Response& res, Serving& s, Chat
           d.tool_calls.clear();
           if (!d.empty()) out += ndjson_line(ollama_reply(state->chat, state->model, d, false));
         };
-        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (state->token_ids) {
-          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
-        }
         if (!u.text.empty()) add(state->parser.push(u.text));
-        if (u.finish) {
-          if (u.finish->reason == engine::FinishReason::kError) {
-            out += ndjson_line({{"error", generation_error(*u.finish).message()}});
-          } else {
-            add(state->parser.finish());
-            ParsedDelta rest;
-            rest.tool_calls = std::move(state->calls);
-            const json herd = state->token_ids ? herd_extension(state->tokens) : json();
-            out += ndjson_line(
-                final_reply(state->chat, state->model, rest, *u.finish, state->start, herd));
-          }
-          const bool ok = sink.write(out.data(), out.size());
-          sink.done();
-          return ok;
+        if (!u.finish) return;
+        if (u.finish->reason == engine::FinishReason::kError) {
+          out += ndjson_line({{"error", generation_error(*u.finish).message()}});
+          return;
         }
-        // NDJSON has no comment line: an idle stream writes nothing.
-        return write_events(sink, out, *state->stream, state->last_write, "");
-      },
-      [state](bool success) {
-        if (!success) state->stream->cancel();
-        state->in_flight.reset();
+        add(state->parser.finish());
+        ParsedDelta rest;
+        rest.tool_calls = std::move(state->calls);
+        const json herd = state->token_ids ? herd_extension(tokens) : json();
+        out += ndjson_line(
+            final_reply(state->chat, state->model, rest, *u.finish, state->start, herd));
       });
 }
 

@@ -13,11 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
-
 // Ends a stream: a failed generation's error event, or else the final chunk that `last`
 // builds (called only then) and, when `usage_object` is given, the usage chunk; then [DONE].
-bool finish_events(httplib::DataSink& sink, std::string& out, const engine::Finish& finish,
+void finish_events(std::string& out, const engine::Finish& finish,
                    const std::function<json()>& last, const ResponseHeader& header,
                    const char* usage_object) {
   if (finish.reason == engine::FinishReason::kError) {
@@ -28,24 +26,17 @@ bool finish_events(httplib::DataSink& sink, std::string& out, const engine::Fini
     if (usage_object != nullptr) out += sse_event(usage_chunk(header, finish, usage_object));
   }
   out += sse_done();
-  const bool ok = sink.write(out.data(), out.size());
-  sink.done();
-  return ok;
 }
 
-// The streamed state of one chat response; lives as long as its content provider.
+// The streamed state of one chat response.
 struct ChatStream {
-  std::shared_ptr<engine::RequestStream> stream;
   OutputParser parser;
   ResponseHeader header;
   const tokenizer::Tokenizer* tokenizer = nullptr;
   bool include_usage = false;
   bool logprobs = false;
   bool sent_role = false;
-  Clock::time_point last_write = Clock::now();
-  std::unique_ptr<InFlight> in_flight;
-  bool token_ids = false;       // herd's extension: the final chunk carries them
-  std::vector<int32_t> tokens;  // generated so far (when token_ids)
+  bool token_ids = false;  // herd's extension: the final chunk carries them
 };
 
 }  // namespace
@@ -73,31 +64,22 @@ void openai_chat_completions(const httplib::Request& req, httplib::Response& res
     return;
   }
 
-  auto state = std::make_shared<ChatStream>(ChatStream{stream,
-                                                       OutputParser(po),
-                                                       header,
-                                                       m.tokenizer,
-                                                       r.sampling.include_usage,
-                                                       r.sampling.top_logprobs >= 0,
-                                                       false,
-                                                       Clock::now(),
-                                                       std::move(in_flight),
-                                                       r.sampling.herd_token_ids,
-                                                       {}});
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
-        std::string out;
+  auto state = std::make_shared<ChatStream>(ChatStream{.parser = OutputParser(po),
+                                                       .header = header,
+                                                       .tokenizer = m.tokenizer,
+                                                       .include_usage = r.sampling.include_usage,
+                                                       .logprobs = r.sampling.top_logprobs >= 0,
+                                                       .token_ids = r.sampling.herd_token_ids});
+  ReplyStream reply{.stream = stream,
+                    .in_flight = std::move(in_flight),
+                    .keep_tokens = r.sampling.herd_token_ids};
+  stream_reply(
+      res, "text/event-stream", std::move(reply), kSseKeepAlive,
+      [state](const engine::StreamUpdate& u, const std::vector<int32_t>& tokens, std::string& out) {
         if (!state->sent_role) {
           state->sent_role = true;
           out += sse_event(chat_chunk(state->header, {{"role", "assistant"}, {"content", ""}},
                                       nullptr, nullptr));
-        }
-        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (state->token_ids) {
-          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
         }
         auto add_delta = [&](const ParsedDelta& d, const json& logprobs) {
           if (d.empty() && logprobs.is_null()) return;
@@ -110,23 +92,17 @@ void openai_chat_completions(const httplib::Request& req, httplib::Response& res
           }
           add_delta(state->parser.push(u.text), lp);
         }
-        if (u.finish) {
-          auto last = [&] {
-            add_delta(state->parser.finish(), json());
-            json chunk = chat_chunk(
-                state->header, json::object(),
-                openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0), nullptr);
-            if (state->token_ids) chunk["herd"] = herd_extension(state->tokens);
-            return chunk;
-          };
-          return finish_events(sink, out, *u.finish, last, state->header,
-                               state->include_usage ? "chat.completion.chunk" : nullptr);
-        }
-        return write_events(sink, out, *state->stream, state->last_write, kSseKeepAlive);
-      },
-      [state](bool success) {
-        if (!success) state->stream->cancel();
-        state->in_flight.reset();
+        if (!u.finish) return;
+        auto last = [&] {
+          add_delta(state->parser.finish(), json());
+          json chunk = chat_chunk(state->header, json::object(),
+                                  openai_finish_reason(*u.finish, state->parser.n_tool_calls() > 0),
+                                  nullptr);
+          if (state->token_ids) chunk["herd"] = herd_extension(tokens);
+          return chunk;
+        };
+        finish_events(out, *u.finish, last, state->header,
+                      state->include_usage ? "chat.completion.chunk" : nullptr);
       });
 }
 
@@ -149,38 +125,27 @@ void openai_completions(const httplib::Request& req, httplib::Response& res, Ser
     send_json(res, 200, answer);
     return;
   }
+  // The streamed state of one completion.
   struct CompletionStream {
-    std::shared_ptr<engine::RequestStream> stream;
     ResponseHeader header;
-    const tokenizer::Tokenizer* tokenizer;
-    bool logprobs;
-    int64_t text_offset;
-    bool include_usage;
-    Clock::time_point last_write;
-    std::unique_ptr<InFlight> in_flight;
-    bool token_ids;
-    std::vector<int32_t> tokens;
+    const tokenizer::Tokenizer* tokenizer = nullptr;
+    bool logprobs = false;
+    int64_t text_offset = 0;
+    bool include_usage = false;
+    bool token_ids = false;
   };
-  auto state = std::make_shared<CompletionStream>(CompletionStream{stream,
-                                                                   header,
-                                                                   m.tokenizer,
-                                                                   r.sampling.top_logprobs >= 0,
-                                                                   0,
-                                                                   r.sampling.include_usage,
-                                                                   Clock::now(),
-                                                                   std::move(in_flight),
-                                                                   r.sampling.herd_token_ids,
-                                                                   {}});
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
-        std::string out;
-        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (state->token_ids) {
-          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
-        }
+  auto state =
+      std::make_shared<CompletionStream>(CompletionStream{.header = header,
+                                                          .tokenizer = m.tokenizer,
+                                                          .logprobs = r.sampling.top_logprobs >= 0,
+                                                          .include_usage = r.sampling.include_usage,
+                                                          .token_ids = r.sampling.herd_token_ids});
+  ReplyStream reply{.stream = stream,
+                    .in_flight = std::move(in_flight),
+                    .keep_tokens = r.sampling.herd_token_ids};
+  stream_reply(
+      res, "text/event-stream", std::move(reply), kSseKeepAlive,
+      [state](const engine::StreamUpdate& u, const std::vector<int32_t>& tokens, std::string& out) {
         if (!u.text.empty() || (state->logprobs && !u.logprobs.empty())) {
           json lp;
           if (state->logprobs) {
@@ -189,21 +154,15 @@ void openai_completions(const httplib::Request& req, httplib::Response& res, Ser
           out += sse_event(completion_chunk(state->header, u.text, nullptr, lp));
           state->text_offset += static_cast<int64_t>(u.text.size());
         }
-        if (u.finish) {
-          auto last = [&] {
-            json chunk = completion_chunk(state->header, "", openai_finish_reason(*u.finish, false),
-                                          nullptr);
-            if (state->token_ids) chunk["herd"] = herd_extension(state->tokens);
-            return chunk;
-          };
-          return finish_events(sink, out, *u.finish, last, state->header,
-                               state->include_usage ? "text_completion" : nullptr);
-        }
-        return write_events(sink, out, *state->stream, state->last_write, kSseKeepAlive);
-      },
-      [state](bool success) {
-        if (!success) state->stream->cancel();
-        state->in_flight.reset();
+        if (!u.finish) return;
+        auto last = [&] {
+          json chunk =
+              completion_chunk(state->header, "", openai_finish_reason(*u.finish, false), nullptr);
+          if (state->token_ids) chunk["herd"] = herd_extension(tokens);
+          return chunk;
+        };
+        finish_events(out, *u.finish, last, state->header,
+                      state->include_usage ? "text_completion" : nullptr);
       });
 }
 

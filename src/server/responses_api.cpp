@@ -17,8 +17,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
-
 // What a response's ids end with: the server's count and 64 random bits, so that a stored
 // response cannot be read by guessing its id.
 std::string id_suffix(uint64_t n) {
@@ -44,9 +42,8 @@ void send(httplib::Response& res, const json& body) {
                   "application/json");
 }
 
-// The streamed state of one response; lives as long as its content provider.
+// The streamed state of one response.
 struct ResponsesStream {
-  std::shared_ptr<engine::RequestStream> stream;
   OutputParser parser;
   ResponseOutput output;
   std::shared_ptr<const ResponsesRequest> request;
@@ -55,11 +52,8 @@ struct ResponsesStream {
   std::string model;
   json input;  // the items given to this response (kept when stored)
   std::shared_ptr<ResponseStore> store;
-  std::unique_ptr<InFlight> in_flight;
   int64_t sequence = 0;
   bool started = false;
-  Clock::time_point last_write = Clock::now();
-  std::vector<int32_t> tokens;  // generated so far, for herd's extension (when asked)
 
   void add_events(std::vector<json>& events, std::string& out) {
     for (json& e : events) {
@@ -71,9 +65,10 @@ struct ResponsesStream {
 };
 
 // Ends a stream: the open item done, then response.completed (or .incomplete), or for a
-// failed generation an error event and response.failed.
-bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::DataSink& sink,
-                   std::string& out) {
+// failed generation an error event and response.failed. `tokens`: the reply's (kept when
+// herd's extension was asked).
+void finish_stream(ResponsesStream& s, const engine::Finish& finish,
+                   const std::vector<int32_t>& tokens, std::string& out) {
   std::vector<json> events;
   s.output.add(s.parser.finish(), events);
   s.output.finish(finish.reason != engine::FinishReason::kStop, events);
@@ -88,7 +83,7 @@ bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::Da
   json response =
       response_object(*s.request, s.id, s.created_at, s.model, s.output.items(), &finish);
   if (s.request->chat.sampling.herd_token_ids && finish.reason != engine::FinishReason::kError) {
-    response["herd"] = herd_extension(s.tokens);
+    response["herd"] = herd_extension(tokens);
   }
   const char* type = status == "completed"    ? "response.completed"
                      : status == "incomplete" ? "response.incomplete"
@@ -98,9 +93,6 @@ bool finish_stream(ResponsesStream& s, const engine::Finish& finish, httplib::Da
   if (s.request->store && finish.reason != engine::FinishReason::kError) {
     s.store->put(s.id, {std::move(response), std::move(s.input)});
   }
-  const bool ok = sink.write(out.data(), out.size());
-  sink.done();
-  return ok;
 }
 
 void create_response(const httplib::Request& req, httplib::Response& res, Serving& s,
@@ -154,26 +146,20 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
     return;
   }
 
-  auto state = std::make_shared<ResponsesStream>(ResponsesStream{stream,
-                                                                 OutputParser(run.parser),
-                                                                 ResponseOutput(suffix),
-                                                                 r,
-                                                                 id,
-                                                                 created_at,
-                                                                 m.id,
-                                                                 std::move(input),
-                                                                 store,
-                                                                 std::move(in_flight),
-                                                                 0,
-                                                                 false,
-                                                                 Clock::now(),
-                                                                 {}});
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
-        std::string out;
+  auto state = std::make_shared<ResponsesStream>(ResponsesStream{.parser = OutputParser(run.parser),
+                                                                 .output = ResponseOutput(suffix),
+                                                                 .request = r,
+                                                                 .id = id,
+                                                                 .created_at = created_at,
+                                                                 .model = m.id,
+                                                                 .input = std::move(input),
+                                                                 .store = store});
+  ReplyStream reply{.stream = stream,
+                    .in_flight = std::move(in_flight),
+                    .keep_tokens = r->chat.sampling.herd_token_ids};
+  stream_reply(
+      res, "text/event-stream", std::move(reply), kSseKeepAlive,
+      [state](const engine::StreamUpdate& u, const std::vector<int32_t>& tokens, std::string& out) {
         std::vector<json> events;
         if (!state->started) {
           state->started = true;
@@ -182,18 +168,9 @@ void create_response(const httplib::Request& req, httplib::Response& res, Servin
           events.push_back({{"type", "response.created"}, {"response", response}});
           events.push_back({{"type", "response.in_progress"}, {"response", response}});
         }
-        engine::StreamUpdate u = state->stream->wait(kWaitSlice);
-        if (state->request->chat.sampling.herd_token_ids) {
-          state->tokens.insert(state->tokens.end(), u.tokens.begin(), u.tokens.end());
-        }
         if (!u.text.empty()) state->output.add(state->parser.push(u.text), events);
         state->add_events(events, out);
-        if (u.finish) return finish_stream(*state, *u.finish, sink, out);
-        return write_events(sink, out, *state->stream, state->last_write, kSseKeepAlive);
-      },
-      [state](bool success) {
-        if (!success) state->stream->cancel();
-        state->in_flight.reset();
+        if (u.finish) finish_stream(*state, *u.finish, tokens, out);
       });
 }
 

@@ -110,6 +110,34 @@ bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStre
   return true;
 }
 
+void stream_reply(httplib::Response& res, const char* content_type, ReplyStream r,
+                  std::string_view keep_alive, StreamStep step) {
+  auto reply = std::make_shared<ReplyStream>(std::move(r));
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      content_type,
+      [reply, keep_alive = std::string(keep_alive), step = std::move(step)](
+          size_t, httplib::DataSink& sink) {
+        const engine::StreamUpdate u = reply->stream->wait(kWaitSlice);
+        if (reply->keep_tokens) {
+          reply->tokens.insert(reply->tokens.end(), u.tokens.begin(), u.tokens.end());
+        }
+        std::string out;
+        step(u, reply->tokens, out);
+        if (u.finish) {
+          const bool ok = sink.write(out.data(), out.size());
+          sink.done();
+          return ok;
+        }
+        return write_events(sink, out, *reply->stream, reply->last_write, keep_alive);
+      },
+      [reply](bool success) {
+        if (!success) reply->stream->cancel();
+        reply->in_flight.reset();
+      });
+}
+
 void write_openai_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status(), e.to_json());
   if (e.status() == 503) res.set_header("Retry-After", "1");

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,8 @@ constexpr auto kWaitSlice = std::chrono::milliseconds(250);
 // An idle stream (queued behind others) writes a keep-alive this often, so that a client that
 // went away is noticed: the write fails.
 constexpr auto kKeepAlive = std::chrono::seconds(2);
+// The keep-alive of server-sent events: a comment line, which clients skip.
+constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
 
 // Counts a response being written until it is done, however it ends (the server's drain and
 // model swap wait for the count to reach 0).
@@ -79,6 +82,30 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 // slot. False ends the response.
 bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStream& stream,
                   Clock::time_point& last_write, std::string_view keep_alive);
+
+// What every streamed response holds, whatever its API: the request's stream, the server's
+// count of responses being written (released when the response ends), when it last wrote,
+// and the tokens so far when the API needs them (stop sequences, herd's extension).
+struct ReplyStream {
+  std::shared_ptr<engine::RequestStream> stream;
+  std::unique_ptr<InFlight> in_flight;
+  bool keep_tokens = false;
+  std::vector<int32_t> tokens{};  // generated so far (when keep_tokens)
+  Clock::time_point last_write = Clock::now();
+};
+
+// Turns one update of the engine into an API's bytes, appended to `out`; `tokens` are the
+// tokens so far, this update's included (when kept). The update with a finish is the last:
+// the step writes its API's ending then.
+using StreamStep = std::function<void(const engine::StreamUpdate& update,
+                                      const std::vector<int32_t>& tokens, std::string& out)>;
+
+// Answers 200 with a body of `content_type` streamed as it comes: each call of the provider
+// waits up to kWaitSlice for the engine and writes what `step` makes of the update, or after
+// kKeepAlive of silence `keep_alive` (write_events); the last update's bytes end the body. A
+// failed write or a cut response cancels the request, which frees its slot.
+void stream_reply(httplib::Response& res, const char* content_type, ReplyStream reply,
+                  std::string_view keep_alive, StreamStep step);
 
 // Serves one request with the model and scheduler a handler took as it started (held until
 // the handler returns; a streaming response's provider keeps an in_flight() until its last

@@ -27,9 +27,11 @@ async function request(i) {
   const temperature = i % 3 === 2 ? 0.8 : 0;
   // A greedy answer is checked token by token; a sampled one by how likely its draws are
   // together (a z-score), which needs a dozen tokens or more: the flat logits of a random
-  // model let 8 sampled tokens of another model pass now and then (a cheater then served
-  // and was paid once under the sanitized build's timing); 16 were caught in every run.
-  const max_tokens = (temperature > 0 ? 16 : 8) + (i % 5) * 4;
+  // model let 8 sampled tokens of another model pass now and then (a cheater was once
+  // served and paid so). A pass of fewer than 16 sampled tokens now proves nothing
+  // (hub/checks.h): a new pod's such answer goes to another pod. Sampled requests here ask
+  // 8, 12, 16, 20 or 24 tokens.
+  const max_tokens = 8 + (i % 5) * 4;
   const kind = i % 4;
   if (kind === 3) {
     const r = await client.completions.create({
