@@ -65,6 +65,21 @@ bool client_gone(int fd) {
   return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
+// Writes what one step of a stream produced (`out`), else `keep_alive` after kKeepAlive of
+// silence, else nothing. A failed write means the client went away: its request is cancelled
+// at once, which frees the slot. False ends the response.
+bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStream& stream,
+                  Clock::time_point& last_write, std::string_view keep_alive) {
+  if (out.empty() && Clock::now() - last_write > kKeepAlive) out = keep_alive;
+  if (out.empty()) return true;
+  last_write = Clock::now();
+  if (!sink.write(out.data(), out.size())) {
+    stream.cancel();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Collected collect(engine::RequestStream& stream, const httplib::Request& req) {
@@ -96,18 +111,6 @@ int64_t unix_now() {
 void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
   res.set_content(json_text(body), "application/json");
-}
-
-bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStream& stream,
-                  Clock::time_point& last_write, std::string_view keep_alive) {
-  if (out.empty() && Clock::now() - last_write > kKeepAlive) out = keep_alive;
-  if (out.empty()) return true;
-  last_write = Clock::now();
-  if (!sink.write(out.data(), out.size())) {
-    stream.cancel();
-    return false;
-  }
-  return true;
 }
 
 void stream_reply(httplib::Response& res, const char* content_type, ReplyStream r,

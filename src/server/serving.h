@@ -76,13 +76,6 @@ int64_t unix_now();
 // Writes `body` as the response's JSON with `status`.
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 
-// Writes what one step of a stream produced (`out`), else `keep_alive` after kKeepAlive of
-// silence (an SSE comment; empty: none, for formats that have no such line), else nothing. A
-// failed write means the client went away: its request is cancelled at once, which frees the
-// slot. False ends the response.
-bool write_events(httplib::DataSink& sink, std::string& out, engine::RequestStream& stream,
-                  Clock::time_point& last_write, std::string_view keep_alive);
-
 // What every streamed response holds, whatever its API: the request's stream, the server's
 // count of responses being written (released when the response ends), when it last wrote,
 // and the tokens so far when the API needs them (stop sequences, herd's extension).
@@ -102,8 +95,9 @@ using StreamStep = std::function<void(const engine::StreamUpdate& update,
 
 // Answers 200 with a body of `content_type` streamed as it comes: each call of the provider
 // waits up to kWaitSlice for the engine and writes what `step` makes of the update, or after
-// kKeepAlive of silence `keep_alive` (write_events); the last update's bytes end the body. A
-// failed write or a cut response cancels the request, which frees its slot.
+// kKeepAlive of silence `keep_alive` (an SSE comment; empty: none, for formats that have no
+// such line); the last update's bytes end the body. A failed write or a cut response
+// cancels the request, which frees its slot.
 void stream_reply(httplib::Response& res, const char* content_type, ReplyStream reply,
                   std::string_view keep_alive, StreamStep step);
 
